@@ -1,0 +1,281 @@
+//! Bit packing on caller-owned buffers.
+//!
+//! Bits are laid out least significant first: bit `i` of the stream is bit `i % 8` of byte
+//! `i / 8`, and a value written with `n` bits puts its bit 0 first. This is the order a little
+//! endian machine gets for free with a 64-bit accumulator, and it is the whole of what a port in
+//! another language needs to know (docs/wire.md).
+//!
+//! Both sides work on whole 64-bit words while at least eight bytes of buffer remain and fall back
+//! to byte-at-a-time copies near the end, so the hot path has one branch per field and no
+//! allocation.
+
+use crate::error::{DecodeError, Field};
+
+/// The widest value one call can write or read. The accumulator holds up to seven pending bits, so
+/// 56 more always fit in its 64.
+pub const BITS_PER_CALL_MAX: u32 = 56;
+
+/// Writes bits into a caller-owned byte slice.
+///
+/// Running out of room is sticky rather than an error per call: the encoder writes every field
+/// without checking, and [`BitWriter::finish`] reports the overflow once. This keeps the per-field
+/// cost to a shift, an or and a store.
+#[derive(Debug)]
+pub struct BitWriter<'a> {
+    buf: &'a mut [u8],
+    /// Pending bits not yet counted in `byte_pos`; always fewer than 8 between calls.
+    scratch: u64,
+    scratch_bits: u32,
+    /// Bytes of `buf` that hold final data.
+    byte_pos: usize,
+    overflowed: bool,
+}
+
+impl<'a> BitWriter<'a> {
+    /// Starts writing at the beginning of `buf`.
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        Self { buf, scratch: 0, scratch_bits: 0, byte_pos: 0, overflowed: false }
+    }
+
+    /// Appends the low `bits` bits of `value`. `bits` is at most [`BITS_PER_CALL_MAX`] and `value`
+    /// must fit in it; both are the caller's contract, checked in debug builds.
+    #[inline(always)]
+    pub fn write(&mut self, value: u64, bits: u32) {
+        debug_assert!(bits <= BITS_PER_CALL_MAX);
+        debug_assert!(bits == 64 || value >> bits == 0, "value {value} wider than {bits} bits");
+        self.scratch |= value << self.scratch_bits;
+        self.scratch_bits += bits;
+        let whole = (self.scratch_bits / 8) as usize;
+        if let Some(word) = self.buf.get_mut(self.byte_pos..self.byte_pos + 8) {
+            // Store all eight bytes; the ones past `whole` are rewritten by later calls.
+            word.copy_from_slice(&self.scratch.to_le_bytes());
+        } else {
+            self.write_tail(whole);
+        }
+        self.byte_pos += whole;
+        // `whole` is at most 7 because `scratch_bits` is at most 7 + 56 = 63.
+        self.scratch >>= whole * 8;
+        self.scratch_bits -= whole as u32 * 8;
+    }
+
+    /// Writes one bit.
+    #[inline(always)]
+    pub fn write_bit(&mut self, bit: bool) {
+        self.write(u64::from(bit), 1);
+    }
+
+    #[cold]
+    fn write_tail(&mut self, whole: usize) {
+        if self.byte_pos + whole > self.buf.len() {
+            self.overflowed = true;
+            // Drop the bytes that do not fit; `finish` reports the overflow.
+            let room = self.buf.len().saturating_sub(self.byte_pos);
+            self.copy_scratch_bytes(room);
+            return;
+        }
+        self.copy_scratch_bytes(whole);
+    }
+
+    fn copy_scratch_bytes(&mut self, count: usize) {
+        for i in 0..count {
+            self.buf[self.byte_pos + i] = (self.scratch >> (8 * i)) as u8;
+        }
+    }
+
+    /// Bits written so far.
+    pub fn bit_len(&self) -> usize {
+        self.byte_pos * 8 + self.scratch_bits as usize
+    }
+
+    /// Flushes the last partial byte (zero padded) and returns the number of bytes written, or
+    /// the number of bytes the data needed if the buffer was too small.
+    pub fn finish(self) -> Result<usize, usize> {
+        let needed = self.bit_len().div_ceil(8);
+        if self.overflowed || needed > self.buf.len() {
+            return Err(needed);
+        }
+        if self.scratch_bits > 0 {
+            self.buf[self.byte_pos] = self.scratch as u8;
+        }
+        Ok(needed)
+    }
+}
+
+/// Overwrites `bits` bits at bit offset `bit_pos` of an already finished buffer. Used for counts
+/// that are only known after the fields they count have been written.
+pub fn patch_bits(buf: &mut [u8], bit_pos: usize, value: u64, bits: u32) {
+    for i in 0..bits as usize {
+        let (byte, shift) = ((bit_pos + i) / 8, (bit_pos + i) % 8);
+        let bit = ((value >> i) & 1) as u8;
+        buf[byte] = (buf[byte] & !(1 << shift)) | (bit << shift);
+    }
+}
+
+/// Reads bits from a byte slice in the order [`BitWriter`] wrote them.
+///
+/// Every read names the field it belongs to, so that a truncated datagram reports which field was
+/// cut short instead of a bare position.
+#[derive(Debug, Clone)]
+pub struct BitReader<'a> {
+    buf: &'a [u8],
+    bit_pos: usize,
+}
+
+impl<'a> BitReader<'a> {
+    /// Starts reading at the beginning of `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Self { buf, bit_pos: 0 }
+    }
+
+    /// The next 56 bits of the stream without consuming them, zero past the end.
+    #[inline(always)]
+    pub fn peek(&self) -> u64 {
+        let byte = self.bit_pos / 8;
+        let word = match self.buf.get(byte..byte + 8) {
+            // The slice has exactly eight bytes, so the conversion cannot fail.
+            Some(bytes) => u64::from_le_bytes(bytes.try_into().expect("eight bytes")),
+            None => self.peek_tail(byte),
+        };
+        word >> (self.bit_pos % 8)
+    }
+
+    #[cold]
+    fn peek_tail(&self, byte: usize) -> u64 {
+        let mut word = 0u64;
+        for (i, b) in self.buf.iter().skip(byte).take(8).enumerate() {
+            word |= u64::from(*b) << (8 * i);
+        }
+        word
+    }
+
+    /// Consumes `bits` bits after a [`BitReader::peek`], failing if the stream is shorter.
+    #[inline(always)]
+    pub fn consume(&mut self, bits: u32, field: Field) -> Result<(), DecodeError> {
+        let end = self.bit_pos + bits as usize;
+        if end > self.buf.len() * 8 {
+            return Err(DecodeError::Truncated { field });
+        }
+        self.bit_pos = end;
+        Ok(())
+    }
+
+    /// Reads `bits` bits (at most [`BITS_PER_CALL_MAX`]) as an unsigned value.
+    #[inline(always)]
+    pub fn read(&mut self, bits: u32, field: Field) -> Result<u64, DecodeError> {
+        debug_assert!(bits <= BITS_PER_CALL_MAX);
+        let value = self.peek() & mask(bits);
+        self.consume(bits, field)?;
+        Ok(value)
+    }
+
+    /// Reads one bit.
+    #[inline(always)]
+    pub fn read_bit(&mut self, field: Field) -> Result<bool, DecodeError> {
+        Ok(self.read(1, field)? == 1)
+    }
+
+    /// Bits consumed so far.
+    pub fn bit_pos(&self) -> usize {
+        self.bit_pos
+    }
+
+    /// Succeeds if only zero padding of the last byte remains. Anything more is a datagram that is
+    /// longer than what it encodes, which a correct encoder never produces.
+    pub fn finish(&self) -> Result<(), DecodeError> {
+        let used_bytes = self.bit_pos.div_ceil(8);
+        if used_bytes != self.buf.len() {
+            return Err(DecodeError::TrailingBytes { count: self.buf.len() - used_bytes });
+        }
+        let pad = self.buf.len() * 8 - self.bit_pos;
+        if pad > 0 && self.buf[self.buf.len() - 1] >> (8 - pad) != 0 {
+            return Err(DecodeError::NonZeroPadding);
+        }
+        Ok(())
+    }
+}
+
+/// A mask of the low `bits` bits, for `bits` up to 64.
+#[inline(always)]
+pub const fn mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+/// The number of bits needed to write every value in `0..=max`.
+pub const fn bits_for(max: u64) -> u32 {
+    64 - max.leading_zeros()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_come_back_in_order_across_word_boundaries() {
+        let widths = [1u32, 7, 56, 3, 33, 13, 56, 2, 9];
+        let mut buf = [0u8; 64];
+        let mut w = BitWriter::new(&mut buf);
+        for (i, &bits) in widths.iter().enumerate() {
+            w.write((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask(bits), bits);
+        }
+        let total: u32 = widths.iter().sum();
+        let len = w.finish().expect("buffer is large enough");
+        assert_eq!(len, (total as usize).div_ceil(8));
+        let mut r = BitReader::new(&buf[..len]);
+        for (i, &bits) in widths.iter().enumerate() {
+            let value = r.read(bits, Field::Header).expect("within the data");
+            assert_eq!(value, (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask(bits));
+        }
+        r.finish().expect("only padding remains");
+    }
+
+    #[test]
+    fn lsb_first_layout_matches_the_spec() {
+        let mut buf = [0u8; 2];
+        let mut w = BitWriter::new(&mut buf);
+        w.write(0b1, 1);
+        w.write(0b101, 3);
+        w.write(0xAB, 8);
+        assert_eq!(w.finish(), Ok(2));
+        // Bit 0 = 1, bits 1..4 = 101, bits 4..12 = 0xAB.
+        assert_eq!(buf, [0b1011_1011, 0b0000_1010]);
+    }
+
+    #[test]
+    fn overflow_is_reported_once_at_finish() {
+        let mut buf = [0u8; 3];
+        let mut w = BitWriter::new(&mut buf);
+        w.write(u64::from(u32::MAX), 32);
+        w.write(1, 1);
+        assert_eq!(w.finish(), Err(5));
+    }
+
+    #[test]
+    fn reading_past_the_end_names_the_field() {
+        let mut r = BitReader::new(&[0xFF]);
+        assert_eq!(r.read(8, Field::Tick), Ok(0xFF));
+        assert_eq!(
+            r.read(1, Field::EntityCount),
+            Err(DecodeError::Truncated { field: Field::EntityCount })
+        );
+    }
+
+    #[test]
+    fn trailing_data_is_rejected() {
+        let r = BitReader::new(&[0x01, 0x00]);
+        assert_eq!(r.finish(), Err(DecodeError::TrailingBytes { count: 2 }));
+        let mut r = BitReader::new(&[0b0000_0011]);
+        r.read(1, Field::Header).expect("one bit is there");
+        assert_eq!(r.finish(), Err(DecodeError::NonZeroPadding));
+    }
+
+    #[test]
+    fn patch_overwrites_only_its_bits() {
+        let mut buf = [0xFFu8; 3];
+        patch_bits(&mut buf, 4, 0, 12);
+        assert_eq!(buf, [0x0F, 0x00, 0xFF]);
+    }
+}

@@ -1,0 +1,356 @@
+//! Quantizers: floats in, small integers out, with a documented worst-case error.
+//!
+//! | quantizer | default | bits per body | worst-case error |
+//! |---|---|---|---|
+//! | [`PositionQuantizer`] | 1 mm in x, z in [-256, 256] m, y in [-64, 192] m | 19 + 18 + 19 | half the precision per axis (0.5 mm) inside the box |
+//! | [`RotationQuantizer`] | smallest three, 12 bits per component | 2 + 3 x 12 | 2 * sqrt(3) * sqrt(2) / (2^12 - 1) rad = 0.069 degree |
+//! | [`VelocityQuantizer`] (linear) | 0.01 m/s per component within +-64 m/s | 3 x 14 | half the precision per component (5 mm/s) |
+//! | [`VelocityQuantizer`] (angular) | 0.01 rad/s per component within +-64 rad/s | 3 x 14 | half the precision per component |
+//!
+//! Values outside a quantizer's range are clamped to it; the error bound holds inside the range.
+//! The tests in tests/quantization.rs check each bound on random and adversarial inputs.
+
+use crate::bits::bits_for;
+use crate::error::ConfigError;
+use glam::{Quat, Vec3};
+use serde::{Deserialize, Serialize};
+
+/// The widest position component the format carries (268 km at 1 mm).
+pub const POSITION_BITS_MAX: u32 = 28;
+/// The widest velocity component the format carries.
+pub const VELOCITY_BITS_MAX: u32 = 18;
+/// The range of rotation precisions the format carries, in bits per component.
+pub const ROTATION_BITS: std::ops::RangeInclusive<u32> = 6..=16;
+
+/// Positions as integer steps of `precision` from the box's minimum corner.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "PositionSpec", into = "PositionSpec")]
+pub struct PositionQuantizer {
+    min: Vec3,
+    max: Vec3,
+    precision: f32,
+    /// Largest code per axis (the number of steps).
+    steps: [u32; 3],
+    bits: [u32; 3],
+}
+
+/// The user-facing description of a [`PositionQuantizer`], as in a config file.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PositionSpec {
+    /// The box's minimum corner, metres.
+    pub min: Vec3,
+    /// The box's maximum corner, metres.
+    pub max: Vec3,
+    /// The step, metres.
+    pub precision: f32,
+}
+
+impl TryFrom<PositionSpec> for PositionQuantizer {
+    type Error = ConfigError;
+    fn try_from(spec: PositionSpec) -> Result<Self, ConfigError> {
+        Self::new(spec.min, spec.max, spec.precision)
+    }
+}
+
+impl From<PositionQuantizer> for PositionSpec {
+    fn from(q: PositionQuantizer) -> Self {
+        Self { min: q.min, max: q.max, precision: q.precision }
+    }
+}
+
+impl Default for PositionQuantizer {
+    fn default() -> Self {
+        Self::new(Vec3::new(-256.0, -64.0, -256.0), Vec3::new(256.0, 192.0, 256.0), 0.001)
+            .expect("the default box needs 19 bits per axis, within the format's 28")
+    }
+}
+
+impl PositionQuantizer {
+    /// A quantizer for positions inside the box `min..=max` in steps of `precision` metres.
+    pub fn new(min: Vec3, max: Vec3, precision: f32) -> Result<Self, ConfigError> {
+        check_positive("position.precision", precision)?;
+        if !(min.is_finite() && max.is_finite() && min.cmplt(max).all()) {
+            return Err(ConfigError::EmptyBox { field: "position" });
+        }
+        let mut steps = [0u32; 3];
+        let mut bits = [0u32; 3];
+        for axis in 0..3 {
+            let span = f64::from(max[axis]) - f64::from(min[axis]);
+            let count = (span / f64::from(precision)).ceil();
+            let needed = bits_for(count.min(u64::MAX as f64) as u64);
+            if needed > POSITION_BITS_MAX {
+                let max = POSITION_BITS_MAX;
+                return Err(ConfigError::TooManyBits { field: "position", bits: needed, max });
+            }
+            steps[axis] = count as u32;
+            bits[axis] = needed;
+        }
+        Ok(Self { min, max, precision, steps, bits })
+    }
+
+    /// Bits per axis on the wire.
+    pub fn bits(&self) -> [u32; 3] {
+        self.bits
+    }
+
+    /// Largest code per axis.
+    pub fn steps(&self) -> [u32; 3] {
+        self.steps
+    }
+
+    /// The step in metres.
+    pub fn precision(&self) -> f32 {
+        self.precision
+    }
+
+    /// Whether `position` is inside the box, where the error bound holds.
+    pub fn contains(&self, position: Vec3) -> bool {
+        position.cmpge(self.min).all() && position.cmple(self.max).all()
+    }
+
+    /// The code of each axis, clamped to the box.
+    #[inline]
+    pub fn quantize(&self, position: Vec3) -> [u32; 3] {
+        let scaled = (position - self.min) / self.precision;
+        let mut code = [0u32; 3];
+        for axis in 0..3 {
+            // `as u32` saturates and maps NaN to 0, so garbage floats cannot escape the range.
+            code[axis] = (scaled[axis].round() as u32).min(self.steps[axis]);
+        }
+        code
+    }
+
+    /// The position a code stands for.
+    #[inline]
+    pub fn dequantize(&self, code: [u32; 3]) -> Vec3 {
+        let steps = Vec3::new(code[0] as f32, code[1] as f32, code[2] as f32);
+        (self.min + steps * self.precision).min(self.max)
+    }
+}
+
+/// A rotation as its three smallest quaternion components plus the index of the largest.
+///
+/// `q` and `-q` are the same rotation, so the encoder flips the sign to make the largest component
+/// positive and the decoder rebuilds it as `sqrt(1 - a^2 - b^2 - c^2)`. The other three lie in
+/// `[-1/sqrt(2), 1/sqrt(2)]`, which is the range the codes span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct QuantizedRotation {
+    /// Index (x=0, y=1, z=2, w=3) of the component left out.
+    pub largest: u8,
+    /// Codes of the other three components in x, y, z, w order.
+    pub components: [u16; 3],
+}
+
+/// Smallest-three rotations with `bits` bits per component.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RotationSpec", into = "RotationSpec")]
+pub struct RotationQuantizer {
+    bits: u32,
+    max_code: u32,
+}
+
+/// The user-facing description of a [`RotationQuantizer`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RotationSpec {
+    /// Bits per component, 6 to 16.
+    pub bits: u32,
+}
+
+impl TryFrom<RotationSpec> for RotationQuantizer {
+    type Error = ConfigError;
+    fn try_from(spec: RotationSpec) -> Result<Self, ConfigError> {
+        Self::new(spec.bits)
+    }
+}
+
+impl From<RotationQuantizer> for RotationSpec {
+    fn from(q: RotationQuantizer) -> Self {
+        Self { bits: q.bits }
+    }
+}
+
+impl Default for RotationQuantizer {
+    fn default() -> Self {
+        Self::new(12).expect("12 bits is inside ROTATION_BITS")
+    }
+}
+
+const COMPONENT_MAX: f32 = std::f32::consts::FRAC_1_SQRT_2;
+
+impl RotationQuantizer {
+    /// A quantizer with `bits` bits per component.
+    pub fn new(bits: u32) -> Result<Self, ConfigError> {
+        if !ROTATION_BITS.contains(&bits) {
+            let max = *ROTATION_BITS.end();
+            return Err(ConfigError::TooManyBits { field: "rotation.bits", bits, max });
+        }
+        Ok(Self { bits, max_code: (1 << bits) - 1 })
+    }
+
+    /// Bits per component.
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+
+    /// The guaranteed bound on the angle between a unit rotation and its decoded form, radians:
+    /// `2 * sqrt(3) * step` with `step = sqrt(2) / (2^bits - 1)`. The worst case is the rotation
+    /// (1/2, 1/2, 1/2, 1/2) with every component rounded the same way.
+    pub fn error_bound_radians(&self) -> f32 {
+        let step = std::f32::consts::SQRT_2 / self.max_code as f32;
+        2.0 * 3f32.sqrt() * step
+    }
+
+    /// Quantizes a rotation. A non-normalized input is normalized first; a zero or non-finite one
+    /// becomes the identity.
+    #[inline]
+    pub fn quantize(&self, rotation: Quat) -> QuantizedRotation {
+        let q = if rotation.is_finite() && rotation.length_squared() > 1e-12 {
+            rotation.normalize()
+        } else {
+            Quat::IDENTITY
+        };
+        let c = q.to_array();
+        let mut largest = 0;
+        for i in 1..4 {
+            if c[i].abs() > c[largest].abs() {
+                largest = i;
+            }
+        }
+        let sign = if c[largest] < 0.0 { -1.0 } else { 1.0 };
+        let scale = self.max_code as f32 / (2.0 * COMPONENT_MAX);
+        let mut components = [0u16; 3];
+        let mut slot = 0;
+        for (i, value) in c.iter().enumerate() {
+            if i != largest {
+                let code = ((value * sign + COMPONENT_MAX) * scale).round();
+                components[slot] = (code as u32).min(self.max_code) as u16;
+                slot += 1;
+            }
+        }
+        QuantizedRotation { largest: largest as u8, components }
+    }
+
+    /// The unit quaternion a code stands for. Codes from the wire are not trusted: components are
+    /// clamped and an impossible combination still yields a unit quaternion.
+    #[inline]
+    pub fn dequantize(&self, code: QuantizedRotation) -> Quat {
+        let step = 2.0 * COMPONENT_MAX / self.max_code as f32;
+        let mut c = [0f32; 4];
+        let mut sum = 0.0;
+        let mut slot = 0;
+        let largest = usize::from(code.largest & 3);
+        for (i, value) in c.iter_mut().enumerate() {
+            if i != largest {
+                let raw = u32::from(code.components[slot]).min(self.max_code);
+                *value = raw as f32 * step - COMPONENT_MAX;
+                sum += *value * *value;
+                slot += 1;
+            }
+        }
+        c[largest] = (1.0 - sum).max(0.0).sqrt();
+        Quat::from_array(c).normalize()
+    }
+}
+
+/// Velocities as signed integer steps of `precision`, each component within `-max..=max`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "VelocitySpec", into = "VelocitySpec")]
+pub struct VelocityQuantizer {
+    max: f32,
+    precision: f32,
+    /// Largest code magnitude.
+    half: i32,
+    bits: u32,
+}
+
+/// The user-facing description of a [`VelocityQuantizer`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct VelocitySpec {
+    /// The largest magnitude per component (m/s or rad/s).
+    pub max: f32,
+    /// The step (m/s or rad/s).
+    pub precision: f32,
+}
+
+impl TryFrom<VelocitySpec> for VelocityQuantizer {
+    type Error = ConfigError;
+    fn try_from(spec: VelocitySpec) -> Result<Self, ConfigError> {
+        Self::new(spec.max, spec.precision)
+    }
+}
+
+impl From<VelocityQuantizer> for VelocitySpec {
+    fn from(q: VelocityQuantizer) -> Self {
+        Self { max: q.max, precision: q.precision }
+    }
+}
+
+impl VelocityQuantizer {
+    /// A quantizer for components within `-max..=max` in steps of `precision`.
+    pub fn new(max: f32, precision: f32) -> Result<Self, ConfigError> {
+        check_positive("velocity.max", max)?;
+        check_positive("velocity.precision", precision)?;
+        let half = (f64::from(max) / f64::from(precision)).ceil();
+        let bits = bits_for((2.0 * half).min(u64::MAX as f64) as u64);
+        if bits > VELOCITY_BITS_MAX {
+            return Err(ConfigError::TooManyBits {
+                field: "velocity",
+                bits,
+                max: VELOCITY_BITS_MAX,
+            });
+        }
+        Ok(Self { max, precision, half: half as i32, bits })
+    }
+
+    /// The default for linear velocities: 0.01 m/s within +-64 m/s.
+    pub fn default_linear() -> Self {
+        Self::new(64.0, 0.01).expect("64 / 0.01 needs 14 bits, within the format's 18")
+    }
+
+    /// The default for angular velocities: 0.01 rad/s within +-64 rad/s.
+    pub fn default_angular() -> Self {
+        Self::new(64.0, 0.01).expect("64 / 0.01 needs 14 bits, within the format's 18")
+    }
+
+    /// Bits per component on the wire.
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+
+    /// Largest code magnitude; the wire carries `code + half`.
+    pub fn half(&self) -> i32 {
+        self.half
+    }
+
+    /// The step.
+    pub fn precision(&self) -> f32 {
+        self.precision
+    }
+
+    /// Signed codes, clamped to the range.
+    #[inline]
+    pub fn quantize(&self, velocity: Vec3) -> [i32; 3] {
+        let scaled = velocity / self.precision;
+        let mut code = [0i32; 3];
+        for axis in 0..3 {
+            // `as i32` saturates and maps NaN to 0.
+            code[axis] = (scaled[axis].round() as i32).clamp(-self.half, self.half);
+        }
+        code
+    }
+
+    /// The velocity a code stands for.
+    #[inline]
+    pub fn dequantize(&self, code: [i32; 3]) -> Vec3 {
+        let clamp = |c: i32| c.clamp(-self.half, self.half) as f32 * self.precision;
+        Vec3::new(clamp(code[0]), clamp(code[1]), clamp(code[2]))
+    }
+}
+
+fn check_positive(field: &'static str, value: f32) -> Result<(), ConfigError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(ConfigError::NotPositive { field, value })
+    }
+}
