@@ -3,7 +3,7 @@
 //! | quantizer | default | bits per body | worst-case error |
 //! |---|---|---|---|
 //! | [`PositionQuantizer`] | 1 mm in x, z in [-256, 256] m, y in [-64, 192] m | 19 + 18 + 19 | half the precision per axis (0.5 mm) inside the box |
-//! | [`RotationQuantizer`] | smallest three, 12 bits per component | 2 + 3 x 12 | 2 * sqrt(3) * sqrt(2) / (2^12 - 1) rad = 0.069 degree |
+//! | [`RotationQuantizer`] | smallest three, 12 bits per component | 2 + 3 x 12 | 2 * sqrt(3) * sqrt(2) / (2^12 - 2) rad = 0.069 degree |
 //! | [`VelocityQuantizer`] (linear) | 0.01 m/s per component within +-64 m/s | 3 x 14 | half the precision per component (5 mm/s) |
 //! | [`VelocityQuantizer`] (angular) | 0.01 rad/s per component within +-64 rad/s | 3 x 14 | half the precision per component |
 //!
@@ -184,7 +184,9 @@ impl RotationQuantizer {
             let max = *ROTATION_BITS.end();
             return Err(ConfigError::TooManyBits { field: "rotation.bits", bits, max });
         }
-        Ok(Self { bits, max_code: (1 << bits) - 1 })
+        // An even number of steps puts a code exactly on zero, so the identity rotation (and any
+        // axis-aligned one) comes back exactly; the all-ones code is never produced.
+        Ok(Self { bits, max_code: (1 << bits) - 2 })
     }
 
     /// Bits per component.
@@ -193,7 +195,7 @@ impl RotationQuantizer {
     }
 
     /// The guaranteed bound on the angle between a unit rotation and its decoded form, radians:
-    /// `2 * sqrt(3) * step` with `step = sqrt(2) / (2^bits - 1)`. The worst case is the rotation
+    /// `2 * sqrt(3) * step` with `step = sqrt(2) / (2^bits - 2)`. The worst case is the rotation
     /// (1/2, 1/2, 1/2, 1/2) with every component rounded the same way.
     pub fn error_bound_radians(&self) -> f32 {
         let step = std::f32::consts::SQRT_2 / self.max_code as f32;
