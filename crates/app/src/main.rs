@@ -1,1 +1,44 @@
-fn main() {}
+//! `rally`: the command-line front end. Benchmarks for now; the demo, server, bots and tools
+//! arrive with the layers they drive.
+
+mod alloc_counter;
+mod bench;
+mod machine;
+mod plot;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[global_allocator]
+static ALLOCATOR: alloc_counter::CountingAllocator = alloc_counter::CountingAllocator;
+
+/// Rally: a server-authoritative, latency-first networking engine for multiplayer and XR games.
+#[derive(Debug, Parser)]
+#[command(name = "rally", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a benchmark: Rally and its peers side by side, in one run.
+    Bench {
+        #[command(subcommand)]
+        bench: bench::BenchCommand,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench { bench } => bench::run(bench),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -113,30 +113,55 @@ pub fn patch_bits(buf: &mut [u8], bit_pos: usize, value: u64, bits: u32) {
 
 /// Reads bits from a byte slice in the order [`BitWriter`] wrote them.
 ///
-/// Every read names the field it belongs to, so that a truncated datagram reports which field was
-/// cut short instead of a bare position.
+/// Errors are sticky, like the writer's overflow: a read past the end or a failed check records
+/// the first error (naming its field) and later reads return zeros, so the decoder's hot path has
+/// no `Result` per field. Decoders check [`BitReader::error`] once per entity, which bounds the
+/// work spent on garbage, and [`BitReader::finish`] reports the error.
 #[derive(Debug, Clone)]
 pub struct BitReader<'a> {
     buf: &'a [u8],
     bit_pos: usize,
+    bit_len: usize,
+    error: Option<DecodeError>,
 }
 
 impl<'a> BitReader<'a> {
     /// Starts reading at the beginning of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
-        Self { buf, bit_pos: 0 }
+        Self { buf, bit_pos: 0, bit_len: buf.len() * 8, error: None }
     }
 
-    /// The next 56 bits of the stream without consuming them, zero past the end.
+    /// The next 56 or more bits of the stream without consuming them, zero past the end.
     #[inline(always)]
     pub fn peek(&self) -> u64 {
-        let byte = self.bit_pos / 8;
+        self.peek_at(self.bit_pos)
+    }
+
+    /// 56 or more bits starting at bit `bit` of the buffer, zero past the end. For columns with
+    /// a fixed stride, whose entries can be read in any order.
+    #[inline(always)]
+    pub fn peek_at(&self, bit: usize) -> u64 {
+        let byte = bit / 8;
         let word = match self.buf.get(byte..byte + 8) {
             // The slice has exactly eight bytes, so the conversion cannot fail.
             Some(bytes) => u64::from_le_bytes(bytes.try_into().expect("eight bytes")),
             None => self.peek_tail(byte),
         };
-        word >> (self.bit_pos % 8)
+        word >> (bit % 8)
+    }
+
+    /// Moves to bit `bit` after reading up to it with [`BitReader::peek_at`]; past the end,
+    /// records a truncation of `field`.
+    pub fn seek(&mut self, bit: usize, field: Field) {
+        self.bit_pos = bit;
+        if bit > self.bit_len {
+            self.truncated(field);
+        }
+    }
+
+    /// Bits in the buffer.
+    pub fn bit_len(&self) -> usize {
+        self.bit_len
     }
 
     #[cold]
@@ -148,30 +173,70 @@ impl<'a> BitReader<'a> {
         word
     }
 
-    /// Consumes `bits` bits after a [`BitReader::peek`], failing if the stream is shorter.
+    /// Consumes `bits` bits after a [`BitReader::peek`]; past the end, records a truncation of
+    /// `field`.
     #[inline(always)]
-    pub fn consume(&mut self, bits: u32, field: Field) -> Result<(), DecodeError> {
-        let end = self.bit_pos + bits as usize;
-        if end > self.buf.len() * 8 {
-            return Err(DecodeError::Truncated { field });
+    pub fn advance(&mut self, bits: u32, field: Field) {
+        self.bit_pos += bits as usize;
+        if self.bit_pos > self.bit_len {
+            self.truncated(field);
         }
-        self.bit_pos = end;
-        Ok(())
     }
 
-    /// Reads `bits` bits (at most [`BITS_PER_CALL_MAX`]) as an unsigned value.
+    #[cold]
+    fn truncated(&mut self, field: Field) {
+        // Park at the end so that every later read is past it too and returns zeros.
+        self.bit_pos = self.bit_len;
+        self.fail(DecodeError::Truncated { field });
+    }
+
+    /// Reads `bits` bits (at most [`BITS_PER_CALL_MAX`]) as an unsigned value; bits past the end
+    /// read as zero.
     #[inline(always)]
-    pub fn read(&mut self, bits: u32, field: Field) -> Result<u64, DecodeError> {
+    pub fn read(&mut self, bits: u32, field: Field) -> u64 {
         debug_assert!(bits <= BITS_PER_CALL_MAX);
+        // After an error the value is meaningless but harmless: the caller checks the error
+        // before storing anything.
         let value = self.peek() & mask(bits);
-        self.consume(bits, field)?;
-        Ok(value)
+        self.advance(bits, field);
+        value
     }
 
     /// Reads one bit.
     #[inline(always)]
-    pub fn read_bit(&mut self, field: Field) -> Result<bool, DecodeError> {
-        Ok(self.read(1, field)? == 1)
+    pub fn read_bit(&mut self, field: Field) -> bool {
+        self.read(1, field) == 1
+    }
+
+    /// Records `value > max` as an out-of-bounds `field`.
+    #[inline(always)]
+    pub fn check(&mut self, field: Field, value: u64, max: u64) {
+        if value > max {
+            self.fail(DecodeError::OutOfBounds { field, value, max });
+        }
+    }
+
+    /// Records an error unless one is already recorded; the first error is the one reported.
+    #[cold]
+    pub fn fail(&mut self, error: DecodeError) {
+        if self.error.is_none() {
+            self.error = Some(error);
+        }
+    }
+
+    /// The first error recorded, if any.
+    #[inline(always)]
+    pub fn error(&self) -> Option<&DecodeError> {
+        self.error.as_ref()
+    }
+
+    /// `Err` with the first recorded error, if any.
+    #[inline(always)]
+    pub fn status(&self) -> Result<(), DecodeError> {
+        match &self.error {
+            None => Ok(()),
+            Some(error) => Err(error.clone()),
+        }
     }
 
     /// Bits consumed so far.
@@ -179,14 +244,15 @@ impl<'a> BitReader<'a> {
         self.bit_pos
     }
 
-    /// Succeeds if only zero padding of the last byte remains. Anything more is a datagram that is
-    /// longer than what it encodes, which a correct encoder never produces.
+    /// Succeeds if no error was recorded and only zero padding of the last byte remains. Anything
+    /// more is a datagram longer than what it encodes, which a correct encoder never produces.
     pub fn finish(&self) -> Result<(), DecodeError> {
+        self.status()?;
         let used_bytes = self.bit_pos.div_ceil(8);
         if used_bytes != self.buf.len() {
             return Err(DecodeError::TrailingBytes { count: self.buf.len() - used_bytes });
         }
-        let pad = self.buf.len() * 8 - self.bit_pos;
+        let pad = self.bit_len - self.bit_pos;
         if pad > 0 && self.buf[self.buf.len() - 1] >> (8 - pad) != 0 {
             return Err(DecodeError::NonZeroPadding);
         }
@@ -197,11 +263,9 @@ impl<'a> BitReader<'a> {
 /// A mask of the low `bits` bits, for `bits` up to 64.
 #[inline(always)]
 pub const fn mask(bits: u32) -> u64 {
-    if bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
-    }
+    // Branch-free: the shift covers 0..=63, the second term turns 64 into all ones. This runs
+    // several times per entity, so it should not cost a branch.
+    (1u64 << (bits & 63)).wrapping_sub(1) | ((bits >> 6) as u64).wrapping_neg()
 }
 
 /// The number of bits needed to write every value in `0..=max`.
@@ -226,7 +290,7 @@ mod tests {
         assert_eq!(len, (total as usize).div_ceil(8));
         let mut r = BitReader::new(&buf[..len]);
         for (i, &bits) in widths.iter().enumerate() {
-            let value = r.read(bits, Field::Header).expect("within the data");
+            let value = r.read(bits, Field::Header);
             assert_eq!(value, (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask(bits));
         }
         r.finish().expect("only padding remains");
@@ -256,11 +320,12 @@ mod tests {
     #[test]
     fn reading_past_the_end_names_the_field() {
         let mut r = BitReader::new(&[0xFF]);
-        assert_eq!(r.read(8, Field::Tick), Ok(0xFF));
-        assert_eq!(
-            r.read(1, Field::EntityCount),
-            Err(DecodeError::Truncated { field: Field::EntityCount })
-        );
+        assert_eq!(r.read(8, Field::Tick), 0xFF);
+        assert_eq!(r.status(), Ok(()));
+        assert_eq!(r.read(1, Field::EntityCount), 0);
+        assert_eq!(r.read(1, Field::Tick), 0);
+        // The first failure is the one reported.
+        assert_eq!(r.finish(), Err(DecodeError::Truncated { field: Field::EntityCount }));
     }
 
     #[test]
@@ -268,7 +333,7 @@ mod tests {
         let r = BitReader::new(&[0x01, 0x00]);
         assert_eq!(r.finish(), Err(DecodeError::TrailingBytes { count: 2 }));
         let mut r = BitReader::new(&[0b0000_0011]);
-        r.read(1, Field::Header).expect("one bit is there");
+        assert_eq!(r.read(1, Field::Header), 1);
         assert_eq!(r.finish(), Err(DecodeError::NonZeroPadding));
     }
 

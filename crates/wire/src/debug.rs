@@ -47,7 +47,8 @@ pub fn inspect_snapshot(config: &SnapshotConfig, bytes: &[u8]) -> Result<Value, 
             let mut records: Vec<DeltaRecord> = Vec::new();
             let mut previous = None;
             for _ in 0..header.count {
-                let record = config.read_record(&mut r, previous)?;
+                let record = config.read_record(&mut r, previous);
+                r.status()?;
                 previous = Some(record.id());
                 records.push(record);
             }

@@ -17,6 +17,8 @@ pub enum Field {
     EntityCount,
     /// The gap coding an entity id.
     EntityId,
+    /// The two flags saying whether an entity's velocities are not zero.
+    MovingFlags,
     /// A delta record's kind (update, spawn, despawn).
     RecordKind,
     /// An update record's changed-field mask.
@@ -41,6 +43,7 @@ impl fmt::Display for Field {
             Field::BaselineTick => "baseline tick",
             Field::EntityCount => "entity count",
             Field::EntityId => "entity id",
+            Field::MovingFlags => "moving flags",
             Field::RecordKind => "record kind",
             Field::FieldMask => "field mask",
             Field::Position => "position",

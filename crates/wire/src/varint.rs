@@ -89,14 +89,32 @@ impl<const N: usize> Tiers<N> {
         }
     }
 
-    /// Reads a value written by [`Tiers::write`].
+    /// Decodes a value from the start of `word` (the next bits of a stream, as
+    /// [`BitReader::peek`] returns them) and returns it with the number of bits it took. Only
+    /// for tier sets whose widest code fits one peek.
     #[inline(always)]
-    pub fn read(&self, r: &mut BitReader<'_>, field: Field) -> Result<u64, DecodeError> {
-        let ones = (!r.peek()).trailing_zeros().min(N as u32 - 1);
+    pub fn decode(&self, word: u64) -> (u64, u32) {
+        let ones = (!word).trailing_zeros().min(N as u32 - 1);
         let tier = ones as usize;
         let prefix_bits = if tier == N - 1 { ones } else { ones + 1 };
-        r.consume(prefix_bits, field)?;
-        r.read(self.widths[tier], field)
+        let width = self.widths[tier];
+        debug_assert!(prefix_bits + width <= crate::bits::BITS_PER_CALL_MAX);
+        ((word >> prefix_bits) & mask(width), prefix_bits + width)
+    }
+
+    /// Reads a value written by [`Tiers::write`]; errors are recorded in the reader.
+    #[inline(always)]
+    pub fn read(&self, r: &mut BitReader<'_>, field: Field) -> u64 {
+        let widest = N as u32 - 1 + self.widths[N - 1];
+        if widest > crate::bits::BITS_PER_CALL_MAX {
+            // Codes wider than one peek: the prefix first, then the value.
+            let ones = (!r.peek()).trailing_zeros().min(N as u32 - 1);
+            r.advance(if ones as usize == N - 1 { ones } else { ones + 1 }, field);
+            return r.read(self.widths[ones as usize], field);
+        }
+        let (value, bits) = self.decode(r.peek());
+        r.advance(bits, field);
+        value
     }
 }
 
@@ -144,7 +162,8 @@ mod tests {
             assert_eq!(w.bit_len(), bits, "value {value}");
             let len = w.finish().expect("fits");
             let mut r = BitReader::new(&buf[..len]);
-            assert_eq!(tiers.read(&mut r, Field::EntityId), Ok(value));
+            assert_eq!(tiers.read(&mut r, Field::EntityId), value);
+            assert_eq!(r.finish(), Ok(()));
         }
     }
 }

@@ -124,15 +124,19 @@ fn deltas_cannot_grow_past_entities_max() {
 fn out_of_range_codes_name_their_field() {
     let config = common::config();
     let steps = config.position.steps();
-    // One entity with id 0 (gap code "0") and an x code one past the box.
+    // One entity at rest with an x code one past the box (columns: flags, position, rotation,
+    // id gap "0").
+    let [bx, by, bz] = config.position.bits();
     let mut buf = [0u8; 32];
     let mut w = BitWriter::new(&mut buf);
     w.write(u64::from(FORMAT_FULL), 8);
     w.write(7, 32);
     w.write(1, 16);
+    w.write(0, 2);
+    w.write(u64::from(steps[0]) + 1, bx);
+    w.write(0, by + bz);
+    w.write(0, 2 + 3 * config.rotation.bits());
     w.write(0, 1);
-    w.write(u64::from(steps[0]) + 1, config.position.bits()[0]);
-    w.write(0, 56);
     let len = w.finish().unwrap();
     let mut out = Snapshot::default();
     let err = config.decode(&buf[..len], None, &mut out).unwrap_err();

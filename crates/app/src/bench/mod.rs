@@ -1,0 +1,41 @@
+//! `rally bench ...`: benchmarks that run Rally and its peers side by side in one run, interleaved
+//! so that machine noise hits all of them alike, and report ratios, distributions and allocations
+//! as a table, JSON and PNG plots.
+
+mod harness;
+mod reference_message;
+mod wire;
+
+use clap::Subcommand;
+use std::path::PathBuf;
+
+/// The benchmarks.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// W4: snapshot and message serialization against bitcode, postcard, rmp-serde and serde_json.
+    Wire(WireArgs),
+}
+
+/// Options of `rally bench wire`.
+#[derive(Debug, clap::Args)]
+pub struct WireArgs {
+    /// Fewer, shorter batches: finishes in well under 30 seconds.
+    #[arg(long)]
+    pub quick: bool,
+    /// Write the full report as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Draw PNG plots into this directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Seed of the reference snapshot generator.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Runs one benchmark command.
+pub fn run(command: BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
+    match command {
+        BenchCommand::Wire(args) => wire::run(&args),
+    }
+}

@@ -1,0 +1,128 @@
+//! PNG plots for benchmark reports, drawn with plotters. The font (DejaVu Sans, under its own
+//! free license in assets/fonts/) is compiled in, so plots look the same on every machine and
+//! need no system font library.
+
+use plotters::prelude::*;
+use plotters::style::{register_font, FontStyle};
+use std::error::Error;
+use std::path::Path;
+use std::sync::Once;
+
+const FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+const COLORS: [RGBColor; 4] =
+    [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44), RGBColor(214, 39, 40)];
+
+fn ensure_font() {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        // The font is a valid TrueType file compiled into the binary.
+        register_font("sans-serif", FontStyle::Normal, FONT).ok().expect("bundled font parses");
+    });
+}
+
+/// One chart of a grid: bars for each group, one bar per series, on a log scale.
+pub struct Panel {
+    pub title: String,
+    pub y_label: String,
+    pub groups: Vec<String>,
+    pub series: Vec<(String, Vec<f64>)>,
+}
+
+/// Draws `panels` in a grid `columns` wide into a PNG at `path`.
+pub fn grouped_bars(
+    path: &Path,
+    title: &str,
+    columns: usize,
+    panels: &[Panel],
+) -> Result<(), Box<dyn Error>> {
+    ensure_font();
+    let rows = panels.len().div_ceil(columns);
+    let size = (560 * columns as u32, 400 * rows as u32 + 50);
+    let root = BitMapBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 26))?;
+    for (panel, area) in panels.iter().zip(root.split_evenly((rows, columns)).iter()) {
+        draw_panel(panel, area)?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn draw_panel(
+    panel: &Panel,
+    area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+) -> Result<(), Box<dyn Error>> {
+    let values = panel.series.iter().flat_map(|(_, v)| v.iter().copied()).filter(|v| *v > 0.0);
+    let (lo, hi) = values.fold((f64::MAX, 0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = if hi > 0.0 { (lo / 2.0, hi * 4.0) } else { (0.1, 10.0) };
+    let groups = panel.groups.len();
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(28)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..groups as f64, (lo..hi).log_scale())?;
+    let label = |x: &f64| {
+        // Ticks fall on group centres (k + 0.5); other ticks get no label.
+        let i = x.floor() as usize;
+        if (x - x.floor() - 0.5).abs() < 1e-6 && i < groups {
+            panel.groups[i].clone()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(2 * groups + 1)
+        .x_label_formatter(&label)
+        .y_desc(&panel.y_label)
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    let width = 0.8 / panel.series.len() as f64;
+    for (s, (name, values)) in panel.series.iter().enumerate() {
+        let color = COLORS[s % COLORS.len()];
+        let bars = values.iter().enumerate().filter(|(_, v)| **v > 0.0).map(|(g, v)| {
+            let x0 = g as f64 + 0.1 + s as f64 * width;
+            Rectangle::new([(x0, lo), (x0 + width, *v)], color.filled())
+        });
+        chart
+            .draw_series(bars)?
+            .label(name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+        let texts = values.iter().enumerate().filter(|(_, v)| **v > 0.0).map(|(g, v)| {
+            let x = g as f64 + 0.1 + (s as f64 + 0.5) * width;
+            Text::new(
+                short(*v),
+                (x, *v * 1.15),
+                ("sans-serif", 11).into_font().color(&BLACK).pos(
+                    plotters::style::text_anchor::Pos::new(
+                        plotters::style::text_anchor::HPos::Center,
+                        plotters::style::text_anchor::VPos::Bottom,
+                    ),
+                ),
+            )
+        });
+        chart.draw_series(texts)?;
+    }
+    if panel.series.len() > 1 {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 13))
+            .draw()?;
+    }
+    Ok(())
+}
+
+/// A value in three significant characters or so: 950, 1.2k, 34k, 1.5M.
+fn short(v: f64) -> String {
+    match v {
+        v if v >= 1e6 => format!("{:.1}M", v / 1e6),
+        v if v >= 1e4 => format!("{:.0}k", v / 1e3),
+        v if v >= 1e3 => format!("{:.1}k", v / 1e3),
+        v => format!("{v:.0}"),
+    }
+}
