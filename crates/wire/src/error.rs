@@ -118,6 +118,9 @@ pub enum EncodeError {
         /// Bytes the buffer had.
         capacity: usize,
     },
+    /// The history no longer (or never) held the snapshot of this tick; send a full snapshot.
+    #[error("no snapshot of tick {0} is held to encode a delta against")]
+    NoSuchBaseline(u32),
     /// The snapshot has more entities than `entities_max`.
     #[error("{count} entities exceed the configured entities_max of {max}")]
     TooManyEntities {
@@ -125,6 +128,20 @@ pub enum EncodeError {
         count: usize,
         /// The configured limit.
         max: usize,
+    },
+}
+
+/// Why a snapshot could not join a [`crate::snapshot::SnapshotHistory`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HistoryError {
+    /// Snapshots must be pushed in increasing tick order.
+    #[error("snapshot of tick {tick} is not newer than the newest held, {newest}")]
+    TickNotNewer {
+        /// The tick pushed.
+        tick: u32,
+        /// The newest tick held.
+        newest: u32,
     },
 }
 

@@ -114,8 +114,7 @@ impl PositionQuantizer {
         let scaled = (position - self.min) / self.precision;
         let mut code = [0u32; 3];
         for axis in 0..3 {
-            // `as u32` saturates and maps NaN to 0, so garbage floats cannot escape the range.
-            code[axis] = (scaled[axis].round() as u32).min(self.steps[axis]);
+            code[axis] = round_unsigned(scaled[axis]).min(self.steps[axis]);
         }
         code
     }
@@ -224,8 +223,8 @@ impl RotationQuantizer {
         let mut slot = 0;
         for (i, value) in c.iter().enumerate() {
             if i != largest {
-                let code = ((value * sign + COMPONENT_MAX) * scale).round();
-                components[slot] = (code as u32).min(self.max_code) as u16;
+                let code = round_unsigned((value * sign + COMPONENT_MAX) * scale);
+                components[slot] = code.min(self.max_code) as u16;
                 slot += 1;
             }
         }
@@ -335,8 +334,7 @@ impl VelocityQuantizer {
         let scaled = velocity / self.precision;
         let mut code = [0i32; 3];
         for axis in 0..3 {
-            // `as i32` saturates and maps NaN to 0.
-            code[axis] = (scaled[axis].round() as i32).clamp(-self.half, self.half);
+            code[axis] = round_signed(scaled[axis]).clamp(-self.half, self.half);
         }
         code
     }
@@ -346,6 +344,25 @@ impl VelocityQuantizer {
     pub fn dequantize(&self, code: [i32; 3]) -> Vec3 {
         let clamp = |c: i32| c.clamp(-self.half, self.half) as f32 * self.precision;
         Vec3::new(clamp(code[0]), clamp(code[1]), clamp(code[2]))
+    }
+}
+
+/// Rounds half up for non-negative values; negative values and NaN become 0, and values past
+/// `u32::MAX` saturate. `f32::round` is a libm call on baseline x86-64, and quantization runs
+/// for every entity every tick.
+#[inline(always)]
+fn round_unsigned(value: f32) -> u32 {
+    (value + 0.5) as u32
+}
+
+/// Rounds half away from zero, like `f32::round`, saturating at the `i32` range; NaN becomes 0.
+#[inline(always)]
+fn round_signed(value: f32) -> i32 {
+    let magnitude = (value.abs() + 0.5) as i32;
+    if value.is_sign_negative() {
+        -magnitude
+    } else {
+        magnitude
     }
 }
 

@@ -67,25 +67,37 @@ pub struct Tiers<const N: usize> {
 }
 
 impl<const N: usize> Tiers<N> {
+    /// The tier of `value`: the first whose width holds it. Branch-free, because which tier a
+    /// value needs is as good as random from one call to the next.
+    #[inline(always)]
+    fn tier_of(&self, value: u64) -> usize {
+        let needed = 64 - value.leading_zeros();
+        let tier = self.widths[..N - 1].iter().map(|width| usize::from(needed > *width)).sum();
+        debug_assert!(needed <= self.widths[tier], "value {value} exceeds the last tier");
+        tier
+    }
+
+    /// The code of `value` (at most [`crate::bits::BITS_PER_CALL_MAX`] bits for these tiers) and
+    /// its length in bits, for callers that merge it with other fields into one write.
+    #[inline(always)]
+    pub fn encode(&self, value: u64) -> (u64, u32) {
+        let tier = self.tier_of(value);
+        // `tier` ones followed (except in the last tier) by a zero, LSB first.
+        let prefix_bits = tier as u32 + u32::from(tier != N - 1);
+        (mask(tier as u32) | value << prefix_bits, prefix_bits + self.widths[tier])
+    }
+
     /// Writes `value` with the first tier wide enough to hold it.
     #[inline(always)]
     pub fn write(&self, w: &mut BitWriter<'_>, value: u64) {
-        for i in 0..N {
-            let width = self.widths[i];
-            let last = i == N - 1;
-            if last || value <= mask(width) {
-                debug_assert!(value <= mask(width), "value {value} exceeds the last tier");
-                let prefix_bits = if last { i as u32 } else { i as u32 + 1 };
-                // `i` ones followed (except in the last tier) by a zero, LSB first.
-                let prefix = mask(i as u32);
-                if prefix_bits + width <= crate::bits::BITS_PER_CALL_MAX {
-                    w.write(prefix | (value << prefix_bits), prefix_bits + width);
-                } else {
-                    w.write(prefix, prefix_bits);
-                    w.write(value, width);
-                }
-                return;
-            }
+        let tier = self.tier_of(value);
+        let prefix_bits = tier as u32 + u32::from(tier != N - 1);
+        let width = self.widths[tier];
+        if prefix_bits + width <= crate::bits::BITS_PER_CALL_MAX {
+            w.write(mask(tier as u32) | value << prefix_bits, prefix_bits + width);
+        } else {
+            w.write(mask(tier as u32), prefix_bits);
+            w.write(value, width);
         }
     }
 

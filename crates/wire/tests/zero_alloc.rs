@@ -2,7 +2,7 @@
 //! counting global allocator wraps the system one; after one warm-up round, repeated full and
 //! delta encodes and decodes of the W4 reference snapshot must not allocate at all.
 
-use rally_wire::{reference, Snapshot, SnapshotConfig};
+use rally_wire::{reference, Snapshot, SnapshotConfig, SnapshotHistory};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -36,7 +36,18 @@ fn snapshot_encode_and_decode_allocate_nothing_after_warm_up() {
     let (baseline, current) = reference::snapshots(&config, 11, 500);
     let mut buf = vec![0u8; 16 * 1024];
     let mut decoded = Snapshot::default();
+    // The server's side: a history that takes a snapshot per tick and encodes per client.
+    let mut history = SnapshotHistory::new(4);
+    let mut ticks = [baseline.clone(), current.clone()];
+    let mut tick = 0u32;
     let mut round = |buf: &mut [u8], decoded: &mut Snapshot| {
+        tick += 1;
+        let pushed = &mut ticks[tick as usize % 2];
+        pushed.set_tick(tick);
+        history.push(pushed).unwrap();
+        if tick > 1 {
+            history.encode_delta(&config, tick - 1, buf).unwrap();
+        }
         let full = config.encode_full(&current, buf).unwrap();
         config.decode(&buf[..full], None, decoded).unwrap();
         assert_eq!(decoded.len(), current.len());
@@ -45,7 +56,10 @@ fn snapshot_encode_and_decode_allocate_nothing_after_warm_up() {
         assert_eq!(*decoded, current);
     };
     let start = ALLOCATIONS.load(Ordering::Relaxed);
-    round(&mut buf, &mut decoded);
+    for _ in 0..4 {
+        // Fills the history's ring.
+        round(&mut buf, &mut decoded);
+    }
     // The warm-up grows the decoded snapshot, which proves the counter sees allocations.
     assert!(ALLOCATIONS.load(Ordering::Relaxed) > start);
     let before = ALLOCATIONS.load(Ordering::Relaxed);

@@ -4,9 +4,14 @@
 //! - `snapshot_full`: the 256-body reference snapshot. Rally encodes its quantized snapshot; the
 //!   general-purpose codecs encode the same bodies as plain structs of f32s, which is what a game
 //!   without a snapshot codec would send.
-//! - `snapshot_delta`: the snapshot one tick later, 64 bodies moved. Rally encodes a delta against
-//!   the previous snapshot; the others have no delta, so they encode just the 64 changed bodies,
-//!   the best a general-purpose codec can do without one.
+//! - `snapshot_delta`: the snapshot one tick later, 64 bodies moved. Every codec does the same
+//!   per-client job: the sender encodes what changed since the client's baseline; the receiver
+//!   rebuilds the full current state from its baseline and the datagram, keeping the baseline (a
+//!   later delta may refer to it). Finding what changed is per-tick work shared by all clients
+//!   and is reported apart (`per_tick`): Rally's `SnapshotHistory` records change ticks when the
+//!   snapshot is pushed and encodes a delta; for the others the bench compares the two ticks'
+//!   bodies once, encodes the changed ones, and on receipt copies the baseline and overwrites the
+//!   changed bodies, the best a general-purpose codec can do without a delta codec.
 //! - `complex_message`: the reference match report. Rally's user-message path is bitcode through
 //!   serde, so `rally` here measures that path against bitcode's own derive.
 
@@ -15,7 +20,7 @@ use super::reference_message::{self, MatchReport};
 use super::WireArgs;
 use crate::machine::Machine;
 use crate::plot::{self, Panel};
-use rally_wire::{reference, EntityState, MessageCodec, Snapshot, SnapshotConfig};
+use rally_wire::{reference, EntityState, MessageCodec, Snapshot, SnapshotConfig, SnapshotHistory};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::error::Error;
@@ -52,9 +57,11 @@ struct Data {
     config: SnapshotConfig,
     baseline: Snapshot,
     current: Snapshot,
+    /// The server's history holding `baseline` and `current`.
+    history: SnapshotHistory,
     bodies: Vec<EntityState>,
+    rows_baseline: Vec<BodyRow>,
     rows_full: Vec<BodyRow>,
-    rows_delta: Vec<BodyRow>,
     message: MatchReport,
 }
 
@@ -63,17 +70,15 @@ impl Data {
         let config = SnapshotConfig::default();
         let (mut bodies, moving) = reference::bodies(seed);
         let baseline = reference::quantize(&config, 1000, &bodies);
+        let rows_baseline: Vec<BodyRow> = bodies.iter().map(BodyRow::from).collect();
         reference::step(&mut bodies, &moving);
         let current = reference::quantize(&config, 1001, &bodies);
         let rows_full: Vec<BodyRow> = bodies.iter().map(BodyRow::from).collect();
-        let rows_delta = bodies
-            .iter()
-            .zip(baseline.entities().iter().zip(current.entities()))
-            .filter(|(_, (old, new))| old != new)
-            .map(|(body, _)| BodyRow::from(body))
-            .collect();
         let message = reference_message::generate(seed);
-        Self { config, baseline, current, bodies, rows_full, rows_delta, message }
+        let mut history = SnapshotHistory::new(64);
+        history.push(&baseline).expect("the first push");
+        history.push(&current).expect("ticks increase");
+        Self { config, baseline, current, history, bodies, rows_baseline, rows_full, message }
     }
 }
 
@@ -166,13 +171,22 @@ pub fn run(args: &WireArgs) -> Result<(), Box<dyn Error>> {
     } else {
         Plan { batches: 101, batch_time: Duration::from_millis(15) }
     };
-    let quantize_ns = measure_quantize(&data, plan);
     let measurements = {
-        let mut tasks = tasks(&data);
+        let mut tasks = per_tick_tasks(&data);
+        tasks.extend(codec_tasks(&data));
         harness::measure(&mut tasks, plan)
     };
     let rows = collate(&measurements, &sizes);
-    print_table(&rows, quantize_ns);
+    let per_tick: Vec<PerTick> = measurements
+        .iter()
+        .filter_map(|m| m.name.strip_prefix("per_tick/").map(|name| (name, m)))
+        .map(|(name, m)| PerTick {
+            name: name.to_string(),
+            ns: m.ns_median,
+            allocs_per_op: m.allocs_per_op,
+        })
+        .collect();
+    print_table(&rows, &per_tick);
     let targets = targets(&rows);
     for t in &targets {
         println!("{} {}", if t.met { "MET " } else { "MISS" }, t.text);
@@ -184,7 +198,7 @@ pub fn run(args: &WireArgs) -> Result<(), Box<dyn Error>> {
             "seed": args.seed,
             "machine": machine,
             "plan": { "batches": plan.batches, "batch_ms": plan.batch_time.as_secs_f64() * 1e3 },
-            "rally_quantize_ns": quantize_ns,
+            "per_tick": per_tick,
             "results": rows,
             "targets": targets,
         });
@@ -211,6 +225,9 @@ fn verify(data: &Data) -> Result<Vec<(&'static str, &'static str, usize)>, Box<d
     c.decode(&buf[..full], None, &mut out)?;
     check(out == data.current, "rally full snapshot")?;
     let delta = c.encode_delta(&data.baseline, &data.current, &mut buf)?;
+    let compared = buf[..delta].to_vec();
+    let tracked = data.history.encode_delta(c, data.baseline.tick(), &mut buf)?;
+    check(buf[..tracked] == compared[..], "rally history delta")?;
     c.decode(&buf[..delta], Some(&data.baseline), &mut out)?;
     check(out == data.current, "rally delta snapshot")?;
     let codec = MessageCodec::default();
@@ -226,8 +243,11 @@ fn verify(data: &Data) -> Result<Vec<(&'static str, &'static str, usize)>, Box<d
         let bytes = peer.encoded(&data.rows_full);
         check(peer.decode::<Vec<BodyRow>>(&bytes) == data.rows_full, name)?;
         sizes.push((name, CASES[0], bytes.len()));
-        let bytes = peer.encoded(&data.rows_delta);
-        check(peer.decode::<Vec<BodyRow>>(&bytes) == data.rows_delta, name)?;
+        let mut delta = RowDelta::new(&data.rows_baseline);
+        let bytes = peer.encoded(delta.changed(&data.rows_full));
+        check(delta.changed.len() == reference::MOVING, "the reference's moving bodies")?;
+        let rebuilt = delta.apply(peer.decode::<Vec<BodyRow>>(&bytes));
+        check(rebuilt == data.rows_full.as_slice(), name)?;
         sizes.push((name, CASES[1], bytes.len()));
         let bytes = peer.encoded(&data.message);
         check(peer.decode::<MatchReport>(&bytes) == data.message, name)?;
@@ -244,12 +264,17 @@ fn check(ok: bool, what: &str) -> Result<(), Box<dyn Error>> {
     }
 }
 
-/// The server's per-tick cost of quantizing the 256 bodies, shared by all its clients.
-fn measure_quantize(data: &Data, plan: Plan) -> f64 {
+/// Per-tick work shared by all of a room's clients: Rally quantizes the bodies and pushes the
+/// snapshot into its history (which records what changed); a general-purpose codec's user
+/// compares the two ticks' bodies to find the changed ones.
+fn per_tick_tasks(data: &Data) -> Vec<Task<'_>> {
     let mut snapshot = Snapshot::with_capacity(0, data.bodies.len());
-    let mut tasks = vec![Task {
-        name: "rally/quantize".into(),
-        run: Box::new(|n| {
+    let mut history = data.history.clone();
+    let mut contents = [data.baseline.clone(), data.current.clone()];
+    let mut tick = data.current.tick();
+    let mut diff = RowDelta::new(&data.rows_baseline);
+    vec![
+        task("per_tick/rally/quantize", move |n| {
             for _ in 0..n {
                 snapshot.clear(1001);
                 for body in black_box(&data.bodies) {
@@ -259,15 +284,28 @@ fn measure_quantize(data: &Data, plan: Plan) -> f64 {
                 black_box(&snapshot);
             }
         }),
-    }];
-    harness::measure(&mut tasks, Plan { batches: plan.batches.min(21), ..plan })[0].ns_median
+        task("per_tick/rally/history_push", move |n| {
+            // Alternate the two ticks' contents so that every push sees 64 changed bodies.
+            for _ in 0..n {
+                tick = tick.wrapping_add(1);
+                let next = &mut contents[tick as usize % 2];
+                next.set_tick(tick);
+                let _ = history.push(black_box(next));
+            }
+        }),
+        task("per_tick/peers/row_diff", move |n| {
+            for _ in 0..n {
+                black_box(diff.changed(black_box(&data.rows_full)).len());
+            }
+        }),
+    ]
 }
 
-fn tasks(data: &Data) -> Vec<Task<'_>> {
+fn codec_tasks(data: &Data) -> Vec<Task<'_>> {
     let mut tasks = rally_tasks(data);
     for name in &CODECS[1..] {
         tasks.extend(peer_tasks(name, CASES[0], &data.rows_full));
-        tasks.extend(peer_tasks(name, CASES[1], &data.rows_delta));
+        tasks.extend(peer_delta_tasks(name, &data.rows_baseline, &data.rows_full));
         tasks.extend(peer_tasks(name, CASES[2], &data.message));
     }
     tasks
@@ -297,8 +335,9 @@ fn rally_tasks(data: &Data) -> Vec<Task<'_>> {
             }
         }),
         task("snapshot_delta/rally/encode", move |n| {
+            let tick = baseline.tick();
             for _ in 0..n {
-                black_box(c.encode_delta(black_box(baseline), black_box(current), &mut b2).ok());
+                black_box(data.history.encode_delta(&c, black_box(tick), &mut b2).ok());
             }
         }),
         task("snapshot_delta/rally/decode", move |n| {
@@ -335,6 +374,65 @@ where
         task(&format!("{case}/{name}/decode"), move |n| {
             for _ in 0..n {
                 black_box(decoder.decode::<T>(black_box(&bytes)));
+            }
+        }),
+    ]
+}
+
+/// A general-purpose codec's stand-in for a delta: the changed rows, and the receiver's copy of
+/// the baseline they are applied to. Both buffers are reused, so only the codec allocates.
+struct RowDelta<'a> {
+    baseline: &'a [BodyRow],
+    changed: Vec<BodyRow>,
+    state: Vec<BodyRow>,
+}
+
+impl<'a> RowDelta<'a> {
+    fn new(baseline: &'a [BodyRow]) -> Self {
+        Self { baseline, changed: Vec::with_capacity(baseline.len()), state: Vec::new() }
+    }
+
+    /// The rows of `current` that differ from the baseline (both hold the same ids in order).
+    fn changed(&mut self, current: &[BodyRow]) -> &Vec<BodyRow> {
+        self.changed.clear();
+        let pairs = current.iter().zip(self.baseline);
+        self.changed.extend(pairs.filter(|(new, old)| new != old).map(|(new, _)| new.clone()));
+        &self.changed
+    }
+
+    /// The receiver's new state: the baseline with the decoded rows written over it.
+    fn apply(&mut self, rows: Vec<BodyRow>) -> &[BodyRow] {
+        self.state.clear();
+        self.state.extend_from_slice(self.baseline);
+        for row in rows {
+            if let Ok(i) = self.state.binary_search_by_key(&row.id, |r| r.id) {
+                self.state[i] = row;
+            }
+        }
+        &self.state
+    }
+}
+
+fn peer_delta_tasks<'a>(
+    name: &'static str,
+    baseline: &'a [BodyRow],
+    current: &'a [BodyRow],
+) -> [Task<'a>; 2] {
+    let (mut encoder, mut decoder) = (Peer::new(name), Peer::new(name));
+    let (mut sender, mut receiver) = (RowDelta::new(baseline), RowDelta::new(baseline));
+    // The changed rows are found once per tick (measured in `per_tick`), then encoded per client.
+    let changed = sender.changed(current).clone();
+    let bytes = encoder.encoded(&changed);
+    [
+        task(&format!("snapshot_delta/{name}/encode"), move |n| {
+            for _ in 0..n {
+                black_box(encoder.encode(black_box(&changed)));
+            }
+        }),
+        task(&format!("snapshot_delta/{name}/decode"), move |n| {
+            for _ in 0..n {
+                let rows = decoder.decode::<Vec<BodyRow>>(black_box(&bytes));
+                black_box(receiver.apply(rows));
             }
         }),
     ]
@@ -384,7 +482,15 @@ fn collate(
     rows
 }
 
-fn print_table(rows: &[Row], quantize_ns: f64) {
+/// A per-tick cost shared by all of a room's clients.
+#[derive(Debug, Serialize)]
+struct PerTick {
+    name: String,
+    ns: f64,
+    allocs_per_op: f64,
+}
+
+fn print_table(rows: &[Row], per_tick: &[PerTick]) {
     println!(
         "{:<16} {:<11} {:>7} {:>11} {:>11} {:>9} {:>8} {:>8} {:>8} {:>9}",
         "case",
@@ -413,10 +519,11 @@ fn print_table(rows: &[Row], quantize_ns: f64) {
             r.speedup_vs_serde_json
         );
     }
-    println!(
-        "rally quantize (256 bodies, once per tick for all clients): {quantize_ns:.0} ns; \
-         bc = bitcode, x json = serde_json's encode+decode time / this codec's"
-    );
+    println!("bc = bitcode; x json = serde_json's encode+decode time / this codec's");
+    println!("per tick, shared by all clients of a room (256 bodies, 64 moving):");
+    for t in per_tick {
+        println!("  {:<20} {:>9.0} ns  {:.2} allocs", t.name, t.ns, t.allocs_per_op);
+    }
 }
 
 /// One W4 target of shared/DESIGN.md and whether this run met it.

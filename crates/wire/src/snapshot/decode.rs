@@ -173,13 +173,13 @@ impl SnapshotConfig {
         };
         let code = [x, yz & mask(by), (yz >> by) & mask(bz)];
         self.check_position(r, code);
-        code.map(|c| c as u32)
+        crate::map3(code, |c| c as u32)
     }
 
     /// Checks all three axes with one branch; the slow path names the axis' value and bound.
     #[inline(always)]
     fn check_position(&self, r: &mut BitReader<'_>, code: [u64; 3]) {
-        let steps = self.position.steps().map(u64::from);
+        let steps = crate::map3(self.position.steps(), u64::from);
         if (code[0] > steps[0]) | (code[1] > steps[1]) | (code[2] > steps[2]) {
             for axis in 0..3 {
                 r.check(Field::Position, code[axis], steps[axis]);
@@ -210,7 +210,7 @@ impl SnapshotConfig {
         };
         let code = [x, yz & mask(by), yz >> by];
         self.check_position(r, code);
-        code.map(|c| c as u32)
+        crate::map3(code, |c| c as u32)
     }
 
     #[inline(always)]
@@ -229,9 +229,62 @@ impl SnapshotConfig {
         }
     }
 
+    /// Rebuilds the snapshot from the baseline and the records. In the steady state every
+    /// record is an update, so the baseline is copied whole and patched in place; a spawn or
+    /// despawn sends the decoder back to the start of the records for a merge.
+    fn read_delta(
+        &self,
+        r: &mut BitReader<'_>,
+        count: u16,
+        baseline: &Snapshot,
+        out: &mut Snapshot,
+    ) -> Result<(), DecodeError> {
+        let records = r.clone();
+        if self.patch(r, count, baseline, out)? {
+            return Ok(());
+        }
+        *r = records;
+        out.entities.clear();
+        self.merge(r, count, baseline, out)
+    }
+
+    /// Applies update records to a copy of the baseline; returns false at the first record that
+    /// is not an update of a baseline entity.
+    fn patch(
+        &self,
+        r: &mut BitReader<'_>,
+        count: u16,
+        baseline: &Snapshot,
+        out: &mut Snapshot,
+    ) -> Result<bool, DecodeError> {
+        check_count(baseline.len(), self.entities_max())?;
+        out.entities.extend_from_slice(baseline.entities());
+        let entities = &mut out.entities[..];
+        let (mut i, mut previous) = (0, None);
+        for _ in 0..count {
+            let id = read_id(r, previous);
+            r.status()?;
+            previous = Some(id);
+            // Records are a few entities apart, so a forward scan beats a binary search.
+            while entities.get(i).is_some_and(|e| e.id < id) {
+                i += 1;
+            }
+            let Some(entity) = entities.get_mut(i).filter(|e| e.id == id) else {
+                return Ok(false);
+            };
+            if read_kind(r) != KIND_UPDATE {
+                return Ok(false);
+            }
+            self.update_in_place(r, entity);
+            r.status()?;
+            i += 1;
+        }
+        Ok(true)
+    }
+
     /// Merges the records with the baseline: unchanged runs are copied whole, records replace,
     /// add or drop one entity each.
-    fn read_delta(
+    fn merge(
         &self,
         r: &mut BitReader<'_>,
         count: u16,
@@ -241,8 +294,7 @@ impl SnapshotConfig {
         let old = baseline.entities();
         let max = self.entities_max();
         out.entities.reserve((old.len() + usize::from(count)).min(max));
-        let mut i = 0;
-        let mut previous = None;
+        let (mut i, mut previous) = (0, None);
         for _ in 0..count {
             let id = read_id(r, previous);
             r.status()?;
@@ -253,9 +305,9 @@ impl SnapshotConfig {
             let base = old.get(i).filter(|e| e.id == id);
             match (read_kind(r), base) {
                 (KIND_UPDATE, Some(base)) => {
-                    let update = self.read_update(r, id);
+                    let mut entity = *base;
+                    self.update_in_place(r, &mut entity);
                     r.status()?;
-                    let entity = self.apply(&update, base)?;
                     extend_bounded(out, &[entity], max)?;
                     i += 1;
                 }
@@ -274,6 +326,49 @@ impl SnapshotConfig {
             }
         }
         extend_bounded(out, &old[i..], max)
+    }
+
+    /// Reads an update's field mask and changes and applies them to `entity`; a result outside
+    /// its field's range is recorded as an error in the reader.
+    #[inline(always)]
+    fn update_in_place(&self, r: &mut BitReader<'_>, entity: &mut QuantizedEntity) {
+        let field_mask = r.read(4, Field::FieldMask);
+        // An update that changes nothing is never encoded.
+        r.check(Field::FieldMask, u64::from(field_mask == 0), 0);
+        if field_mask & MASK_POSITION != 0 {
+            match read_delta(r, POSITION_DELTA_WIDTHS, Field::Position) {
+                Some(d) => {
+                    let steps = self.position.steps();
+                    for axis in 0..3 {
+                        let (value, max) = (entity.position[axis], steps[axis]);
+                        entity.position[axis] =
+                            offset(r, value.into(), d[axis], max.into(), Field::Position) as u32;
+                    }
+                }
+                None => entity.position = self.read_position(r),
+            }
+        }
+        if field_mask & MASK_ROTATION != 0 {
+            match read_delta(r, ROTATION_DELTA_WIDTHS, Field::Rotation) {
+                Some(d) => {
+                    let max = mask(self.rotation.bits()) as i64;
+                    for k in 0..3 {
+                        let value = entity.rotation.components[k].into();
+                        entity.rotation.components[k] =
+                            offset(r, value, d[k], max, Field::Rotation) as u16;
+                    }
+                }
+                None => entity.rotation = self.read_rotation(r),
+            }
+        }
+        if field_mask & MASK_LINEAR != 0 {
+            let value = &mut entity.linear_velocity;
+            update_velocity(r, value, &self.linear_velocity, Field::LinearVelocity);
+        }
+        if field_mask & MASK_ANGULAR != 0 {
+            let value = &mut entity.angular_velocity;
+            update_velocity(r, value, &self.angular_velocity, Field::AngularVelocity);
+        }
     }
 
     /// Reads one delta record, with the id of the record before it. Public so that tools can
@@ -319,52 +414,6 @@ impl SnapshotConfig {
             angular_velocity: has(MASK_ANGULAR)
                 .then(|| read_velocity_change(r, angular, Field::AngularVelocity)),
         }
-    }
-
-    /// Applies an update record to its baseline entity, checking every result against its bound.
-    pub fn apply(
-        &self,
-        update: &EntityUpdate,
-        base: &QuantizedEntity,
-    ) -> Result<QuantizedEntity, DecodeError> {
-        let mut entity = *base;
-        match update.position {
-            Some(Change::Delta(d)) => {
-                let steps = self.position.steps();
-                for axis in 0..3 {
-                    let (value, max) = (base.position[axis].into(), steps[axis].into());
-                    entity.position[axis] = offset(value, d[axis], max, Field::Position)? as u32;
-                }
-            }
-            Some(Change::Absolute(code)) => entity.position = code,
-            None => {}
-        }
-        match update.rotation {
-            Some(Change::Delta(d)) => {
-                let max = mask(self.rotation.bits()) as i64;
-                for k in 0..3 {
-                    let value = base.rotation.components[k].into();
-                    let code = offset(value, d[k], max, Field::Rotation)?;
-                    entity.rotation.components[k] = code as u16;
-                }
-            }
-            Some(Change::Absolute(code)) => entity.rotation = code,
-            None => {}
-        }
-        let (linear, angular) = (&self.linear_velocity, &self.angular_velocity);
-        entity.linear_velocity = apply_velocity(
-            update.linear_velocity,
-            base.linear_velocity,
-            linear,
-            Field::LinearVelocity,
-        )?;
-        entity.angular_velocity = apply_velocity(
-            update.angular_velocity,
-            base.angular_velocity,
-            angular,
-            Field::AngularVelocity,
-        )?;
-        Ok(entity)
     }
 }
 
@@ -436,35 +485,32 @@ fn read_kind(r: &mut BitReader<'_>) -> u64 {
     }
 }
 
+/// `base + delta`, recording an out-of-range result (below 0 or above `max`) as an error.
 #[inline(always)]
-fn offset(base: i64, delta: i32, max: i64, field: Field) -> Result<i64, DecodeError> {
+fn offset(r: &mut BitReader<'_>, base: i64, delta: i32, max: i64, field: Field) -> i64 {
     let value = base + i64::from(delta);
-    if !(0..=max).contains(&value) {
-        // Report the out-of-range result as the unsigned value the field would have held.
-        return Err(DecodeError::OutOfBounds { field, value: value as u64, max: max as u64 });
-    }
-    Ok(value)
+    // A negative result wraps to a huge unsigned value, which the check refuses too.
+    r.check(field, value as u64, max as u64);
+    value
 }
 
+/// Applies a velocity change (delta or absolute) read from `r` to `value`.
 #[inline(always)]
-fn apply_velocity(
-    change: Option<Change<[i32; 3]>>,
-    base: [i32; 3],
+fn update_velocity(
+    r: &mut BitReader<'_>,
+    value: &mut [i32; 3],
     quantizer: &VelocityQuantizer,
     field: Field,
-) -> Result<[i32; 3], DecodeError> {
-    match change {
-        Some(Change::Delta(d)) => {
+) {
+    match read_delta(r, VELOCITY_DELTA_WIDTHS, field) {
+        Some(d) => {
             let half = i64::from(quantizer.half());
-            let mut value = base;
             for k in 0..3 {
-                value[k] =
-                    (offset(i64::from(base[k]) + half, d[k], 2 * half, field)? - half) as i32;
+                let shifted = offset(r, i64::from(value[k]) + half, d[k], 2 * half, field);
+                value[k] = (shifted - half) as i32;
             }
-            Ok(value)
         }
-        Some(Change::Absolute(code)) => Ok(code),
-        None => Ok(base),
+        None => *value = read_velocity(r, quantizer, field),
     }
 }
 
@@ -555,5 +601,5 @@ fn read_delta(r: &mut BitReader<'_>, widths: [u32; 3], field: Field) -> Option<[
     let width = widths[tier as usize];
     r.advance(2 + 3 * width, field);
     let all = word >> 2;
-    Some([0, 1, 2].map(|k| unzigzag(((all >> (k * width)) & mask(width)) as u32)))
+    Some(crate::map3([0, 1, 2], |k| unzigzag(((all >> (k * width)) & mask(width)) as u32)))
 }

@@ -46,12 +46,27 @@ impl SnapshotConfig {
     }
 
     /// Encodes the changes from `baseline` to `current` into `out` and returns the bytes
-    /// written. Entities whose codes did not change cost nothing.
+    /// written. Entities whose codes did not change cost nothing. A server that keeps its
+    /// snapshots in a [`SnapshotHistory`] should encode through it, which skips unchanged
+    /// entities without comparing them.
     pub fn encode_delta(
         &self,
         baseline: &Snapshot,
         current: &Snapshot,
         out: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        self.encode_delta_with(baseline, current, out, |old, new, _| old == new)
+    }
+
+    /// [`SnapshotConfig::encode_delta`] with `unchanged(old, new, j)` deciding whether entity `j`
+    /// of `current` (`new`) can be skipped as equal to its baseline state (`old`); a history
+    /// decides from change ticks without looking at the fields.
+    pub(super) fn encode_delta_with(
+        &self,
+        baseline: &Snapshot,
+        current: &Snapshot,
+        out: &mut [u8],
+        unchanged: impl Fn(&QuantizedEntity, &QuantizedEntity, usize) -> bool,
     ) -> Result<usize, EncodeError> {
         self.check_count(baseline)?;
         self.check_count(current)?;
@@ -66,35 +81,36 @@ impl SnapshotConfig {
         let mut previous: Option<u32> = None;
         let (old, new) = (baseline.entities(), current.entities());
         let (mut i, mut j) = (0, 0);
-        while i < old.len() || j < new.len() {
-            let (o, n) = (old.get(i), new.get(j));
-            match (o, n) {
-                (Some(o), Some(n)) if o.id == n.id => {
-                    i += 1;
-                    j += 1;
-                    if o == n {
-                        continue;
-                    }
-                    ID_TIERS.write(&mut w, id_gap(previous, n.id));
-                    w.write(KIND_UPDATE, 1);
-                    self.write_update(&mut w, o, n);
-                    previous = Some(n.id);
+        while i < old.len() && j < new.len() {
+            let (o, n) = (&old[i], &new[j]);
+            if o.id == n.id {
+                // The common case: the entity is in both. Unchanged ones cost nothing.
+                i += 1;
+                j += 1;
+                if unchanged(o, n, j - 1) {
+                    continue;
                 }
-                (Some(o), n) if n.is_none_or(|n| o.id < n.id) => {
-                    i += 1;
-                    ID_TIERS.write(&mut w, id_gap(previous, o.id));
-                    w.write(KIND_DESPAWN, 2);
-                    previous = Some(o.id);
+                let deltas = Deltas::between(o, n);
+                if deltas.changed == 0 {
+                    continue;
                 }
-                (_, Some(n)) => {
-                    j += 1;
-                    ID_TIERS.write(&mut w, id_gap(previous, n.id));
-                    w.write(KIND_SPAWN, 2);
-                    self.write_body(&mut w, n);
-                    previous = Some(n.id);
-                }
-                (_, None) => unreachable!("the loop runs while one side has entities"),
+                self.write_update(&mut w, &deltas, previous, n);
+                previous = Some(n.id);
+            } else if o.id < n.id {
+                i += 1;
+                write_despawn(&mut w, &mut previous, o.id);
+            } else {
+                j += 1;
+                self.write_spawn(&mut w, &mut previous, n);
             }
+            records += 1;
+        }
+        for o in &old[i..] {
+            write_despawn(&mut w, &mut previous, o.id);
+            records += 1;
+        }
+        for n in &new[j..] {
+            self.write_spawn(&mut w, &mut previous, n);
             records += 1;
         }
         let len = w.finish().map_err(|needed| too_small(needed, capacity))?;
@@ -132,7 +148,7 @@ impl SnapshotConfig {
     #[inline(always)]
     fn write_position(&self, w: &mut BitWriter<'_>, code: [u32; 3]) {
         let [bx, by, bz] = self.position.bits();
-        let [x, y, z] = code.map(u64::from);
+        let [x, y, z] = crate::map3(code, u64::from);
         if bx + by + bz <= BITS_PER_CALL_MAX {
             w.write(x | y << bx | z << (bx + by), bx + by + bz);
         } else {
@@ -145,57 +161,56 @@ impl SnapshotConfig {
     #[inline(always)]
     fn write_rotation(&self, w: &mut BitWriter<'_>, code: QuantizedRotation) {
         let b = self.rotation.bits();
-        let [a, c, d] = code.components.map(u64::from);
+        let [a, c, d] = crate::map3(code.components, u64::from);
         let largest = u64::from(code.largest & 3);
         w.write(largest | a << 2 | c << (2 + b) | d << (2 + 2 * b), 2 + 3 * b);
     }
 
-    fn write_update(&self, w: &mut BitWriter<'_>, old: &QuantizedEntity, new: &QuantizedEntity) {
-        let changed = [
-            old.position != new.position,
-            old.rotation != new.rotation,
-            old.linear_velocity != new.linear_velocity,
-            old.angular_velocity != new.angular_velocity,
-        ];
-        let field_mask = changed.iter().enumerate().fold(0, |m, (i, &c)| m | u64::from(c) << i);
-        w.write(field_mask, 4);
-        if changed[0]
-            && !write_delta(
-                w,
-                old.position.map(|c| c as i32),
-                new.position.map(|c| c as i32),
-                POSITION_DELTA_WIDTHS,
-            )
-        {
-            self.write_position(w, new.position);
-        }
-        if changed[1] {
-            self.write_rotation_change(w, old.rotation, new.rotation);
-        }
-        let velocities = [
-            (changed[2], &self.linear_velocity, old.linear_velocity, new.linear_velocity),
-            (changed[3], &self.angular_velocity, old.angular_velocity, new.angular_velocity),
-        ];
-        for (changed, quantizer, old, new) in velocities {
-            if changed && !write_delta(w, old, new, VELOCITY_DELTA_WIDTHS) {
-                write_velocity(w, quantizer, new);
-            }
-        }
-    }
-
-    fn write_rotation_change(
+    #[inline(always)]
+    fn write_spawn(
         &self,
         w: &mut BitWriter<'_>,
-        old: QuantizedRotation,
-        new: QuantizedRotation,
+        previous: &mut Option<u32>,
+        entity: &QuantizedEntity,
     ) {
-        let as_i32 = |r: QuantizedRotation| r.components.map(i32::from);
-        if old.largest != new.largest {
-            w.write(ABSOLUTE_TIER, 2);
-        } else if write_delta(w, as_i32(old), as_i32(new), ROTATION_DELTA_WIDTHS) {
-            return;
+        ID_TIERS.write(w, id_gap(*previous, entity.id));
+        w.write(KIND_SPAWN, 2);
+        self.write_body(w, entity);
+        *previous = Some(entity.id);
+    }
+
+    /// Writes an update record: the id gap, the kind and the field mask in one call, then one
+    /// `DELTA` per changed field, in the narrowest tier that holds it, or the absolute value
+    /// where no tier does.
+    #[inline(always)]
+    fn write_update(
+        &self,
+        w: &mut BitWriter<'_>,
+        d: &Deltas,
+        previous: Option<u32>,
+        new: &QuantizedEntity,
+    ) {
+        let (gap, bits) = ID_TIERS.encode(id_gap(previous, new.id));
+        // The gap code is at most 35 bits, so gap, kind and mask fit one call.
+        w.write(gap | KIND_UPDATE << bits | d.changed << (bits + 1), bits + 5);
+        if d.changed & MASK_POSITION != 0 && !write_delta(w, d.zigzags[0], POSITION_DELTA_WIDTHS) {
+            self.write_position(w, new.position);
         }
-        self.write_rotation(w, new);
+        if d.changed & MASK_ROTATION != 0 {
+            // A delta only makes sense between codes of the same smallest-three layout.
+            if !d.same_largest {
+                w.write(ABSOLUTE_TIER, 2);
+                self.write_rotation(w, new.rotation);
+            } else if !write_delta(w, d.zigzags[1], ROTATION_DELTA_WIDTHS) {
+                self.write_rotation(w, new.rotation);
+            }
+        }
+        if d.changed & MASK_LINEAR != 0 && !write_delta(w, d.zigzags[2], VELOCITY_DELTA_WIDTHS) {
+            write_velocity(w, &self.linear_velocity, new.linear_velocity);
+        }
+        if d.changed & MASK_ANGULAR != 0 && !write_delta(w, d.zigzags[3], VELOCITY_DELTA_WIDTHS) {
+            write_velocity(w, &self.angular_velocity, new.angular_velocity);
+        }
     }
 }
 
@@ -232,25 +247,64 @@ fn write_velocity(w: &mut BitWriter<'_>, quantizer: &VelocityQuantizer, code: [i
 fn write_velocity_components(w: &mut BitWriter<'_>, quantizer: &VelocityQuantizer, code: [i32; 3]) {
     let b = quantizer.bits();
     let half = quantizer.half();
-    let [x, y, z] = code.map(|c| (c + half) as u64);
+    let [x, y, z] = crate::map3(code, |c| (c + half) as u64);
     w.write(x | y << b | z << (2 * b), 3 * b);
 }
 
-/// Writes `new - old` in the narrowest tier that holds it and returns true, or writes the
-/// absolute-tier marker and returns false so the caller writes the value itself.
+/// Writes three zigzagged deltas in the narrowest tier whose width holds them all and returns
+/// true, or writes the absolute-tier marker and returns false so the caller writes the value.
 #[inline(always)]
-fn write_delta(w: &mut BitWriter<'_>, old: [i32; 3], new: [i32; 3], widths: [u32; 3]) -> bool {
-    let z = [0, 1, 2].map(|k| u64::from(zigzag(new[k].wrapping_sub(old[k]))));
-    let largest = z[0].max(z[1]).max(z[2]);
-    for (tier, &width) in widths.iter().enumerate() {
-        if largest <= mask(width) {
-            w.write(
-                tier as u64 | z[0] << 2 | z[1] << (2 + width) | z[2] << (2 + 2 * width),
-                2 + 3 * width,
-            );
-            return true;
-        }
+fn write_delta(w: &mut BitWriter<'_>, z: [u32; 3], widths: [u32; 3]) -> bool {
+    // The bit length of the OR is the bit length of the largest. The tier is counted without
+    // branches; only the rare absolute case branches.
+    let needed = 32 - (z[0] | z[1] | z[2]).leading_zeros();
+    let tier = widths.iter().map(|&width| u64::from(needed > width)).sum::<u64>();
+    if tier == ABSOLUTE_TIER {
+        w.write(ABSOLUTE_TIER, 2);
+        return false;
     }
-    w.write(ABSOLUTE_TIER, 2);
-    false
+    let width = widths[tier as usize];
+    let [a, b, c] = crate::map3(z, u64::from);
+    w.write(tier | a << 2 | b << (2 + width) | c << (2 + 2 * width), 2 + 3 * width);
+    true
+}
+
+#[inline(always)]
+fn write_despawn(w: &mut BitWriter<'_>, previous: &mut Option<u32>, id: u32) {
+    ID_TIERS.write(w, id_gap(*previous, id));
+    w.write(KIND_DESPAWN, 2);
+    *previous = Some(id);
+}
+
+/// What changed between two states of one entity: the zigzagged differences of each field's
+/// codes, computed once and used both to decide what to send and to send it.
+struct Deltas {
+    /// Position, rotation, linear and angular velocity.
+    zigzags: [[u32; 3]; 4],
+    same_largest: bool,
+    /// The update's field mask; 0 when nothing changed.
+    changed: u64,
+}
+
+impl Deltas {
+    #[inline(always)]
+    fn between(old: &QuantizedEntity, new: &QuantizedEntity) -> Self {
+        let diff =
+            |a: [i32; 3], b: [i32; 3]| crate::map3([0, 1, 2], |k| zigzag(b[k].wrapping_sub(a[k])));
+        let as_i32 = |code: [u32; 3]| crate::map3(code, |c| c as i32);
+        let rotation = |r: QuantizedRotation| crate::map3(r.components, i32::from);
+        let zigzags = [
+            diff(as_i32(old.position), as_i32(new.position)),
+            diff(rotation(old.rotation), rotation(new.rotation)),
+            diff(old.linear_velocity, new.linear_velocity),
+            diff(old.angular_velocity, new.angular_velocity),
+        ];
+        let same_largest = old.rotation.largest == new.rotation.largest;
+        let any = |z: [u32; 3]| u64::from(z[0] | z[1] | z[2] != 0);
+        let changed = any(zigzags[0])
+            | (any(zigzags[1]) | u64::from(!same_largest)) << 1
+            | any(zigzags[2]) << 2
+            | any(zigzags[3]) << 3;
+        Self { zigzags, same_largest, changed }
+    }
 }

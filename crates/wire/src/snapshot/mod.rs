@@ -10,8 +10,10 @@
 
 mod decode;
 mod encode;
+mod history;
 
 pub use decode::read_header;
+pub use history::SnapshotHistory;
 
 use crate::error::{ConfigError, SnapshotError};
 use crate::quant::{PositionQuantizer, QuantizedRotation, RotationQuantizer, VelocityQuantizer};
@@ -82,7 +84,7 @@ pub struct QuantizedEntity {
 }
 
 /// The state of one room at one tick: quantized entities in strictly ascending id order.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(try_from = "SnapshotRepr")]
 pub struct Snapshot {
     tick: u32,
@@ -106,6 +108,18 @@ impl TryFrom<SnapshotRepr> for Snapshot {
     }
 }
 
+impl Clone for Snapshot {
+    fn clone(&self) -> Self {
+        Self { tick: self.tick, entities: self.entities.clone() }
+    }
+
+    /// Reuses this snapshot's allocation: the history's steady state copies without allocating.
+    fn clone_from(&mut self, source: &Self) {
+        self.tick = source.tick;
+        self.entities.clone_from(&source.entities);
+    }
+}
+
 impl Snapshot {
     /// An empty snapshot of `tick`.
     pub fn new(tick: u32) -> Self {
@@ -120,6 +134,11 @@ impl Snapshot {
     /// The tick this snapshot describes.
     pub fn tick(&self) -> u32 {
         self.tick
+    }
+
+    /// Relabels the snapshot with another tick, keeping its entities (for reusing one buffer).
+    pub fn set_tick(&mut self, tick: u32) {
+        self.tick = tick;
     }
 
     /// Empties the snapshot for reuse at `tick`, keeping its allocation.
