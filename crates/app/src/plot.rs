@@ -77,6 +77,8 @@ fn draw_panel(
         .x_labels(2 * groups + 1)
         .x_label_formatter(&label)
         .y_desc(&panel.y_label)
+        .y_labels(6)
+        .y_label_formatter(&|v| short(*v))
         .label_style(("sans-serif", 14))
         .draw()?;
     let width = 0.8 / panel.series.len() as f64;

@@ -1,11 +1,11 @@
 //! Quantizers: floats in, small integers out, with a documented worst-case error.
 //!
-//! | quantizer | default | bits per body | worst-case error |
-//! |---|---|---|---|
-//! | [`PositionQuantizer`] | 1 mm in x, z in [-256, 256] m, y in [-64, 192] m | 19 + 18 + 19 | half the precision per axis (0.5 mm) inside the box |
-//! | [`RotationQuantizer`] | smallest three, 12 bits per component | 2 + 3 x 12 | 2 * sqrt(3) * sqrt(2) / (2^12 - 2) rad = 0.069 degree |
-//! | [`VelocityQuantizer`] (linear) | 0.01 m/s per component within +-64 m/s | 3 x 14 | half the precision per component (5 mm/s) |
-//! | [`VelocityQuantizer`] (angular) | 0.01 rad/s per component within +-64 rad/s | 3 x 14 | half the precision per component |
+//! - [`PositionQuantizer`]: by default 1 mm steps in a box of x, z in [-256, 256] m and y in
+//!   [-64, 192] m, 19 + 18 + 19 bits; error at most half a step per axis (0.5 mm) inside the box.
+//! - [`RotationQuantizer`]: smallest three, by default 12 bits per component, 2 + 3 x 12 bits;
+//!   error at most `2 * sqrt(3) * sqrt(2) / (2^12 - 2)` rad = 0.069 degree.
+//! - [`VelocityQuantizer`]: by default 0.01 m/s (linear) or rad/s (angular) steps within +-64
+//!   per component, 3 x 14 bits; error at most half a step per component (0.005).
 //!
 //! Values outside a quantizer's range are clamped to it; the error bound holds inside the range.
 //! The tests in tests/quantization.rs check each bound on random and adversarial inputs.

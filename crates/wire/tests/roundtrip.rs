@@ -37,7 +37,10 @@ proptest! {
     }
 
     #[test]
-    fn unchanged_entities_cost_nothing_in_a_delta(snapshot in common::snapshot(80), tick in any::<u32>()) {
+    fn unchanged_entities_cost_nothing_in_a_delta(
+        snapshot in common::snapshot(80),
+        tick in any::<u32>(),
+    ) {
         let config = common::config();
         let same = common::build(tick, snapshot.entities().to_vec());
         let mut buf = vec![0u8; BUF];

@@ -82,19 +82,29 @@ fn cases() -> Vec<(&'static str, &'static str, Option<Snapshot>, Snapshot)> {
     let next = snapshot(42, &[small, spawned, medium, large]);
     vec![
         ("full_empty", "A full snapshot of tick 0 with no entities.", None, snapshot(0, &[])),
-        ("full_one_at_rest", "Entity 0 at the origin, identity rotation, at rest.", None, snapshot(1, &[rest])),
+        (
+            "full_one_at_rest",
+            "Entity 0 at the origin, identity rotation, at rest.",
+            None,
+            snapshot(1, &[rest]),
+        ),
         (
             "full_four",
             "Dense, sparse and extreme ids (0, 1, 4e9, u32::MAX); velocities at their bounds.",
             None,
             base.clone(),
         ),
-        ("full_reference_8", "The first 8 bodies of the W4 reference snapshot (seed 1).", None, first8(&ref_next)),
+        (
+            "full_reference_8",
+            "The first 8 bodies of the W4 reference snapshot (seed 1).",
+            None,
+            first8(&ref_next),
+        ),
         (
             "delta_every_record",
-            "Against full_four: a small move (tier 0), a spawn, a medium move with velocity to zero \
-             (tier 1, absolute velocity), an absolute position and a rotation whose largest \
-             component changed, and entity 0 despawned.",
+            "Against full_four: a small move (tier 0), a spawn, a medium move with velocity to \
+             zero (tier 1, absolute velocity), an absolute position and a rotation whose \
+             largest component changed, and entity 0 despawned.",
             Some(base),
             next,
         ),

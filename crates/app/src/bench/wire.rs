@@ -138,6 +138,9 @@ impl Peer {
     }
 }
 
+/// The encoded size of one case for one codec: (codec, case, bytes).
+type Size = (&'static str, &'static str, usize);
+
 /// One row of the report.
 #[derive(Debug, Clone, Serialize)]
 struct Row {
@@ -202,6 +205,9 @@ pub fn run(args: &WireArgs) -> Result<(), Box<dyn Error>> {
             "results": rows,
             "targets": targets,
         });
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
         std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
         println!("wrote {}", path.display());
@@ -216,7 +222,7 @@ pub fn run(args: &WireArgs) -> Result<(), Box<dyn Error>> {
 
 /// Round-trips every codec on every case before timing anything, so a broken codec cannot post a
 /// fast time, and returns each encoding's size.
-fn verify(data: &Data) -> Result<Vec<(&'static str, &'static str, usize)>, Box<dyn Error>> {
+fn verify(data: &Data) -> Result<Vec<Size>, Box<dyn Error>> {
     let mut sizes = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut out = Snapshot::default();
@@ -442,10 +448,7 @@ fn task<'a>(name: &str, run: impl FnMut(u64) + 'a) -> Task<'a> {
     Task { name: name.into(), run: Box::new(run) }
 }
 
-fn collate(
-    measurements: &[Measurement],
-    sizes: &[(&'static str, &'static str, usize)],
-) -> Vec<Row> {
+fn collate(measurements: &[Measurement], sizes: &[Size]) -> Vec<Row> {
     let find = |case: &str, codec: &str, op: &str| {
         let name = format!("{case}/{codec}/{op}");
         measurements.iter().find(|m| m.name == name).expect("every task was measured")

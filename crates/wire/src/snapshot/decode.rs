@@ -352,10 +352,8 @@ impl SnapshotConfig {
             match read_delta(r, ROTATION_DELTA_WIDTHS, Field::Rotation) {
                 Some(d) => {
                     let max = mask(self.rotation.bits()) as i64;
-                    for k in 0..3 {
-                        let value = entity.rotation.components[k].into();
-                        entity.rotation.components[k] =
-                            offset(r, value, d[k], max, Field::Rotation) as u16;
+                    for (code, delta) in entity.rotation.components.iter_mut().zip(d) {
+                        *code = offset(r, (*code).into(), delta, max, Field::Rotation) as u16;
                     }
                 }
                 None => entity.rotation = self.read_rotation(r),

@@ -77,14 +77,66 @@ impl SnapshotConfig {
         w.write(u64::from(baseline.tick), 32);
         let count_at = w.bit_len();
         w.write(0, COUNT_BITS);
-        let mut records = 0u64;
-        let mut previous: Option<u32> = None;
         let (old, new) = (baseline.entities(), current.entities());
+        let same_ids = old.len() == new.len() && old.iter().zip(new).all(|(o, n)| o.id == n.id);
+        let records = if same_ids {
+            self.write_updates(&mut w, old, new, unchanged)
+        } else {
+            self.write_merge(&mut w, old, new, unchanged)
+        };
+        let len = w.finish().map_err(|needed| too_small(needed, capacity))?;
+        let out = &mut out[..len];
+        // Both snapshots hold at most ENTITIES_MAX_FORMAT entities, so at most twice that many
+        // records, which the 16-bit field holds.
+        debug_assert!(records <= mask(COUNT_BITS));
+        patch_bits(out, count_at, records, COUNT_BITS);
+        Ok(len)
+    }
+
+    /// Update records for two snapshots with the same ids, the steady state. Which entities
+    /// changed is gathered into bit masks first, so that the per-record work runs only for them
+    /// and no branch depends on whether an entity moved.
+    fn write_updates(
+        &self,
+        w: &mut BitWriter<'_>,
+        old: &[QuantizedEntity],
+        new: &[QuantizedEntity],
+        unchanged: impl Fn(&QuantizedEntity, &QuantizedEntity, usize) -> bool,
+    ) -> u64 {
+        let (mut records, mut previous) = (0, None);
+        for first in (0..new.len()).step_by(64) {
+            let last = (first + 64).min(new.len());
+            let mut moved = 0u64;
+            for j in first..last {
+                moved |= u64::from(!unchanged(&old[j], &new[j], j)) << (j - first);
+            }
+            while moved != 0 {
+                let j = first + moved.trailing_zeros() as usize;
+                moved &= moved - 1;
+                let deltas = Deltas::between(&old[j], &new[j]);
+                if deltas.changed != 0 {
+                    self.write_update(w, &deltas, previous, &new[j]);
+                    previous = Some(new[j].id);
+                    records += 1;
+                }
+            }
+        }
+        records
+    }
+
+    /// Update, spawn and despawn records for snapshots whose ids differ, merged by id.
+    fn write_merge(
+        &self,
+        w: &mut BitWriter<'_>,
+        old: &[QuantizedEntity],
+        new: &[QuantizedEntity],
+        unchanged: impl Fn(&QuantizedEntity, &QuantizedEntity, usize) -> bool,
+    ) -> u64 {
+        let (mut records, mut previous) = (0, None);
         let (mut i, mut j) = (0, 0);
         while i < old.len() && j < new.len() {
             let (o, n) = (&old[i], &new[j]);
             if o.id == n.id {
-                // The common case: the entity is in both. Unchanged ones cost nothing.
                 i += 1;
                 j += 1;
                 if unchanged(o, n, j - 1) {
@@ -94,32 +146,26 @@ impl SnapshotConfig {
                 if deltas.changed == 0 {
                     continue;
                 }
-                self.write_update(&mut w, &deltas, previous, n);
+                self.write_update(w, &deltas, previous, n);
                 previous = Some(n.id);
             } else if o.id < n.id {
                 i += 1;
-                write_despawn(&mut w, &mut previous, o.id);
+                write_despawn(w, &mut previous, o.id);
             } else {
                 j += 1;
-                self.write_spawn(&mut w, &mut previous, n);
+                self.write_spawn(w, &mut previous, n);
             }
             records += 1;
         }
         for o in &old[i..] {
-            write_despawn(&mut w, &mut previous, o.id);
+            write_despawn(w, &mut previous, o.id);
             records += 1;
         }
         for n in &new[j..] {
-            self.write_spawn(&mut w, &mut previous, n);
+            self.write_spawn(w, &mut previous, n);
             records += 1;
         }
-        let len = w.finish().map_err(|needed| too_small(needed, capacity))?;
-        let out = &mut out[..len];
-        // Both snapshots hold at most ENTITIES_MAX_FORMAT entities, so at most twice that many
-        // records, which the 16-bit field holds.
-        debug_assert!(records <= mask(COUNT_BITS));
-        patch_bits(out, count_at, records, COUNT_BITS);
-        Ok(len)
+        records
     }
 
     fn check_count(&self, snapshot: &Snapshot) -> Result<(), EncodeError> {

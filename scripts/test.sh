@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Rally's test command: everything CI checks, in the order that fails fastest.
+# Usage: scripts/test.sh        (from anywhere in the checkout)
+# Needs: a Rust toolchain with rustfmt and clippy (rustup); cargo fetches every crate.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() {
+    local name=$1
+    shift
+    printf '\n== %s: %s\n' "$name" "$*"
+    local start=$SECONDS
+    "$@"
+    printf '== %s passed in %ss\n' "$name" $((SECONDS - start))
+}
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "error: cargo not found; install Rust with rustup (https://rustup.rs) and rerun" >&2
+    exit 1
+fi
+for component in rustfmt clippy; do
+    if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
+        rustup component add "$component"
+    fi
+done
+
+step fmt cargo fmt --all -- --check
+step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
+step tests cargo test --workspace --locked
+step docs env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+# Benchmarks are not tests: the smoke run proves they work end to end (table, JSON, plot) and
+# leaves the report in target/ci/; it asserts no timing.
+step "bench smoke" cargo run --release --locked -- bench wire --quick \
+    --json target/ci/wire.json --plot target/ci
+echo
+echo "all checks passed"
