@@ -21,8 +21,8 @@ pub enum Field {
     MovingFlags,
     /// A delta record's kind (update, spawn, despawn).
     RecordKind,
-    /// An update record's changed-field mask.
-    FieldMask,
+    /// An update record's four field widths.
+    FieldWidths,
     /// A position.
     Position,
     /// A rotation.
@@ -45,7 +45,7 @@ impl fmt::Display for Field {
             Field::EntityId => "entity id",
             Field::MovingFlags => "moving flags",
             Field::RecordKind => "record kind",
-            Field::FieldMask => "field mask",
+            Field::FieldWidths => "field widths",
             Field::Position => "position",
             Field::Rotation => "rotation",
             Field::LinearVelocity => "linear velocity",

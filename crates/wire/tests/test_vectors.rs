@@ -164,15 +164,20 @@ fn generate() -> Vec<Vector> {
         .collect()
 }
 
+/// The vectors file, first rewritten from the encoder when `RALLY_BLESS` is set.
+fn stored() -> Vec<Vector> {
+    if std::env::var_os("RALLY_BLESS").is_some() {
+        let text = serde_json::to_string_pretty(&generate()).expect("vectors serialize") + "\n";
+        std::fs::write(path(), text).expect("docs/ is writable");
+    }
+    let stored = std::fs::read_to_string(path()).expect("docs/wire-vectors.json exists");
+    serde_json::from_str(&stored).expect("the vectors file parses")
+}
+
 #[test]
 fn vectors_file_matches_the_encoder() {
     let generated = generate();
-    let text = serde_json::to_string_pretty(&generated).expect("vectors serialize") + "\n";
-    if std::env::var_os("RALLY_BLESS").is_some() {
-        std::fs::write(path(), &text).expect("docs/ is writable");
-    }
-    let stored = std::fs::read_to_string(path()).expect("docs/wire-vectors.json exists");
-    let stored: Vec<Vector> = serde_json::from_str(&stored).expect("the vectors file parses");
+    let stored = stored();
     assert_eq!(stored.len(), generated.len());
     for (s, g) in stored.iter().zip(&generated) {
         assert_eq!(s.hex, g.hex, "vector {} changed: rerun with RALLY_BLESS=1 if intended", s.name);
@@ -183,9 +188,7 @@ fn vectors_file_matches_the_encoder() {
 #[test]
 fn every_vector_decodes_to_its_input() {
     let config = SnapshotConfig::default();
-    let stored = std::fs::read_to_string(path()).expect("docs/wire-vectors.json exists");
-    let stored: Vec<Vector> = serde_json::from_str(&stored).expect("the vectors file parses");
-    for v in stored {
+    for v in stored() {
         let bytes = unhex(&v.hex);
         assert_eq!(encode(&config, v.baseline.as_ref(), &v.snapshot), bytes, "{}", v.name);
         let mut decoded = Snapshot::default();

@@ -69,10 +69,10 @@ impl Data {
     fn new(seed: u64) -> Self {
         let config = SnapshotConfig::default();
         let (mut bodies, moving) = reference::bodies(seed);
-        let baseline = reference::quantize(&config, 1000, &bodies);
+        let baseline = reference::quantize(&config, BASELINE_TICK, &bodies);
         let rows_baseline: Vec<BodyRow> = bodies.iter().map(BodyRow::from).collect();
         reference::step(&mut bodies, &moving);
-        let current = reference::quantize(&config, 1001, &bodies);
+        let current = reference::quantize(&config, CURRENT_TICK, &bodies);
         let rows_full: Vec<BodyRow> = bodies.iter().map(BodyRow::from).collect();
         let message = reference_message::generate(seed);
         let mut history = SnapshotHistory::new(64);
@@ -250,8 +250,8 @@ fn verify(data: &Data) -> Result<Vec<Size>, Box<dyn Error>> {
         check(peer.decode::<Vec<BodyRow>>(&bytes) == data.rows_full, name)?;
         sizes.push((name, CASES[0], bytes.len()));
         let mut delta = RowDelta::new(&data.rows_baseline);
-        let bytes = peer.encoded(delta.changed(&data.rows_full));
-        check(delta.changed.len() == reference::MOVING, "the reference's moving bodies")?;
+        check(delta.track(&data.rows_full) == reference::MOVING, "the reference's moving bodies")?;
+        let bytes = peer.encoded(delta.gather(&data.rows_full, BASELINE_TICK));
         let rebuilt = delta.apply(peer.decode::<Vec<BodyRow>>(&bytes));
         check(rebuilt == data.rows_full.as_slice(), name)?;
         sizes.push((name, CASES[1], bytes.len()));
@@ -282,7 +282,7 @@ fn per_tick_tasks(data: &Data) -> Vec<Task<'_>> {
     vec![
         task("per_tick/rally/quantize", move |n| {
             for _ in 0..n {
-                snapshot.clear(1001);
+                snapshot.clear(CURRENT_TICK);
                 for body in black_box(&data.bodies) {
                     // Bodies are in ascending id order.
                     let _ = snapshot.push(data.config.quantize(body));
@@ -299,9 +299,9 @@ fn per_tick_tasks(data: &Data) -> Vec<Task<'_>> {
                 let _ = history.push(black_box(next));
             }
         }),
-        task("per_tick/peers/row_diff", move |n| {
+        task("per_tick/peers/track_changes", move |n| {
             for _ in 0..n {
-                black_box(diff.changed(black_box(&data.rows_full)).len());
+                black_box(diff.track(black_box(&data.rows_full)));
             }
         }),
     ]
@@ -387,22 +387,46 @@ where
 
 /// A general-purpose codec's stand-in for a delta: the changed rows, and the receiver's copy of
 /// the baseline they are applied to. Both buffers are reused, so only the codec allocates.
+/// Like Rally's history, the sender keeps the tick each row last changed (found once per tick
+/// by comparing with the previous tick) and gathers, per client, the rows changed since that
+/// client's baseline.
 struct RowDelta<'a> {
     baseline: &'a [BodyRow],
+    /// The tick each row last changed, as of the current tick.
+    change_ticks: Vec<u32>,
     changed: Vec<BodyRow>,
     state: Vec<BodyRow>,
 }
 
+/// The ticks of the reference pair, as in Rally's snapshots.
+const BASELINE_TICK: u32 = 1000;
+const CURRENT_TICK: u32 = 1001;
+
 impl<'a> RowDelta<'a> {
     fn new(baseline: &'a [BodyRow]) -> Self {
-        Self { baseline, changed: Vec::with_capacity(baseline.len()), state: Vec::new() }
+        let change_ticks = vec![BASELINE_TICK; baseline.len()];
+        let changed = Vec::with_capacity(baseline.len());
+        Self { baseline, change_ticks, changed, state: Vec::new() }
     }
 
-    /// The rows of `current` that differ from the baseline (both hold the same ids in order).
-    fn changed(&mut self, current: &[BodyRow]) -> &Vec<BodyRow> {
+    /// Per tick: compares `current` with the previous tick's rows (both hold the same ids in
+    /// order) and records which changed; returns how many.
+    fn track(&mut self, current: &[BodyRow]) -> usize {
+        let mut count = 0;
+        for ((tick, new), old) in self.change_ticks.iter_mut().zip(current).zip(self.baseline) {
+            if new != old {
+                *tick = CURRENT_TICK;
+                count += 1;
+            }
+        }
+        count
+    }
+
+    /// Per client: the rows changed since the client's baseline tick.
+    fn gather(&mut self, current: &[BodyRow], baseline_tick: u32) -> &Vec<BodyRow> {
         self.changed.clear();
-        let pairs = current.iter().zip(self.baseline);
-        self.changed.extend(pairs.filter(|(new, old)| new != old).map(|(new, _)| new.clone()));
+        let rows = current.iter().zip(&self.change_ticks);
+        self.changed.extend(rows.filter(|(_, t)| **t > baseline_tick).map(|(r, _)| r.clone()));
         &self.changed
     }
 
@@ -426,13 +450,13 @@ fn peer_delta_tasks<'a>(
 ) -> [Task<'a>; 2] {
     let (mut encoder, mut decoder) = (Peer::new(name), Peer::new(name));
     let (mut sender, mut receiver) = (RowDelta::new(baseline), RowDelta::new(baseline));
-    // The changed rows are found once per tick (measured in `per_tick`), then encoded per client.
-    let changed = sender.changed(current).clone();
-    let bytes = encoder.encoded(&changed);
+    // Changes are tracked once per tick (measured in `per_tick`), gathered and encoded per client.
+    sender.track(current);
+    let bytes = encoder.encoded(sender.gather(current, BASELINE_TICK));
     [
         task(&format!("snapshot_delta/{name}/encode"), move |n| {
             for _ in 0..n {
-                black_box(encoder.encode(black_box(&changed)));
+                black_box(encoder.encode(sender.gather(black_box(current), BASELINE_TICK)));
             }
         }),
         task(&format!("snapshot_delta/{name}/decode"), move |n| {

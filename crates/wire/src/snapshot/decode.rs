@@ -328,45 +328,37 @@ impl SnapshotConfig {
         extend_bounded(out, &old[i..], max)
     }
 
-    /// Reads an update's field mask and changes and applies them to `entity`; a result outside
-    /// its field's range is recorded as an error in the reader.
+    /// Reads an update's field widths and changes and applies them to `entity`; a result outside
+    /// its field's range is recorded as an error in the reader. Unchanged fields have width 0
+    /// and read as zero deltas, so no branch depends on which fields changed.
     #[inline(always)]
     fn update_in_place(&self, r: &mut BitReader<'_>, entity: &mut QuantizedEntity) {
-        let field_mask = r.read(4, Field::FieldMask);
-        // An update that changes nothing is never encoded.
-        r.check(Field::FieldMask, u64::from(field_mask == 0), 0);
-        if field_mask & MASK_POSITION != 0 {
-            match read_delta(r, POSITION_DELTA_WIDTHS, Field::Position) {
-                Some(d) => {
-                    let steps = self.position.steps();
-                    for axis in 0..3 {
-                        let (value, max) = (entity.position[axis], steps[axis]);
-                        entity.position[axis] =
-                            offset(r, value.into(), d[axis], max.into(), Field::Position) as u32;
-                    }
+        let widths = read_widths(r);
+        match widths[0] {
+            WIDTH_ABSOLUTE => entity.position = self.read_position(r),
+            width => {
+                let d = read_deltas(r, width, Field::Position);
+                let steps = self.position.steps();
+                for axis in 0..3 {
+                    let (value, max) = (entity.position[axis].into(), steps[axis].into());
+                    entity.position[axis] = offset(r, value, d[axis], max, Field::Position) as u32;
                 }
-                None => entity.position = self.read_position(r),
             }
         }
-        if field_mask & MASK_ROTATION != 0 {
-            match read_delta(r, ROTATION_DELTA_WIDTHS, Field::Rotation) {
-                Some(d) => {
-                    let max = mask(self.rotation.bits()) as i64;
-                    for (code, delta) in entity.rotation.components.iter_mut().zip(d) {
-                        *code = offset(r, (*code).into(), delta, max, Field::Rotation) as u16;
-                    }
+        match widths[1] {
+            WIDTH_ABSOLUTE => entity.rotation = self.read_rotation(r),
+            width => {
+                let d = read_deltas(r, width, Field::Rotation);
+                let max = mask(self.rotation.bits()) as i64;
+                for (code, delta) in entity.rotation.components.iter_mut().zip(d) {
+                    *code = offset(r, (*code).into(), delta, max, Field::Rotation) as u16;
                 }
-                None => entity.rotation = self.read_rotation(r),
             }
         }
-        if field_mask & MASK_LINEAR != 0 {
-            let value = &mut entity.linear_velocity;
-            update_velocity(r, value, &self.linear_velocity, Field::LinearVelocity);
-        }
-        if field_mask & MASK_ANGULAR != 0 {
-            let value = &mut entity.angular_velocity;
-            update_velocity(r, value, &self.angular_velocity, Field::AngularVelocity);
-        }
+        let value = &mut entity.linear_velocity;
+        update_velocity(r, widths[2], value, &self.linear_velocity, Field::LinearVelocity);
+        let value = &mut entity.angular_velocity;
+        update_velocity(r, widths[3], value, &self.angular_velocity, Field::AngularVelocity);
     }
 
     /// Reads one delta record, with the id of the record before it. Public so that tools can
@@ -383,34 +375,26 @@ impl SnapshotConfig {
         }
     }
 
-    #[inline(always)]
+    /// An update record as the wire carries it, for tools.
     fn read_update(&self, r: &mut BitReader<'_>, id: u32) -> EntityUpdate {
-        let field_mask = r.read(4, Field::FieldMask);
-        // An update that changes nothing is never encoded.
-        r.check(Field::FieldMask, u64::from(field_mask == 0), 0);
-        let has = |bit: u64| field_mask & bit != 0;
-        let position = has(MASK_POSITION).then(|| {
-            match read_delta(r, POSITION_DELTA_WIDTHS, Field::Position) {
-                Some(delta) => Change::Delta(delta),
-                None => Change::Absolute(self.read_position(r)),
-            }
-        });
-        let rotation = has(MASK_ROTATION).then(|| {
-            match read_delta(r, ROTATION_DELTA_WIDTHS, Field::Rotation) {
-                Some(delta) => Change::Delta(delta),
-                None => Change::Absolute(self.read_rotation(r)),
-            }
-        });
-        let linear = &self.linear_velocity;
-        let angular = &self.angular_velocity;
+        let widths = read_widths(r);
+        let position = match widths[0] {
+            0 => None,
+            WIDTH_ABSOLUTE => Some(Change::Absolute(self.read_position(r))),
+            width => Some(Change::Delta(read_deltas(r, width, Field::Position))),
+        };
+        let rotation = match widths[1] {
+            0 => None,
+            WIDTH_ABSOLUTE => Some(Change::Absolute(self.read_rotation(r))),
+            width => Some(Change::Delta(read_deltas(r, width, Field::Rotation))),
+        };
+        let (linear, angular) = (&self.linear_velocity, &self.angular_velocity);
         EntityUpdate {
             id,
             position,
             rotation,
-            linear_velocity: has(MASK_LINEAR)
-                .then(|| read_velocity_change(r, linear, Field::LinearVelocity)),
-            angular_velocity: has(MASK_ANGULAR)
-                .then(|| read_velocity_change(r, angular, Field::AngularVelocity)),
+            linear_velocity: velocity_change(r, widths[2], linear, Field::LinearVelocity),
+            angular_velocity: velocity_change(r, widths[3], angular, Field::AngularVelocity),
         }
     }
 }
@@ -492,26 +476,6 @@ fn offset(r: &mut BitReader<'_>, base: i64, delta: i32, max: i64, field: Field) 
     value
 }
 
-/// Applies a velocity change (delta or absolute) read from `r` to `value`.
-#[inline(always)]
-fn update_velocity(
-    r: &mut BitReader<'_>,
-    value: &mut [i32; 3],
-    quantizer: &VelocityQuantizer,
-    field: Field,
-) {
-    match read_delta(r, VELOCITY_DELTA_WIDTHS, field) {
-        Some(d) => {
-            let half = i64::from(quantizer.half());
-            for k in 0..3 {
-                let shifted = offset(r, i64::from(value[k]) + half, d[k], 2 * half, field);
-                value[k] = (shifted - half) as i32;
-            }
-        }
-        None => *value = read_velocity(r, quantizer, field),
-    }
-}
-
 #[inline(always)]
 fn read_velocity(r: &mut BitReader<'_>, quantizer: &VelocityQuantizer, field: Field) -> [i32; 3] {
     if !r.read_bit(field) {
@@ -575,29 +539,54 @@ fn read_velocity_components(
     code
 }
 
+/// Applies a velocity change of `width` (see [`WIDTH_ABSOLUTE`]) read from `r` to `value`.
 #[inline(always)]
-fn read_velocity_change(
+fn update_velocity(
     r: &mut BitReader<'_>,
+    width: u32,
+    value: &mut [i32; 3],
     quantizer: &VelocityQuantizer,
     field: Field,
-) -> Change<[i32; 3]> {
-    match read_delta(r, VELOCITY_DELTA_WIDTHS, field) {
-        Some(delta) => Change::Delta(delta),
-        None => Change::Absolute(read_velocity(r, quantizer, field)),
+) {
+    if width == WIDTH_ABSOLUTE {
+        *value = read_velocity(r, quantizer, field);
+        return;
+    }
+    let d = read_deltas(r, width, field);
+    let half = i64::from(quantizer.half());
+    for k in 0..3 {
+        let shifted = offset(r, i64::from(value[k]) + half, d[k], 2 * half, field);
+        value[k] = (shifted - half) as i32;
     }
 }
 
-/// Reads a tier marker and, unless it is the absolute tier, the three deltas.
-#[inline(always)]
-fn read_delta(r: &mut BitReader<'_>, widths: [u32; 3], field: Field) -> Option<[i32; 3]> {
-    let word = r.peek();
-    let tier = word & 3;
-    if tier == ABSOLUTE_TIER {
-        r.advance(2, field);
-        return None;
+/// A velocity change of `width` as the wire carries it, for tools.
+fn velocity_change(
+    r: &mut BitReader<'_>,
+    width: u32,
+    quantizer: &VelocityQuantizer,
+    field: Field,
+) -> Option<Change<[i32; 3]>> {
+    match width {
+        0 => None,
+        WIDTH_ABSOLUTE => Some(Change::Absolute(read_velocity(r, quantizer, field))),
+        width => Some(Change::Delta(read_deltas(r, width, field))),
     }
-    let width = widths[tier as usize];
-    r.advance(2 + 3 * width, field);
-    let all = word >> 2;
-    Some(crate::map3([0, 1, 2], |k| unzigzag(((all >> (k * width)) & mask(width)) as u32)))
+}
+
+/// The four field widths of an update record; all zero is refused, as an encoder never sends an
+/// update that changes nothing.
+#[inline(always)]
+fn read_widths(r: &mut BitReader<'_>) -> [u32; 4] {
+    let all = r.read(16, Field::FieldWidths);
+    r.check(Field::FieldWidths, u64::from(all == 0), 0);
+    [(all & 15) as u32, ((all >> 4) & 15) as u32, ((all >> 8) & 15) as u32, (all >> 12) as u32]
+}
+
+/// Three zigzagged deltas of `width` bits each (at most 14, so one peek holds them).
+#[inline(always)]
+fn read_deltas(r: &mut BitReader<'_>, width: u32, field: Field) -> [i32; 3] {
+    let word = r.peek();
+    r.advance(3 * width, field);
+    crate::map3([0, 1, 2], |k| unzigzag(((word >> (k * width)) & mask(width)) as u32))
 }

@@ -114,7 +114,7 @@ impl SnapshotConfig {
                 let j = first + moved.trailing_zeros() as usize;
                 moved &= moved - 1;
                 let deltas = Deltas::between(&old[j], &new[j]);
-                if deltas.changed != 0 {
+                if deltas.changed() {
                     self.write_update(w, &deltas, previous, &new[j]);
                     previous = Some(new[j].id);
                     records += 1;
@@ -143,7 +143,7 @@ impl SnapshotConfig {
                     continue;
                 }
                 let deltas = Deltas::between(o, n);
-                if deltas.changed == 0 {
+                if !deltas.changed() {
                     continue;
                 }
                 self.write_update(w, &deltas, previous, n);
@@ -225,9 +225,9 @@ impl SnapshotConfig {
         *previous = Some(entity.id);
     }
 
-    /// Writes an update record: the id gap, the kind and the field mask in one call, then one
-    /// `DELTA` per changed field, in the narrowest tier that holds it, or the absolute value
-    /// where no tier does.
+    /// Writes an update record: the id gap, the kind and the four field widths in one call, then
+    /// each field's three deltas in its width (nothing for an unchanged field), or its absolute
+    /// value.
     #[inline(always)]
     fn write_update(
         &self,
@@ -237,25 +237,30 @@ impl SnapshotConfig {
         new: &QuantizedEntity,
     ) {
         let (gap, bits) = ID_TIERS.encode(id_gap(previous, new.id));
-        // The gap code is at most 35 bits, so gap, kind and mask fit one call.
-        w.write(gap | KIND_UPDATE << bits | d.changed << (bits + 1), bits + 5);
-        if d.changed & MASK_POSITION != 0 && !write_delta(w, d.zigzags[0], POSITION_DELTA_WIDTHS) {
-            self.write_position(w, new.position);
-        }
-        if d.changed & MASK_ROTATION != 0 {
-            // A delta only makes sense between codes of the same smallest-three layout.
-            if !d.same_largest {
-                w.write(ABSOLUTE_TIER, 2);
-                self.write_rotation(w, new.rotation);
-            } else if !write_delta(w, d.zigzags[1], ROTATION_DELTA_WIDTHS) {
-                self.write_rotation(w, new.rotation);
+        let widths =
+            d.widths.iter().enumerate().fold(0, |all, (f, w)| all | u64::from(*w) << (4 * f));
+        // The gap code is at most 35 bits, so gap, kind and widths fit one call.
+        w.write(gap | KIND_UPDATE << bits | widths << (bits + 1), bits + 17);
+        for field in 0..4 {
+            let width = d.widths[field];
+            if width == WIDTH_ABSOLUTE {
+                self.write_absolute(w, field, new);
+            } else {
+                let [a, b, c] = crate::map3(d.zigzags[field], u64::from);
+                w.write(a | b << width | c << (2 * width), 3 * width);
             }
         }
-        if d.changed & MASK_LINEAR != 0 && !write_delta(w, d.zigzags[2], VELOCITY_DELTA_WIDTHS) {
-            write_velocity(w, &self.linear_velocity, new.linear_velocity);
-        }
-        if d.changed & MASK_ANGULAR != 0 && !write_delta(w, d.zigzags[3], VELOCITY_DELTA_WIDTHS) {
-            write_velocity(w, &self.angular_velocity, new.angular_velocity);
+    }
+
+    /// A field of `entity` in the form it has in a body: 0 position, 1 rotation, 2 linear
+    /// velocity (with its nonzero flag), 3 angular velocity (likewise).
+    #[cold]
+    fn write_absolute(&self, w: &mut BitWriter<'_>, field: usize, entity: &QuantizedEntity) {
+        match field {
+            0 => self.write_position(w, entity.position),
+            1 => self.write_rotation(w, entity.rotation),
+            2 => write_velocity(w, &self.linear_velocity, entity.linear_velocity),
+            _ => write_velocity(w, &self.angular_velocity, entity.angular_velocity),
         }
     }
 }
@@ -297,24 +302,6 @@ fn write_velocity_components(w: &mut BitWriter<'_>, quantizer: &VelocityQuantize
     w.write(x | y << b | z << (2 * b), 3 * b);
 }
 
-/// Writes three zigzagged deltas in the narrowest tier whose width holds them all and returns
-/// true, or writes the absolute-tier marker and returns false so the caller writes the value.
-#[inline(always)]
-fn write_delta(w: &mut BitWriter<'_>, z: [u32; 3], widths: [u32; 3]) -> bool {
-    // The bit length of the OR is the bit length of the largest. The tier is counted without
-    // branches; only the rare absolute case branches.
-    let needed = 32 - (z[0] | z[1] | z[2]).leading_zeros();
-    let tier = widths.iter().map(|&width| u64::from(needed > width)).sum::<u64>();
-    if tier == ABSOLUTE_TIER {
-        w.write(ABSOLUTE_TIER, 2);
-        return false;
-    }
-    let width = widths[tier as usize];
-    let [a, b, c] = crate::map3(z, u64::from);
-    w.write(tier | a << 2 | b << (2 + width) | c << (2 + 2 * width), 2 + 3 * width);
-    true
-}
-
 #[inline(always)]
 fn write_despawn(w: &mut BitWriter<'_>, previous: &mut Option<u32>, id: u32) {
     ID_TIERS.write(w, id_gap(*previous, id));
@@ -323,13 +310,12 @@ fn write_despawn(w: &mut BitWriter<'_>, previous: &mut Option<u32>, id: u32) {
 }
 
 /// What changed between two states of one entity: the zigzagged differences of each field's
-/// codes, computed once and used both to decide what to send and to send it.
+/// codes and the width each field needs, computed once and used both to decide what to send and
+/// to send it. Fields in order: position, rotation, linear velocity, angular velocity.
 struct Deltas {
-    /// Position, rotation, linear and angular velocity.
     zigzags: [[u32; 3]; 4],
-    same_largest: bool,
-    /// The update's field mask; 0 when nothing changed.
-    changed: u64,
+    /// Bits per delta component, 0 when unchanged, [`WIDTH_ABSOLUTE`] when a delta cannot say it.
+    widths: [u32; 4],
 }
 
 impl Deltas {
@@ -345,12 +331,22 @@ impl Deltas {
             diff(old.linear_velocity, new.linear_velocity),
             diff(old.angular_velocity, new.angular_velocity),
         ];
-        let same_largest = old.rotation.largest == new.rotation.largest;
-        let any = |z: [u32; 3]| u64::from(z[0] | z[1] | z[2] != 0);
-        let changed = any(zigzags[0])
-            | (any(zigzags[1]) | u64::from(!same_largest)) << 1
-            | any(zigzags[2]) << 2
-            | any(zigzags[3]) << 3;
-        Self { zigzags, same_largest, changed }
+        let mut widths = [0; 4];
+        for (width, z) in widths.iter_mut().zip(&zigzags) {
+            // The bit length of the OR is the bit length of the largest.
+            let needed = 32 - (z[0] | z[1] | z[2]).leading_zeros();
+            *width = if needed > DELTA_WIDTH_MAX { WIDTH_ABSOLUTE } else { needed };
+        }
+        // Deltas are between codes of the same smallest-three layout only.
+        if old.rotation.largest != new.rotation.largest {
+            widths[1] = WIDTH_ABSOLUTE;
+        }
+        Self { zigzags, widths }
+    }
+
+    /// Whether any field changed.
+    #[inline(always)]
+    fn changed(&self) -> bool {
+        self.widths != [0; 4]
     }
 }

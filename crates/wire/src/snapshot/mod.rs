@@ -36,22 +36,15 @@ pub const DELTA_HEADER_BITS: usize = 8 + 32 + 32 + COUNT_BITS as usize;
 
 /// Id gaps (`id - previous id - 1`): consecutive ids cost one bit.
 pub const ID_TIERS: Tiers<4> = Tiers { widths: [0, 3, 8, 32] };
-/// Value bits of the three delta tiers of a position, in quantizer steps (zigzagged).
-pub const POSITION_DELTA_WIDTHS: [u32; 3] = [4, 7, 11];
-/// Value bits of the three delta tiers of a rotation's components.
-pub const ROTATION_DELTA_WIDTHS: [u32; 3] = [3, 6, 9];
-/// Value bits of the three delta tiers of a velocity.
-pub const VELOCITY_DELTA_WIDTHS: [u32; 3] = [4, 7, 10];
-const ABSOLUTE_TIER: u64 = 3;
+/// An update record gives each field a 4-bit width: 0 means unchanged, 1 to 14 the bits of each
+/// of its three zigzagged deltas, and this value that the new value follows in absolute form.
+pub const WIDTH_ABSOLUTE: u32 = 15;
+/// The widest delta component an update carries before the field is sent absolute instead.
+pub const DELTA_WIDTH_MAX: u32 = 14;
 
 const KIND_UPDATE: u64 = 0b0;
 const KIND_SPAWN: u64 = 0b01;
 const KIND_DESPAWN: u64 = 0b11;
-
-const MASK_POSITION: u64 = 1;
-const MASK_ROTATION: u64 = 2;
-const MASK_LINEAR: u64 = 4;
-const MASK_ANGULAR: u64 = 8;
 
 /// An entity as game code sees it: id, transform and velocities in SI units.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
