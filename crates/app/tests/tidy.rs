@@ -8,13 +8,15 @@ use std::path::{Path, PathBuf};
 const SANS_IO: [&str; 5] = ["wire", "proto", "netem", "engine", "sim"];
 
 /// Calls that read the OS or spawn work, and so belong in the driver only.
-const BANNED: [&str; 8] = [
+/// (`std::net::SocketAddr` is plain data and allowed; sockets are not.)
+const BANNED: [&str; 9] = [
     "Instant::now",
     "SystemTime::now",
     "thread_rng",
     "rand::random",
-    "std::net::",
     "UdpSocket",
+    "TcpStream",
+    "TcpListener",
     "thread::spawn",
     "from_entropy",
 ];

@@ -7,6 +7,16 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod acks;
+mod channel;
+pub mod config;
+pub mod connection;
+pub mod endpoint;
+pub mod packet;
 pub mod time;
 
+pub use config::{ChannelConfig, ChannelKind, ConnectionConfig, Redundancy};
+pub use connection::{Connection, ConnectionStats, Event, SendError};
+pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Transmit};
+pub use packet::DisconnectReason;
 pub use time::Instant;

@@ -1,0 +1,237 @@
+//! Packet sequence numbers, acks and round-trip time.
+//!
+//! Every data packet carries the newest sequence received and a 32-bit field for the 32 before
+//! it, so one lost ack costs nothing: the next packet repeats it. The sender keeps a ring of
+//! the packets it sent (what they carried, when) and learns from each ack which arrived and,
+//! from the gaps below the newest, which were lost.
+
+use crate::time::Instant;
+use rally_wire::seq::seq16_newer;
+use std::time::Duration;
+
+/// Packets remembered on each side; acks older than this are ignored.
+pub const SENT_RING: usize = 1024;
+
+/// What is remembered of a sent packet until it is acked or known lost.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SentPacket {
+    pub(crate) seq: u16,
+    pub(crate) sent_at: Instant,
+    pub(crate) size: usize,
+    pub(crate) in_flight: bool,
+    /// The reliable units (channel, message sequence, fragment index) it carried.
+    pub(crate) units: Vec<(u8, u16, u8)>,
+}
+
+/// The sender's ring of packets in flight.
+#[derive(Debug)]
+pub(crate) struct SentPackets {
+    ring: Vec<SentPacket>,
+    /// Sequence of the next packet to send.
+    pub(crate) next_seq: u16,
+    /// The newest packet acked so far, if any.
+    pub(crate) newest_acked: Option<u16>,
+    /// No packet before this one is in flight.
+    oldest: u16,
+}
+
+impl SentPackets {
+    pub(crate) fn new() -> Self {
+        let ring = vec![SentPacket::default(); SENT_RING];
+        Self { ring, next_seq: 0, newest_acked: None, oldest: 0 }
+    }
+
+    /// Records a packet and returns its sequence. `units` is reused storage from the caller.
+    pub(crate) fn record(
+        &mut self,
+        now: Instant,
+        size: usize,
+        units: &mut Vec<(u8, u16, u8)>,
+    ) -> u16 {
+        let seq = self.next_seq;
+        self.next_seq = seq.wrapping_add(1);
+        if usize::from(seq.wrapping_sub(self.oldest)) >= SENT_RING {
+            // The slot is reused: whatever was in flight there is forgotten, as too old to ack.
+            self.oldest = seq.wrapping_sub(SENT_RING as u16 - 1);
+        }
+        let slot = &mut self.ring[usize::from(seq) % SENT_RING];
+        slot.seq = seq;
+        slot.sent_at = now;
+        slot.size = size;
+        slot.in_flight = true;
+        slot.units.clear();
+        slot.units.append(units);
+        seq
+    }
+
+    /// The packet `seq` if it is still in flight.
+    pub(crate) fn take_in_flight(&mut self, seq: u16) -> Option<&mut SentPacket> {
+        let slot = &mut self.ring[usize::from(seq) % SENT_RING];
+        (slot.in_flight && slot.seq == seq).then_some(slot)
+    }
+
+    /// Packets still in flight that were sent before `newest`, oldest first, as candidates for
+    /// loss detection. Only the span from the oldest packet in flight is visited.
+    pub(crate) fn in_flight_before(&mut self, newest: u16) -> Vec<u16> {
+        while self.oldest != self.next_seq && !self.is_in_flight(self.oldest) {
+            self.oldest = self.oldest.wrapping_add(1);
+        }
+        let span = newest.wrapping_sub(self.oldest);
+        if !seq16_newer(newest, self.oldest) || usize::from(span) >= SENT_RING {
+            return Vec::new();
+        }
+        (0..span).map(|i| self.oldest.wrapping_add(i)).filter(|s| self.is_in_flight(*s)).collect()
+    }
+
+    fn is_in_flight(&self, seq: u16) -> bool {
+        let slot = &self.ring[usize::from(seq) % SENT_RING];
+        slot.in_flight && slot.seq == seq
+    }
+
+    pub(crate) fn slot(&mut self, seq: u16) -> &mut SentPacket {
+        &mut self.ring[usize::from(seq) % SENT_RING]
+    }
+}
+
+/// The receiver's record of which packet sequences arrived, for the ack fields.
+#[derive(Debug, Default)]
+pub(crate) struct ReceivedPackets {
+    /// The newest sequence received and when.
+    newest: Option<(u16, Instant)>,
+    /// Bit `i`: `newest - 1 - i` was received.
+    bits: u32,
+}
+
+impl ReceivedPackets {
+    /// Records `seq`; returns false for a duplicate or a packet too old to track.
+    pub(crate) fn record(&mut self, seq: u16, now: Instant) -> bool {
+        let Some((newest, _)) = self.newest else {
+            self.newest = Some((seq, now));
+            return true;
+        };
+        if seq == newest {
+            return false;
+        }
+        if seq16_newer(seq, newest) {
+            let shift = u32::from(seq.wrapping_sub(newest));
+            // The old newest becomes bit shift - 1.
+            self.bits = if shift >= 33 { 0 } else { ((self.bits << 1) | 1) << (shift - 1) };
+            self.newest = Some((seq, now));
+            return true;
+        }
+        let back = u32::from(newest.wrapping_sub(seq));
+        if back > 32 {
+            return false;
+        }
+        let bit = 1u32 << (back - 1);
+        let fresh = self.bits & bit == 0;
+        self.bits |= bit;
+        fresh
+    }
+
+    /// The ack fields for an outgoing packet: newest, bits, and the delay since the newest
+    /// arrived in units of 8 microseconds.
+    pub(crate) fn ack_fields(&self, now: Instant) -> Option<(u16, u32, u16)> {
+        let (newest, at) = self.newest?;
+        let delay = (now - at).as_micros() / 8;
+        Some((newest, self.bits, delay.min(u128::from(u16::MAX)) as u16))
+    }
+}
+
+/// Smoothed RTT, its variance and its minimum, as RFC 6298 and QUIC estimate them.
+#[derive(Debug, Clone, Copy)]
+pub struct RttEstimator {
+    smoothed: Option<Duration>,
+    variance: Duration,
+    min: Duration,
+    latest: Duration,
+}
+
+impl Default for RttEstimator {
+    fn default() -> Self {
+        Self {
+            smoothed: None,
+            variance: Duration::ZERO,
+            min: Duration::MAX,
+            latest: Duration::ZERO,
+        }
+    }
+}
+
+impl RttEstimator {
+    /// Adds a sample: the time from sending a packet to receiving its ack, less the peer's
+    /// reported ack delay (but never below the minimum seen).
+    pub fn update(&mut self, sample: Duration, ack_delay: Duration) {
+        self.min = self.min.min(sample);
+        let adjusted = if sample >= self.min + ack_delay { sample - ack_delay } else { sample };
+        self.latest = adjusted;
+        match self.smoothed {
+            None => {
+                self.smoothed = Some(adjusted);
+                self.variance = adjusted / 2;
+            }
+            Some(smoothed) => {
+                let deviation = smoothed.abs_diff(adjusted);
+                self.variance = (self.variance * 3 + deviation) / 4;
+                self.smoothed = Some((smoothed * 7 + adjusted) / 8);
+            }
+        }
+    }
+
+    /// The smoothed RTT, or `initial` before the first sample.
+    pub fn smoothed_or(&self, initial: Duration) -> Duration {
+        self.smoothed.unwrap_or(initial)
+    }
+
+    /// The mean deviation of RTT samples.
+    pub fn variance(&self) -> Duration {
+        self.variance
+    }
+
+    /// The smallest sample, if any.
+    pub fn min(&self) -> Option<Duration> {
+        (self.min != Duration::MAX).then_some(self.min)
+    }
+
+    /// The newest sample.
+    pub fn latest(&self) -> Duration {
+        self.latest
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn received_bits_track_gaps_and_duplicates() {
+        let mut r = ReceivedPackets::default();
+        let t = Instant::ZERO;
+        assert!(r.record(10, t));
+        assert!(r.record(12, t));
+        assert!(!r.record(12, t), "duplicate");
+        assert_eq!(r.ack_fields(t), Some((12, 0b10, 0)), "11 missing, 10 present");
+        assert!(r.record(11, t));
+        assert_eq!(r.ack_fields(t).unwrap().1, 0b11);
+        assert!(!r.record(11, t));
+        // Across the wrap.
+        let mut r = ReceivedPackets::default();
+        r.record(u16::MAX, t);
+        r.record(1, t);
+        assert_eq!(r.ack_fields(t).unwrap().0, 1);
+        assert_eq!(r.ack_fields(t).unwrap().1, 0b10);
+        // Too old to track.
+        assert!(!r.record(1u16.wrapping_sub(40), t));
+    }
+
+    #[test]
+    fn rtt_converges_and_subtracts_ack_delay() {
+        let mut rtt = RttEstimator::default();
+        for _ in 0..50 {
+            rtt.update(Duration::from_millis(30), Duration::from_millis(2));
+        }
+        let smoothed = rtt.smoothed_or(Duration::ZERO);
+        assert!(smoothed >= Duration::from_millis(27) && smoothed <= Duration::from_millis(30));
+        assert_eq!(rtt.min(), Some(Duration::from_millis(30)));
+    }
+}

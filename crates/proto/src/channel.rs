@@ -1,0 +1,284 @@
+//! Per-channel send queues and receive buffers.
+//!
+//! A message larger than one packet is split into up to 255 fragments; on reliable channels
+//! each fragment is resent on its own, so one lost packet costs one fragment, not the message.
+//! Every queue and buffer is bounded by the connection's configuration.
+
+use crate::config::{ChannelConfig, ChannelKind};
+use crate::time::Instant;
+use rally_wire::seq::seq16_newer;
+use std::collections::VecDeque;
+
+/// One fragment (or a whole message, as fragment 0 of 1) waiting to be sent or acked.
+#[derive(Debug)]
+pub(crate) struct Unit {
+    pub(crate) seq: u16,
+    pub(crate) index: u8,
+    pub(crate) count: u8,
+    pub(crate) payload: Vec<u8>,
+    /// How many packets carried it.
+    pub(crate) sends: u8,
+    pub(crate) last_sent: Option<Instant>,
+    /// A packet carrying it was declared lost: send it again at once.
+    pub(crate) lost: bool,
+    pub(crate) acked: bool,
+}
+
+/// The sending half of a channel.
+#[derive(Debug)]
+pub(crate) struct SendChannel {
+    pub(crate) config: ChannelConfig,
+    next_seq: u16,
+    pub(crate) units: VecDeque<Unit>,
+}
+
+impl SendChannel {
+    pub(crate) fn new(config: ChannelConfig) -> Self {
+        Self { config, next_seq: 0, units: VecDeque::new() }
+    }
+
+    /// Queues a message split into pieces of at most `piece` bytes; false if that would exceed
+    /// `queue_max` units.
+    pub(crate) fn push(&mut self, payload: &[u8], piece: usize, queue_max: usize) -> bool {
+        let count = payload.len().div_ceil(piece).max(1);
+        if self.units.len() + count > queue_max || count > 255 {
+            return false;
+        }
+        let seq = self.next_seq;
+        self.next_seq = seq.wrapping_add(1);
+        for (index, chunk) in payload.chunks(piece.max(1)).chain(empty_if(payload)).enumerate() {
+            self.units.push_back(Unit {
+                seq,
+                index: index as u8,
+                count: count as u8,
+                payload: chunk.to_vec(),
+                sends: 0,
+                last_sent: None,
+                lost: false,
+                acked: false,
+            });
+        }
+        true
+    }
+
+    /// Marks the unit acked and drops acked units from the front of the queue.
+    pub(crate) fn ack(&mut self, seq: u16, index: u8) {
+        if let Some(unit) = self.units.iter_mut().find(|u| u.seq == seq && u.index == index) {
+            unit.acked = true;
+        }
+        while self.units.front().is_some_and(|u| u.acked) {
+            self.units.pop_front();
+        }
+    }
+
+    /// Marks the unit lost, to be resent at once.
+    pub(crate) fn lose(&mut self, seq: u16, index: u8) {
+        if let Some(unit) = self.units.iter_mut().find(|u| u.seq == seq && u.index == index) {
+            unit.lost = !unit.acked;
+        }
+    }
+
+    /// Units waiting, acked ones excluded.
+    pub(crate) fn pending(&self) -> usize {
+        self.units.iter().filter(|u| !u.acked).count()
+    }
+}
+
+/// An empty message still needs one (empty) fragment.
+fn empty_if(payload: &[u8]) -> impl Iterator<Item = &[u8]> {
+    payload.is_empty().then_some(payload).into_iter()
+}
+
+/// A message being put back together.
+#[derive(Debug)]
+struct Assembly {
+    seq: u16,
+    parts: Vec<Option<Vec<u8>>>,
+    received: usize,
+}
+
+impl Assembly {
+    fn new(seq: u16, count: u8) -> Self {
+        Self { seq, parts: (0..count).map(|_| None).collect(), received: 0 }
+    }
+
+    /// Adds a piece; returns the whole message when it is complete.
+    fn add(&mut self, index: u8, payload: &[u8]) -> Option<Vec<u8>> {
+        let slot = self.parts.get_mut(usize::from(index))?;
+        if slot.is_none() {
+            *slot = Some(payload.to_vec());
+            self.received += 1;
+        }
+        (self.received == self.parts.len())
+            .then(|| self.parts.iter_mut().flat_map(|p| p.take().unwrap_or_default()).collect())
+    }
+}
+
+/// What a receive channel did with an incoming piece.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Received {
+    /// Deliver these messages, in order.
+    Deliver,
+    /// Kept for later (a gap before it, or more fragments to come).
+    Held,
+    /// Already delivered, or older than what the channel still accepts.
+    Duplicate,
+    /// Refused: outside the window or inconsistent with what arrived before.
+    Refused,
+}
+
+/// The receiving half of a channel.
+#[derive(Debug)]
+pub(crate) struct ReceiveChannel {
+    kind: ChannelKind,
+    window: usize,
+    /// Ordered: the next sequence to deliver.
+    next: u16,
+    /// Sequenced: the newest sequence delivered.
+    last: Option<u16>,
+    /// Messages (or their assemblies) received ahead of `next`, or in reassembly.
+    held: VecDeque<Assembly>,
+    /// Unordered: sequences delivered recently, by `seq % window`.
+    delivered: Vec<Option<u16>>,
+    /// Unordered: the newest sequence seen.
+    newest: Option<u16>,
+    /// Messages ready for the application.
+    pub(crate) ready: VecDeque<Vec<u8>>,
+}
+
+impl ReceiveChannel {
+    pub(crate) fn new(kind: ChannelKind, window: usize) -> Self {
+        let delivered =
+            if kind == ChannelKind::ReliableUnordered { vec![None; window] } else { Vec::new() };
+        Self {
+            kind,
+            window,
+            next: 0,
+            last: None,
+            held: VecDeque::new(),
+            delivered,
+            newest: None,
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// Takes one piece of message `seq`.
+    pub(crate) fn receive(&mut self, seq: u16, index: u8, count: u8, payload: &[u8]) -> Received {
+        match self.kind {
+            ChannelKind::ReliableOrdered => self.receive_ordered(seq, index, count, payload),
+            ChannelKind::ReliableUnordered => self.receive_unordered(seq, index, count, payload),
+            ChannelKind::Unreliable | ChannelKind::UnreliableSequenced => {
+                self.receive_unreliable(seq, index, count, payload)
+            }
+        }
+    }
+
+    fn receive_ordered(&mut self, seq: u16, index: u8, count: u8, payload: &[u8]) -> Received {
+        if seq != self.next && !seq16_newer(seq, self.next) {
+            return Received::Duplicate;
+        }
+        if usize::from(seq.wrapping_sub(self.next)) >= self.window {
+            return Received::Refused;
+        }
+        if self.held.iter().any(|a| a.seq == seq && a.parts.len() == 1) {
+            // Complete and waiting for an earlier message: this copy is a resend.
+            return Received::Duplicate;
+        }
+        let Some(complete) = self.assemble(seq, index, count, payload) else {
+            return Received::Held;
+        };
+        let Some(complete) = complete else { return Received::Refused };
+        // Keep the whole message until its turn; deliver everything now in order.
+        let position =
+            self.held.iter().position(|a| seq16_newer(a.seq, seq)).unwrap_or(self.held.len());
+        let mut done = Assembly::new(seq, 1);
+        done.parts[0] = Some(complete);
+        done.received = 1;
+        self.held.insert(position, done);
+        let before = self.ready.len();
+        while let Some(front) = self.held.front() {
+            if front.seq != self.next || front.received != front.parts.len() {
+                break;
+            }
+            let mut front = self.held.pop_front().expect("front exists");
+            self.ready.push_back(front.parts[0].take().unwrap_or_default());
+            self.next = self.next.wrapping_add(1);
+        }
+        if self.ready.len() > before {
+            Received::Deliver
+        } else {
+            Received::Held
+        }
+    }
+
+    fn receive_unordered(&mut self, seq: u16, index: u8, count: u8, payload: &[u8]) -> Received {
+        if let Some(newest) = self.newest {
+            let behind = newest.wrapping_sub(seq);
+            if seq16_newer(newest, seq) && usize::from(behind) >= self.window {
+                return Received::Duplicate;
+            }
+        }
+        if self.delivered[usize::from(seq) % self.window] == Some(seq) {
+            return Received::Duplicate;
+        }
+        let Some(complete) = self.assemble(seq, index, count, payload) else {
+            return Received::Held;
+        };
+        let Some(complete) = complete else { return Received::Refused };
+        self.delivered[usize::from(seq) % self.window] = Some(seq);
+        if self.newest.is_none_or(|n| seq16_newer(seq, n)) {
+            self.newest = Some(seq);
+        }
+        self.ready.push_back(complete);
+        Received::Deliver
+    }
+
+    fn receive_unreliable(&mut self, seq: u16, index: u8, count: u8, payload: &[u8]) -> Received {
+        let sequenced = self.kind == ChannelKind::UnreliableSequenced;
+        if sequenced && self.last.is_some_and(|last| !seq16_newer(seq, last)) {
+            return Received::Duplicate;
+        }
+        let Some(complete) = self.assemble(seq, index, count, payload) else {
+            return Received::Held;
+        };
+        let Some(complete) = complete else { return Received::Refused };
+        if sequenced {
+            self.last = Some(seq);
+        }
+        self.ready.push_back(complete);
+        Received::Deliver
+    }
+
+    /// Adds a piece to its message's assembly. `None`: more pieces to come; `Some(None)`: the
+    /// piece contradicts what arrived before; `Some(Some(message))`: complete.
+    fn assemble(
+        &mut self,
+        seq: u16,
+        index: u8,
+        count: u8,
+        payload: &[u8],
+    ) -> Option<Option<Vec<u8>>> {
+        if count == 1 {
+            return Some(Some(payload.to_vec()));
+        }
+        let existing = self.held.iter().position(|a| a.seq == seq && a.parts.len() > 1);
+        let at = match existing {
+            Some(at) => at,
+            None => {
+                if self.held.len() >= self.window {
+                    // Unreliable reassembly evicts the oldest; reliable ones are bounded by the
+                    // window check before this.
+                    self.held.pop_front();
+                }
+                self.held.push_back(Assembly::new(seq, count));
+                self.held.len() - 1
+            }
+        };
+        if self.held[at].parts.len() != usize::from(count) {
+            return Some(None);
+        }
+        let complete = self.held[at].add(index, payload)?;
+        self.held.remove(at);
+        Some(Some(complete))
+    }
+}

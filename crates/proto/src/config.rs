@@ -1,0 +1,142 @@
+//! Connection and endpoint configuration: every limit has a name and a default.
+
+use std::time::Duration;
+
+/// How a channel delivers its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChannelKind {
+    /// Sent once; may be lost, duplicated by the network or arrive out of order.
+    Unreliable,
+    /// Sent once; never delivers a message older than one already delivered.
+    UnreliableSequenced,
+    /// Resent until acknowledged; delivered exactly once, in sending order.
+    ReliableOrdered,
+    /// Resent until acknowledged; delivered exactly once, as soon as it arrives.
+    ReliableUnordered,
+}
+
+impl ChannelKind {
+    /// Whether messages are resent until acknowledged.
+    pub fn is_reliable(self) -> bool {
+        matches!(self, ChannelKind::ReliableOrdered | ChannelKind::ReliableUnordered)
+    }
+}
+
+/// One channel: how it delivers and how it ranks against the others when a packet has room for
+/// only some of what is waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelConfig {
+    /// Delivery guarantees.
+    pub kind: ChannelKind,
+    /// Higher goes first.
+    pub priority: u8,
+}
+
+/// The limits and timers of one connection. Both ends should use the same channel list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionConfig {
+    /// The channels, by index (at most 255).
+    pub channels: Vec<ChannelConfig>,
+    /// The largest datagram sent, bytes.
+    pub mtu: usize,
+    /// The largest message accepted, bytes; larger ones are fragmented up to this size.
+    pub message_bytes_max: usize,
+    /// Messages waiting (unsent or unacknowledged) per channel at most; more is an error to
+    /// the caller, never growth.
+    pub send_queue_max: usize,
+    /// Messages received ahead of a gap (reliable-ordered) or messages in reassembly, per
+    /// channel, at most; the sender's window cannot exceed it.
+    pub receive_window: usize,
+    /// Shortest time before an unacknowledged message is resent.
+    pub resend_interval_min: Duration,
+    /// Longest time before an unacknowledged message is resent: backoff stops here instead of
+    /// doubling forever, because a game would rather pay bandwidth than seconds.
+    pub resend_interval_max: Duration,
+    /// How long an ack may wait for outgoing data to ride on before it is sent alone.
+    pub ack_delay_max: Duration,
+    /// A packet is sent at least this often, so that acks and RTT stay fresh.
+    pub keepalive_interval: Duration,
+    /// Silence after which the connection is closed as timed out.
+    pub idle_timeout: Duration,
+    /// Copies of each reliable message to send before its first ack can arrive, once the
+    /// measured loss says copies are worth their bytes (see [`Redundancy`]).
+    pub redundancy: Redundancy,
+}
+
+/// How many times a reliable message is sent before its ack could have arrived.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Redundancy {
+    /// Once; resend only on a detected loss or a timeout.
+    Off,
+    /// Piggyback unacknowledged messages in every packet with room, up to `copies` sends, when
+    /// the measured loss exceeds `loss_threshold`.
+    Adaptive {
+        /// Sends per message at most, the first included.
+        copies: u8,
+        /// Measured packet loss above which copies are sent.
+        loss_threshold: f64,
+    },
+    /// Always up to `copies` sends.
+    Always(u8),
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        Self {
+            channels: vec![
+                ChannelConfig { kind: ChannelKind::ReliableOrdered, priority: 2 },
+                ChannelConfig { kind: ChannelKind::Unreliable, priority: 1 },
+            ],
+            mtu: 1200,
+            message_bytes_max: 64 * 1024,
+            send_queue_max: 1024,
+            receive_window: 1024,
+            resend_interval_min: Duration::from_millis(5),
+            resend_interval_max: Duration::from_millis(250),
+            ack_delay_max: Duration::from_millis(1),
+            keepalive_interval: Duration::from_millis(100),
+            idle_timeout: Duration::from_secs(5),
+            redundancy: Redundancy::Adaptive { copies: 3, loss_threshold: 0.005 },
+        }
+    }
+}
+
+/// Why a configuration cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `field` is outside `min..=max`.
+    #[error("{field} = {value} is outside {min}..={max}")]
+    OutOfRange {
+        /// The field.
+        field: &'static str,
+        /// The value given.
+        value: u64,
+        /// The smallest allowed.
+        min: u64,
+        /// The largest allowed.
+        max: u64,
+    },
+}
+
+impl ConnectionConfig {
+    /// Checks every limit against what the wire format can carry.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let check = |field, value: usize, min: usize, max: usize| {
+            if (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                let (value, min, max) = (value as u64, min as u64, max as u64);
+                Err(ConfigError::OutOfRange { field, value, min, max })
+            }
+        };
+        check("channels", self.channels.len(), 1, 255)?;
+        check("mtu", self.mtu, 200, 65_000)?;
+        // 255 fragments of what fits one packet.
+        let fragment_max = self.mtu - crate::packet::DATA_HEADER_SIZE - 16;
+        check("message_bytes_max", self.message_bytes_max, 1, 255 * fragment_max)?;
+        check("send_queue_max", self.send_queue_max, 1, 16_384)?;
+        // Sequence numbers are 16 bits; the window must stay well inside half their range.
+        check("receive_window", self.receive_window, 1, 16_384)
+    }
+}

@@ -1,0 +1,540 @@
+//! One connection's state machine after the handshake: packets, acks, channels, resends.
+//!
+//! The design goal is latency, not bandwidth. A message is sent in the first packet that has
+//! room; a packet goes out as soon as there is something to send (no batching timer); a packet
+//! is declared lost as soon as a later one is acked (no waiting for three duplicate acks on a
+//! path that does not reorder), and its reliable contents go out again at once; a resend timer
+//! backs off by 1.5x up to `resend_interval_max` instead of doubling forever; and when the
+//! measured loss is above a threshold, unacknowledged messages ride again in the next packets
+//! so that a loss is usually repaired before it is even detected.
+
+use crate::acks::{ReceivedPackets, RttEstimator, SentPackets};
+use crate::channel::{ReceiveChannel, Received, SendChannel};
+use crate::config::{ConnectionConfig, Redundancy};
+use crate::packet::{
+    fragment_frame_size, message_frame_size, write_data_header, write_fragment, write_message,
+    DataHeader, DisconnectReason, Frame, Frames, Writer, DATA_HEADER_SIZE,
+    FRAGMENT_FRAME_OVERHEAD_MAX,
+};
+use crate::time::Instant;
+use rally_wire::seq::seq16_newer;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// What a connection tells its application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The handshake completed; messages can flow.
+    Connected,
+    /// A message arrived on `channel`.
+    Message {
+        /// The channel index.
+        channel: u8,
+        /// The message.
+        payload: Vec<u8>,
+    },
+    /// The connection ended.
+    Disconnected {
+        /// Why.
+        reason: DisconnectReason,
+    },
+}
+
+/// Why a message could not be queued. Nothing is queued when this is returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// No channel has this index.
+    #[error("no channel {0}")]
+    UnknownChannel(u8),
+    /// The message is larger than `message_bytes_max`.
+    #[error("message of {len} bytes exceeds message_bytes_max of {max}")]
+    TooLarge {
+        /// The message's size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The channel's queue holds `send_queue_max` units already: the peer or the link is
+    /// slower than the sender; shed load or wait.
+    #[error("channel {0} send queue is full")]
+    QueueFull(u8),
+    /// The connection is closed or closing.
+    #[error("the connection is closed")]
+    Closed,
+}
+
+/// Counters and estimates a game shows its players and an operator graphs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConnectionStats {
+    /// Smoothed round-trip time.
+    pub rtt: Duration,
+    /// Mean deviation of the round-trip time.
+    pub rtt_variance: Duration,
+    /// Smallest round-trip time seen.
+    pub rtt_min: Duration,
+    /// Packet loss estimate (moving average of lost over sent).
+    pub loss: f64,
+    /// Datagrams sent.
+    pub packets_sent: u64,
+    /// Datagrams received and accepted.
+    pub packets_received: u64,
+    /// Packets declared lost.
+    pub packets_lost: u64,
+    /// Datagrams received twice (dropped).
+    pub duplicates_received: u64,
+    /// Bytes sent, headers included.
+    pub bytes_sent: u64,
+    /// Bytes received, headers included.
+    pub bytes_received: u64,
+    /// Reliable units sent again.
+    pub resends: u64,
+    /// Frames refused (outside a window, inconsistent fragments).
+    pub frames_refused: u64,
+    /// Units waiting in each channel's send queue.
+    pub send_queue: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Connected,
+    /// Sending disconnect packets (`left` more) before going quiet.
+    Closing {
+        reason: DisconnectReason,
+        left: u8,
+    },
+    Closed,
+}
+
+/// Disconnect packets sent, so that one lost packet does not leave the peer waiting for the
+/// idle timeout.
+const DISCONNECT_COPIES: u8 = 3;
+/// RTT assumed before the first sample.
+const INITIAL_RTT: Duration = Duration::from_millis(100);
+/// Weight of each packet's fate in the loss estimate.
+const LOSS_GAIN: f64 = 1.0 / 64.0;
+
+/// One established connection. Owned by an [`crate::Endpoint`], which routes datagrams to it.
+#[derive(Debug)]
+pub struct Connection {
+    config: ConnectionConfig,
+    state: State,
+    sent: SentPackets,
+    received: ReceivedPackets,
+    rtt: RttEstimator,
+    send: Vec<SendChannel>,
+    receive: Vec<ReceiveChannel>,
+    events: VecDeque<Event>,
+    last_received: Instant,
+    last_sent: Instant,
+    /// When an ack became owed for a received packet with frames, if none has gone out since.
+    ack_owed_since: Option<Instant>,
+    stats: ConnectionStats,
+    /// Reused to collect the reliable units of the packet being built.
+    units: Vec<(u8, u16, u8)>,
+    /// Send a packet at the next chance even with nothing to say (the server's first packet,
+    /// which completes the client's handshake).
+    prompted: bool,
+}
+
+impl Connection {
+    pub(crate) fn new(config: ConnectionConfig, now: Instant) -> Self {
+        let send = config.channels.iter().map(|c| SendChannel::new(*c)).collect();
+        let receive = config
+            .channels
+            .iter()
+            .map(|c| ReceiveChannel::new(c.kind, config.receive_window))
+            .collect();
+        let mut events = VecDeque::new();
+        events.push_back(Event::Connected);
+        Self {
+            config,
+            state: State::Connected,
+            sent: SentPackets::new(),
+            received: ReceivedPackets::default(),
+            rtt: RttEstimator::default(),
+            send,
+            receive,
+            events,
+            last_received: now,
+            last_sent: now,
+            ack_owed_since: None,
+            stats: ConnectionStats::default(),
+            units: Vec::new(),
+            prompted: false,
+        }
+    }
+
+    /// Makes the next `poll_transmit` send a packet even if nothing is due.
+    pub(crate) fn prompt(&mut self) {
+        self.prompted = true;
+    }
+
+    /// Queues a message on `channel`; it goes out in the next packet with room.
+    pub fn send(&mut self, channel: u8, payload: &[u8]) -> Result<(), SendError> {
+        if self.state != State::Connected {
+            return Err(SendError::Closed);
+        }
+        if payload.len() > self.config.message_bytes_max {
+            let max = self.config.message_bytes_max;
+            return Err(SendError::TooLarge { len: payload.len(), max });
+        }
+        let piece = self.piece_size();
+        let queue_max = self.config.send_queue_max;
+        let queue =
+            self.send.get_mut(usize::from(channel)).ok_or(SendError::UnknownChannel(channel))?;
+        if !queue.push(payload, piece, queue_max) {
+            return Err(SendError::QueueFull(channel));
+        }
+        Ok(())
+    }
+
+    /// The largest piece of a message one packet carries.
+    fn piece_size(&self) -> usize {
+        self.config.mtu - DATA_HEADER_SIZE - FRAGMENT_FRAME_OVERHEAD_MAX
+    }
+
+    /// Starts closing: the peer is told `reason` several times, then the connection goes quiet.
+    pub fn disconnect(&mut self, reason: DisconnectReason) {
+        if self.state == State::Connected {
+            self.state = State::Closing { reason, left: DISCONNECT_COPIES };
+            self.events.push_back(Event::Disconnected { reason });
+        }
+    }
+
+    /// Whether the connection has ended (closing or closed).
+    pub fn is_closed(&self) -> bool {
+        self.state != State::Connected
+    }
+
+    /// Whether the endpoint may forget this connection.
+    pub(crate) fn is_drained(&self) -> bool {
+        self.state == State::Closed && self.events.is_empty()
+    }
+
+    /// The peer closed the connection.
+    pub(crate) fn handle_disconnect(&mut self, reason: DisconnectReason) {
+        if self.state == State::Connected {
+            self.events.push_back(Event::Disconnected { reason });
+        }
+        self.state = State::Closed;
+    }
+
+    /// The next thing the application should know.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Statistics and estimates.
+    pub fn stats(&self) -> ConnectionStats {
+        let mut stats = self.stats.clone();
+        stats.rtt = self.rtt.smoothed_or(Duration::ZERO);
+        stats.rtt_variance = self.rtt.variance();
+        stats.rtt_min = self.rtt.min().unwrap_or_default();
+        stats.send_queue = self.send.iter().map(SendChannel::pending).collect();
+        stats
+    }
+
+    /// Takes a data packet: its acks, then its frames. `Err` means the peer broke the protocol
+    /// and the connection was closed.
+    pub(crate) fn handle_data(
+        &mut self,
+        now: Instant,
+        header: DataHeader,
+        frames: &[u8],
+        size: usize,
+    ) -> Result<(), DisconnectReason> {
+        if self.state == State::Closed {
+            return Ok(());
+        }
+        if !self.received.record(header.seq, now) {
+            self.stats.duplicates_received += 1;
+            return Ok(());
+        }
+        self.last_received = now;
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += size as u64;
+        self.handle_acks(now, &header);
+        if !frames.is_empty() && self.ack_owed_since.is_none() {
+            self.ack_owed_since = Some(now);
+        }
+        for frame in Frames::new(frames) {
+            let Ok(frame) = frame else {
+                self.disconnect(DisconnectReason::PeerMisbehaved);
+                return Err(DisconnectReason::PeerMisbehaved);
+            };
+            self.handle_frame(frame)?;
+        }
+        Ok(())
+    }
+
+    fn handle_frame(&mut self, frame: Frame<'_>) -> Result<(), DisconnectReason> {
+        let (channel, seq, index, count, payload) = match frame {
+            Frame::Message { channel, seq, payload } => (channel, seq, 0, 1, payload),
+            Frame::Fragment { channel, seq, index, count, payload } => {
+                (channel, seq, index, count, payload)
+            }
+        };
+        let too_big = payload.len() > self.piece_size() && count > 1;
+        let Some(receive) = self.receive.get_mut(usize::from(channel)).filter(|_| !too_big) else {
+            self.disconnect(DisconnectReason::PeerMisbehaved);
+            return Err(DisconnectReason::PeerMisbehaved);
+        };
+        match receive.receive(seq, index, count, payload) {
+            Received::Deliver => {
+                while let Some(payload) = receive.ready.pop_front() {
+                    self.events.push_back(Event::Message { channel, payload });
+                }
+            }
+            Received::Refused => self.stats.frames_refused += 1,
+            Received::Held | Received::Duplicate => {}
+        }
+        Ok(())
+    }
+
+    /// Applies the acks of a received packet: acked packets free their units and give an RTT
+    /// sample; packets in flight sent before the newest acked one are lost.
+    fn handle_acks(&mut self, now: Instant, header: &DataHeader) {
+        let ack_delay = Duration::from_micros(u64::from(header.ack_delay) * 8);
+        let acked = std::iter::once(header.ack).chain(
+            (0..32)
+                .filter(|i| header.ack_bits & (1 << i) != 0)
+                .map(|i| header.ack.wrapping_sub(1 + i)),
+        );
+        for seq in acked {
+            let Some(packet) = self.sent.take_in_flight(seq) else { continue };
+            packet.in_flight = false;
+            let sent_at = packet.sent_at;
+            for (channel, message, index) in std::mem::take(&mut packet.units) {
+                self.send[usize::from(channel)].ack(message, index);
+            }
+            self.stats.loss *= 1.0 - LOSS_GAIN;
+            if seq == header.ack {
+                self.rtt.update(now - sent_at, ack_delay);
+            }
+            if self.sent.newest_acked.is_none_or(|n| seq16_newer(seq, n)) {
+                self.sent.newest_acked = Some(seq);
+            }
+        }
+        self.detect_losses();
+    }
+
+    fn detect_losses(&mut self) {
+        let Some(newest) = self.sent.newest_acked else { return };
+        let newest_sent_at = self.sent.slot(newest).sent_at;
+        // A path that reorders can deliver a packet a little after a later one; wait this long
+        // past the later one's send time before calling it lost.
+        let reorder_window = (self.rtt.variance() / 4).max(Duration::from_millis(1));
+        let lost: Vec<u16> = self
+            .sent
+            .in_flight_before(newest)
+            .into_iter()
+            .filter(|seq| {
+                let slot_sent_at = self.sent_at(*seq);
+                newest_sent_at - slot_sent_at >= reorder_window || newest.wrapping_sub(*seq) >= 3
+            })
+            .collect();
+        for seq in lost {
+            let packet = self.sent.slot(seq);
+            packet.in_flight = false;
+            for (channel, message, index) in std::mem::take(&mut packet.units) {
+                self.send[usize::from(channel)].lose(message, index);
+            }
+            self.stats.packets_lost += 1;
+            self.stats.loss = self.stats.loss * (1.0 - LOSS_GAIN) + LOSS_GAIN;
+        }
+    }
+
+    fn sent_at(&mut self, seq: u16) -> Instant {
+        self.sent.slot(seq).sent_at
+    }
+
+    /// Closes the connection if the peer has been silent for the idle timeout.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.state == State::Connected && now - self.last_received >= self.config.idle_timeout {
+            self.disconnect(DisconnectReason::TimedOut);
+        }
+    }
+
+    /// When [`Connection::handle_timeout`] or [`Connection::poll_transmit`] next has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.state {
+            State::Closed => return None,
+            State::Closing { .. } => return Some(self.last_sent),
+            State::Connected => {}
+        }
+        let mut next = self.last_received + self.config.idle_timeout;
+        next = next.min(self.last_sent + self.config.keepalive_interval);
+        if let Some(owed) = self.ack_owed_since {
+            next = next.min(owed + self.config.ack_delay_max);
+        }
+        if self.prompted {
+            return Some(self.last_sent.min(next));
+        }
+        for channel in &self.send {
+            for unit in channel.units.iter().filter(|u| !u.acked) {
+                let due = match unit.last_sent {
+                    None => return Some(self.last_sent.min(next)),
+                    Some(_) if unit.lost => return Some(self.last_sent.min(next)),
+                    Some(at) if channel.config.kind.is_reliable() => {
+                        at + self.resend_interval(unit.sends)
+                    }
+                    Some(_) => continue,
+                };
+                next = next.min(due);
+            }
+        }
+        Some(next)
+    }
+
+    /// The resend timer of a unit sent `sends` times: RTT plus four deviations, backed off by
+    /// 1.5x per resend, within the configured bounds.
+    fn resend_interval(&self, sends: u8) -> Duration {
+        let rtt = self.rtt.smoothed_or(INITIAL_RTT);
+        let base = rtt + self.rtt.variance() * 4;
+        let backoff = 1.5f64.powi(i32::from(sends.saturating_sub(1)).min(16));
+        base.mul_f64(backoff)
+            .clamp(self.config.resend_interval_min, self.config.resend_interval_max)
+    }
+
+    /// Copies a reliable unit may have before its first ack could arrive.
+    fn copies(&self) -> u8 {
+        match self.config.redundancy {
+            Redundancy::Off => 1,
+            Redundancy::Always(copies) => copies.max(1),
+            Redundancy::Adaptive { copies, loss_threshold } => {
+                if self.stats.loss > loss_threshold {
+                    copies.max(1)
+                } else {
+                    1
+                }
+            }
+        }
+    }
+
+    /// Writes the next datagram into `buf` if one is due, and returns its length.
+    pub(crate) fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        match self.state {
+            State::Closed => return None,
+            State::Closing { reason, left } => {
+                return self.transmit_disconnect(now, reason, left, buf)
+            }
+            State::Connected => {}
+        }
+        let urgent = self.has_urgent(now);
+        let ack_due = self.ack_owed_since.is_some_and(|at| now >= at + self.config.ack_delay_max);
+        let keepalive_due = now >= self.last_sent + self.config.keepalive_interval;
+        if !(urgent || ack_due || keepalive_due || self.prompted) {
+            return None;
+        }
+        self.prompted = false;
+        let size = self.config.mtu.min(buf.len());
+        let buf = &mut buf[..size];
+        let (ack, ack_bits, ack_delay) = self.received.ack_fields(now).unwrap_or((0, 0, 0));
+        let header = DataHeader { seq: self.sent.next_seq, ack, ack_bits, ack_delay };
+        let mut w = Writer::new(buf);
+        write_data_header(&mut w, &header).ok()?;
+        self.fill(now, &mut w, false);
+        self.fill(now, &mut w, true);
+        let len = w.len();
+        let mut units = std::mem::take(&mut self.units);
+        self.sent.record(now, len, &mut units);
+        self.units = units;
+        for channel in &mut self.send {
+            // Unreliable units are sent once, then forgotten.
+            if !channel.config.kind.is_reliable() {
+                channel.units.retain(|u| u.sends == 0);
+            }
+        }
+        self.last_sent = now;
+        self.ack_owed_since = None;
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        Some(len)
+    }
+
+    /// Whether any unit must go out now: never sent, lost, or past its resend time.
+    fn has_urgent(&self, now: Instant) -> bool {
+        self.send.iter().any(|channel| {
+            let reliable = channel.config.kind.is_reliable();
+            channel.units.iter().any(|u| self.is_due(u, reliable, now))
+        })
+    }
+
+    fn is_due(&self, unit: &crate::channel::Unit, reliable: bool, now: Instant) -> bool {
+        match unit.last_sent {
+            _ if unit.acked => false,
+            None => true,
+            Some(_) if unit.lost => true,
+            Some(at) => reliable && now >= at + self.resend_interval(unit.sends),
+        }
+    }
+
+    /// Adds units to the packet, channels by priority: first those that are due, then (with
+    /// `redundant`) unacknowledged reliable units that may ride again.
+    fn fill(&mut self, now: Instant, w: &mut Writer<'_>, redundant: bool) {
+        let copies = self.copies();
+        let mut order: Vec<usize> = (0..self.send.len()).collect();
+        order.sort_by_key(|i| std::cmp::Reverse(self.send[*i].config.priority));
+        for c in order {
+            let reliable = self.send[c].config.kind.is_reliable();
+            for u in 0..self.send[c].units.len() {
+                let unit = &self.send[c].units[u];
+                let wanted = if redundant {
+                    reliable
+                        && !unit.acked
+                        && unit.sends > 0
+                        && unit.sends < copies
+                        && unit.last_sent != Some(now)
+                } else {
+                    self.is_due(unit, reliable, now)
+                };
+                if !wanted {
+                    continue;
+                }
+                let size = if unit.count == 1 {
+                    message_frame_size(unit.payload.len())
+                } else {
+                    fragment_frame_size(unit.payload.len())
+                };
+                if size > w.remaining() {
+                    continue;
+                }
+                let written = if unit.count == 1 {
+                    write_message(w, c as u8, unit.seq, &unit.payload)
+                } else {
+                    write_fragment(w, (c as u8, unit.seq, unit.index, unit.count), &unit.payload)
+                };
+                if written.is_err() {
+                    continue;
+                }
+                let unit = &mut self.send[c].units[u];
+                if unit.sends > 0 {
+                    self.stats.resends += 1;
+                }
+                unit.sends = unit.sends.saturating_add(1);
+                unit.last_sent = Some(now);
+                unit.lost = false;
+                if reliable {
+                    self.units.push((c as u8, unit.seq, unit.index));
+                }
+            }
+        }
+    }
+
+    fn transmit_disconnect(
+        &mut self,
+        now: Instant,
+        reason: DisconnectReason,
+        left: u8,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        if left == 0 {
+            self.state = State::Closed;
+            return None;
+        }
+        self.state = State::Closing { reason, left: left - 1 };
+        self.last_sent = now;
+        crate::packet::Packet::Disconnect { reason }.encode(buf).ok()
+    }
+}

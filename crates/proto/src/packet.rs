@@ -1,0 +1,519 @@
+//! The datagram format: handshake packets, data packets with acks, and the frames inside them.
+//! Byte-aligned and little-endian; docs/protocol.md specifies it.
+//!
+//! Every decoder takes untrusted bytes and returns a [`PacketError`] naming what was wrong; none
+//! panics or allocates.
+
+use rally_wire::varint::{read_varint, write_varint};
+
+/// Identifies Rally datagrams ("RLY1"); handshake packets carry it so that stray traffic is
+/// dropped at the first check.
+pub const PROTOCOL_ID: u32 = 0x3159_4C52;
+/// The size every handshake packet from a client is padded to, so that a server never answers
+/// an unverified address with more bytes than it received (amplification at most 1).
+pub const CLIENT_HANDSHAKE_SIZE: usize = 200;
+/// Bytes of a data packet's header: type, sequence, ack, ack bits, ack delay.
+pub const DATA_HEADER_SIZE: usize = 1 + 2 + 2 + 4 + 2;
+/// Bytes a message frame adds to its payload at most (type, channel, sequence, 3-byte length).
+pub const MESSAGE_FRAME_OVERHEAD_MAX: usize = 1 + 1 + 2 + 3;
+/// Bytes a fragment frame adds to its payload at most.
+pub const FRAGMENT_FRAME_OVERHEAD_MAX: usize = MESSAGE_FRAME_OVERHEAD_MAX + 2;
+
+const TYPE_CONNECT_REQUEST: u8 = 0x10;
+const TYPE_CHALLENGE: u8 = 0x11;
+const TYPE_CHALLENGE_RESPONSE: u8 = 0x12;
+const TYPE_DATA: u8 = 0x13;
+const TYPE_DISCONNECT: u8 = 0x14;
+
+const FRAME_MESSAGE: u8 = 0x01;
+const FRAME_FRAGMENT: u8 = 0x02;
+
+/// Why bytes are not a valid packet or frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PacketError {
+    /// The datagram ended inside `what`.
+    #[error("truncated {what}")]
+    Truncated {
+        /// The field that was cut short.
+        what: &'static str,
+    },
+    /// The first byte is no packet type Rally knows.
+    #[error("unknown packet type {0:#04x}")]
+    UnknownType(u8),
+    /// A handshake packet without Rally's protocol id.
+    #[error("protocol id {0:#010x} is not Rally's")]
+    WrongProtocol(u32),
+    /// A client handshake packet shorter than the padding requires.
+    #[error("handshake packet of {0} bytes is below the required {CLIENT_HANDSHAKE_SIZE}")]
+    Unpadded(usize),
+    /// A frame type Rally does not know.
+    #[error("unknown frame type {0:#04x}")]
+    UnknownFrame(u8),
+    /// A length or index field is out of range.
+    #[error("{what} out of range")]
+    OutOfRange {
+        /// The field.
+        what: &'static str,
+    },
+    /// The output buffer is too small for the packet.
+    #[error("output buffer too small")]
+    BufferTooSmall,
+}
+
+/// A stateless handshake cookie: when it expires and a tag binding it to the client's address
+/// and nonce under the server's secret (see [`crate::endpoint`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cookie {
+    /// Expiry, milliseconds of the server's clock.
+    pub expiry_ms: u64,
+    /// The tag.
+    pub tag: [u8; 16],
+}
+
+/// Why a connection ended, as sent in a disconnect packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DisconnectReason {
+    /// The application closed the connection.
+    Closed,
+    /// Nothing was heard from the peer for the timeout.
+    TimedOut,
+    /// The peer sent data that broke the protocol.
+    PeerMisbehaved,
+    /// The server has no room for another connection.
+    ServerFull,
+    /// The server is shutting down.
+    ServerShutdown,
+    /// A reason code this version does not know.
+    Unknown(u8),
+}
+
+impl DisconnectReason {
+    fn code(self) -> u8 {
+        match self {
+            DisconnectReason::Closed => 0,
+            DisconnectReason::TimedOut => 1,
+            DisconnectReason::PeerMisbehaved => 2,
+            DisconnectReason::ServerFull => 3,
+            DisconnectReason::ServerShutdown => 4,
+            DisconnectReason::Unknown(code) => code,
+        }
+    }
+
+    fn from_code(code: u8) -> Self {
+        match code {
+            0 => DisconnectReason::Closed,
+            1 => DisconnectReason::TimedOut,
+            2 => DisconnectReason::PeerMisbehaved,
+            3 => DisconnectReason::ServerFull,
+            4 => DisconnectReason::ServerShutdown,
+            other => DisconnectReason::Unknown(other),
+        }
+    }
+}
+
+/// The header of a data packet: its sequence and the acks it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DataHeader {
+    /// This packet's sequence number.
+    pub seq: u16,
+    /// The newest sequence received from the peer.
+    pub ack: u16,
+    /// Bit `i` set: sequence `ack - 1 - i` was received too.
+    pub ack_bits: u32,
+    /// Time between receiving `ack` and sending this packet, in units of 8 microseconds, so
+    /// that the peer's RTT sample excludes it.
+    pub ack_delay: u16,
+}
+
+/// A decoded datagram, borrowing its payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packet<'a> {
+    /// A client asks to connect.
+    ConnectRequest {
+        /// The client's random nonce, echoed by the server.
+        nonce: u64,
+    },
+    /// The server's stateless challenge.
+    Challenge {
+        /// The client's nonce.
+        nonce: u64,
+        /// The cookie the client must return.
+        cookie: Cookie,
+    },
+    /// The client returns the cookie.
+    ChallengeResponse {
+        /// The client's nonce.
+        nonce: u64,
+        /// The cookie from the challenge.
+        cookie: Cookie,
+    },
+    /// Acks and frames.
+    Data {
+        /// Sequence and acks.
+        header: DataHeader,
+        /// The frames, to be read with [`Frames`].
+        frames: &'a [u8],
+    },
+    /// The sender has closed the connection.
+    Disconnect {
+        /// Why.
+        reason: DisconnectReason,
+    },
+}
+
+/// One frame of a data packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// A whole message.
+    Message {
+        /// The channel index.
+        channel: u8,
+        /// The message's sequence on its channel.
+        seq: u16,
+        /// The message.
+        payload: &'a [u8],
+    },
+    /// A piece of a message too large for one packet.
+    Fragment {
+        /// The channel index.
+        channel: u8,
+        /// The message's sequence on its channel.
+        seq: u16,
+        /// This piece's index.
+        index: u8,
+        /// How many pieces the message has.
+        count: u8,
+        /// The piece.
+        payload: &'a [u8],
+    },
+}
+
+/// A cursor over untrusted bytes.
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], PacketError> {
+        if self.bytes.len() < n {
+            return Err(PacketError::Truncated { what });
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    fn u8(&mut self, what: &'static str) -> Result<u8, PacketError> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    fn u16(&mut self, what: &'static str) -> Result<u16, PacketError> {
+        let b = self.take(2, what)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, PacketError> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self, what: &'static str) -> Result<u64, PacketError> {
+        let b = self.take(8, what)?;
+        Ok(u64::from_le_bytes(b.try_into().expect("take returned eight bytes")))
+    }
+
+    fn len(&mut self, what: &'static str) -> Result<usize, PacketError> {
+        let (value, used) = read_varint(self.bytes).map_err(|_| PacketError::Truncated { what })?;
+        self.bytes = &self.bytes[used..];
+        usize::try_from(value).map_err(|_| PacketError::OutOfRange { what })
+    }
+
+    fn cookie(&mut self) -> Result<Cookie, PacketError> {
+        let expiry_ms = self.u64("cookie expiry")?;
+        let tag = self.take(16, "cookie tag")?.try_into().expect("take returned 16 bytes");
+        Ok(Cookie { expiry_ms, tag })
+    }
+}
+
+/// A cursor over a caller-owned output buffer.
+pub(crate) struct Writer<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl<'a> Writer<'a> {
+    pub(crate) fn new(buf: &'a mut [u8]) -> Self {
+        Self { buf, len: 0 }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.len
+    }
+
+    pub(crate) fn put(&mut self, bytes: &[u8]) -> Result<(), PacketError> {
+        let end = self.len + bytes.len();
+        self.buf.get_mut(self.len..end).ok_or(PacketError::BufferTooSmall)?.copy_from_slice(bytes);
+        self.len = end;
+        Ok(())
+    }
+
+    fn len_prefix(&mut self, len: usize) -> Result<(), PacketError> {
+        let mut tmp = [0u8; 10];
+        let used = write_varint(len as u64, &mut tmp).expect("ten bytes hold any varint");
+        self.put(&tmp[..used])
+    }
+
+    fn pad_to(&mut self, size: usize) -> Result<(), PacketError> {
+        while self.len < size {
+            self.put(&[0])?;
+        }
+        Ok(())
+    }
+
+    fn cookie(&mut self, cookie: &Cookie) -> Result<(), PacketError> {
+        self.put(&cookie.expiry_ms.to_le_bytes())?;
+        self.put(&cookie.tag)
+    }
+}
+
+impl<'a> Packet<'a> {
+    /// Decodes a datagram. Client handshake packets shorter than [`CLIENT_HANDSHAKE_SIZE`] are
+    /// refused, so that the server's answer is never larger than the request.
+    pub fn decode(bytes: &'a [u8]) -> Result<Self, PacketError> {
+        let mut r = Reader { bytes };
+        let kind = r.u8("packet type")?;
+        if kind == TYPE_DATA {
+            let header = DataHeader {
+                seq: r.u16("sequence")?,
+                ack: r.u16("ack")?,
+                ack_bits: r.u32("ack bits")?,
+                ack_delay: r.u16("ack delay")?,
+            };
+            return Ok(Packet::Data { header, frames: r.bytes });
+        }
+        if kind == TYPE_DISCONNECT {
+            return Ok(Packet::Disconnect { reason: DisconnectReason::from_code(r.u8("reason")?) });
+        }
+        if !(TYPE_CONNECT_REQUEST..=TYPE_CHALLENGE_RESPONSE).contains(&kind) {
+            return Err(PacketError::UnknownType(kind));
+        }
+        let protocol = r.u32("protocol id")?;
+        if protocol != PROTOCOL_ID {
+            return Err(PacketError::WrongProtocol(protocol));
+        }
+        let from_client = kind != TYPE_CHALLENGE;
+        if from_client && bytes.len() < CLIENT_HANDSHAKE_SIZE {
+            return Err(PacketError::Unpadded(bytes.len()));
+        }
+        let nonce = r.u64("nonce")?;
+        Ok(match kind {
+            TYPE_CONNECT_REQUEST => Packet::ConnectRequest { nonce },
+            TYPE_CHALLENGE => Packet::Challenge { nonce, cookie: r.cookie()? },
+            _ => Packet::ChallengeResponse { nonce, cookie: r.cookie()? },
+        })
+    }
+
+    /// Encodes a handshake or disconnect packet into `buf` and returns its length. Data packets
+    /// are assembled by the connection with [`write_data_header`] and the frame writers.
+    pub fn encode(&self, buf: &mut [u8]) -> Result<usize, PacketError> {
+        let mut w = Writer::new(buf);
+        match self {
+            Packet::ConnectRequest { nonce } => {
+                handshake_prefix(&mut w, TYPE_CONNECT_REQUEST, *nonce)?;
+                w.pad_to(CLIENT_HANDSHAKE_SIZE)?;
+            }
+            Packet::Challenge { nonce, cookie } => {
+                handshake_prefix(&mut w, TYPE_CHALLENGE, *nonce)?;
+                w.cookie(cookie)?;
+            }
+            Packet::ChallengeResponse { nonce, cookie } => {
+                handshake_prefix(&mut w, TYPE_CHALLENGE_RESPONSE, *nonce)?;
+                w.cookie(cookie)?;
+                w.pad_to(CLIENT_HANDSHAKE_SIZE)?;
+            }
+            Packet::Data { header, frames } => {
+                write_data_header(&mut w, header)?;
+                w.put(frames)?;
+            }
+            Packet::Disconnect { reason } => w.put(&[TYPE_DISCONNECT, reason.code()])?,
+        }
+        Ok(w.len())
+    }
+}
+
+fn handshake_prefix(w: &mut Writer<'_>, kind: u8, nonce: u64) -> Result<(), PacketError> {
+    w.put(&[kind])?;
+    w.put(&PROTOCOL_ID.to_le_bytes())?;
+    w.put(&nonce.to_le_bytes())
+}
+
+/// Writes a data packet's header.
+pub(crate) fn write_data_header(w: &mut Writer<'_>, h: &DataHeader) -> Result<(), PacketError> {
+    w.put(&[TYPE_DATA])?;
+    w.put(&h.seq.to_le_bytes())?;
+    w.put(&h.ack.to_le_bytes())?;
+    w.put(&h.ack_bits.to_le_bytes())?;
+    w.put(&h.ack_delay.to_le_bytes())
+}
+
+/// Writes a message frame.
+pub(crate) fn write_message(
+    w: &mut Writer<'_>,
+    channel: u8,
+    seq: u16,
+    payload: &[u8],
+) -> Result<(), PacketError> {
+    w.put(&[FRAME_MESSAGE, channel])?;
+    w.put(&seq.to_le_bytes())?;
+    w.len_prefix(payload.len())?;
+    w.put(payload)
+}
+
+/// Writes a fragment frame.
+pub(crate) fn write_fragment(
+    w: &mut Writer<'_>,
+    frame: (u8, u16, u8, u8),
+    payload: &[u8],
+) -> Result<(), PacketError> {
+    let (channel, seq, index, count) = frame;
+    w.put(&[FRAME_FRAGMENT, channel])?;
+    w.put(&seq.to_le_bytes())?;
+    w.put(&[index, count])?;
+    w.len_prefix(payload.len())?;
+    w.put(payload)
+}
+
+/// The bytes a message frame with `len` bytes of payload takes.
+pub fn message_frame_size(len: usize) -> usize {
+    4 + varint_len(len) + len
+}
+
+/// The bytes a fragment frame with `len` bytes of payload takes.
+pub fn fragment_frame_size(len: usize) -> usize {
+    6 + varint_len(len) + len
+}
+
+fn varint_len(value: usize) -> usize {
+    let mut tmp = [0u8; 10];
+    write_varint(value as u64, &mut tmp).expect("ten bytes hold any varint")
+}
+
+/// Iterates over the frames of a data packet; yields an error and stops at the first bad one.
+pub struct Frames<'a> {
+    reader: Reader<'a>,
+    failed: bool,
+}
+
+impl<'a> Frames<'a> {
+    /// The frames of a data packet's payload.
+    pub fn new(frames: &'a [u8]) -> Self {
+        Self { reader: Reader { bytes: frames }, failed: false }
+    }
+
+    fn next_frame(&mut self) -> Result<Frame<'a>, PacketError> {
+        let r = &mut self.reader;
+        let kind = r.u8("frame type")?;
+        let channel = r.u8("channel")?;
+        let seq = r.u16("message sequence")?;
+        match kind {
+            FRAME_MESSAGE => {
+                let len = r.len("message length")?;
+                Ok(Frame::Message { channel, seq, payload: r.take(len, "message")? })
+            }
+            FRAME_FRAGMENT => {
+                let (index, count) = (r.u8("fragment index")?, r.u8("fragment count")?);
+                if count == 0 || index >= count {
+                    return Err(PacketError::OutOfRange { what: "fragment index" });
+                }
+                let len = r.len("fragment length")?;
+                let payload = r.take(len, "fragment")?;
+                Ok(Frame::Fragment { channel, seq, index, count, payload })
+            }
+            other => Err(PacketError::UnknownFrame(other)),
+        }
+    }
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = Result<Frame<'a>, PacketError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.reader.bytes.is_empty() {
+            return None;
+        }
+        let frame = self.next_frame();
+        self.failed = frame.is_err();
+        Some(frame)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handshake_packets_round_trip_and_are_padded() {
+        let cookie = Cookie { expiry_ms: 77, tag: [9; 16] };
+        let packets = [
+            Packet::ConnectRequest { nonce: 5 },
+            Packet::Challenge { nonce: 5, cookie },
+            Packet::ChallengeResponse { nonce: 5, cookie },
+            Packet::Disconnect { reason: DisconnectReason::TimedOut },
+        ];
+        for packet in packets {
+            let mut buf = [0u8; 1200];
+            let len = packet.encode(&mut buf).unwrap();
+            assert_eq!(Packet::decode(&buf[..len]).unwrap(), packet);
+        }
+        let mut buf = [0u8; 1200];
+        let request = Packet::ConnectRequest { nonce: 1 }.encode(&mut buf).unwrap();
+        let challenge = Packet::Challenge { nonce: 1, cookie }.encode(&mut buf).unwrap();
+        assert_eq!(request, CLIENT_HANDSHAKE_SIZE);
+        assert!(challenge <= request, "the server must not amplify");
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        let mut buf = [0u8; 1200];
+        let mut w = Writer::new(&mut buf);
+        write_data_header(&mut w, &DataHeader { seq: 7, ack: 6, ack_bits: 1, ack_delay: 3 })
+            .unwrap();
+        write_message(&mut w, 2, 300, b"hello").unwrap();
+        write_fragment(&mut w, (1, 9, 1, 3), &[7; 500]).unwrap();
+        let len = w.len();
+        assert_eq!(len, DATA_HEADER_SIZE + message_frame_size(5) + fragment_frame_size(500));
+        let Packet::Data { header, frames } = Packet::decode(&buf[..len]).unwrap() else {
+            panic!("a data packet");
+        };
+        assert_eq!(header.seq, 7);
+        let frames: Vec<_> = Frames::new(frames).collect::<Result<_, _>>().unwrap();
+        assert_eq!(frames[0], Frame::Message { channel: 2, seq: 300, payload: b"hello" });
+        assert!(matches!(frames[1], Frame::Fragment { index: 1, count: 3, .. }));
+    }
+
+    #[test]
+    fn bad_bytes_are_typed_errors() {
+        assert_eq!(Packet::decode(&[]), Err(PacketError::Truncated { what: "packet type" }));
+        assert_eq!(Packet::decode(&[0x99]), Err(PacketError::UnknownType(0x99)));
+        let mut stray = [0u8; 200];
+        stray[0] = TYPE_CONNECT_REQUEST;
+        assert!(matches!(Packet::decode(&stray), Err(PacketError::WrongProtocol(0))));
+        let mut buf = [0u8; 1200];
+        let len = Packet::ConnectRequest { nonce: 1 }.encode(&mut buf).unwrap();
+        assert_eq!(Packet::decode(&buf[..len - 1]), Err(PacketError::Unpadded(len - 1)));
+        let bad_fragment = [FRAME_FRAGMENT, 0, 0, 0, 3, 3, 0];
+        let first = Frames::new(&bad_fragment).next().unwrap();
+        assert_eq!(first, Err(PacketError::OutOfRange { what: "fragment index" }));
+        let short = [FRAME_MESSAGE, 0, 0, 0, 10, 1, 2];
+        assert_eq!(
+            Frames::new(&short).next().unwrap(),
+            Err(PacketError::Truncated { what: "message" })
+        );
+    }
+}

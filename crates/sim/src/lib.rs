@@ -1,0 +1,15 @@
+//! # rally-sim
+//!
+//! Deterministic simulation: Rally endpoints talking through emulated links on one virtual
+//! clock. Nothing reads the OS clock or the network, so a seed replays a run exactly, and a
+//! second of simulated traffic takes milliseconds.
+//!
+//! [`Pair`] is the test harness: a client and a server endpoint, a link each way, and
+//! [`Pair::step`], which jumps the clock to the next thing that happens.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod pair;
+
+pub use pair::{Pair, DRIVE_STEPS_MAX};
