@@ -16,7 +16,9 @@ fn stranger() -> SocketAddr {
 
 proptest! {
     #[test]
-    fn random_datagrams_never_panic_a_fresh_endpoint(bytes in prop::collection::vec(any::<u8>(), 0..1300)) {
+    fn random_datagrams_never_panic_a_fresh_endpoint(
+        bytes in prop::collection::vec(any::<u8>(), 0..1300),
+    ) {
         let mut endpoint = Endpoint::new(EndpointConfig::default(), 1);
         endpoint.handle_datagram(Instant::ZERO, stranger(), &bytes);
         let mut buf = [0u8; 1500];
