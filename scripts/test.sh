@@ -30,7 +30,9 @@ step tests cargo test --workspace --locked
 step docs env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 # Benchmarks are not tests: the smoke run proves they work end to end (table, JSON, plot) and
 # leaves the report in target/ci/; it asserts no timing.
-step "bench smoke" cargo run --release --locked -- bench wire --quick \
+step "bench smoke: wire" cargo run --release --locked -- bench wire --quick \
     --json target/ci/wire.json --plot target/ci
+step "bench smoke: transport" cargo run --release --locked -- bench transport --quick \
+    --json target/ci/transport.json --plot target/ci
 echo
 echo "all checks passed"

@@ -128,3 +128,58 @@ fn short(v: f64) -> String {
         v => format!("{v:.0}"),
     }
 }
+
+/// Draws empirical CDFs, one line per series, into a PNG at `path`. The x axis stops at the
+/// largest 99.9th percentile, so that one outlier does not squash the curves.
+pub fn cdf(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    series: &[(String, Vec<f64>)],
+) -> Result<(), Box<dyn Error>> {
+    ensure_font();
+    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let sorted: Vec<(String, Vec<f64>)> = series
+        .iter()
+        .map(|(name, values)| {
+            let mut v = values.clone();
+            v.sort_by(f64::total_cmp);
+            (name.clone(), v)
+        })
+        .collect();
+    let x_max = sorted
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(_, v)| v[((v.len() as f64 * 0.999) as usize).min(v.len() - 1)])
+        .fold(1.0f64, f64::max);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0f64..x_max * 1.05, 0f64..1f64)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc("fraction of samples")
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    for (i, (name, values)) in sorted.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let n = values.len().max(1) as f64;
+        let points = values.iter().enumerate().map(|(k, v)| (*v, (k + 1) as f64 / n));
+        chart.draw_series(LineSeries::new(points, color.stroke_width(2)))?.label(name).legend(
+            move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)),
+        );
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

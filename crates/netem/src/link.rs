@@ -143,6 +143,9 @@ pub struct Link<T> {
     in_flight: BinaryHeap<Pending<T>>,
     order: u64,
     stats: LinkStats,
+    /// One-way delays of delivered packets, nanoseconds, kept when sampling is on.
+    delay_samples: Vec<u64>,
+    delay_samples_max: usize,
 }
 
 impl<T: Clone> Link<T> {
@@ -157,7 +160,21 @@ impl<T: Clone> Link<T> {
             in_flight: BinaryHeap::new(),
             order: 0,
             stats: LinkStats::default(),
+            delay_samples: Vec::new(),
+            delay_samples_max: 0,
         }
+    }
+
+    /// Keeps the one-way delay of up to `max` delivered packets, for distributions (a
+    /// benchmark's "the link's own RTT"); 0 turns sampling off.
+    pub fn sample_delays(&mut self, max: usize) {
+        self.delay_samples_max = max;
+        self.delay_samples.truncate(max);
+    }
+
+    /// The delays kept so far, in delivery order.
+    pub fn delay_samples(&self) -> &[u64] {
+        &self.delay_samples
     }
 
     /// The configuration.
@@ -253,6 +270,9 @@ impl<T: Clone> Link<T> {
         self.stats.delay_sum_ns += delay as f64;
         self.stats.delay_sq_sum_ns += (delay as f64) * (delay as f64);
         self.stats.delay_max_ns = self.stats.delay_max_ns.max(delay);
+        if self.delay_samples.len() < self.delay_samples_max {
+            self.delay_samples.push(delay);
+        }
         Some(pending.packet)
     }
 }

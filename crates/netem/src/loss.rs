@@ -55,9 +55,7 @@ impl LossModel {
         match *self {
             LossModel::None => Some(0.0),
             LossModel::Bernoulli { probability } => Some(probability),
-            LossModel::NetemCorrelated { correlation, probability } if correlation == 0.0 => {
-                Some(probability)
-            }
+            LossModel::NetemCorrelated { correlation: 0.0, probability } => Some(probability),
             LossModel::NetemCorrelated { .. } => None,
             LossModel::GilbertElliott { good_to_bad, bad_to_good, loss_in_good, loss_in_bad } => {
                 let bad = good_to_bad / (good_to_bad + bad_to_good);

@@ -29,6 +29,8 @@ pub struct Pair {
     pub client_events: Vec<(ConnectionHandle, Event)>,
     /// Events the server's endpoint produced, in order.
     pub server_events: Vec<(ConnectionHandle, Event)>,
+    client_wire_bytes: u64,
+    server_wire_bytes: u64,
     buf: Vec<u8>,
 }
 
@@ -46,6 +48,8 @@ impl Pair {
             to_client: Link::new(link, seed.wrapping_mul(11).wrapping_add(4)),
             client_events: Vec::new(),
             server_events: Vec::new(),
+            client_wire_bytes: 0,
+            server_wire_bytes: 0,
             buf: vec![0; 65_536],
         }
     }
@@ -88,10 +92,12 @@ impl Pair {
             self.server.handle_timeout(self.now);
             while let Some(t) = self.client.poll_transmit(self.now, &mut self.buf) {
                 self.to_server.send(self.now, self.buf[..t.len].to_vec(), t.len);
+                self.client_wire_bytes += t.len as u64;
                 busy = true;
             }
             while let Some(t) = self.server.poll_transmit(self.now, &mut self.buf) {
                 self.to_client.send(self.now, self.buf[..t.len].to_vec(), t.len);
+                self.server_wire_bytes += t.len as u64;
                 busy = true;
             }
             while let Some(event) = self.client.poll_event() {
@@ -146,6 +152,16 @@ impl Pair {
             self.now = deadline;
             self.drive();
         }
+    }
+
+    /// Datagram bytes the client has sent into its link.
+    pub fn client_wire_bytes(&self) -> u64 {
+        self.client_wire_bytes
+    }
+
+    /// Datagram bytes the server has sent into its link.
+    pub fn server_wire_bytes(&self) -> u64 {
+        self.server_wire_bytes
     }
 
     /// Messages the client received on `channel`, in order.

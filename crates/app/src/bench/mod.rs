@@ -4,6 +4,8 @@
 
 mod harness;
 mod reference_message;
+mod stats;
+mod transport;
 mod wire;
 
 use clap::Subcommand;
@@ -14,6 +16,8 @@ use std::path::PathBuf;
 pub enum BenchCommand {
     /// W4: snapshot and message serialization against bitcode, postcard, rmp-serde and serde_json.
     Wire(WireArgs),
+    /// W1: reliable echo latency against KCP (the C original) through the W1 link profiles.
+    Transport(transport::TransportArgs),
 }
 
 /// Options of `rally bench wire`.
@@ -37,5 +41,6 @@ pub struct WireArgs {
 pub fn run(command: BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
     match command {
         BenchCommand::Wire(args) => wire::run(&args),
+        BenchCommand::Transport(args) => transport::run(&args),
     }
 }

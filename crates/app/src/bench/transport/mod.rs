@@ -1,0 +1,339 @@
+//! `rally bench transport`: the W1 workload of shared/DESIGN.md.
+//!
+//! A client sends a 400-byte payload every 1/60 s on a reliable-ordered stream; the server
+//! echoes each one; the client records the round trip from handing the payload to the library
+//! to receiving its echo. Every peer runs through the same emulated link profiles with the same
+//! seeds, in one run. In `sim` mode everything runs in virtual time: Rally's endpoints through
+//! `rally-sim`, KCP (the original C ikcp.c, through the kcp-rs crate) driven by the same clock.
+//!
+//! Beside each peer's figures the report gives the link's own RTT over the same run: each
+//! direction's one-way delays (queueing and serialization included), paired in order, which is
+//! what a protocol with no losses and no waiting of its own would measure.
+
+mod kcp;
+mod rally;
+
+use super::stats::{summary, Summary};
+use crate::machine::Machine;
+use crate::plot;
+use indicatif::{ProgressBar, ProgressStyle};
+use rally_netem::{LinkConfig, LinkProfile, PROFILE_NAMES};
+use rally_proto::Instant;
+use serde::Serialize;
+use std::error::Error;
+use std::time::Duration;
+
+/// The W1 payload size.
+pub const PAYLOAD_BYTES: usize = 400;
+/// The W1 send interval (60 Hz).
+pub const SEND_INTERVAL: Duration = Duration::from_nanos(16_666_667);
+/// Peers of sim mode, in report order.
+pub const SIM_PEERS: [&str; 3] = ["rally", "kcp-source", "kcp-flush"];
+
+/// Options of `rally bench transport`.
+#[derive(Debug, clap::Args)]
+pub struct TransportArgs {
+    /// `sim`: virtual time through the emulator (real sockets come with the driver).
+    #[arg(long, default_value = "sim")]
+    pub mode: String,
+    /// Shorter runs and fewer seeds: finishes in well under a minute.
+    #[arg(long)]
+    pub quick: bool,
+    /// Link profiles: W1 names separated by commas, or one spec per `--profile`.
+    #[arg(long, value_delimiter = ',')]
+    pub profiles: Vec<String>,
+    /// A link profile spec such as `clean,loss=5%` (repeatable).
+    #[arg(long = "profile")]
+    pub profile_specs: Vec<String>,
+    /// Peers to run, separated by commas (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub peers: Vec<String>,
+    /// Write the report as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<std::path::PathBuf>,
+    /// Draw one CDF plot per profile into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<std::path::PathBuf>,
+}
+
+/// What one run of one peer over one profile and seed measured.
+#[derive(Debug, Default)]
+pub struct Run {
+    /// Round trips, milliseconds, one per echoed payload.
+    pub rtts_ms: Vec<f64>,
+    /// Payload bytes handed to the library, both directions.
+    pub payload_bytes: u64,
+    /// Datagram bytes sent into the links, both directions.
+    pub wire_bytes: u64,
+    /// The link's own RTT samples: up and down one-way delays paired in order, milliseconds.
+    pub link_rtts_ms: Vec<f64>,
+    /// Payloads the library refused (a full send queue): load it shed.
+    pub refused: u64,
+    /// Payloads sent but never echoed by the end of the run.
+    pub missing: u64,
+}
+
+impl Run {
+    /// Pairs the two directions' delay samples into link RTTs.
+    pub fn link_rtts(up: &[u64], down: &[u64]) -> Vec<f64> {
+        up.iter().zip(down).map(|(u, d)| (u + d) as f64 / 1e6).collect()
+    }
+}
+
+/// One row of the report.
+#[derive(Debug, Clone, Serialize)]
+struct Row {
+    peer: String,
+    profile: String,
+    samples: usize,
+    rtt_ms: Summary,
+    link_rtt_ms: LinkRtt,
+    wire_bytes_per_payload_byte: f64,
+    /// Mean RTT over the link's own mean RTT.
+    rtt_over_link: f64,
+    refused: u64,
+    missing: u64,
+    #[serde(skip)]
+    rtts_ms: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+struct LinkRtt {
+    mean: f64,
+    p99: f64,
+}
+
+/// Runs the benchmark.
+pub fn run(args: &TransportArgs) -> Result<(), Box<dyn Error>> {
+    if args.mode != "sim" {
+        let mode = &args.mode;
+        let why = "real-socket runs arrive with the driver; use --mode sim";
+        return Err(format!("mode `{mode}` is not available yet: {why}").into());
+    }
+    let profiles = profiles(args)?;
+    let peers = peers(args)?;
+    let (seconds, seeds) = if args.quick { (20, 2) } else { (60, 5) };
+    let duration = Duration::from_secs(seconds);
+    let total = (profiles.len() * peers.len() * seeds) as u64;
+    let progress = ProgressBar::new(total);
+    progress.set_style(
+        ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} runs")
+            .expect("the template is valid")
+            .progress_chars("=> "),
+    );
+    let mut rows = Vec::new();
+    for profile in &profiles {
+        for peer in &peers {
+            progress.set_message(format!("{peer} {}", profile.name));
+            let mut merged = Run::default();
+            // The same seeds for every peer, so each meets the same link decisions' statistics.
+            for seed in 0..seeds as u64 {
+                let run = run_peer(peer, &profile.config, seed, duration)?;
+                merge(&mut merged, run);
+                progress.inc(1);
+            }
+            rows.push(row(peer, &profile.name, merged));
+        }
+    }
+    progress.finish_and_clear();
+    print_table(&rows);
+    print_targets(&rows);
+    if let Some(path) = &args.json {
+        write_json(path, args, &rows)?;
+    }
+    if let Some(dir) = &args.plot {
+        draw(dir, &profiles, &rows)?;
+    }
+    Ok(())
+}
+
+fn profiles(args: &TransportArgs) -> Result<Vec<LinkProfile>, Box<dyn Error>> {
+    let mut specs: Vec<String> = args.profiles.clone();
+    specs.extend(args.profile_specs.iter().cloned());
+    if specs.is_empty() {
+        specs = PROFILE_NAMES.iter().map(|s| s.to_string()).collect();
+    }
+    specs
+        .iter()
+        .map(|s| LinkProfile::parse(s).map_err(|e| format!("--profile {s}: {e}").into()))
+        .collect()
+}
+
+fn peers(args: &TransportArgs) -> Result<Vec<String>, Box<dyn Error>> {
+    if args.peers.is_empty() {
+        return Ok(SIM_PEERS.iter().map(|s| s.to_string()).collect());
+    }
+    for peer in &args.peers {
+        if !SIM_PEERS.contains(&peer.as_str()) {
+            return Err(
+                format!("unknown peer `{peer}`; sim mode has {}", SIM_PEERS.join(", ")).into()
+            );
+        }
+    }
+    Ok(args.peers.clone())
+}
+
+fn run_peer(
+    peer: &str,
+    link: &LinkConfig,
+    seed: u64,
+    duration: Duration,
+) -> Result<Run, Box<dyn Error>> {
+    match peer {
+        "rally" => rally::run(link, seed, duration),
+        "kcp-source" => Ok(kcp::run(link, seed, duration, false)),
+        "kcp-flush" => Ok(kcp::run(link, seed, duration, true)),
+        other => Err(format!("unknown peer {other}").into()),
+    }
+}
+
+fn merge(into: &mut Run, run: Run) {
+    into.rtts_ms.extend(run.rtts_ms);
+    into.link_rtts_ms.extend(run.link_rtts_ms);
+    into.payload_bytes += run.payload_bytes;
+    into.wire_bytes += run.wire_bytes;
+    into.refused += run.refused;
+    into.missing += run.missing;
+}
+
+fn row(peer: &str, profile: &str, run: Run) -> Row {
+    let rtt = summary(&run.rtts_ms);
+    let link = summary(&run.link_rtts_ms);
+    Row {
+        peer: peer.into(),
+        profile: profile.into(),
+        samples: run.rtts_ms.len(),
+        rtt_ms: rtt,
+        link_rtt_ms: LinkRtt { mean: link.mean, p99: link.p99 },
+        wire_bytes_per_payload_byte: run.wire_bytes as f64 / run.payload_bytes.max(1) as f64,
+        rtt_over_link: rtt.mean / link.mean.max(1e-9),
+        refused: run.refused,
+        missing: run.missing,
+        rtts_ms: run.rtts_ms,
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "{:<14} {:<11} {:>7} {:>8} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>6}",
+        "profile",
+        "peer",
+        "samples",
+        "mean ms",
+        "sd",
+        "p50",
+        "p99",
+        "max",
+        "link mean",
+        "link p99",
+        "x link",
+        "wire/B"
+    );
+    for r in rows {
+        println!(
+            "{:<14} {:<11} {:>7} {:>8.1} {:>7.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9.1} \
+             {:>7.2} {:>6.2}",
+            r.profile,
+            r.peer,
+            r.samples,
+            r.rtt_ms.mean,
+            r.rtt_ms.sd,
+            r.rtt_ms.p50,
+            r.rtt_ms.p99,
+            r.rtt_ms.max,
+            r.link_rtt_ms.mean,
+            r.link_rtt_ms.p99,
+            r.rtt_over_link,
+            r.wire_bytes_per_payload_byte
+        );
+    }
+    println!(
+        "x link = mean RTT / the link's own mean RTT; wire/B = bytes on the wire per payload byte"
+    );
+}
+
+/// The W1 targets of shared/DESIGN.md for Rally, checked against this run.
+fn print_targets(rows: &[Row]) {
+    let limits =
+        [("clean", 1.02), ("netem-10-25", 1.05), ("bernoulli-10", 1.10), ("bursty-10", 1.15)];
+    for r in rows.iter().filter(|r| r.peer == "rally") {
+        let Some((_, limit)) = limits.iter().find(|(p, _)| *p == r.profile) else { continue };
+        let best_kcp = rows
+            .iter()
+            .filter(|k| k.profile == r.profile && k.peer.starts_with("kcp"))
+            .map(|k| k.rtt_ms.mean)
+            .fold(f64::INFINITY, f64::min);
+        let send_ms = SEND_INTERVAL.as_secs_f64() * 1e3;
+        let bytes_limit = if r.profile == "clean" { 1.3 } else { 2.5 };
+        let checks = [
+            (format!("mean/link {:.3} <= {limit}", r.rtt_over_link), r.rtt_over_link <= *limit),
+            (
+                format!(
+                    "p99 {:.1} <= link p99 + 16.7 = {:.1}",
+                    r.rtt_ms.p99,
+                    r.link_rtt_ms.p99 + send_ms
+                ),
+                r.rtt_ms.p99 <= r.link_rtt_ms.p99 + send_ms,
+            ),
+            (
+                format!("mean {:.1} < best KCP {:.1}", r.rtt_ms.mean, best_kcp),
+                r.rtt_ms.mean < best_kcp,
+            ),
+            (
+                format!("wire {:.2} <= {bytes_limit}x payload", r.wire_bytes_per_payload_byte),
+                r.wire_bytes_per_payload_byte <= bytes_limit,
+            ),
+        ];
+        for (text, met) in checks {
+            println!("{} {}: {}", if met { "MET " } else { "MISS" }, r.profile, text);
+        }
+    }
+}
+
+fn write_json(
+    path: &std::path::Path,
+    args: &TransportArgs,
+    rows: &[Row],
+) -> Result<(), Box<dyn Error>> {
+    let report = serde_json::json!({
+        "bench": "transport",
+        "mode": args.mode,
+        "quick": args.quick,
+        "machine": Machine::detect(),
+        "workload": { "payload_bytes": PAYLOAD_BYTES, "send_hz": 60 },
+        "results": rows,
+    });
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+fn draw(
+    dir: &std::path::Path,
+    profiles: &[LinkProfile],
+    rows: &[Row],
+) -> Result<(), Box<dyn Error>> {
+    std::fs::create_dir_all(dir)?;
+    for profile in profiles {
+        let series: Vec<(String, Vec<f64>)> = rows
+            .iter()
+            .filter(|r| r.profile == profile.name)
+            .map(|r| (r.peer.clone(), r.rtts_ms.clone()))
+            .collect();
+        let file = profile.name.replace([',', '=', '%', '/'], "_");
+        let path = dir.join(format!("transport-{file}.png"));
+        let title = format!("W1 RTT CDF, {} (virtual time)", profile.name);
+        plot::cdf(&path, &title, "round trip, ms", &series)?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// The instant `n` send intervals after `start`.
+pub fn send_time(start: Instant, n: u64) -> Instant {
+    start + SEND_INTERVAL * n as u32
+}
