@@ -30,6 +30,8 @@ step tests cargo test --workspace --locked
 step docs env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 # Benchmarks are not tests: the smoke run proves they work end to end (table, JSON, plot) and
 # leaves the report in target/ci/; it asserts no timing.
+# A short batch of deterministic simulations: every channel's invariants under faults.
+step "simulation" cargo run --release --locked -- sim --seeds 40
 step "bench smoke: wire" cargo run --release --locked -- bench wire --quick \
     --json target/ci/wire.json --plot target/ci
 step "bench smoke: transport" cargo run --release --locked -- bench transport --quick \

@@ -5,6 +5,7 @@ mod alloc_counter;
 mod bench;
 mod machine;
 mod plot;
+mod sim;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -27,12 +28,15 @@ enum Command {
         #[command(subcommand)]
         bench: bench::BenchCommand,
     },
+    /// Run seeded deterministic simulations with invariant checkers; replay one with --seed.
+    Sim(sim::SimArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench { bench } => bench::run(bench),
+        Command::Sim(args) => sim::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

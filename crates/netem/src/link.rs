@@ -182,6 +182,12 @@ impl<T: Clone> Link<T> {
         &self.config
     }
 
+    /// Changes the conditions from now on (a blackout, a heal); packets in flight keep the fate
+    /// they were given.
+    pub fn set_config(&mut self, config: LinkConfig) {
+        self.config = config;
+    }
+
     /// What the link has done so far.
     pub fn stats(&self) -> &LinkStats {
         &self.stats

@@ -106,6 +106,7 @@ impl ReceivedPackets {
     /// Records `seq`; returns false for a duplicate or a packet too old to track.
     pub(crate) fn record(&mut self, seq: u16, now: Instant) -> bool {
         let Some((newest, _)) = self.newest else {
+            // Nothing received yet: the ack fields start here.
             self.newest = Some((seq, now));
             return true;
         };
@@ -131,10 +132,10 @@ impl ReceivedPackets {
 
     /// The ack fields for an outgoing packet: newest, bits, and the delay since the newest
     /// arrived in units of 8 microseconds.
-    pub(crate) fn ack_fields(&self, now: Instant) -> Option<(u16, u32, u16)> {
-        let (newest, at) = self.newest?;
-        let delay = (now - at).as_micros() / 8;
-        Some((newest, self.bits, delay.min(u128::from(u16::MAX)) as u16))
+    pub(crate) fn ack_fields(&self, now: Instant) -> Option<crate::packet::Acks> {
+        let (ack, at) = self.newest?;
+        let delay = ((now - at).as_micros() / 8).min(u128::from(u16::MAX)) as u16;
+        Some(crate::packet::Acks { ack, bits: self.bits, delay })
     }
 }
 
@@ -210,16 +211,17 @@ mod tests {
         assert!(r.record(10, t));
         assert!(r.record(12, t));
         assert!(!r.record(12, t), "duplicate");
-        assert_eq!(r.ack_fields(t), Some((12, 0b10, 0)), "11 missing, 10 present");
+        let acks = r.ack_fields(t).unwrap();
+        assert_eq!((acks.ack, acks.bits), (12, 0b10), "11 missing, 10 present");
         assert!(r.record(11, t));
-        assert_eq!(r.ack_fields(t).unwrap().1, 0b11);
+        assert_eq!(r.ack_fields(t).unwrap().bits, 0b11);
         assert!(!r.record(11, t));
         // Across the wrap.
         let mut r = ReceivedPackets::default();
         r.record(u16::MAX, t);
         r.record(1, t);
-        assert_eq!(r.ack_fields(t).unwrap().0, 1);
-        assert_eq!(r.ack_fields(t).unwrap().1, 0b10);
+        assert_eq!(r.ack_fields(t).unwrap().ack, 1);
+        assert_eq!(r.ack_fields(t).unwrap().bits, 0b10);
         // Too old to track.
         assert!(!r.record(1u16.wrapping_sub(40), t));
     }

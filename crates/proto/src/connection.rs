@@ -13,7 +13,7 @@ use crate::channel::{ReceiveChannel, Received, SendChannel};
 use crate::config::{ConnectionConfig, Redundancy};
 use crate::packet::{
     fragment_frame_size, message_frame_size, write_data_header, write_fragment, write_message,
-    DataHeader, DisconnectReason, Frame, Frames, Writer, DATA_HEADER_SIZE,
+    Acks, DataHeader, DisconnectReason, Frame, Frames, Writer, DATA_HEADER_SIZE,
     FRAGMENT_FRAME_OVERHEAD_MAX,
 };
 use crate::time::Instant;
@@ -254,7 +254,9 @@ impl Connection {
         self.last_received = now;
         self.stats.packets_received += 1;
         self.stats.bytes_received += size as u64;
-        self.handle_acks(now, &header);
+        if let Some(acks) = header.acks {
+            self.handle_acks(now, &acks);
+        }
         if !frames.is_empty() && self.ack_owed_since.is_none() {
             self.ack_owed_since = Some(now);
         }
@@ -294,12 +296,10 @@ impl Connection {
 
     /// Applies the acks of a received packet: acked packets free their units and give an RTT
     /// sample; packets in flight sent before the newest acked one are lost.
-    fn handle_acks(&mut self, now: Instant, header: &DataHeader) {
-        let ack_delay = Duration::from_micros(u64::from(header.ack_delay) * 8);
-        let acked = std::iter::once(header.ack).chain(
-            (0..32)
-                .filter(|i| header.ack_bits & (1 << i) != 0)
-                .map(|i| header.ack.wrapping_sub(1 + i)),
+    fn handle_acks(&mut self, now: Instant, acks: &Acks) {
+        let ack_delay = Duration::from_micros(u64::from(acks.delay) * 8);
+        let acked = std::iter::once(acks.ack).chain(
+            (0..32).filter(|i| acks.bits & (1 << i) != 0).map(|i| acks.ack.wrapping_sub(1 + i)),
         );
         for seq in acked {
             let Some(packet) = self.sent.take_in_flight(seq) else { continue };
@@ -309,7 +309,7 @@ impl Connection {
                 self.send[usize::from(channel)].ack(message, index);
             }
             self.stats.loss *= 1.0 - LOSS_GAIN;
-            if seq == header.ack {
+            if seq == acks.ack {
                 self.rtt.update(now - sent_at, ack_delay);
             }
             if self.sent.newest_acked.is_none_or(|n| seq16_newer(seq, n)) {
@@ -430,8 +430,7 @@ impl Connection {
         self.prompted = false;
         let size = self.config.mtu.min(buf.len());
         let buf = &mut buf[..size];
-        let (ack, ack_bits, ack_delay) = self.received.ack_fields(now).unwrap_or((0, 0, 0));
-        let header = DataHeader { seq: self.sent.next_seq, ack, ack_bits, ack_delay };
+        let header = DataHeader { seq: self.sent.next_seq, acks: self.received.ack_fields(now) };
         let mut w = Writer::new(buf);
         write_data_header(&mut w, &header).ok()?;
         self.fill(now, &mut w, false);

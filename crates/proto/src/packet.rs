@@ -12,7 +12,7 @@ pub const PROTOCOL_ID: u32 = 0x3159_4C52;
 /// The size every handshake packet from a client is padded to, so that a server never answers
 /// an unverified address with more bytes than it received (amplification at most 1).
 pub const CLIENT_HANDSHAKE_SIZE: usize = 200;
-/// Bytes of a data packet's header: type, sequence, ack, ack bits, ack delay.
+/// Bytes of a data packet's header at most: type, sequence, ack, ack bits, ack delay.
 pub const DATA_HEADER_SIZE: usize = 1 + 2 + 2 + 4 + 2;
 /// Bytes a message frame adds to its payload at most (type, channel, sequence, 3-byte length).
 pub const MESSAGE_FRAME_OVERHEAD_MAX: usize = 1 + 1 + 2 + 3;
@@ -24,6 +24,8 @@ const TYPE_CHALLENGE: u8 = 0x11;
 const TYPE_CHALLENGE_RESPONSE: u8 = 0x12;
 const TYPE_DATA: u8 = 0x13;
 const TYPE_DISCONNECT: u8 = 0x14;
+/// A data packet sent before anything was received from the peer, so with nothing to ack.
+const TYPE_DATA_NO_ACKS: u8 = 0x15;
 
 const FRAME_MESSAGE: u8 = 0x01;
 const FRAME_FRAGMENT: u8 = 0x02;
@@ -118,13 +120,21 @@ impl DisconnectReason {
 pub struct DataHeader {
     /// This packet's sequence number.
     pub seq: u16,
+    /// What the sender has received, unless it has received nothing yet. (An "ack 0" in a
+    /// packet that acks nothing would falsely ack the peer's first packet.)
+    pub acks: Option<Acks>,
+}
+
+/// The ack fields of a data packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Acks {
     /// The newest sequence received from the peer.
     pub ack: u16,
     /// Bit `i` set: sequence `ack - 1 - i` was received too.
-    pub ack_bits: u32,
+    pub bits: u32,
     /// Time between receiving `ack` and sending this packet, in units of 8 microseconds, so
     /// that the peer's RTT sample excludes it.
-    pub ack_delay: u16,
+    pub delay: u16,
 }
 
 /// A decoded datagram, borrowing its payload.
@@ -288,14 +298,18 @@ impl<'a> Packet<'a> {
     pub fn decode(bytes: &'a [u8]) -> Result<Self, PacketError> {
         let mut r = Reader { bytes };
         let kind = r.u8("packet type")?;
-        if kind == TYPE_DATA {
-            let header = DataHeader {
-                seq: r.u16("sequence")?,
-                ack: r.u16("ack")?,
-                ack_bits: r.u32("ack bits")?,
-                ack_delay: r.u16("ack delay")?,
+        if kind == TYPE_DATA || kind == TYPE_DATA_NO_ACKS {
+            let seq = r.u16("sequence")?;
+            let acks = if kind == TYPE_DATA {
+                Some(Acks {
+                    ack: r.u16("ack")?,
+                    bits: r.u32("ack bits")?,
+                    delay: r.u16("ack delay")?,
+                })
+            } else {
+                None
             };
-            return Ok(Packet::Data { header, frames: r.bytes });
+            return Ok(Packet::Data { header: DataHeader { seq, acks }, frames: r.bytes });
         }
         if kind == TYPE_DISCONNECT {
             return Ok(Packet::Disconnect { reason: DisconnectReason::from_code(r.u8("reason")?) });
@@ -355,11 +369,15 @@ fn handshake_prefix(w: &mut Writer<'_>, kind: u8, nonce: u64) -> Result<(), Pack
 
 /// Writes a data packet's header.
 pub(crate) fn write_data_header(w: &mut Writer<'_>, h: &DataHeader) -> Result<(), PacketError> {
+    let Some(acks) = h.acks else {
+        w.put(&[TYPE_DATA_NO_ACKS])?;
+        return w.put(&h.seq.to_le_bytes());
+    };
     w.put(&[TYPE_DATA])?;
     w.put(&h.seq.to_le_bytes())?;
-    w.put(&h.ack.to_le_bytes())?;
-    w.put(&h.ack_bits.to_le_bytes())?;
-    w.put(&h.ack_delay.to_le_bytes())
+    w.put(&acks.ack.to_le_bytes())?;
+    w.put(&acks.bits.to_le_bytes())?;
+    w.put(&acks.delay.to_le_bytes())
 }
 
 /// Writes a message frame.
@@ -482,8 +500,8 @@ mod tests {
     fn frames_round_trip() {
         let mut buf = [0u8; 1200];
         let mut w = Writer::new(&mut buf);
-        write_data_header(&mut w, &DataHeader { seq: 7, ack: 6, ack_bits: 1, ack_delay: 3 })
-            .unwrap();
+        let acks = Some(Acks { ack: 6, bits: 1, delay: 3 });
+        write_data_header(&mut w, &DataHeader { seq: 7, acks }).unwrap();
         write_message(&mut w, 2, 300, b"hello").unwrap();
         write_fragment(&mut w, (1, 9, 1, 3), &[7; 500]).unwrap();
         let len = w.len();
@@ -492,6 +510,16 @@ mod tests {
             panic!("a data packet");
         };
         assert_eq!(header.seq, 7);
+        assert_eq!(header.acks.map(|a| a.ack), Some(6));
+        // A packet that acks nothing says so, rather than acking sequence 0.
+        let mut buf = [0u8; 16];
+        let mut w = Writer::new(&mut buf);
+        write_data_header(&mut w, &DataHeader { seq: 3, acks: None }).unwrap();
+        let len = w.len();
+        let Packet::Data { header, .. } = Packet::decode(&buf[..len]).unwrap() else {
+            panic!("a data packet");
+        };
+        assert_eq!(header, DataHeader { seq: 3, acks: None });
         let frames: Vec<_> = Frames::new(frames).collect::<Result<_, _>>().unwrap();
         assert_eq!(frames[0], Frame::Message { channel: 2, seq: 300, payload: b"hello" });
         assert!(matches!(frames[1], Frame::Fragment { index: 1, count: 3, .. }));

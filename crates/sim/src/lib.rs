@@ -11,5 +11,6 @@
 #![forbid(unsafe_code)]
 
 mod pair;
+pub mod scenario;
 
 pub use pair::{Pair, DRIVE_STEPS_MAX};
