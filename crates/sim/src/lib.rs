@@ -5,7 +5,8 @@
 //! second of simulated traffic takes milliseconds.
 //!
 //! [`Pair`] is the test harness: a client and a server endpoint, a link each way, and
-//! [`Pair::step`], which jumps the clock to the next thing that happens.
+//! [`Pair::step_until`], which jumps the clock to the next thing that happens. The
+//! [`scenario`] module builds whole runs from a seed and checks them; `rally sim` runs batches.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
