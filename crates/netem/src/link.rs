@@ -193,6 +193,11 @@ impl<T: Clone> Link<T> {
         &self.stats
     }
 
+    /// When the bottleneck will have sent everything queued at it so far.
+    pub fn drained_at(&self) -> Instant {
+        self.busy_until
+    }
+
     /// Packets in flight.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()

@@ -356,7 +356,7 @@ impl Connection {
         }
     }
 
-    /// When [`Connection::handle_timeout`] or [`Connection::poll_transmit`] next has work.
+    /// When [`Connection::handle_timeout`] or the endpoint's `poll_transmit` next has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
             State::Closed => return None,
@@ -388,13 +388,26 @@ impl Connection {
     }
 
     /// The resend timer of a unit sent `sends` times: RTT plus four deviations, backed off by
-    /// 1.5x per resend, within the configured bounds.
+    /// 1.5x per resend, within the configured bounds, and never shorter than the smoothed RTT
+    /// itself: when queues build up the RTT grows past `resend_interval_max`, and resending
+    /// before an ack could possibly arrive would only fill the queue with copies.
     fn resend_interval(&self, sends: u8) -> Duration {
         let rtt = self.rtt.smoothed_or(INITIAL_RTT);
         let base = rtt + self.rtt.variance() * 4;
         let backoff = 1.5f64.powi(i32::from(sends.saturating_sub(1)).min(16));
-        base.mul_f64(backoff)
-            .clamp(self.config.resend_interval_min, self.config.resend_interval_max)
+        let bounded = base
+            .mul_f64(backoff)
+            .clamp(self.config.resend_interval_min, self.config.resend_interval_max);
+        bounded.max(rtt.mul_f64(1.25))
+    }
+
+    /// Whether the RTT shows a standing queue on the path: the smoothed RTT sits far above the
+    /// minimum, further than jitter (four mean deviations) explains. Losses then come from the
+    /// queue overflowing, and copies would only make it worse.
+    fn queueing(&self) -> bool {
+        let Some(min) = self.rtt.min() else { return false };
+        let jitter = self.rtt.variance() * 4 + Duration::from_millis(20);
+        self.rtt.smoothed_or(min) > min + jitter
     }
 
     /// Copies a reliable unit may have before its first ack could arrive.
@@ -403,7 +416,7 @@ impl Connection {
             Redundancy::Off => 1,
             Redundancy::Always(copies) => copies.max(1),
             Redundancy::Adaptive { copies, loss_threshold } => {
-                if self.stats.loss > loss_threshold {
+                if self.stats.loss > loss_threshold && !self.queueing() {
                     copies.max(1)
                 } else {
                     1

@@ -14,7 +14,7 @@
 //! The cookie is `expiry || SipHash-2-4-128(secret, address || nonce || expiry)`: the server
 //! can check it without remembering the request, so strangers cost it no memory, and the
 //! padding makes sure it never sends more bytes than it received. Connect tokens and
-//! encryption (the [security] work) replace the nonce with a sealed token and add a key
+//! encryption (the security work) replace the nonce with a sealed token and add a key
 //! exchange in the same three messages.
 
 use crate::config::ConnectionConfig;

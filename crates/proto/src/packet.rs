@@ -334,7 +334,7 @@ impl<'a> Packet<'a> {
     }
 
     /// Encodes a handshake or disconnect packet into `buf` and returns its length. Data packets
-    /// are assembled by the connection with [`write_data_header`] and the frame writers.
+    /// are assembled by the connection with `write_data_header` and the frame writers.
     pub fn encode(&self, buf: &mut [u8]) -> Result<usize, PacketError> {
         let mut w = Writer::new(buf);
         match self {

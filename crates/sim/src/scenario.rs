@@ -163,10 +163,18 @@ pub fn run_scenario(scenario: Scenario) -> Outcome {
     pair.to_client.set_config(scenario.faulty);
     let fault_start = pair.now;
     let heal_at = fault_start + scenario.fault_time;
-    let end = heal_at + HEAL_BOUND;
+    let mut end = heal_at + HEAL_BOUND;
+    let mut healed_yet = false;
     let mut next_send = [fault_start, fault_start];
     while pair.now < end {
         apply_blackouts(&mut pair, &scenario, fault_start, heal_at, healed);
+        if !healed_yet && pair.now >= heal_at {
+            // Packets already queued at a bottleneck keep the old rate; the bound starts when
+            // they are out.
+            healed_yet = true;
+            let drained = pair.to_server.drained_at().max(pair.to_client.drained_at());
+            end = end.max(drained + HEAL_BOUND);
+        }
         for side in 0..2 {
             if pair.now >= next_send[side] && pair.now < heal_at {
                 let (endpoint, handle) =
