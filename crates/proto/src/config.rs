@@ -61,6 +61,9 @@ pub struct ConnectionConfig {
     /// Copies of each reliable message to send before its first ack can arrive, once the
     /// measured loss says copies are worth their bytes (see [`Redundancy`]).
     pub redundancy: Redundancy,
+    /// How long after a send its copy follows, in a packet of its own. Short, because a loss
+    /// repaired by the copy costs exactly this much latency.
+    pub repeat_interval: Duration,
 }
 
 /// How many times a reliable message is sent before its ack could have arrived.
@@ -68,8 +71,9 @@ pub struct ConnectionConfig {
 pub enum Redundancy {
     /// Once; resend only on a detected loss or a timeout.
     Off,
-    /// Piggyback unacknowledged messages in every packet with room, up to `copies` sends, when
-    /// the measured loss exceeds `loss_threshold`.
+    /// Up to `copies` sends, `repeat_interval` apart (and riding in any packet with room in
+    /// between), when the measured loss exceeds `loss_threshold` and the path shows no standing
+    /// queue.
     Adaptive {
         /// Sends per message at most, the first included.
         copies: u8,
@@ -96,7 +100,8 @@ impl Default for ConnectionConfig {
             ack_delay_max: Duration::from_millis(1),
             keepalive_interval: Duration::from_millis(100),
             idle_timeout: Duration::from_secs(5),
-            redundancy: Redundancy::Adaptive { copies: 3, loss_threshold: 0.005 },
+            redundancy: Redundancy::Adaptive { copies: 2, loss_threshold: 0.005 },
+            repeat_interval: Duration::from_millis(2),
         }
     }
 }

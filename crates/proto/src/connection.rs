@@ -377,7 +377,7 @@ impl Connection {
                     None => return Some(self.last_sent.min(next)),
                     Some(_) if unit.lost => return Some(self.last_sent.min(next)),
                     Some(at) if channel.config.kind.is_reliable() => {
-                        at + self.resend_interval(unit.sends)
+                        at + self.next_send_gap(unit.sends)
                     }
                     Some(_) => continue,
                 };
@@ -478,7 +478,17 @@ impl Connection {
             _ if unit.acked => false,
             None => true,
             Some(_) if unit.lost => true,
-            Some(at) => reliable && now >= at + self.resend_interval(unit.sends),
+            Some(at) => reliable && now >= at + self.next_send_gap(unit.sends),
+        }
+    }
+
+    /// How long after its last send an unacknowledged unit goes out again: soon, as a copy,
+    /// while redundancy calls for more copies; otherwise when its resend timer expires.
+    fn next_send_gap(&self, sends: u8) -> Duration {
+        if sends < self.copies() {
+            self.config.repeat_interval
+        } else {
+            self.resend_interval(sends)
         }
     }
 
