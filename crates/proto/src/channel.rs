@@ -22,6 +22,8 @@ pub(crate) struct Unit {
     /// A packet carrying it was declared lost: send it again at once.
     pub(crate) lost: bool,
     pub(crate) acked: bool,
+    /// When the application queued it.
+    pub(crate) queued_at: Instant,
 }
 
 /// The sending half of a channel.
@@ -37,11 +39,22 @@ impl SendChannel {
         Self { config, next_seq: 0, units: VecDeque::new() }
     }
 
-    /// Queues a message split into pieces of at most `piece` bytes; false if that would exceed
-    /// `queue_max` units.
-    pub(crate) fn push(&mut self, payload: &[u8], piece: usize, queue_max: usize) -> bool {
+    /// Queues a message split into pieces of at most `piece` bytes at `now`; false if that
+    /// would exceed `limits.0` units or if the oldest unacknowledged unit has waited longer
+    /// than `limits.1`.
+    pub(crate) fn push(
+        &mut self,
+        payload: &[u8],
+        piece: usize,
+        now: Instant,
+        limits: (usize, std::time::Duration),
+    ) -> bool {
+        let (queue_max, delay_max) = limits;
         let count = payload.len().div_ceil(piece).max(1);
         if self.units.len() + count > queue_max || count > 255 {
+            return false;
+        }
+        if self.units.iter().find(|u| !u.acked).is_some_and(|u| now - u.queued_at > delay_max) {
             return false;
         }
         let seq = self.next_seq;
@@ -56,6 +69,7 @@ impl SendChannel {
                 last_sent: None,
                 lost: false,
                 acked: false,
+                queued_at: now,
             });
         }
         true
@@ -296,7 +310,8 @@ mod tests {
                 SendChannel::new(ChannelConfig { kind: ChannelKind::ReliableOrdered, priority: 0 });
             let sizes = [0usize, 5, 3000, 1, 2500, 7];
             for (i, size) in sizes.iter().enumerate() {
-                assert!(send.push(&vec![i as u8; *size], 1000, 100));
+                let limits = (100, std::time::Duration::from_secs(1));
+                assert!(send.push(&vec![i as u8; *size], 1000, Instant::ZERO, limits));
             }
             let mut pieces: Vec<_> =
                 send.units.iter().map(|u| (u.seq, u.index, u.count, u.payload.clone())).collect();

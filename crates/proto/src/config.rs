@@ -44,6 +44,10 @@ pub struct ConnectionConfig {
     /// Messages waiting (unsent or unacknowledged) per channel at most; more is an error to
     /// the caller, never growth.
     pub send_queue_max: usize,
+    /// The longest a channel's oldest unacknowledged message may wait before new messages are
+    /// refused: on a link slower than the sender, latency stays bounded and the excess is
+    /// refused (and counted by the caller) instead of queued.
+    pub send_delay_max: Duration,
     /// Messages received ahead of a gap (reliable-ordered) or messages in reassembly, per
     /// channel, at most; the sender's window cannot exceed it.
     pub receive_window: usize,
@@ -94,6 +98,7 @@ impl Default for ConnectionConfig {
             mtu: 1200,
             message_bytes_max: 64 * 1024,
             send_queue_max: 1024,
+            send_delay_max: Duration::from_millis(500),
             receive_window: 1024,
             resend_interval_min: Duration::from_millis(5),
             resend_interval_max: Duration::from_millis(250),

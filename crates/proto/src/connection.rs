@@ -55,8 +55,9 @@ pub enum SendError {
         /// The limit.
         max: usize,
     },
-    /// The channel's queue holds `send_queue_max` units already: the peer or the link is
-    /// slower than the sender; shed load or wait.
+    /// The channel's queue holds `send_queue_max` units already, or its oldest unacknowledged
+    /// message has waited longer than `send_delay_max`: the peer or the link is slower than
+    /// the sender; shed load or wait.
     #[error("channel {0} send queue is full")]
     QueueFull(u8),
     /// The connection is closed or closing.
@@ -135,6 +136,8 @@ pub struct Connection {
     /// Send a packet at the next chance even with nothing to say (the server's first packet,
     /// which completes the client's handshake).
     prompted: bool,
+    /// The latest time any input carried: what `send`, which takes no time, counts as now.
+    now: Instant,
 }
 
 impl Connection {
@@ -162,6 +165,7 @@ impl Connection {
             stats: ConnectionStats::default(),
             units: Vec::new(),
             prompted: false,
+            now,
         }
     }
 
@@ -180,10 +184,11 @@ impl Connection {
             return Err(SendError::TooLarge { len: payload.len(), max });
         }
         let piece = self.piece_size();
-        let queue_max = self.config.send_queue_max;
+        let limits = (self.config.send_queue_max, self.config.send_delay_max);
+        let now = self.now;
         let queue =
             self.send.get_mut(usize::from(channel)).ok_or(SendError::UnknownChannel(channel))?;
-        if !queue.push(payload, piece, queue_max) {
+        if !queue.push(payload, piece, now, limits) {
             return Err(SendError::QueueFull(channel));
         }
         Ok(())
@@ -244,6 +249,7 @@ impl Connection {
         frames: &[u8],
         size: usize,
     ) -> Result<(), DisconnectReason> {
+        self.now = self.now.max(now);
         if self.state == State::Closed {
             return Ok(());
         }
@@ -351,6 +357,7 @@ impl Connection {
 
     /// Closes the connection if the peer has been silent for the idle timeout.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
         if self.state == State::Connected && now - self.last_received >= self.config.idle_timeout {
             self.disconnect(DisconnectReason::TimedOut);
         }
@@ -427,6 +434,7 @@ impl Connection {
 
     /// Writes the next datagram into `buf` if one is due, and returns its length.
     pub(crate) fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        self.now = self.now.max(now);
         match self.state {
             State::Closed => return None,
             State::Closing { reason, left } => {

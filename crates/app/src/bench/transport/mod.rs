@@ -232,7 +232,7 @@ fn print_table(rows: &[Row]) {
     for r in rows {
         println!(
             "{:<14} {:<11} {:>7} {:>8.1} {:>7.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9.1} \
-             {:>7.2} {:>6.2}",
+             {:>7.2} {:>6.2} {:>6}",
             r.profile,
             r.peer,
             r.samples,
@@ -244,7 +244,8 @@ fn print_table(rows: &[Row]) {
             r.link_rtt_ms.mean,
             r.link_rtt_ms.p99,
             r.rtt_over_link,
-            r.wire_bytes_per_payload_byte
+            r.wire_bytes_per_payload_byte,
+            r.refused
         );
     }
     println!(
