@@ -3,6 +3,7 @@
 
 mod alloc_counter;
 mod bench;
+mod echo;
 mod machine;
 mod plot;
 mod sim;
@@ -30,6 +31,11 @@ enum Command {
     },
     /// Run seeded deterministic simulations with invariant checkers; replay one with --seed.
     Sim(sim::SimArgs),
+    /// Try the transport over real UDP: an echo server and a client that measures round trips.
+    Echo {
+        #[command(subcommand)]
+        side: echo::EchoCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -37,6 +43,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench { bench } => bench::run(bench),
         Command::Sim(args) => sim::run(&args),
+        Command::Echo { side } => echo::run(&side),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,7 +4,7 @@
 
 mod harness;
 mod reference_message;
-mod stats;
+pub mod stats;
 mod transport;
 mod wire;
 

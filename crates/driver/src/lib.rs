@@ -1,0 +1,31 @@
+//! # rally-driver
+//!
+//! The only layer that touches the operating system: it owns a UDP socket and reads the clock,
+//! and moves datagrams, time and events between them and a sans-IO [`Endpoint`]. Protocol
+//! logic stays in `rally-proto`; this crate is a loop.
+//!
+//! ```no_run
+//! use rally_driver::UdpDriver;
+//! use rally_proto::{EndpointConfig, Event};
+//! use std::time::Duration;
+//!
+//! let mut server = UdpDriver::bind("127.0.0.1:7777", EndpointConfig::default()).unwrap();
+//! loop {
+//!     // Echo every message back on the channel it came in on.
+//!     server
+//!         .run_for(Duration::from_millis(100), |endpoint, handle, event| {
+//!             if let Event::Message { channel, payload } = event {
+//!                 let _ = endpoint.send(handle, channel, &payload);
+//!             }
+//!         })
+//!         .unwrap();
+//! }
+//! ```
+
+#![deny(missing_docs)]
+
+mod clock;
+mod udp;
+
+pub use clock::Clock;
+pub use udp::UdpDriver;

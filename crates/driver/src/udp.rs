@@ -1,0 +1,169 @@
+//! A UDP socket driving one [`Endpoint`].
+
+use crate::clock::Clock;
+use rally_proto::{ConnectionHandle, Endpoint, EndpointConfig, Event, Instant};
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::time::Duration;
+
+/// The longest a receive may block, so that the loop notices new sends and deadlines.
+const WAIT_MAX: Duration = Duration::from_millis(50);
+/// Datagrams read per wake-up at most before timers and transmissions get a turn.
+const RECEIVE_BATCH: usize = 64;
+
+/// One UDP socket and its endpoint, with the OS clock.
+#[derive(Debug)]
+pub struct UdpDriver {
+    socket: UdpSocket,
+    endpoint: Endpoint,
+    clock: Clock,
+    receive_buf: Vec<u8>,
+    send_buf: Vec<u8>,
+    /// Datagrams the socket refused to send (counted, then dropped like a lost packet).
+    pub send_errors: u64,
+}
+
+impl UdpDriver {
+    /// Binds a socket at `address` (port 0 picks one) with an endpoint seeded from the clock
+    /// and the address, so that two servers never share a cookie secret.
+    pub fn bind(address: impl ToSocketAddrs, config: EndpointConfig) -> io::Result<Self> {
+        let socket = UdpSocket::bind(address)?;
+        let clock = Clock::start();
+        let local = socket.local_addr()?;
+        let seed = seed_from(&clock, local);
+        Ok(Self {
+            socket,
+            endpoint: Endpoint::new(config, seed),
+            clock,
+            receive_buf: vec![0; 65_536],
+            send_buf: vec![0; 65_536],
+            send_errors: 0,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    /// The endpoint, to send on connections or read their stats.
+    pub fn endpoint(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
+    }
+
+    /// The driver's clock.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// A copy of the driver's clock, for timestamps taken inside an event callback.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Starts connecting to `server`.
+    pub fn connect(&mut self, server: SocketAddr) -> ConnectionHandle {
+        let now = self.clock.now();
+        self.endpoint.connect(now, server)
+    }
+
+    /// Runs the loop for `duration`: datagrams in, timers, datagrams out, and every event to
+    /// `on_event`, which may call the endpoint (to send, say) before the loop goes on.
+    pub fn run_for(
+        &mut self,
+        duration: Duration,
+        mut on_event: impl FnMut(&mut Endpoint, ConnectionHandle, Event),
+    ) -> io::Result<()> {
+        let deadline = self.clock.now() + duration;
+        loop {
+            self.flush(&mut on_event)?;
+            let now = self.clock.now();
+            if now >= deadline {
+                return Ok(());
+            }
+            let wake = self.endpoint.poll_timeout().unwrap_or(deadline).min(deadline);
+            let wait = (wake - now).clamp(Duration::from_micros(100), WAIT_MAX);
+            self.receive(wait)?;
+            let now = self.clock.now();
+            self.endpoint.handle_timeout(now);
+        }
+    }
+
+    /// Sends what the endpoint has to send and hands out its events, until both are empty.
+    fn flush(
+        &mut self,
+        on_event: &mut impl FnMut(&mut Endpoint, ConnectionHandle, Event),
+    ) -> io::Result<()> {
+        loop {
+            let now = self.clock.now();
+            let mut busy = false;
+            while let Some(transmit) = self.endpoint.poll_transmit(now, &mut self.send_buf) {
+                busy = true;
+                let datagram = &self.send_buf[..transmit.len];
+                match self.socket.send_to(datagram, transmit.destination) {
+                    Ok(_) => {}
+                    // A full socket buffer or an unreachable peer is a lost packet, not a
+                    // reason to stop; the protocol recovers from losses.
+                    Err(e) if is_transient(&e) => self.send_errors += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+            while let Some((handle, event)) = self.endpoint.poll_event() {
+                busy = true;
+                on_event(&mut self.endpoint, handle, event);
+            }
+            if !busy {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Waits up to `wait` for a datagram, then reads what else is ready, up to a batch.
+    fn receive(&mut self, wait: Duration) -> io::Result<()> {
+        self.socket.set_nonblocking(false)?;
+        self.socket.set_read_timeout(Some(wait))?;
+        for n in 0..RECEIVE_BATCH {
+            if n == 1 {
+                self.socket.set_nonblocking(true)?;
+            }
+            match self.socket.recv_from(&mut self.receive_buf) {
+                Ok((len, from)) => {
+                    let now = self.clock.now();
+                    self.endpoint.handle_datagram(now, from, &self.receive_buf[..len]);
+                }
+                Err(e) if is_timeout(&e) => return Ok(()),
+                Err(e) if is_transient(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+}
+
+/// Errors a UDP socket reports about one datagram (an ICMP unreachable from an earlier send,
+/// a full buffer) rather than about itself.
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::WouldBlock
+            | io::ErrorKind::Interrupted
+    )
+}
+
+/// A seed that differs per process start and per address.
+fn seed_from(clock: &Clock, local: SocketAddr) -> u64 {
+    #[allow(clippy::disallowed_methods)] // Seeding from wall time is the driver's job.
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let port = u64::from(local.port());
+    wall ^ clock.now().as_nanos().rotate_left(17)
+        ^ port.rotate_left(48)
+        ^ u64::from(std::process::id())
+}
