@@ -1,7 +1,8 @@
 //! # rally-driver
 //!
 //! The only layer that touches the operating system: it owns a UDP socket and reads the clock,
-//! and moves datagrams, time and events between them and a sans-IO [`Endpoint`]. Protocol
+//! and moves datagrams, time and events between them and a sans-IO
+//! [`Endpoint`](rally_proto::Endpoint). Protocol
 //! logic stays in `rally-proto`; this crate is a loop.
 //!
 //! ```no_run
