@@ -9,7 +9,7 @@ mod transport;
 mod wire;
 
 use clap::Subcommand;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The benchmarks.
 #[derive(Debug, Subcommand)]
@@ -43,4 +43,18 @@ pub fn run(command: BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Wire(args) => wire::run(&args),
         BenchCommand::Transport(args) => transport::run(&args),
     }
+}
+
+/// Writes a benchmark report as pretty JSON, creating the file's directory if needed.
+pub fn write_json(
+    path: &Path,
+    report: &serde_json::Value,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, serde_json::to_string_pretty(report)? + "\n")
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
 }

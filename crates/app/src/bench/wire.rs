@@ -205,12 +205,7 @@ pub fn run(args: &WireArgs) -> Result<(), Box<dyn Error>> {
             "results": rows,
             "targets": targets,
         });
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
-        println!("wrote {}", path.display());
+        super::write_json(path, &report)?;
     }
     if let Some(dir) = &args.plot {
         let path = dir.join("wire.png");

@@ -304,13 +304,7 @@ fn write_json(
         "workload": { "payload_bytes": PAYLOAD_BYTES, "send_hz": 60 },
         "results": rows,
     });
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    println!("wrote {}", path.display());
-    Ok(())
+    super::write_json(path, &report)
 }
 
 fn draw(
