@@ -13,7 +13,7 @@ use crate::channel::{ReceiveChannel, Received, SendChannel};
 use crate::config::{ConnectionConfig, Redundancy};
 use crate::packet::{
     fragment_frame_size, message_frame_size, write_data_header, write_fragment, write_message,
-    Acks, DataHeader, DisconnectReason, Frame, Frames, Writer, DATA_HEADER_SIZE,
+    write_ping, Acks, DataHeader, DisconnectReason, Frame, Frames, Writer, DATA_HEADER_SIZE,
     FRAGMENT_FRAME_OVERHEAD_MAX,
 };
 use crate::time::Instant;
@@ -138,6 +138,9 @@ pub struct Connection {
     prompted: bool,
     /// The latest time any input carried: what `send`, which takes no time, counts as now.
     now: Instant,
+    /// When to send a tail-loss probe: a tiny ack-eliciting packet after the last copy of
+    /// new data, so that a loss of every copy is detected one ack later, not one message later.
+    probe_at: Option<Instant>,
 }
 
 impl Connection {
@@ -166,6 +169,7 @@ impl Connection {
             units: Vec::new(),
             prompted: false,
             now,
+            probe_at: None,
         }
     }
 
@@ -278,6 +282,8 @@ impl Connection {
 
     fn handle_frame(&mut self, frame: Frame<'_>) -> Result<(), DisconnectReason> {
         let (channel, seq, index, count, payload) = match frame {
+            // The packet's ack is already owed; a ping carries nothing more.
+            Frame::Ping => return Ok(()),
             Frame::Message { channel, seq, payload } => (channel, seq, 0, 1, payload),
             Frame::Fragment { channel, seq, index, count, payload } => {
                 (channel, seq, index, count, payload)
@@ -378,6 +384,9 @@ impl Connection {
         if self.prompted {
             return Some(self.last_sent.min(next));
         }
+        if let Some(probe) = self.probe_at {
+            next = next.min(probe);
+        }
         for channel in &self.send {
             for unit in channel.units.iter().filter(|u| !u.acked) {
                 let due = match unit.last_sent {
@@ -445,7 +454,8 @@ impl Connection {
         let urgent = self.has_urgent(now);
         let ack_due = self.ack_owed_since.is_some_and(|at| now >= at + self.config.ack_delay_max);
         let keepalive_due = now >= self.last_sent + self.config.keepalive_interval;
-        if !(urgent || ack_due || keepalive_due || self.prompted) {
+        let probe_due = self.probe_at.is_some_and(|at| now >= at);
+        if !(urgent || ack_due || keepalive_due || self.prompted || probe_due) {
             return None;
         }
         self.prompted = false;
@@ -454,8 +464,16 @@ impl Connection {
         let header = DataHeader { seq: self.sent.next_seq, acks: self.received.ack_fields(now) };
         let mut w = Writer::new(buf);
         write_data_header(&mut w, &header).ok()?;
-        self.fill(now, &mut w, false);
+        let last_copy = self.fill(now, &mut w, false);
         self.fill(now, &mut w, true);
+        if probe_due {
+            self.probe_at = None;
+            // A header-only packet already elicits nothing; the ping makes the peer ack it.
+            let _ = write_ping(&mut w);
+        }
+        if last_copy {
+            self.probe_at = Some(now + self.config.repeat_interval);
+        }
         let len = w.len();
         let mut units = std::mem::take(&mut self.units);
         self.sent.record(now, len, &mut units);
@@ -501,8 +519,10 @@ impl Connection {
     }
 
     /// Adds units to the packet, channels by priority: first those that are due, then (with
-    /// `redundant`) unacknowledged reliable units that may ride again.
-    fn fill(&mut self, now: Instant, w: &mut Writer<'_>, redundant: bool) {
+    /// `redundant`) unacknowledged reliable units that may ride again. Returns whether it sent
+    /// the last redundant copy of some unit, after which a tail-loss probe is scheduled.
+    fn fill(&mut self, now: Instant, w: &mut Writer<'_>, redundant: bool) -> bool {
+        let mut last_copy = false;
         let copies = self.copies();
         let mut order: Vec<usize> = (0..self.send.len()).collect();
         order.sort_by_key(|i| std::cmp::Reverse(self.send[*i].config.priority));
@@ -546,10 +566,12 @@ impl Connection {
                 unit.last_sent = Some(now);
                 unit.lost = false;
                 if reliable {
+                    last_copy |= copies > 1 && unit.sends == copies;
                     self.units.push((c as u8, unit.seq, unit.index));
                 }
             }
         }
+        last_copy
     }
 
     fn transmit_disconnect(

@@ -29,6 +29,7 @@ const TYPE_DATA_NO_ACKS: u8 = 0x15;
 
 const FRAME_MESSAGE: u8 = 0x01;
 const FRAME_FRAGMENT: u8 = 0x02;
+const FRAME_PING: u8 = 0x03;
 
 /// Why bytes are not a valid packet or frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -185,6 +186,8 @@ pub enum Frame<'a> {
         /// The message.
         payload: &'a [u8],
     },
+    /// Asks for an ack at once; carries nothing else (a tail-loss probe).
+    Ping,
     /// A piece of a message too large for one packet.
     Fragment {
         /// The channel index.
@@ -407,6 +410,11 @@ pub(crate) fn write_fragment(
     w.put(payload)
 }
 
+/// Writes a ping frame, which makes the packet ack-eliciting without carrying data.
+pub(crate) fn write_ping(w: &mut Writer<'_>) -> Result<(), PacketError> {
+    w.put(&[FRAME_PING])
+}
+
 /// The bytes a message frame with `len` bytes of payload takes.
 pub fn message_frame_size(len: usize) -> usize {
     4 + varint_len(len) + len
@@ -437,6 +445,9 @@ impl<'a> Frames<'a> {
     fn next_frame(&mut self) -> Result<Frame<'a>, PacketError> {
         let r = &mut self.reader;
         let kind = r.u8("frame type")?;
+        if kind == FRAME_PING {
+            return Ok(Frame::Ping);
+        }
         let channel = r.u8("channel")?;
         let seq = r.u16("message sequence")?;
         match kind {
