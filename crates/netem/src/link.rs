@@ -107,6 +107,7 @@ impl LinkStats {
 struct Pending<T> {
     deliver_at: Instant,
     sent_at: Instant,
+    size: usize,
     /// Ties on `deliver_at` leave in sending order.
     order: u64,
     packet: T,
@@ -146,6 +147,8 @@ pub struct Link<T> {
     /// One-way delays of delivered packets, nanoseconds, kept when sampling is on.
     delay_samples: Vec<u64>,
     delay_samples_max: usize,
+    /// Only packets of at least this many bytes are sampled.
+    delay_samples_min_bytes: usize,
 }
 
 impl<T: Clone> Link<T> {
@@ -162,13 +165,16 @@ impl<T: Clone> Link<T> {
             stats: LinkStats::default(),
             delay_samples: Vec::new(),
             delay_samples_max: 0,
+            delay_samples_min_bytes: 0,
         }
     }
 
-    /// Keeps the one-way delay of up to `max` delivered packets, for distributions (a
-    /// benchmark's "the link's own RTT"); 0 turns sampling off.
-    pub fn sample_delays(&mut self, max: usize) {
+    /// Keeps the one-way delay of up to `max` delivered packets of at least `min_bytes`, for
+    /// distributions (a benchmark's "the link's own RTT" over the packets that carry its
+    /// payloads, not over tiny acks); `max` 0 turns sampling off.
+    pub fn sample_delays(&mut self, max: usize, min_bytes: usize) {
         self.delay_samples_max = max;
+        self.delay_samples_min_bytes = min_bytes;
         self.delay_samples.truncate(max);
     }
 
@@ -232,7 +238,8 @@ impl<T: Clone> Link<T> {
             self.stats.duplicated += u64::from(copy > 0);
             self.order += 1;
             let packet = packet.clone();
-            self.in_flight.push(Pending { deliver_at, sent_at: now, order: self.order, packet });
+            let order = self.order;
+            self.in_flight.push(Pending { deliver_at, sent_at: now, size, order, packet });
         }
     }
 
@@ -281,7 +288,8 @@ impl<T: Clone> Link<T> {
         self.stats.delay_sum_ns += delay as f64;
         self.stats.delay_sq_sum_ns += (delay as f64) * (delay as f64);
         self.stats.delay_max_ns = self.stats.delay_max_ns.max(delay);
-        if self.delay_samples.len() < self.delay_samples_max {
+        let sampled = pending.size >= self.delay_samples_min_bytes;
+        if sampled && self.delay_samples.len() < self.delay_samples_max {
             self.delay_samples.push(delay);
         }
         Some(pending.packet)

@@ -62,8 +62,8 @@ fn millis(t: Instant) -> u32 {
 pub fn run(link: &LinkConfig, seed: u64, duration: Duration, flush: bool) -> Run {
     let mut up: Link<Vec<u8>> = Link::new(*link, seed.wrapping_mul(7).wrapping_add(3));
     let mut down: Link<Vec<u8>> = Link::new(*link, seed.wrapping_mul(11).wrapping_add(4));
-    up.sample_delays(SAMPLES_MAX);
-    down.sample_delays(SAMPLES_MAX);
+    up.sample_delays(SAMPLES_MAX, PAYLOAD_BYTES);
+    down.sample_delays(SAMPLES_MAX, PAYLOAD_BYTES);
     let (mut client, mut server) = (End::new(flush), End::new(flush));
     let mut run = Run::default();
     let mut sent_at: Vec<Instant> = Vec::new();

@@ -6,9 +6,11 @@
 //! seeds, in one run. In `sim` mode everything runs in virtual time: Rally's endpoints through
 //! `rally-sim`, KCP (the original C ikcp.c, through the kcp-rs crate) driven by the same clock.
 //!
-//! Beside each peer's figures the report gives the link's own RTT over the same run: each
-//! direction's one-way delays (queueing and serialization included), paired in order, which is
-//! what a protocol with no losses and no waiting of its own would measure.
+//! Beside each peer's figures the report gives the link's own RTT over the same run: the one-way
+//! delays (queueing and serialization included) of each direction's packets that are large
+//! enough to carry a payload, paired in order: what a protocol with no losses and no waiting of
+//! its own would measure. Small packets (acks) are left out, as they carry no payload and would
+//! pull the link's figure below what any payload can see.
 
 mod kcp;
 mod rally;

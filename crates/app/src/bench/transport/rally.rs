@@ -16,8 +16,8 @@ pub fn run(link: &LinkConfig, seed: u64, duration: Duration) -> Result<Run, Box<
     let (client, server) = pair
         .connect(Duration::from_secs(10))
         .ok_or("rally: the handshake did not finish within 10 s of virtual time")?;
-    pair.to_server.sample_delays(SAMPLES_MAX);
-    pair.to_client.sample_delays(SAMPLES_MAX);
+    pair.to_server.sample_delays(SAMPLES_MAX, PAYLOAD_BYTES);
+    pair.to_client.sample_delays(SAMPLES_MAX, PAYLOAD_BYTES);
     let (bytes_up, bytes_down) = (pair.client_wire_bytes(), pair.server_wire_bytes());
     let start = pair.now;
     let end = start + duration;
