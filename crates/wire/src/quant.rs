@@ -29,6 +29,9 @@ pub struct PositionQuantizer {
     min: Vec3,
     max: Vec3,
     precision: f32,
+    /// `1 / precision`: quantizing multiplies, as a division per axis per entity per tick costs
+    /// more than everything else together.
+    inverse: f32,
     /// Largest code per axis (the number of steps).
     steps: [u32; 3],
     bits: [u32; 3],
@@ -85,7 +88,7 @@ impl PositionQuantizer {
             steps[axis] = count as u32;
             bits[axis] = needed;
         }
-        Ok(Self { min, max, precision, steps, bits })
+        Ok(Self { min, max, precision, inverse: 1.0 / precision, steps, bits })
     }
 
     /// Bits per axis on the wire.
@@ -111,7 +114,7 @@ impl PositionQuantizer {
     /// The code of each axis, clamped to the box.
     #[inline]
     pub fn quantize(&self, position: Vec3) -> [u32; 3] {
-        let scaled = (position - self.min) / self.precision;
+        let scaled = (position - self.min) * self.inverse;
         let mut code = [0u32; 3];
         for axis in 0..3 {
             code[axis] = round_unsigned(scaled[axis]).min(self.steps[axis]);
@@ -259,6 +262,8 @@ impl RotationQuantizer {
 pub struct VelocityQuantizer {
     max: f32,
     precision: f32,
+    /// `1 / precision`, so that quantizing multiplies.
+    inverse: f32,
     /// Largest code magnitude.
     half: i32,
     bits: u32,
@@ -300,7 +305,7 @@ impl VelocityQuantizer {
                 max: VELOCITY_BITS_MAX,
             });
         }
-        Ok(Self { max, precision, half: half as i32, bits })
+        Ok(Self { max, precision, inverse: 1.0 / precision, half: half as i32, bits })
     }
 
     /// The default for linear velocities: 0.01 m/s within +-64 m/s.
@@ -331,7 +336,7 @@ impl VelocityQuantizer {
     /// Signed codes, clamped to the range.
     #[inline]
     pub fn quantize(&self, velocity: Vec3) -> [i32; 3] {
-        let scaled = velocity / self.precision;
+        let scaled = velocity * self.inverse;
         let mut code = [0i32; 3];
         for axis in 0..3 {
             code[axis] = round_signed(scaled[axis]).clamp(-self.half, self.half);
@@ -356,14 +361,11 @@ fn round_unsigned(value: f32) -> u32 {
 }
 
 /// Rounds half away from zero, like `f32::round`, saturating at the `i32` range; NaN becomes 0.
+/// Branch-free (adding a signed half, then truncating), since velocity signs are as good as
+/// random.
 #[inline(always)]
 fn round_signed(value: f32) -> i32 {
-    let magnitude = (value.abs() + 0.5) as i32;
-    if value.is_sign_negative() {
-        -magnitude
-    } else {
-        magnitude
-    }
+    (value + 0.5f32.copysign(value)) as i32
 }
 
 fn check_positive(field: &'static str, value: f32) -> Result<(), ConfigError> {
