@@ -254,7 +254,8 @@ impl Connection {
         size: usize,
     ) -> Result<(), DisconnectReason> {
         self.now = self.now.max(now);
-        if self.state == State::Closed {
+        if self.state != State::Connected {
+            // Closing or closed: the application was told; nothing more is delivered.
             return Ok(());
         }
         if !self.received.record(header.seq, now) {
