@@ -76,7 +76,10 @@ fn describe(outcome: &Outcome) {
     println!("seed {}:", s.seed);
     println!("  faulty link for {:?}: {:?}", s.fault_time, s.faulty);
     println!("  blackouts (offset, length): {:?}", s.blackouts);
-    println!("  send gap {:?}, messages up to {} bytes", s.send_gap, s.size_max);
+    println!(
+        "  {} clients, send gap {:?}, messages up to {} bytes",
+        s.clients, s.send_gap, s.size_max
+    );
     if let Some(failure) = &outcome.failure {
         println!("  FAILED: {failure}");
     }

@@ -158,6 +158,15 @@ impl Endpoint {
         }
     }
 
+    /// The peer address of a connection or connection attempt.
+    pub fn peer(&self, handle: ConnectionHandle) -> Option<SocketAddr> {
+        match self.slots.get(handle.0)? {
+            Slot::Open { peer, .. } => Some(*peer),
+            Slot::Connecting(attempt) => Some(attempt.server),
+            Slot::Free => None,
+        }
+    }
+
     /// Starts connecting to `server`; `Event::Connected` follows on success.
     pub fn connect(&mut self, now: Instant, server: SocketAddr) -> ConnectionHandle {
         let nonce = self.next_nonce();

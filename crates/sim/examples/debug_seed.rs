@@ -24,6 +24,5 @@ fn main() {
     println!("{:?}", outcome.failure);
     println!("delivered {} refused {}", outcome.delivered, outcome.refused);
     println!("sent/arrived per side and channel: {:?}", outcome.counts);
-    println!("client {:#?}", outcome.stats[0]);
-    println!("server {:#?}", outcome.stats[1]);
+    println!("clients {:#?}", outcome.stats);
 }

@@ -11,7 +11,9 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod net;
 mod pair;
 pub mod scenario;
 
+pub use net::{Client, Net};
 pub use pair::{Pair, DRIVE_STEPS_MAX};

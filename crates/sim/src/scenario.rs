@@ -1,10 +1,11 @@
 //! Seeded scenarios and their checkers (TigerBeetle's VOPR is the model).
 //!
-//! A seed decides everything: the link's faults (loss up to 30%, random or in bursts,
-//! duplication, reordering, a rate limit, blackouts), the traffic (both directions, every
-//! channel, sizes from empty to many fragments). The scenario runs in virtual time in three
-//! acts: connect on a healed link, exchange messages under faults, then heal the link and let
-//! it settle. Checkers run after every step of the clock:
+//! A seed decides everything: how many clients (one to three), the links' faults (loss up to
+//! 30%, random or in bursts, duplication, reordering, a rate limit, blackouts), the traffic
+//! (both directions of every connection, every channel, sizes from tiny to many fragments).
+//! The scenario runs in virtual time in three acts: connect on healed links, exchange messages
+//! under faults, then heal the links and let them settle. Checkers run after every step of the
+//! clock:
 //!
 //! - reliable ordered: every message arrives exactly once, in sending order;
 //! - reliable unordered: every message arrives exactly once;
@@ -17,7 +18,7 @@
 //! A failure names the seed; [`run`] with the same seed replays it exactly, which the trace
 //! hash (every event, in order, with its time) proves.
 
-use crate::Pair;
+use crate::net::Net;
 use rally_netem::{LinkConfig, LossModel};
 use rally_proto::{
     ChannelConfig, ChannelKind, ConnectionConfig, ConnectionHandle, Endpoint, EndpointConfig,
@@ -27,6 +28,7 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use siphasher::sip::SipHasher13;
 use std::hash::Hasher;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Time after the heal within which every reliable message must have arrived: the longest
@@ -55,6 +57,8 @@ pub struct Scenario {
     pub send_gap: Duration,
     /// Largest message, bytes.
     pub size_max: usize,
+    /// Clients connected to the one server.
+    pub clients: usize,
 }
 
 /// What a run produced.
@@ -70,10 +74,11 @@ pub struct Outcome {
     pub refused: u64,
     /// The first broken invariant, if any.
     pub failure: Option<String>,
-    /// Both connections' statistics at the end (client, server), for failure reports.
-    pub stats: [Option<rally_proto::ConnectionStats>; 2],
-    /// Per sending side (client, server) and channel: messages accepted and messages arrived.
-    pub counts: [[(u32, u32); 4]; 2],
+    /// Each client's connection statistics at the end, for failure reports.
+    pub stats: Vec<Option<rally_proto::ConnectionStats>>,
+    /// Per client, per direction (client to server, server to client) and channel: messages
+    /// accepted for sending and messages arrived.
+    pub counts: Vec<[[(u32, u32); 4]; 2]>,
 }
 
 impl Scenario {
@@ -105,7 +110,8 @@ impl Scenario {
             .collect();
         let send_gap = Duration::from_micros(2_000 + rng.next_u64() % 30_000);
         let size_max = [8, 400, 1_500, 20_000][(rng.next_u32() % 4) as usize];
-        Scenario { seed, faulty, blackouts, fault_time, send_gap, size_max }
+        let clients = 1 + (rng.next_u32() % 3) as usize;
+        Scenario { seed, faulty, blackouts, fault_time, send_gap, size_max, clients }
     }
 }
 
@@ -142,82 +148,113 @@ pub fn run_scenario(scenario: Scenario) -> Outcome {
     let seed = scenario.seed;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5EED);
     let healed = LinkConfig { delay: Duration::from_millis(5), ..LinkConfig::default() };
-    let mut pair = Pair::new(endpoint_config(), healed, seed);
+    let mut net = Net::new(endpoint_config(), healed, scenario.clients, seed);
     let mut outcome = Outcome {
         scenario: scenario.clone(),
         trace_hash: 0,
         delivered: 0,
         refused: 0,
         failure: None,
-        stats: [None, None],
-        counts: [[(0, 0); 4]; 2],
+        stats: Vec::new(),
+        counts: Vec::new(),
     };
-    let Some((client, server)) = pair.connect(Duration::from_secs(5)) else {
-        outcome.failure = Some("the handshake did not finish on a healed link".into());
+    if !net.connect_all(Duration::from_secs(5)) {
+        outcome.failure = Some("the handshakes did not finish on healed links".into());
+        return outcome;
+    }
+    let Some(server_handles) = server_handles(&net) else {
+        outcome.failure = Some("a server connection has no client".into());
         return outcome;
     };
-    let mut ledgers = [Ledger::default(), Ledger::default()];
-    let mut seen_events = [pair.client_events.len(), pair.server_events.len()];
+    // Per client: [client to server, server to client].
+    let mut ledgers: Vec<[Ledger; 2]> = (0..scenario.clients).map(|_| Default::default()).collect();
+    let mut seen = Seen { server: net.server_events.len(), clients: vec![0; scenario.clients] };
     let mut trace = SipHasher13::new_with_keys(seed, 0);
-    pair.to_server.set_config(scenario.faulty);
-    pair.to_client.set_config(scenario.faulty);
-    let fault_start = pair.now;
+    let fault_start = net.now;
     let heal_at = fault_start + scenario.fault_time;
     let mut end = heal_at + HEAL_BOUND;
     let mut healed_yet = false;
-    let mut next_send = [fault_start, fault_start];
-    while pair.now < end {
-        apply_blackouts(&mut pair, &scenario, fault_start, heal_at, healed);
-        if !healed_yet && pair.now >= heal_at {
+    // Per client: the next send of the client and of the server to it.
+    let mut next_send = vec![[fault_start; 2]; scenario.clients];
+    net.set_links(scenario.faulty);
+    while net.now < end {
+        apply_blackouts(&mut net, &scenario, fault_start, heal_at, healed);
+        if !healed_yet && net.now >= heal_at {
             // Packets already queued at a bottleneck keep the old rate; the bound starts when
             // they are out.
             healed_yet = true;
-            let drained = pair.to_server.drained_at().max(pair.to_client.drained_at());
-            end = end.max(drained + HEAL_BOUND);
+            end = end.max(net.drained_at() + HEAL_BOUND);
         }
-        for side in 0..2 {
-            if pair.now >= next_send[side] && pair.now < heal_at {
-                let (endpoint, handle) =
-                    if side == 0 { (&mut pair.client, client) } else { (&mut pair.server, server) };
+        for c in 0..scenario.clients {
+            for side in 0..2 {
+                if net.now < next_send[c][side] || net.now >= heal_at {
+                    continue;
+                }
+                let (endpoint, handle) = if side == 0 {
+                    let client = &mut net.clients[c];
+                    (&mut client.endpoint, client.handle.expect("connected"))
+                } else {
+                    (&mut net.server, server_handles[c])
+                };
+                let ledger = &mut ledgers[c][side];
                 outcome.refused +=
-                    send_random(endpoint, handle, &mut ledgers[side], &mut rng, scenario.size_max);
-                let gap = scenario.send_gap.mul_f64(0.5 + unit(&mut rng));
-                next_send[side] = pair.now + gap;
+                    send_random(endpoint, handle, ledger, &mut rng, scenario.size_max);
+                next_send[c][side] = net.now + scenario.send_gap.mul_f64(0.5 + unit(&mut rng));
             }
         }
-        pair.drive();
-        if let Err(failure) = check(&mut pair, &mut ledgers, &mut seen_events, &mut trace) {
-            outcome.failure = Some(format!("at {}: {failure}", pair.now));
+        net.drive();
+        if let Err(failure) = check(&net, &server_handles, &mut ledgers, &mut seen, &mut trace) {
+            outcome.failure = Some(format!("at {}: {failure}", net.now));
             break;
         }
-        let wake = [next_send[0], next_send[1], end]
-            .into_iter()
-            .filter(|t| *t > pair.now)
-            .min()
-            .unwrap_or(end);
-        pair.step_until(wake);
+        let sends = next_send.iter().flatten().copied();
+        let wake = sends.chain([end]).filter(|t| *t > net.now).min().unwrap_or(end);
+        net.step_until(wake);
     }
     if outcome.failure.is_none() {
         outcome.failure = check_complete(&ledgers);
     }
-    outcome.delivered = ledgers[0].delivered + ledgers[1].delivered;
-    for (side, ledger) in ledgers.iter().enumerate() {
-        for c in 0..4 {
-            let arrived = ledger.seen[c].iter().filter(|s| **s).count() as u32;
-            outcome.counts[side][c] = (ledger.sent[c], arrived);
-        }
-    }
-    outcome.stats = [
-        pair.client.connection(client).map(|c| c.stats()),
-        pair.server.connection(server).map(|c| c.stats()),
-    ];
-    trace.write_u64(outcome.delivered);
-    outcome.trace_hash = trace.finish();
+    finish(&mut outcome, &net, &ledgers, trace);
     outcome
 }
 
+/// Fills the outcome's totals, counts, stats and trace hash.
+fn finish(outcome: &mut Outcome, net: &Net, ledgers: &[[Ledger; 2]], mut trace: SipHasher13) {
+    outcome.delivered = ledgers.iter().flatten().map(|l| l.delivered).sum();
+    outcome.counts = ledgers
+        .iter()
+        .map(|pair| {
+            [0, 1].map(|side| {
+                let ledger = &pair[side];
+                [0, 1, 2, 3].map(|c| {
+                    let arrived = ledger.seen[c].iter().filter(|s| **s).count() as u32;
+                    (ledger.sent[c], arrived)
+                })
+            })
+        })
+        .collect();
+    outcome.stats = net
+        .clients
+        .iter()
+        .map(|client| client.handle.and_then(|h| client.endpoint.connection(h)).map(|c| c.stats()))
+        .collect();
+    trace.write_u64(outcome.delivered);
+    outcome.trace_hash = trace.finish();
+}
+
+/// The server's handle for each client, in client order.
+fn server_handles(net: &Net) -> Option<Vec<ConnectionHandle>> {
+    let connected = net.server_events.iter().filter(|(_, e)| *e == Event::Connected);
+    let pairs: Vec<(SocketAddr, ConnectionHandle)> =
+        connected.filter_map(|(h, _)| net.server.peer(*h).map(|addr| (addr, *h))).collect();
+    net.clients
+        .iter()
+        .map(|c| pairs.iter().find(|(addr, _)| *addr == c.addr).map(|(_, h)| *h))
+        .collect()
+}
+
 fn apply_blackouts(
-    pair: &mut Pair,
+    net: &mut Net,
     scenario: &Scenario,
     start: Instant,
     heal_at: Instant,
@@ -225,18 +262,17 @@ fn apply_blackouts(
 ) {
     let dark = scenario.blackouts.iter().any(|(from, len)| {
         let from = start + *from;
-        pair.now >= from && pair.now < from + *len
+        net.now >= from && net.now < from + *len
     });
-    let config = if pair.now >= heal_at {
+    let config = if net.now >= heal_at {
         healed
     } else if dark {
         LinkConfig { loss: LossModel::Bernoulli { probability: 1.0 }, ..scenario.faulty }
     } else {
         scenario.faulty
     };
-    if *pair.to_server.config() != config {
-        pair.to_server.set_config(config);
-        pair.to_client.set_config(config);
+    if net.clients.first().is_some_and(|c| *c.up.config() != config) {
+        net.set_links(config);
     }
 }
 
@@ -263,48 +299,70 @@ fn send_random(
     }
 }
 
-/// Checks every new event of both sides against the invariants and the queue limits.
+/// How many events of each endpoint the checkers have seen.
+struct Seen {
+    server: usize,
+    clients: Vec<usize>,
+}
+
+/// Checks every new event of every endpoint against the invariants and the queue limits.
 fn check(
-    pair: &mut Pair,
-    ledgers: &mut [Ledger; 2],
-    seen_events: &mut [usize; 2],
+    net: &Net,
+    server_handles: &[ConnectionHandle],
+    ledgers: &mut [[Ledger; 2]],
+    seen: &mut Seen,
     trace: &mut SipHasher13,
 ) -> Result<(), String> {
-    // The server receives what the client sent (ledger 0) and the other way round.
-    for (receiver, sender) in [(1usize, 0usize), (0, 1)] {
-        let events = if receiver == 1 { &pair.server_events } else { &pair.client_events };
-        while seen_events[receiver] < events.len() {
-            let (_, event) = &events[seen_events[receiver]];
-            seen_events[receiver] += 1;
-            trace.write_u64(pair.now.as_nanos());
-            trace.write_usize(receiver);
-            match event {
-                Event::Message { channel, payload } => {
-                    trace.write(payload);
-                    let ledger = &mut ledgers[sender];
-                    check_message(ledger, *channel, payload)?;
-                    ledger.delivered += 1;
-                }
-                Event::Disconnected { reason } => {
-                    return Err(format!("side {receiver} disconnected: {reason:?}"))
-                }
-                Event::Connected => {}
-            }
+    // What the server received came from client `c` (direction 0).
+    while seen.server < net.server_events.len() {
+        let (handle, event) = &net.server_events[seen.server];
+        seen.server += 1;
+        let c = server_handles.iter().position(|h| h == handle).ok_or("an unknown connection")?;
+        record(event, &mut ledgers[c][0], (net.now, c, 0), trace)?;
+    }
+    // What client `c` received came from the server (direction 1).
+    for (c, client) in net.clients.iter().enumerate() {
+        while seen.clients[c] < client.events.len() {
+            let (_, event) = &client.events[seen.clients[c]];
+            seen.clients[c] += 1;
+            record(event, &mut ledgers[c][1], (net.now, c, 1), trace)?;
         }
     }
-    for (name, endpoint) in [("client", &pair.client), ("server", &pair.server)] {
-        for handle in (0..4).map(ConnectionHandle) {
-            if let Some(connection) = endpoint.connection(handle) {
-                let queued = connection.stats().send_queue.iter().copied().max().unwrap_or(0);
-                if queued > 256 {
-                    return Err(format!(
-                        "{name} send queue holds {queued} units, over its limit of 256"
-                    ));
-                }
-            }
+    let mut connections =
+        server_handles.iter().filter_map(|h| net.server.connection(*h)).collect::<Vec<_>>();
+    connections
+        .extend(net.clients.iter().filter_map(|c| c.handle.and_then(|h| c.endpoint.connection(h))));
+    for connection in connections {
+        let queued = connection.stats().send_queue.iter().copied().max().unwrap_or(0);
+        if queued > 256 {
+            return Err(format!("a send queue holds {queued} units, over its limit of 256"));
         }
     }
     Ok(())
+}
+
+/// Hashes an event into the trace and checks a message against the sender's ledger.
+fn record(
+    event: &Event,
+    ledger: &mut Ledger,
+    (now, client, direction): (Instant, usize, usize),
+    trace: &mut SipHasher13,
+) -> Result<(), String> {
+    trace.write_u64(now.as_nanos());
+    trace.write_usize(client * 2 + direction);
+    match event {
+        Event::Message { channel, payload } => {
+            trace.write(payload);
+            check_message(ledger, *channel, payload)
+                .map_err(|e| format!("client {client} direction {direction}: {e}"))?;
+            ledger.delivered += 1;
+            Ok(())
+        }
+        Event::Disconnected { reason } => {
+            Err(format!("client {client} direction {direction}: disconnected: {reason:?}"))
+        }
+        Event::Connected => Ok(()),
+    }
 }
 
 fn check_message(ledger: &mut Ledger, channel: u8, payload: &[u8]) -> Result<(), String> {
@@ -346,17 +404,19 @@ fn check_message(ledger: &mut Ledger, channel: u8, payload: &[u8]) -> Result<(),
 }
 
 /// After the heal bound: every reliable message accepted for sending has arrived.
-fn check_complete(ledgers: &[Ledger; 2]) -> Option<String> {
-    for (side, ledger) in ledgers.iter().enumerate() {
-        for c in [0usize, 1] {
-            let arrived = ledger.seen[c].iter().filter(|s| **s).count() as u32;
-            if arrived != ledger.sent[c] {
+fn check_complete(ledgers: &[[Ledger; 2]]) -> Option<String> {
+    for (client, pair) in ledgers.iter().enumerate() {
+        for (direction, ledger) in pair.iter().enumerate() {
+            for c in [0usize, 1] {
+                let arrived = ledger.seen[c].iter().filter(|s| **s).count() as u32;
                 let sent = ledger.sent[c];
-                let bound = HEAL_BOUND;
-                return Some(format!(
-                    "side {side} channel {c}: {arrived} of {sent} reliable messages arrived \
-                     within {bound:?} of the heal"
-                ));
+                if arrived != sent {
+                    let bound = HEAL_BOUND;
+                    return Some(format!(
+                        "client {client} direction {direction} channel {c}: {arrived} of {sent} \
+                         reliable messages arrived within {bound:?} of the heal"
+                    ));
+                }
             }
         }
     }

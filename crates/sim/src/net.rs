@@ -1,0 +1,172 @@
+//! One server endpoint, several client endpoints, a link each way per client, one virtual
+//! clock: the harness for scenarios with more than one connection.
+
+use rally_netem::{Link, LinkConfig};
+use rally_proto::{ConnectionHandle, Endpoint, EndpointConfig, Event, Instant};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::DRIVE_STEPS_MAX;
+
+/// A client endpoint with its own path to the server.
+#[derive(Debug)]
+pub struct Client {
+    /// The endpoint.
+    pub endpoint: Endpoint,
+    /// Its address as the server sees it.
+    pub addr: SocketAddr,
+    /// Client to server.
+    pub up: Link<Vec<u8>>,
+    /// Server to client.
+    pub down: Link<Vec<u8>>,
+    /// Events the client produced, in order.
+    pub events: Vec<(ConnectionHandle, Event)>,
+    /// The handle of its connection to the server.
+    pub handle: Option<ConnectionHandle>,
+}
+
+/// A server and its clients on one virtual clock.
+#[derive(Debug)]
+pub struct Net {
+    /// The virtual clock.
+    pub now: Instant,
+    /// The server.
+    pub server: Endpoint,
+    /// The server's address.
+    pub server_addr: SocketAddr,
+    /// Events the server produced, in order.
+    pub server_events: Vec<(ConnectionHandle, Event)>,
+    /// The clients.
+    pub clients: Vec<Client>,
+    buf: Vec<u8>,
+}
+
+impl Net {
+    /// `clients` clients, each with `link` both ways; all randomness derives from `seed`.
+    pub fn new(config: EndpointConfig, link: LinkConfig, clients: usize, seed: u64) -> Self {
+        let clients = (0..clients as u64)
+            .map(|i| {
+                let s = seed.wrapping_mul(31).wrapping_add(i * 1_000_003);
+                Client {
+                    endpoint: Endpoint::new(config.clone(), s.wrapping_add(1)),
+                    addr: SocketAddr::from(([10, 0, 1, i as u8 + 1], 40_000 + i as u16)),
+                    up: Link::new(link, s.wrapping_add(2)),
+                    down: Link::new(link, s.wrapping_add(3)),
+                    events: Vec::new(),
+                    handle: None,
+                }
+            })
+            .collect();
+        Self {
+            now: Instant::ZERO,
+            server: Endpoint::new(config, seed.wrapping_mul(5).wrapping_add(2)),
+            server_addr: "10.0.0.2:7777".parse().expect("a valid address"),
+            server_events: Vec::new(),
+            clients,
+            buf: vec![0; 65_536],
+        }
+    }
+
+    /// Connects every client and steps until all are connected or `timeout` passes; returns
+    /// whether they all connected.
+    pub fn connect_all(&mut self, timeout: Duration) -> bool {
+        for client in &mut self.clients {
+            client.handle = Some(client.endpoint.connect(self.now, self.server_addr));
+        }
+        let deadline = self.now + timeout;
+        loop {
+            self.drive();
+            let connected = |events: &[(ConnectionHandle, Event)]| {
+                events.iter().any(|(_, e)| *e == Event::Connected)
+            };
+            let servers = self.server_events.iter().filter(|(_, e)| *e == Event::Connected).count();
+            if servers == self.clients.len() && self.clients.iter().all(|c| connected(&c.events)) {
+                return true;
+            }
+            if self.now >= deadline || !self.step_until(deadline) {
+                return false;
+            }
+        }
+    }
+
+    /// Handles everything due at `now`, until nothing more happens at this instant. Panics on
+    /// a livelock.
+    pub fn drive(&mut self) {
+        for _ in 0..DRIVE_STEPS_MAX {
+            let mut busy = false;
+            for client in &mut self.clients {
+                while let Some(packet) = client.up.poll_deliver(self.now) {
+                    self.server.handle_datagram(self.now, client.addr, &packet);
+                    busy = true;
+                }
+                while let Some(packet) = client.down.poll_deliver(self.now) {
+                    client.endpoint.handle_datagram(self.now, self.server_addr, &packet);
+                    busy = true;
+                }
+                client.endpoint.handle_timeout(self.now);
+                while let Some(t) = client.endpoint.poll_transmit(self.now, &mut self.buf) {
+                    client.up.send(self.now, self.buf[..t.len].to_vec(), t.len);
+                    busy = true;
+                }
+                while let Some(event) = client.endpoint.poll_event() {
+                    client.events.push(event);
+                    busy = true;
+                }
+            }
+            self.server.handle_timeout(self.now);
+            while let Some(t) = self.server.poll_transmit(self.now, &mut self.buf) {
+                // A datagram to an address no client has is lost, as on a real network.
+                if let Some(client) = self.clients.iter_mut().find(|c| c.addr == t.destination) {
+                    client.down.send(self.now, self.buf[..t.len].to_vec(), t.len);
+                }
+                busy = true;
+            }
+            while let Some(event) = self.server.poll_event() {
+                self.server_events.push(event);
+                busy = true;
+            }
+            if !busy {
+                return;
+            }
+        }
+        panic!("livelock: still busy after {DRIVE_STEPS_MAX} rounds at {}", self.now);
+    }
+
+    /// The next time anything is scheduled.
+    pub fn next_event_time(&self) -> Option<Instant> {
+        let clients = self
+            .clients
+            .iter()
+            .flat_map(|c| [c.endpoint.poll_timeout(), c.up.poll_timeout(), c.down.poll_timeout()]);
+        clients.chain([self.server.poll_timeout()]).flatten().min()
+    }
+
+    /// Jumps the clock to the next scheduled time (never past `deadline`) and drives; false if
+    /// nothing is scheduled before it.
+    pub fn step_until(&mut self, deadline: Instant) -> bool {
+        let Some(next) = self.next_event_time() else { return false };
+        let next = next.max(self.now + Duration::from_nanos(1));
+        if next > deadline {
+            self.now = deadline;
+            self.drive();
+            return false;
+        }
+        self.now = next;
+        self.drive();
+        true
+    }
+
+    /// Changes every client's links (a blackout, a heal).
+    pub fn set_links(&mut self, link: LinkConfig) {
+        for client in &mut self.clients {
+            client.up.set_config(link);
+            client.down.set_config(link);
+        }
+    }
+
+    /// When every link's bottleneck will have sent what it holds.
+    pub fn drained_at(&self) -> Instant {
+        let times = self.clients.iter().flat_map(|c| [c.up.drained_at(), c.down.drained_at()]);
+        times.max().unwrap_or(self.now)
+    }
+}
