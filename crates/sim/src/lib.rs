@@ -5,15 +5,17 @@
 //! second of simulated traffic takes milliseconds.
 //!
 //! [`Pair`] is the test harness: a client and a server endpoint, a link each way, and
-//! [`Pair::step_until`], which jumps the clock to the next thing that happens. The
+//! [`VirtualClock::step_until`], which jumps the clock to the next thing that happens. The
 //! [`scenario`] module builds whole runs from a seed and checks them; `rally sim` runs batches.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod clock;
 mod net;
 mod pair;
 pub mod scenario;
 
-pub use net::{Client, Net};
-pub use pair::{Pair, DRIVE_STEPS_MAX};
+pub use clock::VirtualClock;
+pub use net::{Client, Net, DRIVE_STEPS_MAX};
+pub use pair::Pair;

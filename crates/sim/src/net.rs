@@ -6,7 +6,10 @@ use rally_proto::{ConnectionHandle, Endpoint, EndpointConfig, Event, Instant};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::DRIVE_STEPS_MAX;
+use crate::VirtualClock;
+
+/// Rounds of I/O one drive may take before the harness calls it a livelock.
+pub const DRIVE_STEPS_MAX: usize = 100_000;
 
 /// A client endpoint with its own path to the server.
 #[derive(Debug)]
@@ -23,6 +26,8 @@ pub struct Client {
     pub events: Vec<(ConnectionHandle, Event)>,
     /// The handle of its connection to the server.
     pub handle: Option<ConnectionHandle>,
+    /// Datagram bytes it sent into its link.
+    pub wire_bytes: u64,
 }
 
 /// A server and its clients on one virtual clock.
@@ -36,6 +41,8 @@ pub struct Net {
     pub server_addr: SocketAddr,
     /// Events the server produced, in order.
     pub server_events: Vec<(ConnectionHandle, Event)>,
+    /// Datagram bytes the server sent into its links.
+    pub server_wire_bytes: u64,
     /// The clients.
     pub clients: Vec<Client>,
     buf: Vec<u8>,
@@ -44,17 +51,17 @@ pub struct Net {
 impl Net {
     /// `clients` clients, each with `link` both ways; all randomness derives from `seed`.
     pub fn new(config: EndpointConfig, link: LinkConfig, clients: usize, seed: u64) -> Self {
+        // Client i's links use the seeds a benchmark's other peers use for their links (seed *
+        // 7 + 3 and seed * 11 + 4 for the first), so that every peer meets the same link.
         let clients = (0..clients as u64)
-            .map(|i| {
-                let s = seed.wrapping_mul(31).wrapping_add(i * 1_000_003);
-                Client {
-                    endpoint: Endpoint::new(config.clone(), s.wrapping_add(1)),
-                    addr: SocketAddr::from(([10, 0, 1, i as u8 + 1], 40_000 + i as u16)),
-                    up: Link::new(link, s.wrapping_add(2)),
-                    down: Link::new(link, s.wrapping_add(3)),
-                    events: Vec::new(),
-                    handle: None,
-                }
+            .map(|i| Client {
+                endpoint: Endpoint::new(config.clone(), seed.wrapping_mul(3).wrapping_add(1 + i)),
+                addr: SocketAddr::from(([10, 0, 1, i as u8 + 1], 40_000 + i as u16)),
+                up: Link::new(link, seed.wrapping_mul(7).wrapping_add(3 + 2 * i)),
+                down: Link::new(link, seed.wrapping_mul(11).wrapping_add(4 + 2 * i)),
+                events: Vec::new(),
+                handle: None,
+                wire_bytes: 0,
             })
             .collect();
         Self {
@@ -62,6 +69,7 @@ impl Net {
             server: Endpoint::new(config, seed.wrapping_mul(5).wrapping_add(2)),
             server_addr: "10.0.0.2:7777".parse().expect("a valid address"),
             server_events: Vec::new(),
+            server_wire_bytes: 0,
             clients,
             buf: vec![0; 65_536],
         }
@@ -89,9 +97,42 @@ impl Net {
         }
     }
 
+    /// Changes every client's links (a blackout, a heal).
+    pub fn set_links(&mut self, link: LinkConfig) {
+        for client in &mut self.clients {
+            client.up.set_config(link);
+            client.down.set_config(link);
+        }
+    }
+
+    /// When every link's bottleneck will have sent what it holds.
+    pub fn drained_at(&self) -> Instant {
+        let times = self.clients.iter().flat_map(|c| [c.up.drained_at(), c.down.drained_at()]);
+        times.max().unwrap_or(self.now)
+    }
+}
+
+impl VirtualClock for Net {
+    fn now(&self) -> Instant {
+        self.now
+    }
+
+    fn set_now(&mut self, now: Instant) {
+        self.now = now;
+    }
+
+    /// The next time anything is scheduled.
+    fn next_event_time(&self) -> Option<Instant> {
+        let clients = self
+            .clients
+            .iter()
+            .flat_map(|c| [c.endpoint.poll_timeout(), c.up.poll_timeout(), c.down.poll_timeout()]);
+        clients.chain([self.server.poll_timeout()]).flatten().min()
+    }
+
     /// Handles everything due at `now`, until nothing more happens at this instant. Panics on
     /// a livelock.
-    pub fn drive(&mut self) {
+    fn drive(&mut self) {
         for _ in 0..DRIVE_STEPS_MAX {
             let mut busy = false;
             for client in &mut self.clients {
@@ -106,6 +147,7 @@ impl Net {
                 client.endpoint.handle_timeout(self.now);
                 while let Some(t) = client.endpoint.poll_transmit(self.now, &mut self.buf) {
                     client.up.send(self.now, self.buf[..t.len].to_vec(), t.len);
+                    client.wire_bytes += t.len as u64;
                     busy = true;
                 }
                 while let Some(event) = client.endpoint.poll_event() {
@@ -119,6 +161,7 @@ impl Net {
                 if let Some(client) = self.clients.iter_mut().find(|c| c.addr == t.destination) {
                     client.down.send(self.now, self.buf[..t.len].to_vec(), t.len);
                 }
+                self.server_wire_bytes += t.len as u64;
                 busy = true;
             }
             while let Some(event) = self.server.poll_event() {
@@ -130,43 +173,5 @@ impl Net {
             }
         }
         panic!("livelock: still busy after {DRIVE_STEPS_MAX} rounds at {}", self.now);
-    }
-
-    /// The next time anything is scheduled.
-    pub fn next_event_time(&self) -> Option<Instant> {
-        let clients = self
-            .clients
-            .iter()
-            .flat_map(|c| [c.endpoint.poll_timeout(), c.up.poll_timeout(), c.down.poll_timeout()]);
-        clients.chain([self.server.poll_timeout()]).flatten().min()
-    }
-
-    /// Jumps the clock to the next scheduled time (never past `deadline`) and drives; false if
-    /// nothing is scheduled before it.
-    pub fn step_until(&mut self, deadline: Instant) -> bool {
-        let Some(next) = self.next_event_time() else { return false };
-        let next = next.max(self.now + Duration::from_nanos(1));
-        if next > deadline {
-            self.now = deadline;
-            self.drive();
-            return false;
-        }
-        self.now = next;
-        self.drive();
-        true
-    }
-
-    /// Changes every client's links (a blackout, a heal).
-    pub fn set_links(&mut self, link: LinkConfig) {
-        for client in &mut self.clients {
-            client.up.set_config(link);
-            client.down.set_config(link);
-        }
-    }
-
-    /// When every link's bottleneck will have sent what it holds.
-    pub fn drained_at(&self) -> Instant {
-        let times = self.clients.iter().flat_map(|c| [c.up.drained_at(), c.down.drained_at()]);
-        times.max().unwrap_or(self.now)
     }
 }

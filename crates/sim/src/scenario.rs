@@ -19,6 +19,7 @@
 //! hash (every event, in order, with its time) proves.
 
 use crate::net::Net;
+use crate::VirtualClock;
 use rally_netem::{LinkConfig, LossModel};
 use rally_proto::{
     ChannelConfig, ChannelKind, ConnectionConfig, ConnectionHandle, Endpoint, EndpointConfig,

@@ -4,7 +4,7 @@
 
 use rally_netem::{LinkConfig, LossModel};
 use rally_proto::{DisconnectReason, EndpointConfig, Event};
-use rally_sim::Pair;
+use rally_sim::{Pair, VirtualClock};
 use std::time::Duration;
 
 #[test]
@@ -13,7 +13,7 @@ fn connects_on_a_clean_link_within_two_round_trips() {
     let mut pair = Pair::new(EndpointConfig::default(), link, 1);
     assert!(pair.connect(Duration::from_secs(1)).is_some());
     // Request, challenge, response, first data packet: two round trips of 20 ms.
-    assert!(pair.now <= rally_proto::Instant::from_millis(41), "connected at {}", pair.now);
+    assert!(pair.now() <= rally_proto::Instant::from_millis(41), "connected at {}", pair.now());
 }
 
 #[test]
@@ -35,7 +35,7 @@ fn gives_up_with_timed_out_when_nobody_answers() {
         LinkConfig { loss: LossModel::Bernoulli { probability: 1.0 }, ..LinkConfig::default() };
     let mut pair = Pair::new(EndpointConfig::default(), link, 1);
     assert!(pair.connect(Duration::from_secs(10)).is_none());
-    let last = pair.client_events.last().map(|(_, e)| e.clone());
+    let last = pair.client_events().last().map(|(_, e)| e.clone());
     assert_eq!(last, Some(Event::Disconnected { reason: DisconnectReason::TimedOut }));
-    assert_eq!(pair.server.stats().malformed, 0);
+    assert_eq!(pair.server().stats().malformed, 0);
 }

@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use rally_netem::LinkConfig;
 use rally_proto::{DisconnectReason, Endpoint, EndpointConfig, Event, Instant};
-use rally_sim::Pair;
+use rally_sim::{Pair, VirtualClock};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -37,11 +37,12 @@ proptest! {
         pair.connect(Duration::from_secs(1)).expect("connects");
         for bytes in &datagrams {
             // From the client's own address: garbage that looks like it comes from the peer.
-            pair.server.handle_datagram(pair.now, pair.client_addr, bytes);
-            pair.server.handle_datagram(pair.now, stranger(), bytes);
+            let (now, from) = (pair.now(), pair.client_addr());
+            pair.server().handle_datagram(now, from, bytes);
+            pair.server().handle_datagram(now, stranger(), bytes);
         }
         pair.drive();
-        let deadline = pair.now + Duration::from_millis(200);
+        let deadline = pair.now() + Duration::from_millis(200);
         pair.run_until(deadline);
     }
 }
@@ -53,12 +54,13 @@ fn broken_frames_disconnect_the_peer_with_a_reason() {
     // A data packet (sequence 900) whose frame names channel 200, which does not exist.
     let mut bad = vec![0x13, 0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0];
     bad.extend_from_slice(&[0x01, 200, 0, 0, 1, 42]);
-    pair.server.handle_datagram(pair.now, pair.client_addr, &bad);
+    let (now, from) = (pair.now(), pair.client_addr());
+    pair.server().handle_datagram(now, from, &bad);
     pair.drive();
     let reason = DisconnectReason::PeerMisbehaved;
-    assert!(pair.server_events.contains(&(server, Event::Disconnected { reason })));
+    assert!(pair.server_events().contains(&(server, Event::Disconnected { reason })));
     // The client is told, not left to time out.
-    assert!(pair.client_events.iter().any(|(_, e)| *e == Event::Disconnected { reason }));
+    assert!(pair.client_events().iter().any(|(_, e)| *e == Event::Disconnected { reason }));
 }
 
 #[test]

@@ -6,7 +6,7 @@
 
 use rally_netem::{LinkConfig, LossModel};
 use rally_proto::{ChannelConfig, ChannelKind, ConnectionConfig, EndpointConfig, Instant};
-use rally_sim::Pair;
+use rally_sim::{Pair, VirtualClock};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -47,13 +47,13 @@ fn exchange(link: LinkConfig, seed: u64, count: u32) -> Pair {
     let (client, _) = pair.connect(Duration::from_secs(5)).expect("connects");
     for i in 0..count {
         for channel in [ORDERED, UNORDERED, SEQUENCED, UNRELIABLE] {
-            pair.client.send(client, channel, &i.to_le_bytes()).expect("queue has room");
+            pair.client().send(client, channel, &i.to_le_bytes()).expect("queue has room");
         }
         pair.drive();
-        let next = pair.now + Duration::from_millis(5);
+        let next = pair.now() + Duration::from_millis(5);
         pair.run_until(next);
     }
-    let settle = pair.now + Duration::from_secs(3);
+    let settle = pair.now() + Duration::from_secs(3);
     pair.run_until(settle);
     pair
 }
@@ -93,11 +93,11 @@ fn every_channel_keeps_its_promise_through_loss_duplication_and_reordering() {
 fn acks_flow_and_rtt_is_measured() {
     let link = LinkConfig { delay: Duration::from_millis(20), ..LinkConfig::default() };
     let pair = exchange(link, 1, 200);
-    let (client, _) = pair.client_events[0];
-    let stats = pair.client.connection(client).expect("open").stats();
+    let (client, _) = pair.client_events()[0];
+    let stats = pair.client().connection(client).expect("open").stats();
     let rtt = stats.rtt.as_secs_f64();
     assert!((0.039..0.045).contains(&rtt), "rtt {rtt}");
     assert_eq!(stats.send_queue.iter().sum::<usize>(), 0, "everything was acked");
     assert_eq!(stats.packets_lost, 0);
-    assert!(pair.now > Instant::from_millis(1000));
+    assert!(pair.now() > Instant::from_millis(1000));
 }

@@ -4,7 +4,7 @@
 use super::{send_time, Run, PAYLOAD_BYTES};
 use rally_netem::LinkConfig;
 use rally_proto::{EndpointConfig, Event, SendError};
-use rally_sim::Pair;
+use rally_sim::{Pair, VirtualClock};
 use std::error::Error;
 use std::time::Duration;
 
@@ -16,42 +16,45 @@ pub fn run(link: &LinkConfig, seed: u64, duration: Duration) -> Result<Run, Box<
     let (client, server) = pair
         .connect(Duration::from_secs(10))
         .ok_or("rally: the handshake did not finish within 10 s of virtual time")?;
-    pair.to_server.sample_delays(SAMPLES_MAX, PAYLOAD_BYTES);
-    pair.to_client.sample_delays(SAMPLES_MAX, PAYLOAD_BYTES);
+    pair.up().sample_delays(SAMPLES_MAX, PAYLOAD_BYTES);
+    pair.down().sample_delays(SAMPLES_MAX, PAYLOAD_BYTES);
     let (bytes_up, bytes_down) = (pair.client_wire_bytes(), pair.server_wire_bytes());
-    let start = pair.now;
+    let start = pair.now();
     let end = start + duration;
     let mut sent_at = Vec::new();
     let mut run = Run::default();
-    let (mut seen_client, mut seen_server) = (pair.client_events.len(), pair.server_events.len());
+    let (mut seen_client, mut seen_server) =
+        (pair.client_events().len(), pair.server_events().len());
     let mut payload = vec![0u8; PAYLOAD_BYTES];
-    while pair.now < end {
+    while pair.now() < end {
         let next = send_time(start, sent_at.len() as u64);
-        if pair.now >= next {
+        if pair.now() >= next {
             let index = sent_at.len() as u32;
             payload[..4].copy_from_slice(&index.to_le_bytes());
-            match pair.client.send(client, 0, &payload) {
+            match pair.client().send(client, 0, &payload) {
                 Ok(()) => run.payload_bytes += PAYLOAD_BYTES as u64,
                 Err(SendError::QueueFull(_)) => run.refused += 1,
                 Err(e) => return Err(format!("rally: send failed: {e}").into()),
             }
-            sent_at.push(pair.now);
+            let now = pair.now();
+            sent_at.push(now);
             pair.drive();
         }
         // The server echoes at once; the client records each echo's round trip.
-        while seen_server < pair.server_events.len() {
-            if let (_, Event::Message { payload, .. }) = &pair.server_events[seen_server] {
-                if pair.server.send(server, 0, payload).is_ok() {
+        while seen_server < pair.server_events().len() {
+            if let (_, Event::Message { payload, .. }) = &pair.server_events()[seen_server] {
+                let payload = payload.clone();
+                if pair.server().send(server, 0, &payload).is_ok() {
                     run.payload_bytes += payload.len() as u64;
                 }
             }
             seen_server += 1;
             pair.drive();
         }
-        while seen_client < pair.client_events.len() {
-            if let (_, Event::Message { payload, .. }) = &pair.client_events[seen_client] {
+        while seen_client < pair.client_events().len() {
+            if let (_, Event::Message { payload, .. }) = &pair.client_events()[seen_client] {
                 let index = u32::from_le_bytes(payload[..4].try_into()?) as usize;
-                run.rtts_ms.push((pair.now - sent_at[index]).as_secs_f64() * 1e3);
+                run.rtts_ms.push((pair.now() - sent_at[index]).as_secs_f64() * 1e3);
             }
             seen_client += 1;
         }
@@ -60,7 +63,7 @@ pub fn run(link: &LinkConfig, seed: u64, duration: Duration) -> Result<Run, Box<
     run.wire_bytes =
         (pair.client_wire_bytes() - bytes_up) + (pair.server_wire_bytes() - bytes_down);
     run.missing = (sent_at.len() - run.rtts_ms.len()) as u64 - run.refused;
-    run.link_rtts_ms =
-        Run::link_rtts(pair.to_server.delay_samples(), pair.to_client.delay_samples());
+    let up = pair.up().delay_samples().to_vec();
+    run.link_rtts_ms = Run::link_rtts(&up, pair.down().delay_samples());
     Ok(run)
 }
