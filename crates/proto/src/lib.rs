@@ -1,8 +1,75 @@
 //! # rally-proto
 //!
-//! Rally's transport layer, sans-IO: it never opens a socket, reads a clock or spawns a
-//! thread. Time comes in as an argument ([`Instant`]), randomness from a seed. This crate is
-//! being built up; today it holds the time model that every sans-IO layer shares.
+//! Rally's transport, sans-IO: it never opens a socket, never reads a clock and never spawns a
+//! thread. Time comes in as an argument ([`Instant`], nanoseconds from an arbitrary origin),
+//! randomness from a seed, datagrams as byte slices. That is what lets `rally-sim` run it in
+//! virtual time and replay any run from its seed; `rally-driver` puts it on a UDP socket.
+//!
+//! ## The contract
+//!
+//! An [`Endpoint`] is one socket's protocol state and serves any number of connections. Its
+//! methods come in four kinds:
+//!
+//! - inputs: [`Endpoint::handle_datagram`], [`Endpoint::handle_timeout`], and the application's
+//!   [`Endpoint::connect`], [`Endpoint::send`], [`Endpoint::disconnect`];
+//! - outputs: [`Endpoint::poll_transmit`] (a datagram to send), [`Endpoint::poll_event`]
+//!   (connected, message, disconnected);
+//! - the next deadline: [`Endpoint::poll_timeout`];
+//! - inspection: [`Endpoint::connection`] (statistics), [`Endpoint::stats`] (dropped input).
+//!
+//! **After every input, drain `poll_transmit` and `poll_event` until both return `None`, then
+//! ask `poll_timeout` and wait for a datagram or that deadline, whichever comes first.**
+//!
+//! ```
+//! use rally_proto::{Endpoint, EndpointConfig, Event, Instant};
+//! use std::time::Duration;
+//!
+//! let mut client = Endpoint::new(EndpointConfig::default(), 1);
+//! let mut server = Endpoint::new(EndpointConfig::default(), 2);
+//! let (client_addr, server_addr) = ("10.0.0.1:4000".parse()?, "10.0.0.2:7777".parse()?);
+//! let handle = client.connect(Instant::ZERO, server_addr);
+//!
+//! let mut now = Instant::ZERO;
+//! let mut buf = [0u8; 1500];
+//! let mut echoed = None;
+//! for _ in 0..100 {
+//!     // A perfect network: every datagram arrives at once.
+//!     while let Some(t) = client.poll_transmit(now, &mut buf) {
+//!         server.handle_datagram(now, client_addr, &buf[..t.len]);
+//!     }
+//!     while let Some(t) = server.poll_transmit(now, &mut buf) {
+//!         client.handle_datagram(now, server_addr, &buf[..t.len]);
+//!     }
+//!     while let Some((from, event)) = server.poll_event() {
+//!         if let Event::Message { channel, payload } = event {
+//!             server.send(from, channel, &payload)?; // echo
+//!         }
+//!     }
+//!     while let Some((_, event)) = client.poll_event() {
+//!         match event {
+//!             Event::Connected => client.send(handle, 0, b"hello")?,
+//!             Event::Message { payload, .. } => echoed = Some(payload),
+//!             Event::Disconnected { reason } => panic!("{reason:?}"),
+//!         }
+//!     }
+//!     // Nothing left to do now: jump to the next deadline.
+//!     let next = [client.poll_timeout(), server.poll_timeout()].into_iter().flatten().min();
+//!     now = next.unwrap_or(now).max(now + Duration::from_micros(1));
+//!     client.handle_timeout(now);
+//!     server.handle_timeout(now);
+//! }
+//! assert_eq!(echoed.as_deref(), Some(&b"hello"[..]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Errors
+//!
+//! Bad input from the network never panics: a datagram that does not decode, or arrives where
+//! it makes no sense, is counted in [`EndpointStats`] and dropped; a peer that breaks the
+//! protocol inside a connection is disconnected with [`DisconnectReason::PeerMisbehaved`]. The
+//! application's mistakes and full queues are [`SendError`]s. Every queue and buffer has a named
+//! limit in [`ConnectionConfig`] or [`EndpointConfig`]. docs/protocol.md specifies the wire
+//! format.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
