@@ -130,6 +130,11 @@ impl ReceivedPackets {
         fresh
     }
 
+    /// Whether `seq` would skip over a sequence never received (a loss, or reordering).
+    pub(crate) fn skips(&self, seq: u16) -> bool {
+        self.newest.is_some_and(|(newest, _)| seq16_newer(seq, newest.wrapping_add(1)))
+    }
+
     /// The ack fields for an outgoing packet: newest, bits, and the delay since the newest
     /// arrived in units of 8 microseconds.
     pub(crate) fn ack_fields(&self, now: Instant) -> Option<crate::packet::Acks> {

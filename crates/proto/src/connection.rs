@@ -130,6 +130,9 @@ pub struct Connection {
     last_sent: Instant,
     /// When an ack became owed for a received packet with frames, if none has gone out since.
     ack_owed_since: Option<Instant>,
+    /// A packet arrived after a gap: ack at once, so that the sender learns of the loss now
+    /// rather than with its next message (an immediate ack on a gap, as TCP's duplicate acks).
+    gap_seen: bool,
     stats: ConnectionStats,
     /// Reused to collect the reliable units of the packet being built.
     units: Vec<(u8, u16, u8)>,
@@ -165,6 +168,7 @@ impl Connection {
             last_received: now,
             last_sent: now,
             ack_owed_since: None,
+            gap_seen: false,
             stats: ConnectionStats::default(),
             units: Vec::new(),
             prompted: false,
@@ -258,11 +262,13 @@ impl Connection {
             // Closing or closed: the application was told; nothing more is delivered.
             return Ok(());
         }
+        let gap = self.received.skips(header.seq);
         if !self.received.record(header.seq, now) {
             self.stats.duplicates_received += 1;
             return Ok(());
         }
         self.last_received = now;
+        self.gap_seen |= gap;
         self.stats.packets_received += 1;
         self.stats.bytes_received += size as u64;
         if let Some(acks) = header.acks {
@@ -382,7 +388,7 @@ impl Connection {
         if let Some(owed) = self.ack_owed_since {
             next = next.min(owed + self.config.ack_delay_max);
         }
-        if self.prompted {
+        if self.prompted || self.gap_seen {
             return Some(self.last_sent.min(next));
         }
         if let Some(probe) = self.probe_at {
@@ -456,6 +462,7 @@ impl Connection {
         let ack_due = self.ack_owed_since.is_some_and(|at| now >= at + self.config.ack_delay_max);
         let keepalive_due = now >= self.last_sent + self.config.keepalive_interval;
         let probe_due = self.probe_at.is_some_and(|at| now >= at);
+        let ack_due = ack_due || self.gap_seen;
         if !(urgent || ack_due || keepalive_due || self.prompted || probe_due) {
             return None;
         }
@@ -487,6 +494,7 @@ impl Connection {
         }
         self.last_sent = now;
         self.ack_owed_since = None;
+        self.gap_seen = false;
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
         Some(len)

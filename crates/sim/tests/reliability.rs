@@ -92,7 +92,7 @@ fn every_channel_keeps_its_promise_through_loss_duplication_and_reordering() {
 #[test]
 fn acks_flow_and_rtt_is_measured() {
     let link = LinkConfig { delay: Duration::from_millis(20), ..LinkConfig::default() };
-    let pair = exchange(link, 1, 200);
+    let mut pair = exchange(link, 1, 200);
     let (client, _) = pair.client_events()[0];
     let stats = pair.client().connection(client).expect("open").stats();
     let rtt = stats.rtt.as_secs_f64();
