@@ -3,10 +3,12 @@
 //! The design goal is latency, not bandwidth. A message is sent in the first packet that has
 //! room; a packet goes out as soon as there is something to send (no batching timer); a packet
 //! is declared lost as soon as a later one is acked (no waiting for three duplicate acks on a
-//! path that does not reorder), and its reliable contents go out again at once; a resend timer
-//! backs off by 1.5x up to `resend_interval_max` instead of doubling forever; and when the
-//! measured loss is above a threshold, unacknowledged messages ride again in the next packets
-//! so that a loss is usually repaired before it is even detected.
+//! path that does not reorder), and its reliable contents go out again at once; the receiver
+//! acks at once when a packet arrives after a gap; a resend timer backs off by 1.5x up to
+//! `resend_interval_max` instead of doubling forever, but never fires before an ack could come.
+//! When the measured loss is above a threshold and no queue stands on the path, each reliable
+//! message is repeated `repeat_interval` later and a tail-loss probe follows, so that a single
+//! loss costs a couple of milliseconds and a double loss one round trip.
 
 use crate::acks::{ReceivedPackets, RttEstimator, SentPackets};
 use crate::channel::{ReceiveChannel, Received, SendChannel};
