@@ -36,5 +36,8 @@ step "bench smoke: wire" cargo run --release --locked -- bench wire --quick \
     --json target/ci/wire.json --plot target/ci
 step "bench smoke: transport" cargo run --release --locked -- bench transport --quick \
     --json target/ci/transport.json --plot target/ci
+# A short fuzzing smoke of every decoder and of handle_datagram on fresh and connected
+# endpoints, where a nightly toolchain is present (scripts/fuzz.sh says so when it is not).
+step "fuzz smoke" bash scripts/fuzz.sh 10
 echo
 echo "all checks passed"

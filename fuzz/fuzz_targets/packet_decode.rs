@@ -1,0 +1,15 @@
+//! Arbitrary bytes as a datagram and, for data packets, its frames.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use rally_proto::packet::{Frames, Packet};
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(Packet::Data { frames, .. }) = Packet::decode(data) {
+        for frame in Frames::new(frames) {
+            if frame.is_err() {
+                break;
+            }
+        }
+    }
+});
