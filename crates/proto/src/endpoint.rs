@@ -357,15 +357,23 @@ impl Endpoint {
 
     /// The next event of any connection.
     pub fn poll_event(&mut self) -> Option<(ConnectionHandle, Event)> {
+        if let Some(event) = self.events.pop_front() {
+            return Some(event);
+        }
+        // One pass gathers every connection's events, so that draining n events costs one pass
+        // over the connections, not n.
         for (index, slot) in self.slots.iter_mut().enumerate() {
             if let Slot::Open { connection, .. } = slot {
-                if let Some(event) = connection.poll_event() {
+                while let Some(event) = connection.poll_event() {
                     self.events.push_back((ConnectionHandle(index), event));
                 }
             }
         }
         let event = self.events.pop_front();
-        self.forget_drained();
+        if event.is_none() {
+            // Everything has been told: closed connections can go.
+            self.forget_drained();
+        }
         event
     }
 
