@@ -19,6 +19,8 @@ pub(crate) struct SentPacket {
     pub(crate) sent_at: Instant,
     pub(crate) size: usize,
     pub(crate) in_flight: bool,
+    /// Bytes the peer had acknowledged when this packet was sent, for delivery-rate samples.
+    pub(crate) delivered_at_send: u64,
     /// The reliable units (channel, message sequence, fragment index) it carried.
     pub(crate) units: Vec<(u8, u16, u8)>,
 }
@@ -33,12 +35,16 @@ pub(crate) struct SentPackets {
     pub(crate) newest_acked: Option<u16>,
     /// No packet before this one is in flight.
     oldest: u16,
+    /// Bytes of the packets in flight.
+    pub(crate) bytes_in_flight: usize,
+    /// Bytes of packets the peer acknowledged, ever.
+    pub(crate) delivered: u64,
 }
 
 impl SentPackets {
     pub(crate) fn new() -> Self {
         let ring = vec![SentPacket::default(); SENT_RING];
-        Self { ring, next_seq: 0, newest_acked: None, oldest: 0 }
+        Self { ring, next_seq: 0, newest_acked: None, oldest: 0, bytes_in_flight: 0, delivered: 0 }
     }
 
     /// Records a packet and returns its sequence. `units` is reused storage from the caller.
@@ -55,19 +61,33 @@ impl SentPackets {
             self.oldest = seq.wrapping_sub(SENT_RING as u16 - 1);
         }
         let slot = &mut self.ring[usize::from(seq) % SENT_RING];
+        if slot.in_flight {
+            self.bytes_in_flight -= slot.size;
+        }
         slot.seq = seq;
         slot.sent_at = now;
         slot.size = size;
         slot.in_flight = true;
+        slot.delivered_at_send = self.delivered;
+        self.bytes_in_flight += size;
         slot.units.clear();
         slot.units.append(units);
         seq
     }
 
-    /// The packet `seq` if it is still in flight.
-    pub(crate) fn take_in_flight(&mut self, seq: u16) -> Option<&mut SentPacket> {
+    /// Takes packet `seq` out of flight, if it still was, as acked (counting it delivered) or
+    /// lost, and returns it.
+    pub(crate) fn take_in_flight(&mut self, seq: u16, acked: bool) -> Option<&mut SentPacket> {
         let slot = &mut self.ring[usize::from(seq) % SENT_RING];
-        (slot.in_flight && slot.seq == seq).then_some(slot)
+        if !(slot.in_flight && slot.seq == seq) {
+            return None;
+        }
+        slot.in_flight = false;
+        self.bytes_in_flight -= slot.size;
+        if acked {
+            self.delivered += slot.size as u64;
+        }
+        Some(slot)
     }
 
     /// Packets still in flight that were sent before `newest`, oldest first, as candidates for

@@ -8,7 +8,9 @@
 //! `resend_interval_max` instead of doubling forever, but never fires before an ack could come.
 //! When the measured loss is above a threshold and no queue stands on the path, each reliable
 //! message is repeated `repeat_interval` later and a tail-loss probe follows, so that a single
-//! loss costs a couple of milliseconds and a double loss one round trip.
+//! loss costs a couple of milliseconds and a double loss one round trip. New data waits while
+//! the bytes in flight exceed a window of twice the measured bandwidth-delay product, so that a
+//! sender faster than the path queues (and sheds) at home instead of in the path.
 
 use crate::acks::{ReceivedPackets, RttEstimator, SentPackets};
 use crate::channel::{ReceiveChannel, Received, SendChannel};
@@ -116,6 +118,12 @@ const DISCONNECT_COPIES: u8 = 3;
 const INITIAL_RTT: Duration = Duration::from_millis(100);
 /// Weight of each packet's fate in the loss estimate.
 const LOSS_GAIN: f64 = 1.0 / 64.0;
+/// Delivery-rate samples kept; the window follows the best of them.
+const RATE_SAMPLES: usize = 32;
+/// Bytes in flight allowed before the first delivery-rate sample.
+const WINDOW_INITIAL: usize = 64 * 1024;
+/// Bytes in flight always allowed.
+const WINDOW_MIN: usize = 16 * 1024;
 
 /// One established connection. Owned by an [`crate::Endpoint`], which routes datagrams to it.
 #[derive(Debug)]
@@ -146,6 +154,9 @@ pub struct Connection {
     /// When to send a tail-loss probe: a tiny ack-eliciting packet after the last copy of
     /// new data, so that a loss of every copy is detected one ack later, not one message later.
     probe_at: Option<Instant>,
+    /// Recent delivery-rate samples, bytes per second, a ring.
+    rate_samples: [f64; RATE_SAMPLES],
+    rate_next: usize,
 }
 
 impl Connection {
@@ -176,6 +187,8 @@ impl Connection {
             prompted: false,
             now,
             probe_at: None,
+            rate_samples: [0.0; RATE_SAMPLES],
+            rate_next: 0,
         }
     }
 
@@ -323,9 +336,8 @@ impl Connection {
             (0..32).filter(|i| acks.bits & (1 << i) != 0).map(|i| acks.ack.wrapping_sub(1 + i)),
         );
         for seq in acked {
-            let Some(packet) = self.sent.take_in_flight(seq) else { continue };
-            packet.in_flight = false;
-            let sent_at = packet.sent_at;
+            let Some(packet) = self.sent.take_in_flight(seq, true) else { continue };
+            let (sent_at, delivered_before) = (packet.sent_at, packet.delivered_at_send);
             for (channel, message, index) in std::mem::take(&mut packet.units) {
                 self.send[usize::from(channel)].ack(message, index);
             }
@@ -333,6 +345,7 @@ impl Connection {
             if seq == acks.ack {
                 self.rtt.update(now - sent_at, ack_delay);
             }
+            self.sample_rate(now - sent_at, self.sent.delivered - delivered_before);
             if self.sent.newest_acked.is_none_or(|n| seq16_newer(seq, n)) {
                 self.sent.newest_acked = Some(seq);
             }
@@ -356,8 +369,7 @@ impl Connection {
             })
             .collect();
         for seq in lost {
-            let packet = self.sent.slot(seq);
-            packet.in_flight = false;
+            let Some(packet) = self.sent.take_in_flight(seq, false) else { continue };
             for (channel, message, index) in std::mem::take(&mut packet.units) {
                 self.send[usize::from(channel)].lose(message, index);
             }
@@ -399,8 +411,10 @@ impl Connection {
         for channel in &self.send {
             for unit in channel.units.iter().filter(|u| !u.acked) {
                 let due = match unit.last_sent {
-                    None => return Some(self.last_sent.min(next)),
+                    None if self.window_open() => return Some(self.last_sent.min(next)),
+                    None => continue,
                     Some(_) if unit.lost => return Some(self.last_sent.min(next)),
+                    Some(_) if unit.sends < self.copies() && !self.window_open() => continue,
                     Some(at) if channel.config.kind.is_reliable() => {
                         at + self.next_send_gap(unit.sends)
                     }
@@ -433,6 +447,35 @@ impl Connection {
         let Some(min) = self.rtt.min() else { return false };
         let jitter = self.rtt.variance() * 4 + Duration::from_millis(20);
         self.rtt.smoothed_or(min) > min + jitter
+    }
+
+    /// Adds a delivery-rate sample: bytes acknowledged between a packet's send and its ack,
+    /// over that time.
+    fn sample_rate(&mut self, elapsed: Duration, bytes: u64) {
+        if elapsed.is_zero() || bytes == 0 {
+            return;
+        }
+        let rate = bytes as f64 / elapsed.as_secs_f64();
+        self.rate_samples[self.rate_next % RATE_SAMPLES] = rate;
+        self.rate_next += 1;
+    }
+
+    /// Bytes that may be in flight: twice what the path delivered per round trip at its best
+    /// recent rate (a bandwidth-delay product), never below a floor, so that a sender faster
+    /// than the path fills its own queue, where `send_delay_max` sheds it, rather than the
+    /// path's, where it would only add delay.
+    fn window(&self) -> usize {
+        let rate = self.rate_samples.iter().copied().fold(0.0, f64::max);
+        let Some(min_rtt) = self.rtt.min().filter(|_| rate > 0.0) else {
+            return WINDOW_INITIAL;
+        };
+        let bdp = rate * min_rtt.as_secs_f64();
+        ((2.0 * bdp) as usize).max(WINDOW_MIN)
+    }
+
+    /// Whether new data and copies may go out now.
+    fn window_open(&self) -> bool {
+        self.sent.bytes_in_flight < self.window()
     }
 
     /// Copies a reliable unit may have before its first ack could arrive.
@@ -513,8 +556,10 @@ impl Connection {
     fn is_due(&self, unit: &crate::channel::Unit, reliable: bool, now: Instant) -> bool {
         match unit.last_sent {
             _ if unit.acked => false,
-            None => true,
+            // New data waits while the window is full; acks reopen it.
+            None => self.window_open(),
             Some(_) if unit.lost => true,
+            Some(_) if reliable && unit.sends < self.copies() && !self.window_open() => false,
             Some(at) => reliable && now >= at + self.next_send_gap(unit.sends),
         }
     }

@@ -25,11 +25,10 @@ fn the_same_seed_replays_the_same_trace() {
 }
 
 /// Seed 5362: three clients, 20 kB messages every 25 ms into 282 kbit/s links with 158 kB
-/// queues (4.5 s of buffering) and a 1.8 s blackout. Without congestion control the sender
-/// fills the bottleneck queue, the client hears nothing for more than the 5 s idle timeout and
-/// the connection times out. Run with `--ignored` once pacing or a congestion window exists.
+/// queues (4.5 s of buffering) and a 1.8 s blackout. Before the sender had a window, it filled
+/// the bottleneck queue, the client heard nothing for more than the 5 s idle timeout and the
+/// connection timed out.
 #[test]
-#[ignore = "needs congestion control: the sender fills a 4.5 s bottleneck queue"]
 fn a_bloated_bottleneck_does_not_time_the_connection_out() {
     let outcome = scenario::run(5362);
     assert_eq!(outcome.failure, None);
