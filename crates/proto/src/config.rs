@@ -150,3 +150,26 @@ impl ConnectionConfig {
         check("receive_window", self.receive_window, 1, 16_384)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_the_wire_cannot_carry_are_refused() {
+        assert_eq!(ConnectionConfig::default().validate(), Ok(()));
+        let no_channels = ConnectionConfig { channels: Vec::new(), ..ConnectionConfig::default() };
+        assert!(matches!(
+            no_channels.validate(),
+            Err(ConfigError::OutOfRange { field: "channels", .. })
+        ));
+        let huge =
+            ConnectionConfig { message_bytes_max: 10_000_000, ..ConnectionConfig::default() };
+        assert!(matches!(
+            huge.validate(),
+            Err(ConfigError::OutOfRange { field: "message_bytes_max", .. })
+        ));
+        let window = ConnectionConfig { receive_window: 40_000, ..ConnectionConfig::default() };
+        assert!(window.validate().is_err());
+    }
+}

@@ -128,7 +128,15 @@ pub struct Endpoint {
 impl Endpoint {
     /// An endpoint whose secret and nonces derive from `seed`. Servers in production pass a
     /// seed from the OS's randomness (the driver does); tests pass a constant.
+    ///
+    /// # Panics
+    ///
+    /// If `config.connection` fails [`ConnectionConfig::validate`]: check a configuration that
+    /// comes from a file or a user before building an endpoint from it.
     pub fn new(config: EndpointConfig, seed: u64) -> Self {
+        if let Err(e) = config.connection.validate() {
+            panic!("invalid connection configuration: {e}");
+        }
         let mut key = [0u8; 16];
         key[..8].copy_from_slice(&seed.to_le_bytes());
         key[8..].copy_from_slice(&(!seed).rotate_left(17).to_le_bytes());

@@ -267,7 +267,9 @@ pub enum DeltaRecord {
 }
 
 impl SnapshotConfig {
-    /// Checks the limits the quantizers cannot check themselves.
+    /// Checks the limits the quantizers cannot check themselves. The codec also clamps
+    /// `entities_max` to what the format carries, so an unchecked configuration is safe, only
+    /// not what was asked for.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.entities_max == 0 || self.entities_max > ENTITIES_MAX_FORMAT {
             let (value, max) = (self.entities_max, ENTITIES_MAX_FORMAT);
