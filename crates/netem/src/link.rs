@@ -107,7 +107,6 @@ impl LinkStats {
 struct Pending<T> {
     deliver_at: Instant,
     sent_at: Instant,
-    size: usize,
     /// Ties on `deliver_at` leave in sending order.
     order: u64,
     packet: T,
@@ -144,11 +143,6 @@ pub struct Link<T> {
     in_flight: BinaryHeap<Pending<T>>,
     order: u64,
     stats: LinkStats,
-    /// One-way delays of delivered packets, nanoseconds, kept when sampling is on.
-    delay_samples: Vec<u64>,
-    delay_samples_max: usize,
-    /// Only packets of at least this many bytes are sampled.
-    delay_samples_min_bytes: usize,
 }
 
 impl<T: Clone> Link<T> {
@@ -163,24 +157,7 @@ impl<T: Clone> Link<T> {
             in_flight: BinaryHeap::new(),
             order: 0,
             stats: LinkStats::default(),
-            delay_samples: Vec::new(),
-            delay_samples_max: 0,
-            delay_samples_min_bytes: 0,
         }
-    }
-
-    /// Keeps the one-way delay of up to `max` delivered packets of at least `min_bytes`, for
-    /// distributions (a benchmark's "the link's own RTT" over the packets that carry its
-    /// payloads, not over tiny acks); `max` 0 turns sampling off.
-    pub fn sample_delays(&mut self, max: usize, min_bytes: usize) {
-        self.delay_samples_max = max;
-        self.delay_samples_min_bytes = min_bytes;
-        self.delay_samples.truncate(max);
-    }
-
-    /// The delays kept so far, in delivery order.
-    pub fn delay_samples(&self) -> &[u64] {
-        &self.delay_samples
     }
 
     /// The configuration.
@@ -239,7 +216,7 @@ impl<T: Clone> Link<T> {
             self.order += 1;
             let packet = packet.clone();
             let order = self.order;
-            self.in_flight.push(Pending { deliver_at, sent_at: now, size, order, packet });
+            self.in_flight.push(Pending { deliver_at, sent_at: now, order, packet });
         }
     }
 
@@ -288,10 +265,6 @@ impl<T: Clone> Link<T> {
         self.stats.delay_sum_ns += delay as f64;
         self.stats.delay_sq_sum_ns += (delay as f64) * (delay as f64);
         self.stats.delay_max_ns = self.stats.delay_max_ns.max(delay);
-        let sampled = pending.size >= self.delay_samples_min_bytes;
-        if sampled && self.delay_samples.len() < self.delay_samples_max {
-            self.delay_samples.push(delay);
-        }
         Some(pending.packet)
     }
 }

@@ -12,8 +12,6 @@ use rally_netem::{Link, LinkConfig};
 use rally_proto::Instant;
 use std::time::Duration;
 
-const SAMPLES_MAX: usize = 1 << 20;
-
 /// One end: a KCP control block and whether it flushes eagerly.
 struct End {
     kcp: Box<Kcp>,
@@ -62,8 +60,6 @@ fn millis(t: Instant) -> u32 {
 pub fn run(link: &LinkConfig, seed: u64, duration: Duration, flush: bool) -> Run {
     let mut up: Link<Vec<u8>> = Link::new(*link, seed.wrapping_mul(7).wrapping_add(3));
     let mut down: Link<Vec<u8>> = Link::new(*link, seed.wrapping_mul(11).wrapping_add(4));
-    up.sample_delays(SAMPLES_MAX, PAYLOAD_BYTES);
-    down.sample_delays(SAMPLES_MAX, PAYLOAD_BYTES);
     let (mut client, mut server) = (End::new(flush), End::new(flush));
     let mut run = Run::default();
     let mut sent_at: Vec<Instant> = Vec::new();
@@ -108,7 +104,6 @@ pub fn run(link: &LinkConfig, seed: u64, duration: Duration, flush: bool) -> Run
         now = next_time(now, &sent_at, &up, &down, &client, &server).min(end);
     }
     run.missing = (sent_at.len() - run.rtts_ms.len()) as u64;
-    run.link_rtts_ms = Run::link_rtts(up.delay_samples(), down.delay_samples());
     run
 }
 

@@ -6,12 +6,11 @@
 //! seeds, in one run. In `sim` mode everything runs in virtual time: Rally's endpoints through
 //! `rally-sim`, KCP (the original C ikcp.c, through the kcp-rs crate) driven by the same clock.
 //!
-//! Beside each peer's figures the report gives the link's own RTT over the same run: the one-way
-//! delays (queueing and serialization included) of each direction's packets that are large
-//! enough to carry a payload, paired in order: what a protocol with no losses and no waiting of
-//! its own would measure. Small packets (acks) are left out, as they carry no payload and would
-//! pull the link's figure below what any payload can see.
+//! Beside each peer's figures the report gives the link's own RTT on the same profile and
+//! seeds: what an ideal protocol (one packet per payload, no loss, no traffic of its own) would
+//! measure; see [`ideal`]. It is the first row of each profile, peer `link`.
 
+mod ideal;
 mod kcp;
 mod rally;
 
@@ -67,19 +66,10 @@ pub struct Run {
     pub payload_bytes: u64,
     /// Datagram bytes sent into the links, both directions.
     pub wire_bytes: u64,
-    /// The link's own RTT samples: up and down one-way delays paired in order, milliseconds.
-    pub link_rtts_ms: Vec<f64>,
     /// Payloads the library refused (a full send queue): load it shed.
     pub refused: u64,
     /// Payloads sent but never echoed by the end of the run.
     pub missing: u64,
-}
-
-impl Run {
-    /// Pairs the two directions' delay samples into link RTTs.
-    pub fn link_rtts(up: &[u64], down: &[u64]) -> Vec<f64> {
-        up.iter().zip(down).map(|(u, d)| (u + d) as f64 / 1e6).collect()
-    }
 }
 
 /// One row of the report.
@@ -125,6 +115,9 @@ pub fn run(args: &TransportArgs) -> Result<(), Box<dyn Error>> {
     );
     let mut rows = Vec::new();
     for profile in &profiles {
+        let ideal = ideal_run(&profile.config, seeds, duration);
+        let link = summary(&ideal.rtts_ms);
+        rows.push(row("link", &profile.name, link, ideal));
         for peer in &peers {
             progress.set_message(format!("{peer} {}", profile.name));
             let mut merged = Run::default();
@@ -134,7 +127,7 @@ pub fn run(args: &TransportArgs) -> Result<(), Box<dyn Error>> {
                 merge(&mut merged, run);
                 progress.inc(1);
             }
-            rows.push(row(peer, &profile.name, merged));
+            rows.push(row(peer, &profile.name, link, merged));
         }
     }
     progress.finish_and_clear();
@@ -191,16 +184,24 @@ fn run_peer(
 
 fn merge(into: &mut Run, run: Run) {
     into.rtts_ms.extend(run.rtts_ms);
-    into.link_rtts_ms.extend(run.link_rtts_ms);
     into.payload_bytes += run.payload_bytes;
     into.wire_bytes += run.wire_bytes;
     into.refused += run.refused;
     into.missing += run.missing;
 }
 
-fn row(peer: &str, profile: &str, run: Run) -> Row {
+/// The ideal protocol's round trips over `seeds` runs of `profile`.
+fn ideal_run(profile: &LinkConfig, seeds: usize, duration: Duration) -> Run {
+    let mut merged = Run::default();
+    for seed in 0..seeds as u64 {
+        merge(&mut merged, ideal::run(profile, seed, duration));
+    }
+    merged
+}
+
+/// A row of `run`, compared with the link's own round trips `link`.
+fn row(peer: &str, profile: &str, link: Summary, run: Run) -> Row {
     let rtt = summary(&run.rtts_ms);
-    let link = summary(&run.link_rtts_ms);
     Row {
         peer: peer.into(),
         profile: profile.into(),
@@ -251,7 +252,9 @@ fn print_table(rows: &[Row]) {
         );
     }
     println!(
-        "x link = mean RTT / the link's own mean RTT; wire/B = bytes on the wire per payload byte"
+        "link = an ideal protocol on the same profile (one packet per payload, no loss, no \
+         traffic of its own)\nx link = mean RTT / the link's mean RTT; wire/B = bytes on the \
+         wire per payload byte"
     );
 }
 

@@ -8,16 +8,11 @@ use rally_sim::{Pair, VirtualClock};
 use std::error::Error;
 use std::time::Duration;
 
-/// Delay samples kept per direction, enough for the longest run.
-const SAMPLES_MAX: usize = 1 << 20;
-
 pub fn run(link: &LinkConfig, seed: u64, duration: Duration) -> Result<Run, Box<dyn Error>> {
     let mut pair = Pair::new(EndpointConfig::default(), *link, seed);
     let (client, server) = pair
         .connect(Duration::from_secs(10))
         .ok_or("rally: the handshake did not finish within 10 s of virtual time")?;
-    pair.up().sample_delays(SAMPLES_MAX, PAYLOAD_BYTES);
-    pair.down().sample_delays(SAMPLES_MAX, PAYLOAD_BYTES);
     let (bytes_up, bytes_down) = (pair.client_wire_bytes(), pair.server_wire_bytes());
     let start = pair.now();
     let end = start + duration;
@@ -63,7 +58,5 @@ pub fn run(link: &LinkConfig, seed: u64, duration: Duration) -> Result<Run, Box<
     run.wire_bytes =
         (pair.client_wire_bytes() - bytes_up) + (pair.server_wire_bytes() - bytes_down);
     run.missing = (sent_at.len() - run.rtts_ms.len()) as u64 - run.refused;
-    let up = pair.up().delay_samples().to_vec();
-    run.link_rtts_ms = Run::link_rtts(&up, pair.down().delay_samples());
     Ok(run)
 }
