@@ -1,0 +1,105 @@
+//! # rally-engine
+//!
+//! Rally's game layer, sans-IO: a [`Room`] owns one authoritative [`World`] and advances it one
+//! tick at a time in explicit [`Phase`]s; a [`ClientSession`] is a player's view of a room. Both
+//! sit on a `rally-proto` [`Endpoint`](rally_proto::Endpoint) that the caller owns and drives;
+//! neither reads a clock or touches a socket.
+//!
+//! ## The tick (shared/DESIGN.md, section 4)
+//!
+//! Nothing waits for the next tick. [`Room::receive`] applies an input to the world the moment
+//! the caller hands it over; [`Room::tick`] then runs [`PHASES`] in order: *ingest* (sessions
+//! and requests expire), *interact* (grabbed entities follow their grabbers down every grab
+//! chain, root first), *simulate* (the game's [`Simulation::step`], physics included),
+//! *replicate* (the world is quantized once; each client gets a snapshot built for it) and
+//! *transmit* (everything goes to the endpoint in this tick).
+//!
+//! ## Replication
+//!
+//! Each client's snapshot is a delta against the last one it acknowledged (its input frames
+//! carry the acknowledgement), so a lost snapshot costs nothing but the next delta's size.
+//! A per-client byte budget per tick bounds it: changes that do not fit wait, with a priority
+//! that grows every tick they wait (by the entity's `priority` weight), so a burst of changes
+//! or a late join spreads over a few ticks instead of queueing. See [`replication`].
+//!
+//! ## Inputs and RPC
+//!
+//! A client sends each input the moment it is sampled, with every earlier input the room has
+//! not yet reported applied (each snapshot says the last input applied), so a lost packet
+//! costs no input. RPCs are the game's own serde type, both ways, reliable or unreliable, to
+//! one client, all, or all but one; requests get responses matched by id, or time out.
+//!
+//! ## A room and a client on one screen
+//!
+//! ```
+//! use rally_engine::{ClientConfig, ClientEvent, ClientSession, Room, RoomConfig, Simulation};
+//! use rally_engine::{Entity, Transform, World, connection_config};
+//! use rally_proto::{EndpointConfig, Event};
+//! use rally_sim::{Pair, VirtualClock};
+//! use std::time::Duration;
+//!
+//! /// The game: each input moves the client's hand.
+//! struct Game;
+//! impl Simulation for Game {
+//!     type Input = [f32; 3];
+//!     type Message = String;
+//!     fn apply_input(&mut self, world: &mut World, _client: u32, input: &[f32; 3]) {
+//!         if let Some(hand) = world.get_mut(1) {
+//!             hand.transform.position = (*input).into();
+//!         }
+//!     }
+//!     fn step(&mut self, _world: &mut World, _dt: Duration) {}
+//! }
+//!
+//! let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
+//! let mut net = Pair::new(endpoint, rally_netem::LinkConfig::default(), 7);
+//! let (client, server) = net.connect(Duration::from_secs(1)).unwrap();
+//! let mut room = Room::new(RoomConfig::default(), Game, 1);
+//! room.world_mut().spawn(Entity::at(Transform::IDENTITY)).unwrap();
+//! room.accept(server);
+//! let mut session: ClientSession<[f32; 3], String> = ClientSession::new(ClientConfig::default());
+//! session.connected(client);
+//!
+//! let (mut seen_client, mut seen_server) = (0, 0);
+//! for _ in 0..20 {
+//!     session.send_input([0.5, 1.0, 0.0]);
+//!     session.transmit(net.client());
+//!     let now = net.now();
+//!     room.tick(now, net.server());
+//!     net.step_until(now + room.config().dt());
+//!     for (_, event) in &net.server_events()[seen_server..] {
+//!         if let Event::Message { channel, payload } = event {
+//!             room.receive(server, *channel, payload);
+//!         }
+//!     }
+//!     seen_server = net.server_events().len();
+//!     for (_, event) in &net.client_events()[seen_client..] {
+//!         if let Event::Message { channel, payload } = event {
+//!             session.receive(*channel, payload);
+//!         }
+//!     }
+//!     seen_client = net.client_events().len();
+//! }
+//! let hand = session.entities().next().unwrap();
+//! assert!((hand.position.x - 0.5).abs() < 0.001);
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod grab;
+pub mod protocol;
+pub mod replication;
+pub mod room;
+pub mod rpc;
+pub mod world;
+
+pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
+pub use grab::{GrabError, GrabRule};
+pub use protocol::{connection_config, SessionTicket, RELIABLE, STATE, UNRELIABLE};
+pub use room::{
+    ClientId, Phase, Room, RoomConfig, RoomEvent, RoomStats, RpcError, Simulation, Target, PHASES,
+};
+pub use rpc::{Delivery, RequestId};
+pub use world::{Entity, EntityId, Transform, World, WorldError};

@@ -1,0 +1,195 @@
+//! Per-client replication: what each client is sent, tick by tick.
+//!
+//! The room quantizes its world once per tick into a snapshot. For each client the replicator
+//! then builds that client's *view*: its acknowledged view (the baseline) with the changes it
+//! is missing applied in priority order until the tick's byte budget is spent. The view is
+//! encoded as a delta against the baseline (or in full when the client has acknowledged
+//! nothing still held), and kept, since the client may acknowledge it later. A burst of changes
+//! thus spreads over several ticks, the most important first, instead of queueing behind a
+//! datagram too large to send; and because a change that did not fit grows in priority every
+//! tick it waits, nothing starves. A late joiner starts from an empty view and is brought up
+//! to date the same way.
+
+use rally_wire::seq::seq32_newer;
+use rally_wire::{EncodeError, QuantizedEntity, Snapshot, SnapshotConfig};
+use std::collections::HashMap;
+
+/// Estimated bytes of one changed entity in a delta, for the budget. The encoder's exact
+/// size is checked afterwards.
+const CHANGE_BYTES: usize = 10;
+/// Estimated bytes of one entity the client has not seen (every field absolute).
+const SPAWN_BYTES: usize = 16;
+/// Bytes of the snapshot header and the input-ack prefix, for the budget.
+const HEADER_BYTES: usize = 16;
+
+/// One client's replication state.
+#[derive(Debug)]
+pub(crate) struct Replicator {
+    /// Recent views sent, a ring; the acknowledged one is the next baseline.
+    views: Vec<Snapshot>,
+    next: usize,
+    acked: Option<u32>,
+    /// Accumulated priority of entities with changes not yet sent.
+    priority: HashMap<u32, f32>,
+    /// Scratch: (priority, index in the room snapshot, estimated bytes) of candidates.
+    candidates: Vec<(f32, usize, usize)>,
+    /// Scratch: whether each room-snapshot entity goes into the view.
+    chosen: Vec<bool>,
+    /// Scratch: the view being built.
+    building: Snapshot,
+}
+
+/// What one tick's replication for one client produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Built {
+    /// Bytes written.
+    pub len: usize,
+    /// Entities with changes that did not fit this tick.
+    pub deferred: usize,
+}
+
+impl Replicator {
+    pub(crate) fn new(views: usize) -> Self {
+        Self {
+            views: vec![Snapshot::default(); views.max(2)],
+            next: 0,
+            acked: None,
+            priority: HashMap::new(),
+            candidates: Vec::new(),
+            chosen: Vec::new(),
+            building: Snapshot::default(),
+        }
+    }
+
+    /// The client holds the view of `tick`: later deltas build on it. Stale or unknown ticks
+    /// are ignored (an old ack arriving late, or a forged one).
+    pub(crate) fn ack(&mut self, tick: u32) {
+        if self.acked.is_some_and(|a| !seq32_newer(tick, a)) {
+            return;
+        }
+        if self.views.iter().any(|v| held(v, tick)) {
+            self.acked = Some(tick);
+        }
+    }
+
+    /// Forgets everything the client held: the next view starts from nothing (a client that
+    /// reconnects may have lost its state).
+    pub(crate) fn reset(&mut self) {
+        self.acked = None;
+        for view in &mut self.views {
+            view.clear(0);
+        }
+    }
+
+    /// Builds this tick's view of `room` (with per-entity `weights`, parallel to its entities)
+    /// within `budget` bytes and encodes it into `out`.
+    pub(crate) fn build(
+        &mut self,
+        config: &SnapshotConfig,
+        room: &Snapshot,
+        weights: &[f32],
+        budget: usize,
+        out: &mut [u8],
+    ) -> Result<Built, EncodeError> {
+        let Self { views, next, acked, priority, candidates, chosen, building } = self;
+        let baseline = acked.and_then(|tick| views.iter().find(|v| held(v, tick)));
+        rank(candidates, priority, room, weights, baseline);
+        let mut take = affordable(candidates, budget);
+        let built = loop {
+            chosen.clear();
+            chosen.resize(room.len(), false);
+            for &(_, index, _) in candidates.iter().take(take) {
+                chosen[index] = true;
+            }
+            fill_view(building, room, baseline, chosen);
+            let written = match baseline {
+                Some(baseline) => config.encode_delta(baseline, building, out),
+                None => config.encode_full(building, out),
+            };
+            match written {
+                // The estimate was short: send fewer changes rather than nothing.
+                Ok(len) if len > budget && take > 0 => take = take * 3 / 4,
+                Err(EncodeError::BufferTooSmall { .. }) if take > 0 => take = take * 3 / 4,
+                Ok(len) => break Built { len, deferred: candidates.len() - take },
+                Err(e) => return Err(e),
+            }
+        };
+        for &(_, index, _) in &candidates[..take] {
+            priority.remove(&room.entities()[index].id);
+        }
+        // Keep the view, replacing the oldest; if that was the baseline, the client's ack of
+        // this view (or a later one) will give the next.
+        if acked.is_some_and(|tick| held(&views[*next], tick)) {
+            *acked = None;
+        }
+        std::mem::swap(&mut views[*next], building);
+        *next = (*next + 1) % views.len();
+        Ok(built)
+    }
+}
+
+/// Whether `view` is the view of `tick` (an unused slot holds nothing).
+fn held(view: &Snapshot, tick: u32) -> bool {
+    view.tick() == tick && !view.is_empty()
+}
+
+/// Collects the entities whose state differs from the baseline, raises their priority by their
+/// weight, and sorts them most urgent first.
+fn rank(
+    candidates: &mut Vec<(f32, usize, usize)>,
+    priority: &mut HashMap<u32, f32>,
+    room: &Snapshot,
+    weights: &[f32],
+    baseline: Option<&Snapshot>,
+) {
+    candidates.clear();
+    for (index, entity) in room.entities().iter().enumerate() {
+        let known = baseline.and_then(|b| b.get(entity.id));
+        if known == Some(entity) {
+            continue;
+        }
+        let weight = weights.get(index).copied().unwrap_or(1.0);
+        let accumulated = priority.entry(entity.id).or_insert(0.0);
+        *accumulated += weight;
+        let bytes = if known.is_some() { CHANGE_BYTES } else { SPAWN_BYTES };
+        candidates.push((*accumulated, index, bytes));
+    }
+    // Ties go to the lower id, so the order is deterministic.
+    candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    if priority.len() > 2 * room.len() + 64 {
+        // Entities that despawned with changes pending leave entries behind; drop them.
+        priority.retain(|id, _| room.get(*id).is_some());
+    }
+}
+
+/// How many of the ranked candidates fit in `budget` by estimate.
+fn affordable(candidates: &[(f32, usize, usize)], budget: usize) -> usize {
+    let mut left = budget.saturating_sub(HEADER_BYTES);
+    let mut take = 0;
+    for &(_, _, bytes) in candidates {
+        if bytes > left {
+            break;
+        }
+        left -= bytes;
+        take += 1;
+    }
+    take
+}
+
+/// The new view: each room entity as the room has it if chosen, else as the baseline has it
+/// (absent if the client has never seen it). Entities the room no longer has are left out,
+/// which the delta encodes as despawns.
+fn fill_view(view: &mut Snapshot, room: &Snapshot, baseline: Option<&Snapshot>, chosen: &[bool]) {
+    view.clear(room.tick());
+    for (index, entity) in room.entities().iter().enumerate() {
+        let state: Option<&QuantizedEntity> = if chosen.get(index).copied().unwrap_or(false) {
+            Some(entity)
+        } else {
+            baseline.and_then(|b| b.get(entity.id))
+        };
+        if let Some(state) = state {
+            // Ids ascend in the room snapshot, so they ascend here.
+            let _ = view.push(*state);
+        }
+    }
+}

@@ -1,0 +1,676 @@
+//! The server side: a room runs its world one tick at a time, in explicit phases.
+
+use crate::protocol::{Envelope, InputFrame, SessionTicket, RELIABLE, STATE, UNRELIABLE};
+use crate::replication::Replicator;
+use crate::rpc::{frame, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
+use crate::world::World;
+use rally_proto::{ConnectionHandle, DisconnectReason, Endpoint, Instant};
+use rally_wire::seq::seq32_newer;
+use rally_wire::varint::write_varint;
+use rally_wire::{EntityState, MessageCodec, Snapshot, SnapshotConfig};
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// A client's id in its room; it survives a reconnect within the resume window.
+pub type ClientId = u32;
+
+/// The phases of one tick, in the order [`Room::tick`] runs them (see shared/DESIGN.md,
+/// section 4: nothing waits for the next tick).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// Bookkeeping of what arrived: inputs were applied on arrival; sessions past their resume
+    /// window and requests past their deadline expire here.
+    Ingest,
+    /// Grabbed entities follow their grabbers, root first, within this tick.
+    Interact,
+    /// User code and physics advance the world by one dt.
+    Simulate,
+    /// The world is quantized once and each client's snapshot is built and encoded.
+    Replicate,
+    /// Snapshots and queued RPCs go to the endpoint.
+    Transmit,
+}
+
+/// The order of the phases, stated once.
+pub const PHASES: [Phase; 5] =
+    [Phase::Ingest, Phase::Interact, Phase::Simulate, Phase::Replicate, Phase::Transmit];
+
+/// The game's code in a room: how inputs move the world and how the world advances.
+pub trait Simulation {
+    /// A client's input sample (controller and headset poses, buttons).
+    type Input: Serialize + DeserializeOwned;
+    /// The game's RPC type, both directions.
+    type Message: Serialize + DeserializeOwned;
+
+    /// Applies one input the moment it arrives (not at the next tick).
+    fn apply_input(&mut self, world: &mut World, client: ClientId, input: &Self::Input);
+
+    /// Advances the world by `dt` (physics, game rules). Grabbed entities have already
+    /// followed their grabbers this tick.
+    fn step(&mut self, world: &mut World, dt: Duration);
+
+    /// A new client joined (not called on a resume).
+    fn joined(&mut self, _world: &mut World, _client: ClientId) {}
+
+    /// A client left for good: it disconnected and its resume window passed.
+    fn left(&mut self, _world: &mut World, _client: ClientId) {}
+}
+
+/// A room's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoomConfig {
+    /// Ticks per second.
+    pub tick_rate: u32,
+    /// Quantization and limits of snapshots.
+    pub snapshot: SnapshotConfig,
+    /// Snapshot bytes per client per tick at most; changes that do not fit wait, the most
+    /// important first. The default fits one datagram.
+    pub snapshot_budget_bytes: usize,
+    /// Views kept per client as possible baselines (64 is half a second at 128 Hz).
+    pub views_kept: usize,
+    /// How long a disconnected client's session may be resumed.
+    pub resume_window: Duration,
+    /// How long a request waits for its response.
+    pub request_timeout: Duration,
+    /// Requests awaiting responses at most.
+    pub requests_max: usize,
+    /// Inputs in one input frame at most; larger frames are dropped.
+    pub inputs_per_frame_max: usize,
+    /// Clients (connected or resumable) at most; more are refused with `ServerFull`.
+    pub clients_max: usize,
+    /// Messages waiting for `transmit` at most; more are dropped and counted.
+    pub outbox_max: usize,
+    /// User messages' size limit.
+    pub codec: MessageCodec,
+}
+
+impl Default for RoomConfig {
+    fn default() -> Self {
+        Self {
+            tick_rate: 128,
+            snapshot: SnapshotConfig::default(),
+            snapshot_budget_bytes: 1100,
+            views_kept: 64,
+            resume_window: Duration::from_secs(10),
+            request_timeout: REQUEST_TIMEOUT,
+            requests_max: 1024,
+            inputs_per_frame_max: 64,
+            clients_max: 64,
+            outbox_max: 4096,
+            codec: MessageCodec::default(),
+        }
+    }
+}
+
+impl RoomConfig {
+    /// The length of one tick.
+    pub fn dt(&self) -> Duration {
+        Duration::from_secs(1) / self.tick_rate.max(1)
+    }
+}
+
+/// Who an RPC goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// One client.
+    One(ClientId),
+    /// Every connected client.
+    All,
+    /// Every connected client but one (typically the one whose action caused it).
+    AllBut(ClientId),
+}
+
+/// What a room tells its game.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RoomEvent<M> {
+    /// A new client joined.
+    Joined(ClientId),
+    /// A client reconnected within the resume window and kept its session.
+    Resumed(ClientId),
+    /// A client's connection ended; its session may still resume.
+    Disconnected(ClientId, DisconnectReason),
+    /// A client left for good.
+    Left(ClientId),
+    /// A one-way message from a client.
+    Message {
+        /// From whom.
+        client: ClientId,
+        /// What.
+        message: M,
+    },
+    /// A request from a client; answer with [`Room::respond`].
+    Request {
+        /// From whom.
+        client: ClientId,
+        /// Its id, for the response.
+        id: RequestId,
+        /// What.
+        message: M,
+    },
+    /// The response to one of the room's requests.
+    Response {
+        /// From whom.
+        client: ClientId,
+        /// The request's id.
+        id: RequestId,
+        /// What.
+        message: M,
+    },
+    /// A request of the room's got no response in time.
+    RequestTimedOut {
+        /// To whom it went.
+        client: ClientId,
+        /// Its id.
+        id: RequestId,
+    },
+}
+
+/// Why an RPC could not be queued.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RpcError {
+    /// No such client, or it is not connected.
+    #[error("client {0} is not connected")]
+    NotConnected(ClientId),
+    /// The message did not encode (or exceeds the size limit).
+    #[error(transparent)]
+    Encode(#[from] rally_wire::MessageError),
+    /// Too many requests await responses, or the outbox is full.
+    #[error("too many messages or requests waiting")]
+    Full,
+}
+
+/// What a room counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoomStats {
+    /// Ticks run.
+    pub ticks: u64,
+    /// Inputs applied.
+    pub inputs_applied: u64,
+    /// Input frames or RPCs that failed to decode, came before the join handshake, or broke a
+    /// limit: dropped.
+    pub messages_dropped: u64,
+    /// Responses to no pending request (late, duplicated or forged): dropped.
+    pub responses_unknown: u64,
+    /// Snapshot bytes written.
+    pub snapshot_bytes: u64,
+    /// Changed entities that did not fit a client's budget in some tick (sent later).
+    pub changes_deferred: u64,
+    /// Messages the endpoint refused (queue full) or the outbox had no room for.
+    pub sends_failed: u64,
+    /// Connections refused (room full, or a bad resume ticket).
+    pub joins_refused: u64,
+}
+
+/// One client's session.
+#[derive(Debug)]
+struct Session {
+    secret: u64,
+    connection: Option<ConnectionHandle>,
+    /// When the connection ended, while it has none.
+    disconnected_at: Option<Instant>,
+    last_input: Option<u32>,
+    replicator: Replicator,
+}
+
+/// One game instance: an authoritative world, its clients, and the tick that advances it.
+pub struct Room<S: Simulation> {
+    config: RoomConfig,
+    world: World,
+    simulation: S,
+    tick: u32,
+    sessions: BTreeMap<ClientId, Session>,
+    /// Connections that have not said hello yet, and the client each one is.
+    connections: BTreeMap<ConnectionHandle, Option<ClientId>>,
+    next_client: ClientId,
+    rng: Xoshiro256PlusPlus,
+    events: VecDeque<RoomEvent<S::Message>>,
+    requests: Pending<(ClientId, u32)>,
+    outbox: Outbox<ConnectionHandle>,
+    /// Connections refused since the last transmit, to be closed then.
+    refused: Vec<ConnectionHandle>,
+    stats: RoomStats,
+    /// The phase running, while a tick runs.
+    phase: Option<Phase>,
+    /// Reused each tick: the quantized world and each entity's replication weight.
+    snapshot: Snapshot,
+    weights: Vec<f32>,
+    datagram: Vec<u8>,
+}
+
+impl<S: Simulation> std::fmt::Debug for Room<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Room")
+            .field("tick", &self.tick)
+            .field("clients", &self.sessions.len())
+            .field("world", &self.world)
+            .finish()
+    }
+}
+
+impl<S: Simulation> Room<S> {
+    /// A room running `simulation` on an empty world; `seed` makes its session secrets.
+    pub fn new(config: RoomConfig, simulation: S, seed: u64) -> Self {
+        let entities_max = config.snapshot.entities_max;
+        Self {
+            world: World::new(entities_max),
+            simulation,
+            tick: 0,
+            sessions: BTreeMap::new(),
+            connections: BTreeMap::new(),
+            next_client: 1,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            events: VecDeque::new(),
+            requests: Pending::new(config.requests_max),
+            outbox: Outbox::new(config.outbox_max),
+            refused: Vec::new(),
+            stats: RoomStats::default(),
+            phase: None,
+            snapshot: Snapshot::default(),
+            weights: Vec::new(),
+            datagram: vec![0; config.snapshot_budget_bytes.max(64) + 16],
+            config,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RoomConfig {
+        &self.config
+    }
+
+    /// The world.
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// The world, to change between ticks (spawns, grabs, game rules).
+    pub fn world_mut(&mut self) -> &mut World {
+        &mut self.world
+    }
+
+    /// The game's code.
+    pub fn simulation(&self) -> &S {
+        &self.simulation
+    }
+
+    /// The game's code, to change.
+    pub fn simulation_mut(&mut self) -> &mut S {
+        &mut self.simulation
+    }
+
+    /// The last tick run (0 before the first).
+    pub fn tick_number(&self) -> u32 {
+        self.tick
+    }
+
+    /// What the room counted.
+    pub fn stats(&self) -> &RoomStats {
+        &self.stats
+    }
+
+    /// Clients with a live connection.
+    pub fn clients(&self) -> impl Iterator<Item = ClientId> + '_ {
+        self.sessions.iter().filter(|(_, s)| s.connection.is_some()).map(|(id, _)| *id)
+    }
+
+    /// The last input sequence applied for `client`.
+    pub fn last_input(&self, client: ClientId) -> Option<u32> {
+        self.sessions.get(&client)?.last_input
+    }
+
+    /// The next thing the game should know.
+    pub fn poll_event(&mut self) -> Option<RoomEvent<S::Message>> {
+        self.events.pop_front()
+    }
+
+    /// A connection routed to this room completed its handshake; it joins when it says hello.
+    pub fn accept(&mut self, connection: ConnectionHandle) {
+        self.connections.insert(connection, None);
+    }
+
+    /// A connection of this room ended. Its client's session waits `resume_window` for a
+    /// reconnect.
+    pub fn disconnected(
+        &mut self,
+        now: Instant,
+        connection: ConnectionHandle,
+        reason: DisconnectReason,
+    ) {
+        let Some(Some(client)) = self.connections.remove(&connection) else { return };
+        if let Some(session) = self.sessions.get_mut(&client) {
+            session.connection = None;
+            session.disconnected_at = Some(now);
+            self.events.push_back(RoomEvent::Disconnected(client, reason));
+        }
+    }
+
+    /// Takes a message that arrived on `connection`, at once: an input is applied to the world
+    /// now, an RPC becomes an event. Bad messages are dropped and counted.
+    pub fn receive(&mut self, connection: ConnectionHandle, channel: u8, payload: &[u8]) {
+        let Some(&client) = self.connections.get(&connection) else {
+            self.stats.messages_dropped += 1;
+            return;
+        };
+        match (client, channel) {
+            (None, RELIABLE) => self.hello(connection, payload),
+            (Some(client), STATE) => self.input_frame(client, payload),
+            (Some(client), RELIABLE | UNRELIABLE) => self.envelope(client, payload),
+            _ => self.stats.messages_dropped += 1,
+        }
+    }
+
+    fn hello(&mut self, connection: ConnectionHandle, payload: &[u8]) {
+        let Ok(Envelope::Hello { resume }) = self.config.codec.decode(payload) else {
+            self.stats.messages_dropped += 1;
+            return;
+        };
+        let resumed = resume.and_then(|ticket| self.resume(connection, ticket));
+        let client = match resumed {
+            Some(client) => client,
+            None if self.sessions.len() >= self.config.clients_max => {
+                self.stats.joins_refused += 1;
+                self.connections.remove(&connection);
+                self.refuse(connection);
+                return;
+            }
+            None => self.join(connection),
+        };
+        self.connections.insert(connection, Some(client));
+        let secret = self.sessions[&client].secret;
+        let welcome = Envelope::Welcome {
+            ticket: SessionTicket { client, secret },
+            tick_rate: self.config.tick_rate,
+            resumed: resumed.is_some(),
+        };
+        match self.config.codec.encode(&welcome) {
+            Ok(bytes) => self.queue(connection, RELIABLE, bytes),
+            Err(_) => self.stats.sends_failed += 1,
+        }
+    }
+
+    /// Resumes the session of `ticket` on `connection` if it is valid and not connected.
+    fn resume(&mut self, connection: ConnectionHandle, ticket: SessionTicket) -> Option<ClientId> {
+        let session = self.sessions.get_mut(&ticket.client)?;
+        if session.secret != ticket.secret || session.connection.is_some() {
+            self.stats.joins_refused += 1;
+            return None;
+        }
+        session.connection = Some(connection);
+        session.disconnected_at = None;
+        // The client may have lost its state with its connection: start it from nothing.
+        session.replicator.reset();
+        self.events.push_back(RoomEvent::Resumed(ticket.client));
+        Some(ticket.client)
+    }
+
+    fn join(&mut self, connection: ConnectionHandle) -> ClientId {
+        let client = self.next_client;
+        self.next_client += 1;
+        let session = Session {
+            secret: self.rng.next_u64(),
+            connection: Some(connection),
+            disconnected_at: None,
+            last_input: None,
+            replicator: Replicator::new(self.config.views_kept),
+        };
+        self.sessions.insert(client, session);
+        self.simulation.joined(&mut self.world, client);
+        self.events.push_back(RoomEvent::Joined(client));
+        client
+    }
+
+    /// Marks a connection to be closed as full; the host closes it (the room holds no
+    /// endpoint outside `tick` and `transmit`).
+    fn refuse(&mut self, connection: ConnectionHandle) {
+        self.refused.push(connection);
+    }
+
+    fn input_frame(&mut self, client: ClientId, payload: &[u8]) {
+        let frame: InputFrame<S::Input> = match self.config.codec.decode(payload) {
+            Ok(frame) => frame,
+            Err(_) => return self.stats.messages_dropped += 1,
+        };
+        if frame.inputs.len() > self.config.inputs_per_frame_max {
+            self.stats.messages_dropped += 1;
+            return;
+        }
+        let Some(session) = self.sessions.get_mut(&client) else { return };
+        if let Some(tick) = frame.snapshot_ack {
+            session.replicator.ack(tick);
+        }
+        for (i, input) in frame.inputs.iter().enumerate() {
+            let seq = frame.first_seq.wrapping_add(i as u32);
+            // Inputs ride again in later frames until acknowledged; apply each once, in order.
+            if session.last_input.is_some_and(|last| !seq32_newer(seq, last)) {
+                continue;
+            }
+            session.last_input = Some(seq);
+            self.simulation.apply_input(&mut self.world, client, input);
+            self.stats.inputs_applied += 1;
+        }
+    }
+
+    fn envelope(&mut self, client: ClientId, payload: &[u8]) {
+        let codec = self.config.codec;
+        let event = match codec.decode::<Envelope>(payload) {
+            Ok(Envelope::Message(bytes)) => {
+                codec.decode(&bytes).map(|message| RoomEvent::Message { client, message })
+            }
+            Ok(Envelope::Request { id, payload }) => codec
+                .decode(&payload)
+                .map(|message| RoomEvent::Request { client, id: RequestId(id), message }),
+            Ok(Envelope::Response { id, payload }) => {
+                if !self.requests.complete((client, id)) {
+                    self.stats.responses_unknown += 1;
+                    return;
+                }
+                codec.decode(&payload).map(|message| RoomEvent::Response {
+                    client,
+                    id: RequestId(id),
+                    message,
+                })
+            }
+            Ok(_) | Err(_) => return self.stats.messages_dropped += 1,
+        };
+        match event {
+            Ok(event) => self.events.push_back(event),
+            Err(_) => self.stats.messages_dropped += 1,
+        }
+    }
+
+    /// Sends `message` to `target`, in this tick's transmit (or the next `transmit` call).
+    pub fn send(
+        &mut self,
+        target: Target,
+        delivery: Delivery,
+        message: &S::Message,
+    ) -> Result<(), RpcError> {
+        let bytes = frame(&self.config.codec, message, Envelope::Message)?;
+        let connections: Vec<ConnectionHandle> = match target {
+            Target::One(client) => vec![self.connection(client)?],
+            Target::All => self.sessions.values().filter_map(|s| s.connection).collect(),
+            Target::AllBut(skip) => self
+                .sessions
+                .iter()
+                .filter(|(id, _)| **id != skip)
+                .filter_map(|(_, s)| s.connection)
+                .collect(),
+        };
+        for connection in connections {
+            if !self.outbox.push(connection, delivery.channel(), bytes.clone()) {
+                self.stats.sends_failed += 1;
+                return Err(RpcError::Full);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a request to `client`; its response or its timeout comes back as an event.
+    pub fn request(
+        &mut self,
+        now: Instant,
+        client: ClientId,
+        message: &S::Message,
+    ) -> Result<RequestId, RpcError> {
+        let connection = self.connection(client)?;
+        let id = self.requests.next_id().ok_or(RpcError::Full)?;
+        let bytes =
+            frame(&self.config.codec, message, |payload| Envelope::Request { id, payload })?;
+        if !self.outbox.push(connection, RELIABLE, bytes) {
+            return Err(RpcError::Full);
+        }
+        self.requests.insert((client, id), now + self.config.request_timeout);
+        Ok(RequestId(id))
+    }
+
+    /// Answers request `id` of `client`.
+    pub fn respond(
+        &mut self,
+        client: ClientId,
+        id: RequestId,
+        message: &S::Message,
+    ) -> Result<(), RpcError> {
+        let connection = self.connection(client)?;
+        let wrap = |payload| Envelope::Response { id: id.0, payload };
+        let bytes = frame(&self.config.codec, message, wrap)?;
+        if !self.outbox.push(connection, RELIABLE, bytes) {
+            return Err(RpcError::Full);
+        }
+        Ok(())
+    }
+
+    fn connection(&self, client: ClientId) -> Result<ConnectionHandle, RpcError> {
+        self.sessions.get(&client).and_then(|s| s.connection).ok_or(RpcError::NotConnected(client))
+    }
+
+    fn queue(&mut self, connection: ConnectionHandle, channel: u8, bytes: Vec<u8>) {
+        if !self.outbox.push(connection, channel, bytes) {
+            self.stats.sends_failed += 1;
+        }
+    }
+
+    /// Runs one tick at `now`: every phase of [`PHASES`], in order, then hands everything to
+    /// `endpoint`.
+    pub fn tick(&mut self, now: Instant, endpoint: &mut Endpoint) {
+        self.tick = self.tick.wrapping_add(1);
+        for phase in PHASES {
+            self.enter(phase);
+            match phase {
+                Phase::Ingest => self.ingest(now),
+                Phase::Interact => self.world.propagate_grabs(),
+                Phase::Simulate => self.simulation.step(&mut self.world, self.config.dt()),
+                Phase::Replicate => self.replicate(),
+                Phase::Transmit => self.transmit(endpoint),
+            }
+        }
+        self.phase = None;
+        self.stats.ticks += 1;
+    }
+
+    /// Asserts that phases run in the stated order, each once per tick.
+    fn enter(&mut self, phase: Phase) {
+        let expected = match self.phase {
+            None => PHASES[0],
+            Some(previous) => PHASES[PHASES.iter().position(|p| *p == previous).unwrap_or(0) + 1],
+        };
+        assert_eq!(phase, expected, "tick phases out of order");
+        self.phase = Some(phase);
+    }
+
+    /// The phase running, if a tick is running.
+    pub fn phase(&self) -> Option<Phase> {
+        self.phase
+    }
+
+    fn ingest(&mut self, now: Instant) {
+        let window = self.config.resume_window;
+        let expired: Vec<ClientId> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.disconnected_at.is_some_and(|at| now >= at + window))
+            .map(|(id, _)| *id)
+            .collect();
+        for client in expired {
+            self.sessions.remove(&client);
+            self.requests.forget(|(c, _)| *c == client);
+            self.simulation.left(&mut self.world, client);
+            self.events.push_back(RoomEvent::Left(client));
+        }
+        let events = &mut self.events;
+        self.requests.expire(now, |(client, id)| {
+            events.push_back(RoomEvent::RequestTimedOut { client, id: RequestId(id) });
+        });
+    }
+
+    fn replicate(&mut self) {
+        self.quantize();
+        let config = &self.config.snapshot;
+        let budget = self.config.snapshot_budget_bytes;
+        for session in self.sessions.values_mut() {
+            let Some(connection) = session.connection else { continue };
+            // The prefix: the last input applied, plus one (zero for none).
+            let applied = session.last_input.map_or(0, |s| u64::from(s) + 1);
+            let Some(prefix) = write_varint(applied, &mut self.datagram) else { continue };
+            let out = &mut self.datagram[prefix..];
+            let budget = budget.saturating_sub(prefix);
+            let built =
+                session.replicator.build(config, &self.snapshot, &self.weights, budget, out);
+            match built {
+                Ok(built) => {
+                    self.stats.snapshot_bytes += (prefix + built.len) as u64;
+                    self.stats.changes_deferred += built.deferred as u64;
+                    let bytes = self.datagram[..prefix + built.len].to_vec();
+                    if !self.outbox.push(connection, STATE, bytes) {
+                        self.stats.sends_failed += 1;
+                    }
+                }
+                Err(_) => self.stats.sends_failed += 1,
+            }
+        }
+    }
+
+    /// Quantizes the world into this tick's snapshot, once for every client.
+    fn quantize(&mut self) {
+        self.snapshot.clear(self.tick);
+        self.weights.clear();
+        for (id, entity) in self.world.iter() {
+            let state = EntityState {
+                id,
+                position: entity.transform.position,
+                rotation: entity.transform.rotation,
+                linear_velocity: entity.linear_velocity,
+                angular_velocity: entity.angular_velocity,
+            };
+            // Ids ascend and the world holds at most entities_max.
+            let _ = self.snapshot.push(self.config.snapshot.quantize(&state));
+            self.weights.push(entity.priority);
+        }
+    }
+
+    /// Hands every queued message to `endpoint` now. `tick` does this in its last phase; call
+    /// it also after answering events between ticks, so that nothing waits for the next tick.
+    pub fn transmit(&mut self, endpoint: &mut Endpoint) {
+        for connection in self.refused.drain(..) {
+            endpoint.disconnect(connection, DisconnectReason::ServerFull);
+        }
+        while let Some((connection, channel, bytes)) = self.outbox.queue.pop_front() {
+            if endpoint.send(connection, channel, &bytes).is_err() {
+                self.stats.sends_failed += 1;
+            }
+        }
+    }
+
+    /// When the next tick is due after one at `last`.
+    pub fn next_tick(&self, last: Instant) -> Instant {
+        last + self.config.dt()
+    }
+
+    /// The earliest request deadline, for hosts that sleep between ticks.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.requests.earliest()
+    }
+}

@@ -1,0 +1,119 @@
+//! Request/response bookkeeping shared by the room and the client session: ids, deadlines and
+//! the outbox of framed messages.
+
+use crate::protocol::{Envelope, RELIABLE, UNRELIABLE};
+use rally_proto::Instant;
+use rally_wire::{MessageCodec, MessageError};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// How an RPC travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Resent until acknowledged, delivered once, in the order sent.
+    Reliable,
+    /// Sent once, in the tick it is issued; may be lost.
+    Unreliable,
+}
+
+impl Delivery {
+    pub(crate) fn channel(self) -> u8 {
+        match self {
+            Delivery::Reliable => RELIABLE,
+            Delivery::Unreliable => UNRELIABLE,
+        }
+    }
+}
+
+/// Identifies a request to the side that sent it; its response carries the same id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestId(pub u32);
+
+/// Requests awaiting a response, keyed by `K` (the peer and the id), each with a deadline.
+#[derive(Debug)]
+pub(crate) struct Pending<K> {
+    deadlines: BTreeMap<K, Instant>,
+    next_id: u32,
+    max: usize,
+}
+
+impl<K: Ord + Copy> Pending<K> {
+    pub(crate) fn new(max: usize) -> Self {
+        Self { deadlines: BTreeMap::new(), next_id: 1, max }
+    }
+
+    /// A fresh request id, or `None` when `max` requests are already waiting.
+    pub(crate) fn next_id(&mut self) -> Option<u32> {
+        if self.deadlines.len() >= self.max {
+            return None;
+        }
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        Some(id)
+    }
+
+    pub(crate) fn insert(&mut self, key: K, deadline: Instant) {
+        self.deadlines.insert(key, deadline);
+    }
+
+    /// Whether `key` was waiting (and is no longer).
+    pub(crate) fn complete(&mut self, key: K) -> bool {
+        self.deadlines.remove(&key).is_some()
+    }
+
+    /// Removes and returns every request whose deadline passed.
+    pub(crate) fn expire(&mut self, now: Instant, mut f: impl FnMut(K)) {
+        self.deadlines.retain(|key, deadline| {
+            let expired = *deadline <= now;
+            if expired {
+                f(*key);
+            }
+            !expired
+        });
+    }
+
+    /// Forgets every request matching `pred` without reporting it.
+    pub(crate) fn forget(&mut self, mut pred: impl FnMut(&K) -> bool) {
+        self.deadlines.retain(|key, _| !pred(key));
+    }
+
+    pub(crate) fn earliest(&self) -> Option<Instant> {
+        self.deadlines.values().min().copied()
+    }
+}
+
+/// Encodes a user message into an envelope's payload and the envelope into bytes.
+pub(crate) fn frame<M: Serialize>(
+    codec: &MessageCodec,
+    message: &M,
+    wrap: impl FnOnce(Vec<u8>) -> Envelope,
+) -> Result<Vec<u8>, MessageError> {
+    let payload = codec.encode(message)?;
+    codec.encode(&wrap(payload))
+}
+
+/// Messages framed and waiting for `transmit`, to whom, on which channel; bounded.
+#[derive(Debug)]
+pub(crate) struct Outbox<To> {
+    pub(crate) queue: VecDeque<(To, u8, Vec<u8>)>,
+    max: usize,
+}
+
+impl<To> Outbox<To> {
+    pub(crate) fn new(max: usize) -> Self {
+        Self { queue: VecDeque::new(), max }
+    }
+
+    /// Queues a message; `false` (and nothing queued) when the outbox is full.
+    pub(crate) fn push(&mut self, to: To, channel: u8, bytes: Vec<u8>) -> bool {
+        if self.queue.len() >= self.max {
+            return false;
+        }
+        self.queue.push_back((to, channel, bytes));
+        true
+    }
+}
+
+/// How long a request waits for its response by default.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);

@@ -1,0 +1,213 @@
+//! The authoritative world of one room: entities with transforms and velocities, and the grab
+//! graph that moves grabbables with their grabbers.
+
+use crate::grab::{GrabError, GrabGraph, GrabRule};
+use glam::{Quat, Vec3};
+use std::collections::BTreeMap;
+
+/// An entity's id, unique within its room for the room's lifetime (never reused).
+pub type EntityId = u32;
+
+/// A rigid pose: where an entity is and which way it faces.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Transform {
+    /// Position, metres.
+    pub position: Vec3,
+    /// Orientation.
+    pub rotation: Quat,
+}
+
+impl Transform {
+    /// The origin, facing the default way.
+    pub const IDENTITY: Transform = Transform { position: Vec3::ZERO, rotation: Quat::IDENTITY };
+
+    /// A pose at `position` with no rotation.
+    pub fn from_position(position: Vec3) -> Self {
+        Self { position, rotation: Quat::IDENTITY }
+    }
+
+    /// This pose followed by `local`, a pose expressed in this pose's frame.
+    pub fn mul(&self, local: &Transform) -> Transform {
+        Transform {
+            position: self.position + self.rotation * local.position,
+            rotation: (self.rotation * local.rotation).normalize(),
+        }
+    }
+
+    /// The pose that, applied after this one, gives `world`: `self.mul(&self.local(world))`
+    /// equals `world`.
+    pub fn local(&self, world: &Transform) -> Transform {
+        let inverse = self.rotation.conjugate();
+        Transform {
+            position: inverse * (world.position - self.position),
+            rotation: (inverse * world.rotation).normalize(),
+        }
+    }
+}
+
+/// One replicated thing: a controller, a hand, a paddle, a ball.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Entity {
+    /// Where it is.
+    pub transform: Transform,
+    /// Metres per second.
+    pub linear_velocity: Vec3,
+    /// Radians per second, as an axis scaled by the rate.
+    pub angular_velocity: Vec3,
+    /// How fast its replication priority grows while it has unsent changes (1 by default);
+    /// raise it for what players look at (held objects, the ball).
+    pub priority: f32,
+}
+
+impl Entity {
+    /// An entity at rest at `transform`.
+    pub fn at(transform: Transform) -> Self {
+        Self { transform, linear_velocity: Vec3::ZERO, angular_velocity: Vec3::ZERO, priority: 1.0 }
+    }
+}
+
+/// Why a world operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorldError {
+    /// No entity has this id (never spawned, or despawned).
+    #[error("no entity {0}")]
+    UnknownEntity(EntityId),
+    /// The world holds `entities_max` entities already.
+    #[error("the world holds its maximum of {0} entities")]
+    Full(usize),
+}
+
+/// The entities of one room and the grab graph between them.
+pub struct World {
+    entities: BTreeMap<EntityId, Entity>,
+    next_id: EntityId,
+    entities_max: usize,
+    grabs: GrabGraph,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World")
+            .field("entities", &self.entities.len())
+            .field("grabs", &self.grabs)
+            .finish()
+    }
+}
+
+impl World {
+    /// An empty world holding at most `entities_max` entities.
+    pub fn new(entities_max: usize) -> Self {
+        Self { entities: BTreeMap::new(), next_id: 1, entities_max, grabs: GrabGraph::default() }
+    }
+
+    /// Adds an entity and returns its id; ids ascend and are never reused.
+    pub fn spawn(&mut self, entity: Entity) -> Result<EntityId, WorldError> {
+        if self.entities.len() >= self.entities_max {
+            return Err(WorldError::Full(self.entities_max));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.entities.insert(id, entity);
+        Ok(id)
+    }
+
+    /// Removes an entity; what it held is released where it is, and it is released from
+    /// whatever held it.
+    pub fn despawn(&mut self, id: EntityId) -> Result<Entity, WorldError> {
+        let entity = self.entities.remove(&id).ok_or(WorldError::UnknownEntity(id))?;
+        self.grabs.remove_entity(id);
+        Ok(entity)
+    }
+
+    /// The entity with `id`.
+    pub fn get(&self, id: EntityId) -> Option<&Entity> {
+        self.entities.get(&id)
+    }
+
+    /// The entity with `id`, to change. A grabbed entity's pose is overwritten by its grabber's
+    /// at the next interact phase.
+    pub fn get_mut(&mut self, id: EntityId) -> Option<&mut Entity> {
+        self.entities.get_mut(&id)
+    }
+
+    /// Every entity, ascending by id.
+    pub fn iter(&self) -> impl Iterator<Item = (EntityId, &Entity)> {
+        self.entities.iter().map(|(id, e)| (*id, e))
+    }
+
+    /// Every entity, ascending by id, to change.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (EntityId, &mut Entity)> {
+        self.entities.iter_mut().map(|(id, e)| (*id, e))
+    }
+
+    /// Number of entities.
+    pub fn len(&self) -> usize {
+        self.entities.len()
+    }
+
+    /// Whether the world is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entities.is_empty()
+    }
+
+    /// Sets the rule every grab must pass (all grabs are allowed by default).
+    pub fn set_grab_rule(&mut self, rule: Box<dyn GrabRule>) {
+        self.grabs.set_rule(rule);
+    }
+
+    /// `grabber` takes hold of `grabbable` where both are now: the grabbable keeps its pose
+    /// relative to the grabber until released. Refused if either is unknown, if the grab would
+    /// close a cycle, or if the grab rule says no; a grabbable already held changes hands.
+    pub fn grab(&mut self, grabber: EntityId, grabbable: EntityId) -> Result<(), GrabError> {
+        let (Some(a), Some(b)) = (self.entities.get(&grabber), self.entities.get(&grabbable))
+        else {
+            let unknown = if self.entities.contains_key(&grabber) { grabbable } else { grabber };
+            return Err(GrabError::UnknownEntity(unknown));
+        };
+        let offset = a.transform.local(&b.transform);
+        self.grab_at(grabber, grabbable, offset)
+    }
+
+    /// Like [`World::grab`], with the grabbable held at `offset` in the grabber's frame.
+    pub fn grab_at(
+        &mut self,
+        grabber: EntityId,
+        grabbable: EntityId,
+        offset: Transform,
+    ) -> Result<(), GrabError> {
+        for id in [grabber, grabbable] {
+            if !self.entities.contains_key(&id) {
+                return Err(GrabError::UnknownEntity(id));
+            }
+        }
+        self.grabs.check_rule(self, grabber, grabbable)?;
+        self.grabs.insert(grabber, grabbable, offset)
+    }
+
+    /// Lets go of `grabbable`, which stays where it is. Returns whether it was held.
+    pub fn release(&mut self, grabbable: EntityId) -> bool {
+        self.grabs.remove(grabbable)
+    }
+
+    /// What holds `grabbable`, if anything.
+    pub fn grabber_of(&self, grabbable: EntityId) -> Option<EntityId> {
+        self.grabs.grabber_of(grabbable)
+    }
+
+    /// Moves every grabbed entity to its grabber's pose times its offset, grabbers first (in
+    /// topological order), so a chain of any depth follows its root within one call. A held
+    /// entity also takes its grabber's velocity at its offset, so that what is released flies
+    /// on.
+    pub fn propagate_grabs(&mut self) {
+        let entities = &mut self.entities;
+        self.grabs.for_each_in_order(|grabber, grabbable, offset| {
+            let Some(parent) = entities.get(&grabber).copied() else { return };
+            let Some(child) = entities.get_mut(&grabbable) else { return };
+            child.transform = parent.transform.mul(offset);
+            let lever = child.transform.position - parent.transform.position;
+            child.linear_velocity = parent.linear_velocity + parent.angular_velocity.cross(lever);
+            child.angular_velocity = parent.angular_velocity;
+        });
+    }
+}
