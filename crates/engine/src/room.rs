@@ -307,6 +307,11 @@ impl<S: Simulation> Room<S> {
         self.tick
     }
 
+    /// The world as quantized at the last tick: what clients converge to.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
     /// What the room counted.
     pub fn stats(&self) -> &RoomStats {
         &self.stats

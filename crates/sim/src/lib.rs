@@ -14,8 +14,11 @@
 mod clock;
 mod net;
 mod pair;
+mod room;
+pub mod sandbox;
 pub mod scenario;
 
 pub use clock::VirtualClock;
 pub use net::{Client, Net, DRIVE_STEPS_MAX};
 pub use pair::Pair;
+pub use room::{RoomNet, Session};

@@ -1,0 +1,165 @@
+//! A room and its clients' sessions over a [`Net`]: the engine end to end in virtual time.
+
+use crate::{Net, VirtualClock};
+use rally_engine::{
+    connection_config, ClientConfig, ClientEvent, ClientSession, Room, RoomEvent, Simulation,
+};
+use rally_netem::LinkConfig;
+use rally_proto::{DisconnectReason, EndpointConfig, Event, Instant};
+use std::time::Duration;
+
+/// A client's session type for simulation `S`.
+pub type Session<S> = ClientSession<<S as Simulation>::Input, <S as Simulation>::Message>;
+
+/// A room on the server of a [`Net`], one [`ClientSession`] per client, and the glue a host and
+/// a game client would have: events routed on arrival, the room ticked on its tick rate.
+pub struct RoomNet<S: Simulation> {
+    /// The endpoints and links.
+    pub net: Net,
+    /// The room.
+    pub room: Room<S>,
+    /// Client `i`'s session.
+    pub sessions: Vec<Session<S>>,
+    /// Everything the room reported, in order.
+    pub room_events: Vec<RoomEvent<S::Message>>,
+    /// Everything each session reported, in order.
+    pub client_events: Vec<Vec<ClientEvent<S::Message>>>,
+    /// Connection ends each client's endpoint reported.
+    pub client_disconnects: Vec<Vec<DisconnectReason>>,
+    seen_server: usize,
+    seen_clients: Vec<usize>,
+    next_tick: Instant,
+}
+
+impl<S: Simulation> std::fmt::Debug for RoomNet<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoomNet").field("room", &self.room).field("now", &self.net.now).finish()
+    }
+}
+
+impl<S: Simulation> RoomNet<S> {
+    /// `clients` clients (not yet connected) with `link` both ways, all randomness from `seed`.
+    pub fn new(room: Room<S>, clients: usize, link: LinkConfig, seed: u64) -> Self {
+        let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
+        let client_config =
+            ClientConfig { snapshot: room.config().snapshot, ..ClientConfig::default() };
+        Self {
+            net: Net::new(endpoint, link, clients, seed),
+            room,
+            sessions: (0..clients).map(|_| ClientSession::new(client_config.clone())).collect(),
+            room_events: Vec::new(),
+            client_events: (0..clients).map(|_| Vec::new()).collect(),
+            client_disconnects: vec![Vec::new(); clients],
+            seen_server: 0,
+            seen_clients: vec![0; clients],
+            next_tick: Instant::ZERO,
+        }
+    }
+
+    /// Client `i` opens a connection (again, after a disconnect); its session says hello
+    /// when it completes.
+    pub fn connect(&mut self, i: usize) {
+        let now = self.net.now;
+        let server = self.net.server_addr;
+        let client = &mut self.net.clients[i];
+        client.handle = Some(client.endpoint.connect(now, server));
+        self.net.drive();
+    }
+
+    /// Client `i` closes its connection.
+    pub fn disconnect(&mut self, i: usize) {
+        let client = &mut self.net.clients[i];
+        if let Some(handle) = client.handle {
+            client.endpoint.disconnect(handle, DisconnectReason::Closed);
+        }
+        self.net.drive();
+    }
+
+    /// Client `i` samples `input`: it goes out at once.
+    pub fn input(&mut self, i: usize, input: S::Input) -> u32 {
+        let seq = self.sessions[i].send_input(input);
+        self.sessions[i].transmit(&mut self.net.clients[i].endpoint);
+        self.net.drive();
+        seq
+    }
+
+    /// Hands whatever the room and the sessions queued (RPCs sent between ticks) to the
+    /// endpoints.
+    pub fn flush(&mut self) {
+        self.room.transmit(&mut self.net.server);
+        for (session, client) in self.sessions.iter_mut().zip(&mut self.net.clients) {
+            session.transmit(&mut client.endpoint);
+        }
+        self.net.drive();
+    }
+
+    /// Runs until `deadline`: every datagram is routed the moment it arrives and the room
+    /// ticks on its tick rate.
+    pub fn run_until(&mut self, deadline: Instant) {
+        while self.net.now < deadline {
+            let target = self.next_tick.min(deadline);
+            while self.net.step_until(target) {
+                self.route();
+            }
+            if self.net.now < target {
+                // Nothing was scheduled: time passes anyway.
+                self.net.set_now(target);
+                self.net.drive();
+            }
+            self.route();
+            if self.net.now >= self.next_tick {
+                let now = self.net.now;
+                self.room.tick(now, &mut self.net.server);
+                self.next_tick = now + self.room.config().dt();
+                self.net.drive();
+                self.route();
+            }
+        }
+    }
+
+    /// Runs for `duration` more.
+    pub fn run_for(&mut self, duration: Duration) {
+        let deadline = self.net.now + duration;
+        self.run_until(deadline);
+    }
+
+    /// Routes every endpoint event to the room or a session, collects their events, and
+    /// transmits what they queued in answer.
+    fn route(&mut self) {
+        let now = self.net.now;
+        while self.seen_server < self.net.server_events.len() {
+            let (handle, event) = self.net.server_events[self.seen_server].clone();
+            self.seen_server += 1;
+            match event {
+                Event::Connected => self.room.accept(handle),
+                Event::Message { channel, payload } => self.room.receive(handle, channel, &payload),
+                Event::Disconnected { reason } => self.room.disconnected(now, handle, reason),
+            }
+        }
+        while let Some(event) = self.room.poll_event() {
+            self.room_events.push(event);
+        }
+        for i in 0..self.sessions.len() {
+            self.route_client(i, now);
+        }
+        self.flush();
+    }
+
+    fn route_client(&mut self, i: usize, now: Instant) {
+        let session = &mut self.sessions[i];
+        let client = &mut self.net.clients[i];
+        while self.seen_clients[i] < client.events.len() {
+            let (handle, event) = client.events[self.seen_clients[i]].clone();
+            self.seen_clients[i] += 1;
+            match event {
+                Event::Connected => session.connected(handle),
+                Event::Message { channel, payload } => session.receive(channel, &payload),
+                Event::Disconnected { reason } => self.client_disconnects[i].push(reason),
+            }
+        }
+        session.handle_timeout(now);
+        while let Some(event) = session.poll_event() {
+            self.client_events[i].push(event);
+        }
+    }
+}
