@@ -1,6 +1,7 @@
 //! `rally sim`: batches of seeded deterministic simulations (see `rally_sim::scenario`).
 
 use indicatif::{ProgressBar, ProgressStyle};
+use rally_sim::room_scenario::{self, RoomOutcome};
 use rally_sim::scenario::{self, Outcome};
 use std::error::Error;
 
@@ -30,12 +31,16 @@ pub fn run(args: &SimArgs) -> Result<(), Box<dyn Error>> {
             .progress_chars("=> "),
     );
     let (mut delivered, mut refused) = (0u64, 0u64);
+    let (mut inputs, mut rpcs, mut snapshots) = (0u64, 0u64, 0u64);
     for seed in args.start_seed..args.start_seed + args.seeds {
         let outcome = scenario::run(seed);
+        let room = room_scenario::run(seed);
         progress.inc(1);
-        if let Some(failure) = &outcome.failure {
+        let failure = outcome.failure.as_ref().or(room.failure.as_ref());
+        if let Some(failure) = failure {
             progress.finish_and_clear();
             describe(&outcome);
+            describe_room(&room);
             return Err(format!(
                 "seed {seed} failed: {failure}; replay with `rally sim --seed {seed}`"
             )
@@ -43,12 +48,17 @@ pub fn run(args: &SimArgs) -> Result<(), Box<dyn Error>> {
         }
         delivered += outcome.delivered;
         refused += outcome.refused;
+        (inputs, rpcs, snapshots) =
+            (inputs + room.inputs, rpcs + room.rpcs, snapshots + room.snapshots);
     }
     progress.finish_and_clear();
     let (first, last) = (args.start_seed, args.start_seed + args.seeds.max(1) - 1);
     let seeds = args.seeds;
     println!("{seeds} seeds passed ({first}..={last}): {delivered} messages checked");
     println!("{refused} sends were refused by full send queues (load shed, as designed)");
+    println!(
+        "room scenarios: {inputs} inputs, {rpcs} reliable RPCs, {snapshots} snapshots checked"
+    );
     Ok(())
 }
 
@@ -62,7 +72,15 @@ fn replay(seed: u64) -> Result<(), Box<dyn Error>> {
             format!("seed {seed} is not deterministic: two runs gave different traces").into()
         );
     }
-    match &first.failure {
+    let room = room_scenario::run(seed);
+    let again = room_scenario::run(seed);
+    describe_room(&room);
+    let same =
+        (room.inputs, room.rpcs, room.snapshots) == (again.inputs, again.rpcs, again.snapshots);
+    if !same {
+        return Err(format!("room seed {seed} is not deterministic: two runs differ").into());
+    }
+    match first.failure.as_ref().or(room.failure.as_ref()) {
         Some(failure) => Err(format!("seed {seed} failed: {failure}").into()),
         None => {
             println!("seed {seed} passed: {} messages checked", first.delivered);
@@ -82,5 +100,21 @@ fn describe(outcome: &Outcome) {
     );
     if let Some(failure) = &outcome.failure {
         println!("  FAILED: {failure}");
+    }
+}
+
+fn describe_room(outcome: &RoomOutcome) {
+    let s = &outcome.scenario;
+    println!(
+        "  room: {} clients, {} bodies, grab chain depth {}, inputs at {} Hz, late join {}, \
+         resume {}",
+        s.clients, s.bodies, s.chain_depth, s.input_hz, s.late_join, s.resume
+    );
+    println!(
+        "  room checked: {} inputs, {} reliable RPCs, {} snapshots",
+        outcome.inputs, outcome.rpcs, outcome.snapshots
+    );
+    if let Some(failure) = &outcome.failure {
+        println!("  ROOM FAILED: {failure}");
     }
 }

@@ -112,6 +112,11 @@ pub struct ClientSession<I, M> {
     first_input: u32,
     /// Whether something new (an input, a snapshot to acknowledge) waits for `transmit`.
     frame_due: bool,
+    /// Whether the hello for the current connection waits for `transmit`.
+    hello_due: bool,
+    /// Whether the room welcomed the current connection; until then only the hello goes out,
+    /// as the room drops anything else a connection sends before its hello.
+    welcomed: bool,
     last_applied: Option<u32>,
     requests: Pending<u32>,
     outbox: Outbox<()>,
@@ -136,6 +141,8 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             inputs: VecDeque::new(),
             first_input: 0,
             frame_due: false,
+            hello_due: false,
+            welcomed: false,
             last_applied: None,
             events: VecDeque::new(),
             stats: ClientStats::default(),
@@ -149,16 +156,12 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     /// if there was one. Call again with a new connection to reconnect.
     pub fn connected(&mut self, connection: ConnectionHandle) {
         self.connection = Some(connection);
-        self.outbox.queue.clear();
         for view in &mut self.views {
             view.clear(0);
         }
         self.newest = None;
-        let hello = Envelope::Hello { resume: self.ticket };
-        match self.config.codec.encode(&hello) {
-            Ok(bytes) => self.queue(RELIABLE, bytes),
-            Err(_) => self.stats.sends_failed += 1,
-        }
+        self.hello_due = true;
+        self.welcomed = false;
     }
 
     /// The connection this session uses.
@@ -267,7 +270,7 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     }
 
     fn apply_snapshot(&mut self, payload: &[u8]) {
-        if self.ticket.is_none() {
+        if !self.welcomed {
             self.stats.snapshots_dropped += 1;
             return;
         }
@@ -332,6 +335,8 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         let event = match codec.decode::<Envelope>(payload) {
             Ok(Envelope::Welcome { ticket, tick_rate, resumed }) => {
                 self.ticket = Some(ticket);
+                self.welcomed = true;
+                self.frame_due = true;
                 self.tick_rate = tick_rate;
                 Ok(ClientEvent::Joined { client: ticket.client, resumed })
             }
@@ -367,7 +372,22 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     /// input not yet reported applied and the newest snapshot's tick.
     pub fn transmit(&mut self, endpoint: &mut Endpoint) {
         let Some(connection) = self.connection else { return };
-        if self.frame_due && self.ticket.is_some() {
+        if std::mem::take(&mut self.hello_due) {
+            let hello = Envelope::Hello { resume: self.ticket };
+            let sent = self
+                .config
+                .codec
+                .encode(&hello)
+                .ok()
+                .map(|bytes| endpoint.send(connection, RELIABLE, &bytes));
+            if !matches!(sent, Some(Ok(()))) {
+                self.stats.sends_failed += 1;
+            }
+        }
+        if !self.welcomed {
+            return;
+        }
+        if self.frame_due {
             self.frame_due = false;
             let frame = InputFrame {
                 snapshot_ack: self.snapshot().map(|s| s.tick()),

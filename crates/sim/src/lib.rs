@@ -15,6 +15,7 @@ mod clock;
 mod net;
 mod pair;
 mod room;
+pub mod room_scenario;
 pub mod sandbox;
 pub mod scenario;
 

@@ -46,6 +46,11 @@ pub struct Net {
     /// The clients.
     pub clients: Vec<Client>,
     buf: Vec<u8>,
+    /// Every endpoint's configuration, for clients that rebind.
+    config: EndpointConfig,
+    /// Seeds for rebinding clients' endpoints and links.
+    rebinds: u64,
+    seed: u64,
 }
 
 impl Net {
@@ -66,12 +71,15 @@ impl Net {
             .collect();
         Self {
             now: Instant::ZERO,
-            server: Endpoint::new(config, seed.wrapping_mul(5).wrapping_add(2)),
+            server: Endpoint::new(config.clone(), seed.wrapping_mul(5).wrapping_add(2)),
             server_addr: "10.0.0.2:7777".parse().expect("a valid address"),
             server_events: Vec::new(),
             server_wire_bytes: 0,
             clients,
             buf: vec![0; 65_536],
+            config,
+            rebinds: 0,
+            seed,
         }
     }
 
@@ -95,6 +103,21 @@ impl Net {
                 return false;
             }
         }
+    }
+
+    /// Gives client `i` a new socket, as a game client does to reconnect: a fresh endpoint on
+    /// a new port. Datagrams in flight to the old port are lost, as they would be at a closed
+    /// socket; the server's connection from the old port lives on until it times out. (Rally
+    /// tells connections apart by address until connections get keys, so a reconnect from the
+    /// same port while the server still holds the old connection is not supported.)
+    pub fn rebind(&mut self, i: usize) {
+        self.rebinds += 1;
+        let seed = self.seed.wrapping_mul(13).wrapping_add(self.rebinds);
+        let client = &mut self.clients[i];
+        client.endpoint = Endpoint::new(self.config.clone(), seed);
+        client.addr.set_port(client.addr.port().wrapping_add(1_000));
+        client.down = Link::new(*client.down.config(), seed.wrapping_add(1));
+        client.handle = None;
     }
 
     /// Changes every client's links (a blackout, a heal).

@@ -56,9 +56,12 @@ impl<S: Simulation> RoomNet<S> {
         }
     }
 
-    /// Client `i` opens a connection (again, after a disconnect); its session says hello
-    /// when it completes.
+    /// Client `i` opens a connection; its session says hello when it completes. After a
+    /// disconnect, it does so from a new socket ([`Net::rebind`]).
     pub fn connect(&mut self, i: usize) {
+        if self.net.clients[i].handle.is_some() {
+            self.net.rebind(i);
+        }
         let now = self.net.now;
         let server = self.net.server_addr;
         let client = &mut self.net.clients[i];
