@@ -231,8 +231,8 @@ pub struct Room<S: Simulation> {
     events: VecDeque<RoomEvent<S::Message>>,
     requests: Pending<(ClientId, u32)>,
     outbox: Outbox<ConnectionHandle>,
-    /// Connections refused since the last transmit, to be closed then.
-    refused: Vec<ConnectionHandle>,
+    /// Connections refused or replaced since the last transmit, to be closed then.
+    closing: Vec<(ConnectionHandle, DisconnectReason)>,
     stats: RoomStats,
     /// The phase running, while a tick runs.
     phase: Option<Phase>,
@@ -267,7 +267,7 @@ impl<S: Simulation> Room<S> {
             events: VecDeque::new(),
             requests: Pending::new(config.requests_max),
             outbox: Outbox::new(config.outbox_max),
-            refused: Vec::new(),
+            closing: Vec::new(),
             stats: RoomStats::default(),
             phase: None,
             snapshot: Snapshot::default(),
@@ -400,11 +400,16 @@ impl<S: Simulation> Room<S> {
     /// Resumes the session of `ticket` on `connection` if it is valid and not connected.
     fn resume(&mut self, connection: ConnectionHandle, ticket: SessionTicket) -> Option<ClientId> {
         let session = self.sessions.get_mut(&ticket.client)?;
-        if session.secret != ticket.secret || session.connection.is_some() {
+        if session.secret != ticket.secret {
             self.stats.joins_refused += 1;
             return None;
         }
-        session.connection = Some(connection);
+        if let Some(stale) = session.connection.replace(connection) {
+            // The client came back before the room noticed it had gone: the ticket proves it
+            // is the same client, so the new connection takes over and the old one is closed.
+            self.connections.remove(&stale);
+            self.closing.push((stale, DisconnectReason::Closed));
+        }
         session.disconnected_at = None;
         // The client may have lost its state with its connection: start it from nothing.
         session.replicator.reset();
@@ -431,7 +436,7 @@ impl<S: Simulation> Room<S> {
     /// Marks a connection to be closed as full; the host closes it (the room holds no
     /// endpoint outside `tick` and `transmit`).
     fn refuse(&mut self, connection: ConnectionHandle) {
-        self.refused.push(connection);
+        self.closing.push((connection, DisconnectReason::ServerFull));
     }
 
     fn input_frame(&mut self, client: ClientId, payload: &[u8]) {
@@ -659,8 +664,8 @@ impl<S: Simulation> Room<S> {
     /// Hands every queued message to `endpoint` now. `tick` does this in its last phase; call
     /// it also after answering events between ticks, so that nothing waits for the next tick.
     pub fn transmit(&mut self, endpoint: &mut Endpoint) {
-        for connection in self.refused.drain(..) {
-            endpoint.disconnect(connection, DisconnectReason::ServerFull);
+        for (connection, reason) in self.closing.drain(..) {
+            endpoint.disconnect(connection, reason);
         }
         while let Some((connection, channel, bytes)) = self.outbox.queue.pop_front() {
             if endpoint.send(connection, channel, &bytes).is_err() {

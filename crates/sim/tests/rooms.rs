@@ -275,3 +275,21 @@ fn garbage_is_counted_and_harms_no_one() {
     settle(&mut net);
     assert_converged(&net, 8);
 }
+
+#[test]
+fn a_client_back_before_the_room_noticed_it_left_takes_its_session_over() {
+    let mut net = room(1, 4, clean(), 12);
+    let before = net.sessions[0].client_id().unwrap();
+    // The client's goodbye is lost: the room still holds its old connection.
+    net.net.set_links(LinkConfig { loss: LossModel::Bernoulli { probability: 1.0 }, ..clean() });
+    net.disconnect(0);
+    net.run_for(Duration::from_millis(100));
+    net.net.set_links(clean());
+    net.connect(0);
+    play(&mut net, Duration::from_millis(300));
+    assert!(net.room_events.contains(&RoomEvent::Resumed(before)));
+    assert_eq!(net.sessions[0].client_id(), Some(before));
+    assert_eq!(net.room.stats().joins_refused, 0);
+    settle(&mut net);
+    assert_converged(&net, 12);
+}
