@@ -99,7 +99,8 @@ pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
 pub use grab::{GrabError, GrabRule};
 pub use protocol::{connection_config, SessionTicket, RELIABLE, STATE, UNRELIABLE};
 pub use room::{
-    ClientId, Phase, Room, RoomConfig, RoomEvent, RoomStats, RpcError, Simulation, Target, PHASES,
+    ClientId, Phase, PhaseObserver, Room, RoomConfig, RoomEvent, RoomStats, RpcError, Simulation,
+    Target, PHASES,
 };
 pub use rpc::{Delivery, RequestId};
 pub use world::{Entity, EntityId, Transform, World, WorldError};

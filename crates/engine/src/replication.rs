@@ -9,9 +9,15 @@
 //! datagram too large to send; and because a change that did not fit grows in priority every
 //! tick it waits, nothing starves. A late joiner starts from an empty view and is brought up
 //! to date the same way.
+//!
+//! The common case is cheap: when everything a client is missing fits its budget, its view is
+//! the room's own snapshot of the tick, recorded by tick alone (no copy), and the delta is
+//! encoded through the room's [`SnapshotHistory`], which skips unchanged entities without
+//! comparing them; clients acknowledging the same tick share one encoding. Only a client
+//! whose changes overflow the budget gets a view of its own, built as above.
 
 use rally_wire::seq::seq32_newer;
-use rally_wire::{EncodeError, QuantizedEntity, Snapshot, SnapshotConfig};
+use rally_wire::{EncodeError, QuantizedEntity, Snapshot, SnapshotConfig, SnapshotHistory};
 use std::collections::HashMap;
 
 /// Estimated bytes of one changed entity in a delta, for the budget. The encoder's exact
@@ -22,11 +28,33 @@ const SPAWN_BYTES: usize = 16;
 /// Bytes of the snapshot header and the input-ack prefix, for the budget.
 const HEADER_BYTES: usize = 16;
 
+/// A view sent to a client: either the room's snapshot of its tick (`complete`, held by the
+/// room's history) or a budget-limited view of the client's own.
+#[derive(Debug, Default)]
+struct View {
+    used: bool,
+    tick: u32,
+    complete: bool,
+    /// The view's entities, when not complete (otherwise an unused, reused buffer).
+    own: Snapshot,
+}
+
+/// What a client's next snapshot is a delta against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Baseline {
+    /// Nothing acknowledged: a full snapshot.
+    Nothing,
+    /// The room's snapshot of this tick.
+    Room(u32),
+    /// The client's own view of this tick.
+    Own(u32),
+}
+
 /// One client's replication state.
 #[derive(Debug)]
 pub(crate) struct Replicator {
     /// Recent views sent, a ring; the acknowledged one is the next baseline.
-    views: Vec<Snapshot>,
+    views: Vec<View>,
     next: usize,
     acked: Option<u32>,
     /// Accumulated priority of entities with changes not yet sent.
@@ -51,7 +79,7 @@ pub(crate) struct Built {
 impl Replicator {
     pub(crate) fn new(views: usize) -> Self {
         Self {
-            views: vec![Snapshot::default(); views.max(2)],
+            views: (0..views.max(2)).map(|_| View::default()).collect(),
             next: 0,
             acked: None,
             priority: HashMap::new(),
@@ -67,7 +95,7 @@ impl Replicator {
         if self.acked.is_some_and(|a| !seq32_newer(tick, a)) {
             return;
         }
-        if self.views.iter().any(|v| held(v, tick)) {
+        if self.views.iter().any(|v| v.used && v.tick == tick) {
             self.acked = Some(tick);
         }
     }
@@ -77,8 +105,39 @@ impl Replicator {
     pub(crate) fn reset(&mut self) {
         self.acked = None;
         for view in &mut self.views {
-            view.clear(0);
+            view.used = false;
         }
+    }
+
+    /// What the next snapshot is a delta against.
+    pub(crate) fn baseline(&self) -> Baseline {
+        let Some(tick) = self.acked else { return Baseline::Nothing };
+        match self.views.iter().find(|v| v.used && v.tick == tick) {
+            Some(view) if view.complete => Baseline::Room(tick),
+            Some(_) => Baseline::Own(tick),
+            None => Baseline::Nothing,
+        }
+    }
+
+    /// Records that the client was sent the room's whole snapshot of `tick` (everything it
+    /// missed fitted the budget).
+    pub(crate) fn sent_complete(&mut self, tick: u32) {
+        self.priority.clear();
+        let slot = self.advance();
+        let view = &mut self.views[slot];
+        (view.used, view.tick, view.complete) = (true, tick, true);
+    }
+
+    /// The ring slot for the next view; if it held the acknowledged view, the client's ack of
+    /// the new one (or a later one) will give the next baseline.
+    fn advance(&mut self) -> usize {
+        let slot = self.next;
+        self.next = (self.next + 1) % self.views.len();
+        let view = &self.views[slot];
+        if view.used && self.acked == Some(view.tick) {
+            self.acked = None;
+        }
+        slot
     }
 
     /// Builds this tick's view of `room` (with per-entity `weights`, parallel to its entities)
@@ -87,15 +146,58 @@ impl Replicator {
         &mut self,
         config: &SnapshotConfig,
         room: &Snapshot,
+        history: &SnapshotHistory,
         weights: &[f32],
         budget: usize,
         out: &mut [u8],
     ) -> Result<Built, EncodeError> {
-        let Self { views, next, acked, priority, candidates, chosen, building } = self;
-        let baseline = acked.and_then(|tick| views.iter().find(|v| held(v, tick)));
+        // The baseline's entities: the room's snapshot from the history, or the client's own
+        // view (taken out of the ring while the new view is built, and put back).
+        let own = match self.baseline() {
+            Baseline::Own(tick) => self.views.iter().position(|v| v.used && v.tick == tick),
+            _ => None,
+        };
+        let own_view = own.map(|i| std::mem::take(&mut self.views[i].own));
+        let baseline = match self.baseline() {
+            Baseline::Nothing => None,
+            Baseline::Room(tick) => history.get(tick),
+            Baseline::Own(_) => own_view.as_ref(),
+        };
+        let result = self.build_from(config, room, baseline, weights, budget, out);
+        if let (Some(i), Some(view)) = (own, own_view) {
+            self.views[i].own = view;
+        }
+        let (built, take) = result?;
+        if built.deferred == 0 {
+            // Nothing left out: the view is the room's snapshot, which the history holds.
+            self.sent_complete(room.tick());
+            return Ok(built);
+        }
+        for &(_, index, _) in &self.candidates[..take] {
+            self.priority.remove(&room.entities()[index].id);
+        }
+        let slot = self.advance();
+        let view = &mut self.views[slot];
+        std::mem::swap(&mut view.own, &mut self.building);
+        (view.used, view.tick, view.complete) = (true, room.tick(), false);
+        Ok(built)
+    }
+
+    /// Ranks what the client misses, then fills and encodes the view with as many changes as
+    /// fit; returns what was written and how many candidates went in.
+    fn build_from(
+        &mut self,
+        config: &SnapshotConfig,
+        room: &Snapshot,
+        baseline: Option<&Snapshot>,
+        weights: &[f32],
+        budget: usize,
+        out: &mut [u8],
+    ) -> Result<(Built, usize), EncodeError> {
+        let Self { priority, candidates, chosen, building, .. } = self;
         rank(candidates, priority, room, weights, baseline);
         let mut take = affordable(candidates, budget);
-        let built = loop {
+        loop {
             chosen.clear();
             chosen.resize(room.len(), false);
             for &(_, index, _) in candidates.iter().take(take) {
@@ -110,27 +212,11 @@ impl Replicator {
                 // The estimate was short: send fewer changes rather than nothing.
                 Ok(len) if len > budget && take > 0 => take = take * 3 / 4,
                 Err(EncodeError::BufferTooSmall { .. }) if take > 0 => take = take * 3 / 4,
-                Ok(len) => break Built { len, deferred: candidates.len() - take },
+                Ok(len) => return Ok((Built { len, deferred: candidates.len() - take }, take)),
                 Err(e) => return Err(e),
             }
-        };
-        for &(_, index, _) in &candidates[..take] {
-            priority.remove(&room.entities()[index].id);
         }
-        // Keep the view, replacing the oldest; if that was the baseline, the client's ack of
-        // this view (or a later one) will give the next.
-        if acked.is_some_and(|tick| held(&views[*next], tick)) {
-            *acked = None;
-        }
-        std::mem::swap(&mut views[*next], building);
-        *next = (*next + 1) % views.len();
-        Ok(built)
     }
-}
-
-/// Whether `view` is the view of `tick` (an unused slot holds nothing).
-fn held(view: &Snapshot, tick: u32) -> bool {
-    view.tick() == tick && !view.is_empty()
 }
 
 /// Collects the entities whose state differs from the baseline, raises their priority by their

@@ -1,13 +1,13 @@
 //! The server side: a room runs its world one tick at a time, in explicit phases.
 
 use crate::protocol::{Envelope, InputFrame, SessionTicket, RELIABLE, STATE, UNRELIABLE};
-use crate::replication::Replicator;
+use crate::replication::{Baseline, Replicator};
 use crate::rpc::{frame, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
 use crate::world::World;
 use rally_proto::{ConnectionHandle, DisconnectReason, Endpoint, Instant};
 use rally_wire::seq::seq32_newer;
 use rally_wire::varint::write_varint;
-use rally_wire::{EntityState, MessageCodec, Snapshot, SnapshotConfig};
+use rally_wire::{EntityState, MessageCodec, Snapshot, SnapshotConfig, SnapshotHistory};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::de::DeserializeOwned;
@@ -38,6 +38,21 @@ pub enum Phase {
 /// The order of the phases, stated once.
 pub const PHASES: [Phase; 5] =
     [Phase::Ingest, Phase::Interact, Phase::Simulate, Phase::Replicate, Phase::Transmit];
+
+/// Watches a tick's phases, for telemetry: the host times each one (the room itself reads no
+/// clock). `enter` and `exit` bracket every phase of [`PHASES`], in order.
+pub trait PhaseObserver {
+    /// `phase` starts.
+    fn enter(&mut self, phase: Phase);
+    /// `phase` ended.
+    fn exit(&mut self, phase: Phase);
+}
+
+/// An observer that watches nothing.
+impl PhaseObserver for () {
+    fn enter(&mut self, _phase: Phase) {}
+    fn exit(&mut self, _phase: Phase) {}
+}
 
 /// The game's code in a room: how inputs move the world and how the world advances.
 pub trait Simulation {
@@ -239,6 +254,15 @@ pub struct Room<S: Simulation> {
     /// Reused each tick: the quantized world and each entity's replication weight.
     snapshot: Snapshot,
     weights: Vec<f32>,
+    /// Last tick's unquantized states, parallel to its snapshot, and a buffer for this tick's.
+    raw: Vec<EntityState>,
+    raw_next: Vec<EntityState>,
+    /// The last `views_kept` snapshots, with change ticks: the baselines of complete views.
+    history: SnapshotHistory,
+    /// This tick's encodings shared by every client with the same baseline (none for a full
+    /// snapshot): the baseline, and where its bytes sit in `shared_bytes`.
+    shared: Vec<(Option<u32>, std::ops::Range<usize>)>,
+    shared_bytes: Vec<u8>,
     datagram: Vec<u8>,
 }
 
@@ -272,6 +296,12 @@ impl<S: Simulation> Room<S> {
             phase: None,
             snapshot: Snapshot::default(),
             weights: Vec::new(),
+            raw: Vec::new(),
+            raw_next: Vec::new(),
+            history: SnapshotHistory::new(config.views_kept + 1),
+            shared: Vec::new(),
+            shared_bytes: Vec::new(),
+            // One datagram's worth: an encoding that does not fit is over the budget anyway.
             datagram: vec![0; config.snapshot_budget_bytes.max(64) + 16],
             config,
         }
@@ -566,9 +596,20 @@ impl<S: Simulation> Room<S> {
     /// Runs one tick at `now`: every phase of [`PHASES`], in order, then hands everything to
     /// `endpoint`.
     pub fn tick(&mut self, now: Instant, endpoint: &mut Endpoint) {
+        self.tick_observed(now, endpoint, &mut ());
+    }
+
+    /// [`Room::tick`], telling `observer` when each phase starts and ends.
+    pub fn tick_observed(
+        &mut self,
+        now: Instant,
+        endpoint: &mut Endpoint,
+        observer: &mut impl PhaseObserver,
+    ) {
         self.tick = self.tick.wrapping_add(1);
         for phase in PHASES {
             self.enter(phase);
+            observer.enter(phase);
             match phase {
                 Phase::Ingest => self.ingest(now),
                 Phase::Interact => self.world.propagate_grabs(),
@@ -576,6 +617,7 @@ impl<S: Simulation> Room<S> {
                 Phase::Replicate => self.replicate(),
                 Phase::Transmit => self.transmit(endpoint),
             }
+            observer.exit(phase);
         }
         self.phase = None;
         self.stats.ticks += 1;
@@ -618,36 +660,105 @@ impl<S: Simulation> Room<S> {
 
     fn replicate(&mut self) {
         self.quantize();
-        let config = &self.config.snapshot;
-        let budget = self.config.snapshot_budget_bytes;
-        for session in self.sessions.values_mut() {
-            let Some(connection) = session.connection else { continue };
-            // The prefix: the last input applied, plus one (zero for none).
-            let applied = session.last_input.map_or(0, |s| u64::from(s) + 1);
-            let Some(prefix) = write_varint(applied, &mut self.datagram) else { continue };
-            let out = &mut self.datagram[prefix..];
-            let budget = budget.saturating_sub(prefix);
-            let built =
-                session.replicator.build(config, &self.snapshot, &self.weights, budget, out);
-            match built {
-                Ok(built) => {
-                    self.stats.snapshot_bytes += (prefix + built.len) as u64;
-                    self.stats.changes_deferred += built.deferred as u64;
-                    let bytes = self.datagram[..prefix + built.len].to_vec();
-                    if !self.outbox.push(connection, STATE, bytes) {
-                        self.stats.sends_failed += 1;
-                    }
-                }
-                Err(_) => self.stats.sends_failed += 1,
-            }
+        // Ticks only increase, so the push cannot fail.
+        let _ = self.history.push(&self.snapshot);
+        self.shared.clear();
+        self.shared_bytes.clear();
+        let connected: Vec<ClientId> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.connection.is_some())
+            .map(|(id, _)| *id)
+            .collect();
+        for client in connected {
+            self.replicate_to(client);
         }
+    }
+
+    /// Builds, encodes and queues `client`'s snapshot of this tick.
+    fn replicate_to(&mut self, client: ClientId) {
+        let Some(session) = self.sessions.get(&client) else { return };
+        let Some(connection) = session.connection else { return };
+        // The prefix: the last input applied, plus one (zero for none).
+        let mut message = [0u8; 5].to_vec();
+        let applied = session.last_input.map_or(0, |s| u64::from(s) + 1);
+        let prefix = write_varint(applied, &mut message).unwrap_or(0);
+        message.truncate(prefix);
+        let budget = self.config.snapshot_budget_bytes;
+        let tick = self.tick;
+        if let Some(range) = self.shared_encoding(session.replicator.baseline()) {
+            message.extend_from_slice(&self.shared_bytes[range]);
+            if let Some(session) = self.sessions.get_mut(&client) {
+                session.replicator.sent_complete(tick);
+            }
+        } else {
+            let Some(session) = self.sessions.get_mut(&client) else { return };
+            let (config, room, history) = (&self.config.snapshot, &self.snapshot, &self.history);
+            let out = &mut self.datagram;
+            let built = session.replicator.build(
+                config,
+                room,
+                history,
+                &self.weights,
+                budget - prefix,
+                out,
+            );
+            let Ok(built) = built else {
+                self.stats.sends_failed += 1;
+                return;
+            };
+            self.stats.changes_deferred += built.deferred as u64;
+            message.extend_from_slice(&self.datagram[..built.len]);
+        }
+        self.stats.snapshot_bytes += message.len() as u64;
+        if !self.outbox.push(connection, STATE, message) {
+            self.stats.sends_failed += 1;
+        }
+    }
+
+    /// The room's whole snapshot as a delta against `baseline` (or in full), encoded once per
+    /// tick and baseline and shared by every client on that baseline; `None` if the client's
+    /// baseline is a view of its own, or if the encoding exceeds the budget.
+    fn shared_encoding(&mut self, baseline: Baseline) -> Option<std::ops::Range<usize>> {
+        let key = match baseline {
+            Baseline::Nothing => None,
+            Baseline::Room(tick) => Some(tick),
+            Baseline::Own(_) => return None,
+        };
+        if let Some((_, range)) = self.shared.iter().find(|(k, _)| *k == key) {
+            return (!range.is_empty()).then(|| range.clone());
+        }
+        let config = &self.config.snapshot;
+        let written = match key {
+            None => config.encode_full(&self.snapshot, &mut self.datagram),
+            Some(tick) => self.history.encode_delta(config, tick, &mut self.datagram),
+        };
+        // Room for the largest prefix, so that the encoding fits every client's budget.
+        let fits = |len: &usize| *len + 5 <= self.config.snapshot_budget_bytes;
+        let start = self.shared_bytes.len();
+        let range = match written.ok().filter(fits) {
+            Some(len) => {
+                self.shared_bytes.extend_from_slice(&self.datagram[..len]);
+                start..start + len
+            }
+            // Remembered as empty, so that other clients skip the attempt.
+            None => start..start,
+        };
+        self.shared.push((key, range.clone()));
+        (!range.is_empty()).then_some(range)
     }
 
     /// Quantizes the world into this tick's snapshot, once for every client.
     fn quantize(&mut self) {
-        self.snapshot.clear(self.tick);
-        self.weights.clear();
-        for (id, entity) in self.world.iter() {
+        let Self { world, snapshot, weights, history, raw, raw_next, config, tick, .. } = self;
+        snapshot.clear(*tick);
+        weights.clear();
+        raw_next.clear();
+        // Last tick's states and codes, in the same id order: an entity whose state is
+        // bit-for-bit unchanged keeps its code without quantizing again.
+        let previous = history.newest().map(|s| s.entities()).unwrap_or_default();
+        let mut j = 0;
+        for (id, entity) in world.iter() {
             let state = EntityState {
                 id,
                 position: entity.transform.position,
@@ -655,10 +766,19 @@ impl<S: Simulation> Room<S> {
                 linear_velocity: entity.linear_velocity,
                 angular_velocity: entity.angular_velocity,
             };
+            while raw.get(j).is_some_and(|r| r.id < id) {
+                j += 1;
+            }
+            let code = match (raw.get(j), previous.get(j)) {
+                (Some(old), Some(code)) if *old == state && code.id == id => *code,
+                _ => config.snapshot.quantize(&state),
+            };
             // Ids ascend and the world holds at most entities_max.
-            let _ = self.snapshot.push(self.config.snapshot.quantize(&state));
-            self.weights.push(entity.priority);
+            let _ = snapshot.push(code);
+            weights.push(entity.priority);
+            raw_next.push(state);
         }
+        std::mem::swap(raw, raw_next);
     }
 
     /// Hands every queued message to `endpoint` now. `tick` does this in its last phase; call

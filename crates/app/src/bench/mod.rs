@@ -4,6 +4,7 @@
 
 mod harness;
 mod reference_message;
+mod room;
 pub mod stats;
 mod transport;
 mod wire;
@@ -18,6 +19,8 @@ pub enum BenchCommand {
     Wire(WireArgs),
     /// W1: reliable echo latency against KCP (the C original) through the W1 link profiles.
     Transport(transport::TransportArgs),
+    /// W3 (the engine's part): CPU per reference room-tick, by phase.
+    Room(room::RoomArgs),
 }
 
 /// Options of `rally bench wire`.
@@ -42,6 +45,7 @@ pub fn run(command: BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
     match command {
         BenchCommand::Wire(args) => wire::run(&args),
         BenchCommand::Transport(args) => transport::run(&args),
+        BenchCommand::Room(args) => room::run(&args),
     }
 }
 

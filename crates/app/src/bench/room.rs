@@ -1,0 +1,375 @@
+//! `rally bench room`: the engine's own CPU cost per reference room-tick (W3 of
+//! shared/DESIGN.md, the part [rooms] owns).
+//!
+//! The reference room: 10 clients each sending an input every tick at 128 Hz, 256 bodies of
+//! which 64 move every tick (the 10 controllers the inputs drive and 54 bodies on orbits), 192
+//! at rest. Everything runs in one process over perfect in-memory links in virtual time; the
+//! bench reads the OS clock around the room's work only:
+//!
+//! - `ingest`: `Room::receive` for every input frame that arrived (decode, apply);
+//! - `interact`, `replicate` (quantize once, build and encode ten per-client snapshots) and
+//!   `transmit` (hand them to the endpoint): the room's own phases, timed by a
+//!   `PhaseObserver`;
+//! - `simulate` is timed too but left out of the engine total: it is the game's code (here a
+//!   trivial orbit; physics in a real game), which [scale] budgets separately.
+//!
+//! The transport's packetization and the sockets are not in these figures ([scale] measures
+//! the whole host). Allocations are counted per tick by the binary's counting allocator.
+
+use super::stats::{summary, Summary};
+use crate::alloc_counter;
+use crate::machine::Machine;
+use crate::plot::{self, Panel};
+use rally_engine::{
+    connection_config, ClientConfig, ClientId, ClientSession, Entity, EntityId, Phase,
+    PhaseObserver, Room, RoomConfig, Simulation, Transform, World, PHASES,
+};
+use rally_netem::LinkConfig;
+use rally_proto::{EndpointConfig, Event};
+use rally_sim::sandbox::HandInput;
+use rally_sim::{Net, VirtualClock};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Clients in the reference room.
+const CLIENTS: usize = 10;
+/// Bodies in the reference room, controllers included.
+const BODIES: usize = 256;
+/// Bodies that move every tick, controllers included.
+const MOVING: usize = 64;
+/// The [scale] target for a whole room-tick (all phases but physics).
+const TARGET_US: f64 = 25.0;
+
+/// Options of `rally bench room`.
+#[derive(Debug, clap::Args)]
+pub struct RoomArgs {
+    /// 10 seconds of ticks instead of 60.
+    #[arg(long)]
+    pub quick: bool,
+    /// Write the report as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Draw the per-phase plot into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+}
+
+/// The reference game: inputs move controllers; `MOVING - CLIENTS` bodies orbit.
+#[derive(Default)]
+struct Reference {
+    controllers: BTreeMap<ClientId, EntityId>,
+    orbiting: Vec<EntityId>,
+    t: f32,
+}
+
+impl Simulation for Reference {
+    type Input = HandInput;
+    type Message = ();
+
+    fn apply_input(&mut self, world: &mut World, client: ClientId, input: &HandInput) {
+        let Some(hand) = self.controllers.get(&client).and_then(|id| world.get_mut(*id)) else {
+            return;
+        };
+        hand.transform.position = input.position.into();
+        hand.transform.rotation = glam::Quat::from_array(input.rotation).normalize();
+    }
+
+    fn step(&mut self, world: &mut World, dt: Duration) {
+        self.t += dt.as_secs_f32();
+        for (k, id) in self.orbiting.iter().enumerate() {
+            let Some(body) = world.get_mut(*id) else { continue };
+            let phase = self.t * 2.0 + k as f32;
+            let radius = 1.0 + (k % 5) as f32 * 0.5;
+            body.transform.position =
+                glam::Vec3::new(phase.cos() * radius, 1.0, phase.sin() * radius);
+            body.linear_velocity = glam::Vec3::new(-phase.sin(), 0.0, phase.cos()) * radius * 2.0;
+        }
+    }
+
+    fn joined(&mut self, world: &mut World, client: ClientId) {
+        if let Ok(id) = world.spawn(Entity::at(Transform::IDENTITY)) {
+            self.controllers.insert(client, id);
+        }
+    }
+}
+
+/// Times the phases of one tick with the OS clock.
+#[derive(Default)]
+struct PhaseTimer {
+    started: Option<std::time::Instant>,
+    micros: [f64; 5],
+}
+
+impl PhaseObserver for PhaseTimer {
+    #[allow(clippy::disallowed_methods)] // a benchmark reads the clock
+    fn enter(&mut self, _phase: Phase) {
+        self.started = Some(std::time::Instant::now());
+    }
+    fn exit(&mut self, phase: Phase) {
+        let index = PHASES.iter().position(|p| *p == phase).unwrap_or(0);
+        self.micros[index] = self.started.map_or(0.0, |s| s.elapsed().as_secs_f64() * 1e6);
+    }
+}
+
+/// Per-tick samples.
+#[derive(Default)]
+struct Samples {
+    ingest: Vec<f64>,
+    phases: [Vec<f64>; 5],
+    engine: Vec<f64>,
+    allocations: Vec<f64>,
+    snapshot_bytes: Vec<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    clients: usize,
+    bodies: usize,
+    moving: usize,
+    ticks: usize,
+    /// Microseconds per room-tick: ingest, each phase, and the engine total (simulate excluded).
+    micros: BTreeMap<String, Summary>,
+    allocations_per_tick: Summary,
+    snapshot_bytes_per_client: Summary,
+    target_us: f64,
+}
+
+/// The room, its network and its clients' sessions, with how far each event log was read.
+struct Bench {
+    room: Room<Reference>,
+    net: Net,
+    sessions: Vec<ClientSession<HandInput, ()>>,
+    seen_server: usize,
+    seen_clients: Vec<usize>,
+}
+
+impl Bench {
+    /// The reference room with its clients connected and joined, the world in motion.
+    fn new() -> Result<Self, Box<dyn Error>> {
+        let mut game = Reference::default();
+        let mut room_config = RoomConfig::default();
+        room_config.snapshot.entities_max = room_config.snapshot.entities_max.max(BODIES);
+        let mut room = Room::new(room_config, Reference::default(), 1);
+        for k in 0..BODIES - CLIENTS {
+            let at = Transform::from_position(glam::Vec3::new(k as f32 * 0.1 - 10.0, 0.5, -3.0));
+            let id = room.world_mut().spawn(Entity::at(at))?;
+            if k < MOVING - CLIENTS {
+                game.orbiting.push(id);
+            }
+        }
+        *room.simulation_mut() = game;
+        let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
+        let mut net = Net::new(endpoint, LinkConfig::default(), CLIENTS, 1);
+        if !net.connect_all(Duration::from_secs(1)) {
+            return Err("the reference clients did not connect".into());
+        }
+        let sessions = (0..CLIENTS).map(|_| ClientSession::new(ClientConfig::default())).collect();
+        let mut bench =
+            Bench { room, net, sessions, seen_server: 0, seen_clients: vec![0; CLIENTS] };
+        for _ in 0..10 {
+            bench.deliver_to_room();
+            bench.room.transmit(&mut bench.net.server);
+            bench.net.drive();
+            bench.deliver_to_clients();
+            bench.net.drive();
+        }
+        if bench.sessions.iter().any(|s| s.client_id().is_none()) {
+            return Err("the reference clients did not join".into());
+        }
+        Ok(bench)
+    }
+
+    /// Hands every event the server endpoint produced to the room: what `ingest` times.
+    fn deliver_to_room(&mut self) {
+        for (handle, event) in &self.net.server_events[self.seen_server..] {
+            match event {
+                Event::Connected => self.room.accept(*handle),
+                Event::Message { channel, payload } => {
+                    self.room.receive(*handle, *channel, payload)
+                }
+                Event::Disconnected { .. } => {}
+            }
+        }
+        self.seen_server = self.net.server_events.len();
+    }
+
+    /// Hands every client endpoint's events to its session, and sends what the sessions queued.
+    fn deliver_to_clients(&mut self) {
+        for (i, session) in self.sessions.iter_mut().enumerate() {
+            let client = &mut self.net.clients[i];
+            for (handle, event) in &client.events[self.seen_clients[i]..] {
+                match event {
+                    Event::Connected => session.connected(*handle),
+                    Event::Message { channel, payload } => session.receive(*channel, payload),
+                    Event::Disconnected { .. } => {}
+                }
+            }
+            self.seen_clients[i] = client.events.len();
+            session.transmit(&mut client.endpoint);
+        }
+    }
+
+    /// Every client sends an input sampled now.
+    fn inputs(&mut self) {
+        let now = self.net.now.as_secs_f64();
+        for (i, session) in self.sessions.iter_mut().enumerate() {
+            session.send_input(HandInput::on_circle(i, now));
+            session.transmit(&mut self.net.clients[i].endpoint);
+        }
+        self.net.drive();
+    }
+}
+
+/// Runs the benchmark.
+pub fn run(args: &RoomArgs) -> Result<(), Box<dyn Error>> {
+    let ticks = if args.quick { 1280 } else { 7680 };
+    let warmup = 256;
+    let mut bench = Bench::new()?;
+    let mut samples = Samples::default();
+    let progress = indicatif::ProgressBar::new((ticks + warmup) as u64);
+    let dt = bench.room.config().dt();
+    for tick in 0..ticks + warmup {
+        let now = bench.net.now;
+        bench.inputs();
+        let before = alloc_counter::allocations();
+        let ingest = time(|| bench.deliver_to_room());
+        let bytes_before = bench.room.stats().snapshot_bytes;
+        let mut timer = PhaseTimer::default();
+        bench.room.tick_observed(now, &mut bench.net.server, &mut timer);
+        let allocations = alloc_counter::allocations() - before;
+        bench.net.drive();
+        bench.deliver_to_clients();
+        if tick >= warmup {
+            let bytes = (bench.room.stats().snapshot_bytes - bytes_before) as f64;
+            samples.record(ingest, &timer, allocations, bytes / CLIENTS as f64);
+        }
+        progress.inc(1);
+        bench.net.run_until(now + dt);
+    }
+    progress.finish_and_clear();
+    check_converged(&bench)?;
+    let report = report(&samples, ticks);
+    print(&report);
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "bench": "room",
+            "quick": args.quick,
+            "machine": Machine::detect(),
+            "report": report,
+        });
+        super::write_json(path, &json)?;
+    }
+    if let Some(dir) = &args.plot {
+        draw(dir, &report)?;
+    }
+    Ok(())
+}
+
+impl Samples {
+    fn record(&mut self, ingest: f64, timer: &PhaseTimer, allocations: u64, bytes: f64) {
+        let simulate = PHASES.iter().position(|p| *p == Phase::Simulate).unwrap_or(2);
+        let phases: f64 =
+            timer.micros.iter().enumerate().filter(|(k, _)| *k != simulate).map(|(_, v)| v).sum();
+        self.ingest.push(ingest);
+        for (k, v) in timer.micros.iter().enumerate() {
+            self.phases[k].push(*v);
+        }
+        self.engine.push(ingest + phases);
+        self.allocations.push(allocations as f64);
+        self.snapshot_bytes.push(bytes);
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // a benchmark reads the clock
+fn time(f: impl FnOnce()) -> f64 {
+    let start = std::time::Instant::now();
+    f();
+    start.elapsed().as_secs_f64() * 1e6
+}
+
+/// The measurement means something only if the clients really kept up with the room.
+fn check_converged(bench: &Bench) -> Result<(), Box<dyn Error>> {
+    let room = bench.room.snapshot();
+    for (i, session) in bench.sessions.iter().enumerate() {
+        let tick = session.snapshot().map(|s| s.tick());
+        if tick.is_none_or(|t| room.tick().wrapping_sub(t) > 2) {
+            return Err(format!(
+                "client {i} fell behind: at tick {tick:?}, the room at {}",
+                room.tick()
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+fn report(samples: &Samples, ticks: usize) -> Report {
+    let mut micros = BTreeMap::new();
+    micros.insert("0 ingest".to_string(), summary(&samples.ingest));
+    for (k, phase) in PHASES.iter().enumerate().skip(1) {
+        let name = format!("{k} {phase:?}").to_lowercase();
+        micros.insert(name, summary(&samples.phases[k]));
+    }
+    micros.insert("engine total".to_string(), summary(&samples.engine));
+    Report {
+        clients: CLIENTS,
+        bodies: BODIES,
+        moving: MOVING,
+        ticks,
+        micros,
+        allocations_per_tick: summary(&samples.allocations),
+        snapshot_bytes_per_client: summary(&samples.snapshot_bytes),
+        target_us: TARGET_US,
+    }
+}
+
+fn print(report: &Report) {
+    println!(
+        "reference room: {} clients, {} bodies ({} moving), {} ticks at 128 Hz",
+        report.clients, report.bodies, report.moving, report.ticks
+    );
+    println!("{:<16} {:>9} {:>9} {:>9} {:>9}", "us per tick", "mean", "p50", "p99", "max");
+    for (name, s) in &report.micros {
+        println!("{name:<16} {:>9.2} {:>9.2} {:>9.2} {:>9.2}", s.mean, s.p50, s.p99, s.max);
+    }
+    let a = report.allocations_per_tick;
+    let b = report.snapshot_bytes_per_client;
+    println!("allocations per tick: mean {:.1}, max {:.0}", a.mean, a.max);
+    println!("snapshot bytes per client per tick: mean {:.0}, max {:.0}", b.mean, b.max);
+    println!("engine total = ingest + interact + replicate + transmit (simulate is the game's)");
+    let total = report.micros["engine total"].mean;
+    let verdict = if total <= TARGET_US { "within" } else { "over" };
+    println!(
+        "engine mean {total:.1} us per room-tick: {verdict} the [scale] budget of {TARGET_US} us \
+         for a whole room-tick (transport and encryption still to add)"
+    );
+}
+
+fn draw(dir: &std::path::Path, report: &Report) -> Result<(), Box<dyn Error>> {
+    std::fs::create_dir_all(dir)?;
+    let groups: Vec<String> = report.micros.keys().cloned().collect();
+    let series = ["mean", "p99"]
+        .iter()
+        .map(|stat| {
+            let values = report
+                .micros
+                .values()
+                .map(|s| if *stat == "mean" { s.mean } else { s.p99 })
+                .collect();
+            (stat.to_string(), values)
+        })
+        .collect();
+    let panel = Panel {
+        title: "CPU per reference room-tick, by phase".into(),
+        y_label: "microseconds (log)".into(),
+        groups,
+        series,
+    };
+    let path = dir.join("room-phases.png");
+    plot::grouped_bars(&path, "W3 reference room: engine cost per tick", 1, &[panel])?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
