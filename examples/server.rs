@@ -1,0 +1,60 @@
+//! A minimal Rally server: one room where each client's hand follows its inputs.
+//!
+//! Run `cargo run --release --example server`, then `cargo run --release --example client` in
+//! another terminal (as many as you like). Ctrl-C stops it.
+
+use rally_driver::UdpDriver;
+use rally_engine::{connection_config, ClientId, Entity, EntityId, Room, RoomConfig};
+use rally_engine::{Simulation, Transform, World};
+use rally_proto::{EndpointConfig, Event};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The game: a hand per client, placed where the client's input says.
+#[derive(Default)]
+struct Hands(HashMap<ClientId, EntityId>);
+
+impl Simulation for Hands {
+    type Input = [f32; 3];
+    type Message = String;
+
+    fn apply_input(&mut self, world: &mut World, client: ClientId, input: &[f32; 3]) {
+        if let Some(hand) = self.0.get(&client).and_then(|id| world.get_mut(*id)) {
+            hand.transform.position = (*input).into();
+        }
+    }
+
+    fn step(&mut self, _world: &mut World, _dt: Duration) {}
+
+    fn joined(&mut self, world: &mut World, client: ClientId) {
+        if let Ok(id) = world.spawn(Entity::at(Transform::IDENTITY)) {
+            self.0.insert(client, id);
+        }
+    }
+
+    fn left(&mut self, world: &mut World, client: ClientId) {
+        if let Some(id) = self.0.remove(&client) {
+            let _ = world.despawn(id);
+        }
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let config = EndpointConfig { connection: connection_config(), ..Default::default() };
+    let mut driver = UdpDriver::bind("127.0.0.1:7777", config)?;
+    let mut room = Room::new(RoomConfig::default(), Hands::default(), 1);
+    let clock = driver.clock();
+    println!("room listening on {}", driver.local_addr()?);
+    loop {
+        // Datagrams reach the room the moment they arrive; the room ticks at 128 Hz.
+        driver.run_for(room.config().dt(), |_, connection, event| match event {
+            Event::Connected => room.accept(connection),
+            Event::Message { channel, payload } => room.receive(connection, channel, &payload),
+            Event::Disconnected { reason } => room.disconnected(clock.now(), connection, reason),
+        })?;
+        room.tick(driver.now(), driver.endpoint());
+        while let Some(event) = room.poll_event() {
+            println!("{event:?}");
+        }
+    }
+}
