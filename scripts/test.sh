@@ -30,12 +30,15 @@ step tests cargo test --workspace --locked
 step docs env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 # Benchmarks are not tests: the smoke run proves they work end to end (table, JSON, plot) and
 # leaves the report in target/ci/; it asserts no timing.
-# A short batch of deterministic simulations: every channel's invariants under faults.
+# A short batch of deterministic simulations: every channel's invariants under faults, and
+# rooms converging through them.
 step "simulation" cargo run --release --locked -- sim --seeds 40
 step "bench smoke: wire" cargo run --release --locked -- bench wire --quick \
     --json target/ci/wire.json --plot target/ci
 step "bench smoke: transport" cargo run --release --locked -- bench transport --quick \
     --json target/ci/transport.json --plot target/ci
+step "bench smoke: room" cargo run --release --locked -- bench room --quick \
+    --json target/ci/room.json --plot target/ci
 # A short fuzzing smoke of every decoder and of handle_datagram on fresh and connected
 # endpoints, where a nightly toolchain is present (scripts/fuzz.sh says so when it is not).
 step "fuzz smoke" bash scripts/fuzz.sh 10
