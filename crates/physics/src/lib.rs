@@ -1,0 +1,301 @@
+//! # rally-physics
+//!
+//! rapier3d rigid-body physics for a Rally room, in its own crate so that the engine does not
+//! depend on a physics engine. A [`Physics`] keeps a rapier body for each entity you add and,
+//! in [`Physics::step`] (call it from your [`Simulation::step`](rally_engine::Simulation)),
+//! keeps the two worlds in step:
+//!
+//! - before the step, kinematic entities (controllers, hands) and every entity a grab holds
+//!   become kinematic bodies moved to the world's pose, so that a held paddle hits the ball with
+//!   the hand's motion;
+//! - an entity released since the last step turns dynamic again with the velocity its grabber
+//!   gave it, so what is thrown flies on;
+//! - after the step, dynamic bodies write their poses and velocities back to the world; bodies
+//!   of despawned entities are removed.
+//!
+//! ```
+//! use glam::Vec3;
+//! use rally_engine::{Entity, Transform, World};
+//! use rally_physics::{Body, Physics};
+//! use std::time::Duration;
+//!
+//! let mut world = World::new(16);
+//! let mut physics = Physics::new(Vec3::new(0.0, -9.81, 0.0));
+//! let floor = world.spawn(Entity::at(Transform::IDENTITY)).unwrap();
+//! physics.add(&world, floor, Body::fixed_cuboid(Vec3::new(5.0, 0.1, 5.0))).unwrap();
+//! let ball = world.spawn(Entity::at(Transform::from_position(Vec3::new(0.0, 1.0, 0.0)))).unwrap();
+//! physics.add(&world, ball, Body::dynamic_ball(0.02)).unwrap();
+//! for _ in 0..256 {
+//!     physics.step(&mut world, Duration::from_secs(1) / 128);
+//!     let y = world.get(ball).unwrap().transform.position.y;
+//!     assert!(y > 0.11, "the ball stays on the floor's top (0.1) plus its radius: {y}");
+//! }
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+use glam::Vec3;
+use rally_engine::{EntityId, World};
+use rapier3d::prelude::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How a body moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Motion {
+    /// Moved by forces and contacts; written back to the world after each step.
+    Dynamic,
+    /// Moved by the game (inputs): follows the world's pose, pushes dynamic bodies.
+    Kinematic,
+    /// Never moves (floors, tables, walls).
+    Fixed,
+}
+
+/// A body's shape.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shape {
+    /// A sphere of this radius, metres.
+    Ball(f32),
+    /// A box with these half extents, metres.
+    Cuboid(Vec3),
+}
+
+/// What to give an entity's body.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Body {
+    /// How it moves.
+    pub motion: Motion,
+    /// Its shape.
+    pub shape: Shape,
+    /// Bounciness, 0 to 1.
+    pub restitution: f32,
+    /// Friction coefficient.
+    pub friction: f32,
+    /// Kilograms per cubic metre.
+    pub density: f32,
+}
+
+impl Body {
+    /// A dynamic ball (a ping-pong ball is 0.02 m), bouncy.
+    pub fn dynamic_ball(radius: f32) -> Self {
+        Self {
+            motion: Motion::Dynamic,
+            shape: Shape::Ball(radius),
+            restitution: 0.8,
+            friction: 0.3,
+            density: 80.0,
+        }
+    }
+
+    /// A fixed box (a table, the floor).
+    pub fn fixed_cuboid(half_extents: Vec3) -> Self {
+        Self {
+            motion: Motion::Fixed,
+            shape: Shape::Cuboid(half_extents),
+            restitution: 0.8,
+            friction: 0.5,
+            density: 1000.0,
+        }
+    }
+
+    /// A kinematic box (a paddle in a hand, a controller).
+    pub fn kinematic_cuboid(half_extents: Vec3) -> Self {
+        Self {
+            motion: Motion::Kinematic,
+            shape: Shape::Cuboid(half_extents),
+            restitution: 0.8,
+            friction: 0.5,
+            density: 1000.0,
+        }
+    }
+}
+
+/// Why a body could not be added.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PhysicsError {
+    /// The world has no such entity.
+    #[error("no entity {0}")]
+    UnknownEntity(EntityId),
+    /// The entity has a body already.
+    #[error("entity {0} has a body already")]
+    AlreadyAdded(EntityId),
+}
+
+/// The rapier world of one room.
+pub struct Physics {
+    gravity: Vec3,
+    parameters: IntegrationParameters,
+    pipeline: PhysicsPipeline,
+    islands: IslandManager,
+    broad_phase: BroadPhaseBvh,
+    narrow_phase: NarrowPhase,
+    bodies: RigidBodySet,
+    colliders: ColliderSet,
+    impulse_joints: ImpulseJointSet,
+    multibody_joints: MultibodyJointSet,
+    soft_bodies: SoftBodySet,
+    ccd: CCDSolver,
+    handles: BTreeMap<EntityId, (RigidBodyHandle, Motion)>,
+}
+
+impl std::fmt::Debug for Physics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Physics").field("bodies", &self.handles.len()).finish()
+    }
+}
+
+impl Physics {
+    /// An empty physics world with `gravity` (metres per second squared).
+    pub fn new(gravity: Vec3) -> Self {
+        Self {
+            gravity,
+            parameters: IntegrationParameters::default(),
+            pipeline: PhysicsPipeline::new(),
+            islands: IslandManager::new(),
+            broad_phase: BroadPhaseBvh::new(),
+            narrow_phase: NarrowPhase::new(),
+            bodies: RigidBodySet::new(),
+            colliders: ColliderSet::new(),
+            impulse_joints: ImpulseJointSet::new(),
+            multibody_joints: MultibodyJointSet::new(),
+            soft_bodies: SoftBodySet::new(),
+            ccd: CCDSolver::new(),
+            handles: BTreeMap::new(),
+        }
+    }
+
+    /// Gives entity `id` a body, where the world has it now.
+    pub fn add(&mut self, world: &World, id: EntityId, body: Body) -> Result<(), PhysicsError> {
+        let entity = world.get(id).ok_or(PhysicsError::UnknownEntity(id))?;
+        if self.handles.contains_key(&id) {
+            return Err(PhysicsError::AlreadyAdded(id));
+        }
+        let builder = match body.motion {
+            Motion::Dynamic => RigidBodyBuilder::dynamic(),
+            Motion::Kinematic => RigidBodyBuilder::kinematic_position_based(),
+            Motion::Fixed => RigidBodyBuilder::fixed(),
+        };
+        let pose = Pose::from_parts(entity.transform.position, entity.transform.rotation);
+        let rigid = builder
+            .pose(pose)
+            .linvel(entity.linear_velocity)
+            .angvel(entity.angular_velocity)
+            // Fast balls must not tunnel through thin paddles.
+            .ccd_enabled(body.motion == Motion::Dynamic)
+            .build();
+        let handle = self.bodies.insert(rigid);
+        let collider = match body.shape {
+            Shape::Ball(radius) => ColliderBuilder::ball(radius),
+            Shape::Cuboid(h) => ColliderBuilder::cuboid(h.x, h.y, h.z),
+        };
+        let collider =
+            collider.restitution(body.restitution).friction(body.friction).density(body.density);
+        self.colliders.insert_with_parent(collider, handle, &mut self.bodies);
+        self.handles.insert(id, (handle, body.motion));
+        Ok(())
+    }
+
+    /// Removes entity `id`'s body; returns whether it had one.
+    pub fn remove(&mut self, id: EntityId) -> bool {
+        let Some((handle, _)) = self.handles.remove(&id) else { return false };
+        self.bodies.remove(
+            handle,
+            &mut self.islands,
+            &mut self.colliders,
+            &mut self.impulse_joints,
+            &mut self.multibody_joints,
+            &mut self.soft_bodies,
+            true,
+        );
+        true
+    }
+
+    /// Bodies held.
+    pub fn len(&self) -> usize {
+        self.handles.len()
+    }
+
+    /// Whether no body is held.
+    pub fn is_empty(&self) -> bool {
+        self.handles.is_empty()
+    }
+
+    /// Advances by `dt`: the world's kinematic and held entities drive their bodies, rapier
+    /// steps, dynamic bodies write back.
+    pub fn step(&mut self, world: &mut World, dt: Duration) {
+        self.forget_despawned(world);
+        self.drive_kinematic(world);
+        self.parameters.dt = dt.as_secs_f32();
+        self.pipeline.step(
+            self.gravity,
+            &self.parameters,
+            &mut self.islands,
+            &mut self.broad_phase,
+            &mut self.narrow_phase,
+            &mut self.bodies,
+            &mut self.colliders,
+            &mut self.impulse_joints,
+            &mut self.multibody_joints,
+            &mut self.soft_bodies,
+            &mut self.ccd,
+            &(),
+            &(),
+        );
+        self.write_back(world);
+    }
+
+    fn forget_despawned(&mut self, world: &World) {
+        let gone: Vec<EntityId> =
+            self.handles.keys().copied().filter(|id| world.get(*id).is_none()).collect();
+        for id in gone {
+            self.remove(id);
+        }
+    }
+
+    /// Kinematic and held entities move their bodies to the world's pose; an entity released
+    /// since the last step turns dynamic with the velocity its grab gave it.
+    fn drive_kinematic(&mut self, world: &World) {
+        for (id, (handle, motion)) in &self.handles {
+            let (Some(entity), Some(body)) = (world.get(*id), self.bodies.get_mut(*handle)) else {
+                continue;
+            };
+            let pose = Pose::from_parts(entity.transform.position, entity.transform.rotation);
+            let held = world.grabber_of(*id).is_some();
+            match motion {
+                Motion::Kinematic => body.set_next_kinematic_position(pose),
+                Motion::Dynamic if held => {
+                    if body.body_type() != RigidBodyType::KinematicPositionBased {
+                        body.set_body_type(RigidBodyType::KinematicPositionBased, true);
+                    }
+                    body.set_next_kinematic_position(pose);
+                }
+                Motion::Dynamic if body.body_type() != RigidBodyType::Dynamic => {
+                    body.set_body_type(RigidBodyType::Dynamic, true);
+                    body.set_position(pose, true);
+                    body.set_linvel(entity.linear_velocity, true);
+                    body.set_angvel(entity.angular_velocity, true);
+                }
+                Motion::Dynamic | Motion::Fixed => {}
+            }
+        }
+    }
+
+    /// Dynamic bodies that nothing holds write their pose and velocities to the world.
+    fn write_back(&self, world: &mut World) {
+        for (id, (handle, motion)) in &self.handles {
+            if *motion != Motion::Dynamic || world.grabber_of(*id).is_some() {
+                continue;
+            }
+            let (Some(body), Some(entity)) = (self.bodies.get(*handle), world.get_mut(*id)) else {
+                continue;
+            };
+            let pose = body.position();
+            entity.transform.position = pose.translation;
+            entity.transform.rotation = pose.rotation;
+            entity.linear_velocity = body.linvel();
+            entity.angular_velocity = body.angvel();
+        }
+    }
+}
