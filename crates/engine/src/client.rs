@@ -1,6 +1,8 @@
 //! The client side: a session in a room, over one connection of a client endpoint.
 
-use crate::protocol::{Envelope, InputFrame, SessionTicket, RELIABLE, STATE, UNRELIABLE};
+use crate::protocol::{
+    encode_frame, Envelope, InputFrame, SessionTicket, RELIABLE, STATE, UNRELIABLE,
+};
 use crate::room::ClientId;
 use crate::rpc::{frame, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
 use rally_proto::{ConnectionHandle, ConnectionStats, Endpoint, Instant};
@@ -394,9 +396,9 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
                 first_seq: self.first_input,
                 inputs: self.inputs.iter().collect::<Vec<_>>(),
             };
-            match self.config.codec.encode(&frame) {
-                Ok(bytes) => self.queue(STATE, bytes),
-                Err(_) => self.stats.sends_failed += 1,
+            match encode_frame(&frame) {
+                Some(bytes) => self.queue(STATE, bytes),
+                None => self.stats.sends_failed += 1,
             }
         }
         while let Some(((), channel, bytes)) = self.outbox.queue.pop_front() {

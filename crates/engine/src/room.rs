@@ -1,6 +1,6 @@
 //! The server side: a room runs its world one tick at a time, in explicit phases.
 
-use crate::protocol::{Envelope, InputFrame, SessionTicket, RELIABLE, STATE, UNRELIABLE};
+use crate::protocol::{decode_frame, Envelope, SessionTicket, RELIABLE, STATE, UNRELIABLE};
 use crate::replication::{Baseline, Replicator};
 use crate::rpc::{frame, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
 use crate::world::World;
@@ -470,9 +470,10 @@ impl<S: Simulation> Room<S> {
     }
 
     fn input_frame(&mut self, client: ClientId, payload: &[u8]) {
-        let frame: InputFrame<S::Input> = match self.config.codec.decode(payload) {
-            Ok(frame) => frame,
-            Err(_) => return self.stats.messages_dropped += 1,
+        let bytes_max = self.config.codec.message_bytes_max;
+        let Some(frame) = decode_frame::<S::Input>(payload, bytes_max) else {
+            self.stats.messages_dropped += 1;
+            return;
         };
         if frame.inputs.len() > self.config.inputs_per_frame_max {
             self.stats.messages_dropped += 1;
