@@ -20,14 +20,39 @@
 //! carry the acknowledgement), so a lost snapshot costs nothing but the next delta's size.
 //! A per-client byte budget per tick bounds it: changes that do not fit wait, with a priority
 //! that grows every tick they wait (by the entity's `priority` weight), so a burst of changes
-//! or a late join spreads over a few ticks instead of queueing. See [`replication`].
+//! or a late join spreads over a few ticks instead of queueing. Spawns and despawns are records
+//! of the same snapshots, so they are as reliable as the state (a delta is always against what
+//! the client acknowledged) and can never be reordered with the state they refer to. When all a
+//! client misses fits, it is sent the room's own snapshot, encoded once per baseline tick for
+//! every client on that baseline. See [`replication`].
+//!
+//! ## Sessions
+//!
+//! A client joins with a hello on its connection and gets a [`SessionTicket`]. If its
+//! connection drops, it reconnects (from a new socket) and presents the ticket: within
+//! [`RoomConfig::resume_window`] the room resumes its session (its id, its entities, its input
+//! sequence) and brings its state up to date; a ticket on a new connection also takes over
+//! from an old connection the room had not yet seen close.
 //!
 //! ## Inputs and RPC
 //!
 //! A client sends each input the moment it is sampled, with every earlier input the room has
 //! not yet reported applied (each snapshot says the last input applied), so a lost packet
-//! costs no input. RPCs are the game's own serde type, both ways, reliable or unreliable, to
-//! one client, all, or all but one; requests get responses matched by id, or time out.
+//! costs no input (frames are postcard-encoded: they come from every client every tick). RPCs
+//! are the game's own serde type, both ways, reliable or unreliable, to one client, all, or all
+//! but one; requests get responses matched by id, or time out.
+//!
+//! ## Physics
+//!
+//! [`Simulation::step`] is the game's; `rally-physics` puts rapier3d behind it, so that this
+//! crate depends on no physics engine.
+//!
+//! ## Bad input
+//!
+//! A message that fails to decode, arrives on an unknown channel or before the hello, or
+//! breaks a limit is dropped and counted in [`RoomStats`] / [`ClientStats`]; the room and the
+//! other clients carry on. What an input means (an unknown entity, a forbidden grab) is the
+//! game's to judge: [`World`] refuses bad grabs with a [`GrabError`].
 //!
 //! ## A room and a client on one screen
 //!
