@@ -1,5 +1,5 @@
 //! `rally bench room`: the engine's own CPU cost per reference room-tick (W3 of
-//! shared/DESIGN.md, the part [rooms] owns).
+//! shared/DESIGN.md, the part the rooms issue owns).
 //!
 //! The reference room: 10 clients each sending an input every tick at 128 Hz, 256 bodies of
 //! which 64 move every tick (the 10 controllers the inputs drive and 54 bodies on orbits), 192
@@ -11,9 +11,9 @@
 //!   `transmit` (hand them to the endpoint): the room's own phases, timed by a
 //!   `PhaseObserver`;
 //! - `simulate` is timed too but left out of the engine total: it is the game's code (here a
-//!   trivial orbit; physics in a real game), which [scale] budgets separately.
+//!   trivial orbit; physics in a real game), which the host budgets separately.
 //!
-//! The transport's packetization and the sockets are not in these figures ([scale] measures
+//! The transport's packetization and the sockets are not in these figures (the host benchmark measures
 //! the whole host). Allocations are counted per tick by the binary's counting allocator.
 
 use super::stats::{summary, Summary};
@@ -40,7 +40,7 @@ const CLIENTS: usize = 10;
 const BODIES: usize = 256;
 /// Bodies that move every tick, controllers included.
 const MOVING: usize = 64;
-/// The [scale] target for a whole room-tick (all phases but physics).
+/// The host's target for a whole room-tick (all phases but physics).
 const TARGET_US: f64 = 25.0;
 
 /// Options of `rally bench room`.
