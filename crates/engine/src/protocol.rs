@@ -1,9 +1,9 @@
 //! What the engine sends over a connection: its channels and the framing of each message.
 //!
-//! - [`RELIABLE`] (reliable-ordered): the join handshake and reliable RPCs, as an [`Envelope`].
+//! - [`RELIABLE`] (reliable-ordered): the join handshake and reliable RPCs, as an envelope.
 //! - [`STATE`] (unreliable-sequenced): snapshots down, input frames up; each supersedes the
 //!   previous one, so a late one is worthless and never delivered after a newer one.
-//! - [`UNRELIABLE`]: unreliable RPCs, as an [`Envelope`].
+//! - [`UNRELIABLE`]: unreliable RPCs, as an envelope.
 //!
 //! A snapshot message is a varint (the last input sequence the server applied for this
 //! client, plus one; zero if none) followed by the wire layer's snapshot (docs/wire.md).

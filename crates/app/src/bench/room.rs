@@ -13,8 +13,9 @@
 //! - `simulate` is timed too but left out of the engine total: it is the game's code (here a
 //!   trivial orbit; physics in a real game), which the host budgets separately.
 //!
-//! The transport's packetization and the sockets are not in these figures (the host benchmark measures
-//! the whole host). Allocations are counted per tick by the binary's counting allocator.
+//! The transport's packetization and the sockets are not in these figures (a host benchmark
+//! will measure the whole host). Allocations are counted per tick by the binary's counting
+//! allocator.
 
 use super::stats::{summary, Summary};
 use crate::alloc_counter;
