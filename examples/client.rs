@@ -18,12 +18,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for n in 0..450u32 {
         // Sample the hand and send it at once; then take what arrives until the next frame.
         let t = n as f32 * frame.as_secs_f32();
-        session.send_input([t.cos() * 0.3, 1.2, t.sin() * 0.3]);
+        session.send_input(driver.now(), [t.cos() * 0.3, 1.2, t.sin() * 0.3]);
         session.transmit(driver.endpoint());
         driver.run_for(frame, |_, connection, event| match event {
             Event::Connected => session.connected(connection),
             Event::Message { channel, payload } => session.receive(channel, &payload),
-            Event::Disconnected { reason } => println!("disconnected: {reason:?}"),
+            Event::Disconnected { reason } => {
+                session.disconnected();
+                println!("disconnected: {reason:?}");
+            }
         })?;
         session.transmit(driver.endpoint());
         while let Some(event) = session.poll_event() {

@@ -64,7 +64,7 @@ fn a_client_moves_its_hand_in_a_room_over_loopback() {
     let mut session: ClientSession<[f32; 3], ()> = ClientSession::new(ClientConfig::default());
     let mut last = None;
     for n in 0..90u32 {
-        last = Some(session.send_input([n as f32 * 0.01, 1.0, 0.0]));
+        last = Some(session.send_input(client.now(), [n as f32 * 0.01, 1.0, 0.0]));
         session.transmit(client.endpoint());
         client
             .run_for(Duration::from_millis(11), |_, connection, event| match event {

@@ -1,7 +1,7 @@
 //! The client side: a session in a room, over one connection of a client endpoint.
 
 use crate::protocol::{
-    encode_frame, Envelope, InputFrame, SessionTicket, RELIABLE, STATE, UNRELIABLE,
+    encode_frame, Envelope, InputFrame, SessionTicket, FAST, RELIABLE, STATE, UNRELIABLE,
 };
 use crate::room::ClientId;
 use crate::rpc::{frame, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
@@ -32,6 +32,9 @@ pub struct ClientConfig {
     pub outbox_max: usize,
     /// User messages' size limit.
     pub codec: MessageCodec,
+    /// Send each input at the next frame ([`ClientSession::present`]) instead of at once: the
+    /// naive pipeline's client half, kept to measure against.
+    pub defer_inputs: bool,
 }
 
 impl Default for ClientConfig {
@@ -44,6 +47,7 @@ impl Default for ClientConfig {
             requests_max: 256,
             outbox_max: 1024,
             codec: MessageCodec::default(),
+            defer_inputs: false,
         }
     }
 }
@@ -125,6 +129,10 @@ pub struct ClientSession<I, M> {
     events: VecDeque<ClientEvent<M>>,
     stats: ClientStats,
     scratch: Snapshot,
+    /// Fast-path chains, by sender: the last tick run when each was sent, and its entities.
+    overlays: Vec<(ClientId, u32, Snapshot)>,
+    /// The total-latency meter.
+    meter: LatencyMeter,
     tick_rate: u32,
     _message: PhantomData<M>,
 }
@@ -149,6 +157,8 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             events: VecDeque::new(),
             stats: ClientStats::default(),
             scratch: Snapshot::default(),
+            overlays: Vec::new(),
+            meter: LatencyMeter::default(),
             tick_rate: 0,
             _message: PhantomData,
         }
@@ -164,6 +174,14 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         self.newest = None;
         self.hello_due = true;
         self.welcomed = false;
+    }
+
+    /// The endpoint reported the session's connection ended: nothing more goes out on it, and
+    /// nothing but a hello goes out on the next one until the room welcomes it.
+    pub fn disconnected(&mut self) {
+        self.connection = None;
+        self.welcomed = false;
+        self.hello_due = false;
     }
 
     /// The connection this session uses.
@@ -199,7 +217,21 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     /// The newest state of every entity, for the renderer.
     pub fn entities(&self) -> impl Iterator<Item = EntityState> + '_ {
         let config = &self.config.snapshot;
-        self.snapshot().into_iter().flat_map(|s| s.entities().iter().map(|e| config.dequantize(e)))
+        let tick = self.snapshot().map_or(0, |s| s.tick());
+        // A fast-path chain sent after tick t is newer than the snapshot of t, not of t + 1.
+        let fresh: Vec<&Snapshot> = self
+            .overlays
+            .iter()
+            .filter(|(_, sent, _)| !seq32_newer(tick, *sent))
+            .map(|(_, _, chain)| chain)
+            .collect();
+        self.snapshot().into_iter().flat_map(move |s| {
+            let fresh = fresh.clone();
+            s.entities().iter().map(move |e| {
+                let newer = fresh.iter().find_map(|chain| chain.get(e.id));
+                config.dequantize(newer.unwrap_or(e))
+            })
+        })
     }
 
     /// The last input sequence the room reported applied.
@@ -212,17 +244,42 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         self.events.pop_front()
     }
 
-    /// Queues an input sample and returns its sequence number; it goes out at the next
-    /// `transmit` (call it now) and again in later frames until the room reports it applied.
-    pub fn send_input(&mut self, input: I) -> u32 {
+    /// Queues an input sampled at `now` and returns its sequence number; it goes out at the
+    /// next `transmit` (call it now) and again in later frames until the room reports it
+    /// applied. The meter times it from `now` to the frame that first presents its effect.
+    pub fn send_input(&mut self, now: Instant, input: I) -> u32 {
         if self.inputs.len() >= self.config.inputs_kept.max(1) {
             self.inputs.pop_front();
             self.first_input = self.first_input.wrapping_add(1);
             self.stats.inputs_dropped += 1;
         }
         self.inputs.push_back(input);
-        self.frame_due = true;
-        self.first_input.wrapping_add(self.inputs.len() as u32 - 1)
+        self.frame_due |= !self.config.defer_inputs;
+        let seq = self.first_input.wrapping_add(self.inputs.len() as u32 - 1);
+        self.meter.sampled(seq, now);
+        seq
+    }
+
+    /// The game presents a frame at `now` showing [`ClientSession::entities`]: every input
+    /// whose effect this is the first frame to show gets its total latency measured. With
+    /// `defer_inputs`, the inputs sampled before this frame go out at the next `transmit`.
+    pub fn present(&mut self, now: Instant) {
+        if let Some(reflected) = self.last_applied {
+            self.meter.presented(reflected, now);
+        }
+        if self.config.defer_inputs && !self.inputs.is_empty() {
+            self.frame_due = true;
+        }
+    }
+
+    /// The total-latency meter: this client's inputs, sampled to presented.
+    pub fn latency(&self) -> &LatencyMeter {
+        &self.meter
+    }
+
+    /// The meter, to take its samples.
+    pub fn latency_mut(&mut self) -> &mut LatencyMeter {
+        &mut self.meter
     }
 
     /// Sends `message` to the room.
@@ -266,6 +323,7 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     pub fn receive(&mut self, channel: u8, payload: &[u8]) {
         match channel {
             STATE => self.apply_snapshot(payload),
+            FAST => self.apply_fast(payload),
             RELIABLE | UNRELIABLE => self.envelope(payload),
             _ => self.stats.messages_dropped += 1,
         }
@@ -315,6 +373,33 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             self.input_applied((applied - 1) as u32);
         }
         self.events.push_back(ClientEvent::Snapshot { tick: header.tick });
+    }
+
+    /// A fast-path chain: shown over the snapshot until a snapshot of a later tick arrives;
+    /// if it answers this client's own input, that input's effect is now on screen.
+    fn apply_fast(&mut self, payload: &[u8]) {
+        let Some((client, seq, bytes)) = parse_fast(payload) else {
+            self.stats.snapshots_dropped += 1;
+            return;
+        };
+        let mut chain = Snapshot::default();
+        if !self.welcomed || self.config.snapshot.decode(bytes, None, &mut chain).is_err() {
+            self.stats.snapshots_dropped += 1;
+            return;
+        }
+        let sent = chain.tick();
+        let slot = self.overlays.iter().position(|(c, _, _)| *c == client);
+        match slot {
+            Some(i) if seq32_newer(self.overlays[i].1, sent) => return,
+            Some(i) => self.overlays[i] = (client, sent, chain),
+            None if self.overlays.len() < OVERLAYS_MAX => self.overlays.push((client, sent, chain)),
+            None => return,
+        }
+        if self.client_id() == Some(client) {
+            if let Some(seq) = seq {
+                self.input_applied(seq);
+            }
+        }
     }
 
     /// The room applied every input up to `seq`: stop resending them.
@@ -406,5 +491,71 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
                 self.stats.sends_failed += 1;
             }
         }
+    }
+}
+
+/// Fast-path chains shown at once at most (one per sending client).
+const OVERLAYS_MAX: usize = 64;
+
+/// Splits a fast-path message into its sender, its input and its snapshot bytes.
+fn parse_fast(payload: &[u8]) -> Option<(ClientId, Option<u32>, &[u8])> {
+    let (client, a) = read_varint(payload).ok()?;
+    let (seq, b) = read_varint(payload.get(a..)?).ok()?;
+    let client = u32::try_from(client).ok()?;
+    let seq = seq.checked_sub(1).and_then(|s| u32::try_from(s).ok());
+    Some((client, seq, payload.get(a + b..)?))
+}
+
+/// Inputs sampled and not yet presented, kept at most; older ones are given up on.
+const PENDING_MAX: usize = 1024;
+/// Latencies kept for `take_samples` at most.
+const SAMPLES_MAX: usize = 65_536;
+
+/// Total latency of this client's inputs: from the moment an input is sampled to the first
+/// frame that presents its effect, both on this client's clock (no clock sync needed).
+#[derive(Debug, Default, Clone)]
+pub struct LatencyMeter {
+    pending: VecDeque<(u32, Instant)>,
+    samples: Vec<(u32, Duration)>,
+    /// Inputs measured.
+    pub count: u64,
+    /// Sum of their latencies.
+    pub total: Duration,
+    /// The largest.
+    pub max: Duration,
+}
+
+impl LatencyMeter {
+    fn sampled(&mut self, seq: u32, at: Instant) {
+        if self.pending.len() >= PENDING_MAX {
+            self.pending.pop_front();
+        }
+        self.pending.push_back((seq, at));
+    }
+
+    fn presented(&mut self, reflected: u32, now: Instant) {
+        while let Some(&(seq, at)) = self.pending.front() {
+            if seq32_newer(seq, reflected) {
+                break;
+            }
+            self.pending.pop_front();
+            let latency = now.saturating_duration_since(at);
+            self.count += 1;
+            self.total += latency;
+            self.max = self.max.max(latency);
+            if self.samples.len() < SAMPLES_MAX {
+                self.samples.push((seq, latency));
+            }
+        }
+    }
+
+    /// Mean total latency.
+    pub fn mean(&self) -> Duration {
+        self.total.checked_div(self.count.max(1) as u32).unwrap_or_default()
+    }
+
+    /// Takes the latencies measured since the last call (input sequence, latency).
+    pub fn take_samples(&mut self) -> Vec<(u32, Duration)> {
+        std::mem::take(&mut self.samples)
     }
 }

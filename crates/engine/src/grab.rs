@@ -121,6 +121,20 @@ impl GrabGraph {
         self.stale |= self.holds.len() != before;
     }
 
+    /// `root` and everything held under it, grabbers before what they hold.
+    pub(crate) fn chain_of(&mut self, root: EntityId) -> Vec<EntityId> {
+        if self.stale {
+            self.rebuild_order();
+        }
+        let mut chain = vec![root];
+        for (grabber, grabbable, _) in &self.order {
+            if chain.contains(grabber) {
+                chain.push(*grabbable);
+            }
+        }
+        chain
+    }
+
     pub(crate) fn grabber_of(&self, grabbable: EntityId) -> Option<EntityId> {
         self.holds.get(&grabbable).map(|h| h.grabber)
     }

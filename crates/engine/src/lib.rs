@@ -87,7 +87,7 @@
 //!
 //! let (mut seen_client, mut seen_server) = (0, 0);
 //! for _ in 0..20 {
-//!     session.send_input([0.5, 1.0, 0.0]);
+//!     session.send_input(net.now(), [0.5, 1.0, 0.0]);
 //!     session.transmit(net.client());
 //!     let now = net.now();
 //!     room.tick(now, net.server());
@@ -120,12 +120,12 @@ pub mod room;
 pub mod rpc;
 pub mod world;
 
-pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
+pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats, LatencyMeter};
 pub use grab::{GrabError, GrabRule};
-pub use protocol::{connection_config, SessionTicket, RELIABLE, STATE, UNRELIABLE};
+pub use protocol::{connection_config, SessionTicket, FAST, RELIABLE, STATE, UNRELIABLE};
 pub use room::{
-    ClientId, Phase, PhaseObserver, Room, RoomConfig, RoomEvent, RoomStats, RpcError, Simulation,
-    Target, PHASES,
+    ClientId, Phase, PhaseObserver, Pipeline, Room, RoomConfig, RoomEvent, RoomStats, RpcError,
+    Simulation, Target, PHASES,
 };
 pub use rpc::{Delivery, RequestId};
 pub use world::{Entity, EntityId, Transform, World, WorldError};

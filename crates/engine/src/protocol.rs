@@ -4,6 +4,8 @@
 //! - [`STATE`] (unreliable-sequenced): snapshots down, input frames up; each supersedes the
 //!   previous one, so a late one is worthless and never delivered after a newer one.
 //! - [`UNRELIABLE`]: unreliable RPCs, as an envelope.
+//! - [`FAST`] (unreliable): fast-path poses: the sender's id and last input (varints, the input
+//!   plus one) and a full snapshot of the grab chain its input moved.
 //!
 //! A snapshot message is a varint (the last input sequence the server applied for this
 //! client, plus one; zero if none) followed by the wire layer's snapshot (docs/wire.md).
@@ -17,6 +19,8 @@ pub const RELIABLE: u8 = 0;
 pub const STATE: u8 = 1;
 /// Channel of unreliable RPCs.
 pub const UNRELIABLE: u8 = 2;
+/// Channel of fast-path poses (server to client, [`crate::Pipeline::Fast`]).
+pub const FAST: u8 = 3;
 
 /// The connection settings both ends of an engine connection use: the default transport
 /// settings with the engine's three channels. Snapshots and inputs outrank RPCs when a packet
@@ -27,6 +31,7 @@ pub fn connection_config() -> ConnectionConfig {
             ChannelConfig { kind: ChannelKind::ReliableOrdered, priority: 1 },
             ChannelConfig { kind: ChannelKind::UnreliableSequenced, priority: 2 },
             ChannelConfig { kind: ChannelKind::Unreliable, priority: 0 },
+            ChannelConfig { kind: ChannelKind::Unreliable, priority: 3 },
         ],
         ..ConnectionConfig::default()
     }

@@ -1,6 +1,6 @@
 //! The server side: a room runs its world one tick at a time, in explicit phases.
 
-use crate::protocol::{decode_frame, Envelope, SessionTicket, RELIABLE, STATE, UNRELIABLE};
+use crate::protocol::{decode_frame, Envelope, SessionTicket, FAST, RELIABLE, STATE, UNRELIABLE};
 use crate::replication::{Baseline, Replicator};
 use crate::rpc::{frame, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
 use crate::world::World;
@@ -68,6 +68,12 @@ pub trait Simulation {
     /// followed their grabbers this tick.
     fn step(&mut self, world: &mut World, dt: Duration);
 
+    /// The entity `client`'s inputs move (its controller), if any: with [`Pipeline::Fast`], the
+    /// grab chain under it goes to every client as soon as an input arrives.
+    fn driven(&self, _client: ClientId) -> Option<crate::EntityId> {
+        None
+    }
+
     /// A new client joined (not called on a resume).
     fn joined(&mut self, _world: &mut World, _client: ClientId) {}
 
@@ -75,11 +81,32 @@ pub trait Simulation {
     fn left(&mut self, _world: &mut World, _client: ClientId) {}
 }
 
+/// How a room turns inputs into state on clients (shared/DESIGN.md, section 4, and the
+/// latency source's three implementations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pipeline {
+    /// The source's first implementation, kept to measure against: inputs wait for the tick,
+    /// grabbables follow their grabbers' poses of the tick before, and each snapshot goes out
+    /// one tick after it was built (a [`ClientSession`](crate::ClientSession) with
+    /// `defer_inputs` adds the client's own deferral). About three frames slower than greedy.
+    Naive,
+    /// Inputs applied on arrival, grab chains followed in the same tick, snapshots sent right
+    /// after the step.
+    #[default]
+    Greedy,
+    /// Greedy, and when an input arrives the grab chain it drives
+    /// ([`Simulation::driven`]) is propagated and sent to every client at once, outside the
+    /// tick; physics still runs on the tick.
+    Fast,
+}
+
 /// A room's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoomConfig {
     /// Ticks per second.
     pub tick_rate: u32,
+    /// How inputs become state on clients.
+    pub pipeline: Pipeline,
     /// Quantization and limits of snapshots.
     pub snapshot: SnapshotConfig,
     /// Snapshot bytes per client per tick at most; changes that do not fit wait, the most
@@ -107,6 +134,7 @@ impl Default for RoomConfig {
     fn default() -> Self {
         Self {
             tick_rate: 128,
+            pipeline: Pipeline::Greedy,
             snapshot: SnapshotConfig::default(),
             snapshot_budget_bytes: 1100,
             views_kept: 64,
@@ -229,6 +257,11 @@ struct Session {
     /// When the connection ended, while it has none.
     disconnected_at: Option<Instant>,
     last_input: Option<u32>,
+    /// The last input whose effects, grab chains included, the world shows: what snapshots
+    /// report to the client's latency meter.
+    reflected: Option<u32>,
+    /// Naive pipeline: the last input applied before this tick's ingest.
+    last_input_before_tick: Option<u32>,
     replicator: Replicator,
 }
 
@@ -246,6 +279,9 @@ pub struct Room<S: Simulation> {
     events: VecDeque<RoomEvent<S::Message>>,
     requests: Pending<(ClientId, u32)>,
     outbox: Outbox<ConnectionHandle>,
+    /// Naive pipeline: inputs waiting for the next tick, and the snapshots built last tick.
+    deferred_inputs: VecDeque<(ClientId, S::Input)>,
+    deferred_snapshots: Vec<(ConnectionHandle, Vec<u8>)>,
     /// Connections refused or replaced since the last transmit, to be closed then.
     closing: Vec<(ConnectionHandle, DisconnectReason)>,
     stats: RoomStats,
@@ -292,6 +328,8 @@ impl<S: Simulation> Room<S> {
             requests: Pending::new(config.requests_max),
             outbox: Outbox::new(config.outbox_max),
             closing: Vec::new(),
+            deferred_inputs: VecDeque::new(),
+            deferred_snapshots: Vec::new(),
             stats: RoomStats::default(),
             phase: None,
             snapshot: Snapshot::default(),
@@ -455,6 +493,8 @@ impl<S: Simulation> Room<S> {
             connection: Some(connection),
             disconnected_at: None,
             last_input: None,
+            reflected: None,
+            last_input_before_tick: None,
             replicator: Replicator::new(self.config.views_kept),
         };
         self.sessions.insert(client, session);
@@ -483,15 +523,57 @@ impl<S: Simulation> Room<S> {
         if let Some(tick) = frame.snapshot_ack {
             session.replicator.ack(tick);
         }
-        for (i, input) in frame.inputs.iter().enumerate() {
+        for (i, input) in frame.inputs.into_iter().enumerate() {
             let seq = frame.first_seq.wrapping_add(i as u32);
             // Inputs ride again in later frames until acknowledged; apply each once, in order.
             if session.last_input.is_some_and(|last| !seq32_newer(seq, last)) {
                 continue;
             }
             session.last_input = Some(seq);
-            self.simulation.apply_input(&mut self.world, client, input);
+            if self.config.pipeline == Pipeline::Naive {
+                // Bounded: what every client may send in one frame.
+                let max = self.config.inputs_per_frame_max * self.config.clients_max;
+                if self.deferred_inputs.len() >= max {
+                    self.stats.messages_dropped += 1;
+                    continue;
+                }
+                self.deferred_inputs.push_back((client, input));
+                continue;
+            }
+            self.simulation.apply_input(&mut self.world, client, &input);
             self.stats.inputs_applied += 1;
+        }
+        if self.config.pipeline == Pipeline::Fast {
+            self.fast_forward(client);
+        }
+    }
+
+    /// The fast path: `client`'s controller and the grab chain under it, propagated now and
+    /// sent to every client at once. A fast message is the client's id and last input (each
+    /// a varint, the input plus one) and a full snapshot of those entities, labelled with the
+    /// last tick run: a snapshot of a later tick supersedes it.
+    fn fast_forward(&mut self, client: ClientId) {
+        let Some(root) = self.simulation.driven(client) else { return };
+        let Some(seq) = self.sessions.get(&client).and_then(|s| s.last_input) else { return };
+        self.world.propagate_grabs();
+        let mut chain = Snapshot::new(self.tick);
+        for id in self.world.chain_of(root) {
+            let Some(entity) = self.world.get(id) else { continue };
+            let _ = chain.push(self.config.snapshot.quantize(&entity_state(id, entity)));
+        }
+        let mut message = vec![0u8; 10];
+        let a = write_varint(u64::from(client), &mut message).unwrap_or(0);
+        let b = write_varint(u64::from(seq) + 1, &mut message[a..]).unwrap_or(0);
+        message.truncate(a + b);
+        let Ok(len) = self.config.snapshot.encode_full(&chain, &mut self.datagram) else {
+            self.stats.sends_failed += 1;
+            return;
+        };
+        message.extend_from_slice(&self.datagram[..len]);
+        let connections: Vec<ConnectionHandle> =
+            self.sessions.values().filter_map(|s| s.connection).collect();
+        for connection in connections {
+            self.queue(connection, FAST, message.clone());
         }
     }
 
@@ -613,7 +695,7 @@ impl<S: Simulation> Room<S> {
             observer.enter(phase);
             match phase {
                 Phase::Ingest => self.ingest(now),
-                Phase::Interact => self.world.propagate_grabs(),
+                Phase::Interact => self.interact(),
                 Phase::Simulate => self.simulation.step(&mut self.world, self.config.dt()),
                 Phase::Replicate => self.replicate(),
                 Phase::Transmit => self.transmit(endpoint),
@@ -639,7 +721,36 @@ impl<S: Simulation> Room<S> {
         self.phase
     }
 
+    /// Grab chains follow their grabbers; every input applied so far is now reflected. The
+    /// naive pipeline did this in ingest, before applying the tick's inputs.
+    fn interact(&mut self) {
+        if self.config.pipeline != Pipeline::Naive {
+            self.world.propagate_grabs();
+            for session in self.sessions.values_mut() {
+                session.reflected = session.last_input;
+            }
+        }
+    }
+
+    /// Naive: chains follow the poses of the tick before, then the tick's inputs apply.
+    fn apply_deferred_inputs(&mut self) {
+        self.world.propagate_grabs();
+        for session in self.sessions.values_mut() {
+            session.reflected = session.last_input_before_tick;
+        }
+        while let Some((client, input)) = self.deferred_inputs.pop_front() {
+            self.simulation.apply_input(&mut self.world, client, &input);
+            self.stats.inputs_applied += 1;
+        }
+        for session in self.sessions.values_mut() {
+            session.last_input_before_tick = session.last_input;
+        }
+    }
+
     fn ingest(&mut self, now: Instant) {
+        if self.config.pipeline == Pipeline::Naive {
+            self.apply_deferred_inputs();
+        }
         let window = self.config.resume_window;
         let expired: Vec<ClientId> = self
             .sessions
@@ -660,6 +771,10 @@ impl<S: Simulation> Room<S> {
     }
 
     fn replicate(&mut self) {
+        // Naive: last tick's snapshots go now; this tick's wait for the next.
+        for (connection, message) in std::mem::take(&mut self.deferred_snapshots) {
+            self.queue(connection, STATE, message);
+        }
         self.quantize();
         // Ticks only increase, so the push cannot fail.
         let _ = self.history.push(&self.snapshot);
@@ -682,7 +797,7 @@ impl<S: Simulation> Room<S> {
         let Some(connection) = session.connection else { return };
         // The prefix: the last input applied, plus one (zero for none).
         let mut message = [0u8; 5].to_vec();
-        let applied = session.last_input.map_or(0, |s| u64::from(s) + 1);
+        let applied = session.reflected.map_or(0, |s| u64::from(s) + 1);
         let prefix = write_varint(applied, &mut message).unwrap_or(0);
         message.truncate(prefix);
         let budget = self.config.snapshot_budget_bytes;
@@ -712,7 +827,9 @@ impl<S: Simulation> Room<S> {
             message.extend_from_slice(&self.datagram[..built.len]);
         }
         self.stats.snapshot_bytes += message.len() as u64;
-        if !self.outbox.push(connection, STATE, message) {
+        if self.config.pipeline == Pipeline::Naive {
+            self.deferred_snapshots.push((connection, message));
+        } else if !self.outbox.push(connection, STATE, message) {
             self.stats.sends_failed += 1;
         }
     }
@@ -760,13 +877,7 @@ impl<S: Simulation> Room<S> {
         let previous = history.newest().map(|s| s.entities()).unwrap_or_default();
         let mut j = 0;
         for (id, entity) in world.iter() {
-            let state = EntityState {
-                id,
-                position: entity.transform.position,
-                rotation: entity.transform.rotation,
-                linear_velocity: entity.linear_velocity,
-                angular_velocity: entity.angular_velocity,
-            };
+            let state = entity_state(id, entity);
             while raw.get(j).is_some_and(|r| r.id < id) {
                 j += 1;
             }
@@ -803,5 +914,16 @@ impl<S: Simulation> Room<S> {
     /// The earliest request deadline, for hosts that sleep between ticks.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.requests.earliest()
+    }
+}
+
+/// An entity as the wire layer sees it.
+fn entity_state(id: crate::EntityId, entity: &crate::Entity) -> EntityState {
+    EntityState {
+        id,
+        position: entity.transform.position,
+        rotation: entity.transform.rotation,
+        linear_velocity: entity.linear_velocity,
+        angular_velocity: entity.angular_velocity,
     }
 }

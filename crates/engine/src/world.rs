@@ -190,6 +190,11 @@ impl World {
         self.grabs.remove(grabbable)
     }
 
+    /// `root` and every entity held under it, down chains of any depth, grabbers first.
+    pub fn chain_of(&mut self, root: EntityId) -> Vec<EntityId> {
+        self.grabs.chain_of(root)
+    }
+
     /// What holds `grabbable`, if anything.
     pub fn grabber_of(&self, grabbable: EntityId) -> Option<EntityId> {
         self.grabs.grabber_of(grabbable)

@@ -61,6 +61,7 @@ impl<S: Simulation> RoomNet<S> {
     pub fn connect(&mut self, i: usize) {
         if self.net.clients[i].handle.is_some() {
             self.net.rebind(i);
+            self.sessions[i].disconnected();
         }
         let now = self.net.now;
         let server = self.net.server_addr;
@@ -80,7 +81,7 @@ impl<S: Simulation> RoomNet<S> {
 
     /// Client `i` samples `input`: it goes out at once.
     pub fn input(&mut self, i: usize, input: S::Input) -> u32 {
-        let seq = self.sessions[i].send_input(input);
+        let seq = self.sessions[i].send_input(self.net.now, input);
         self.sessions[i].transmit(&mut self.net.clients[i].endpoint);
         self.net.drive();
         seq
@@ -157,7 +158,10 @@ impl<S: Simulation> RoomNet<S> {
             match event {
                 Event::Connected => session.connected(handle),
                 Event::Message { channel, payload } => session.receive(channel, &payload),
-                Event::Disconnected { reason } => self.client_disconnects[i].push(reason),
+                Event::Disconnected { reason } => {
+                    session.disconnected();
+                    self.client_disconnects[i].push(reason);
+                }
             }
         }
         session.handle_timeout(now);

@@ -215,9 +215,9 @@ impl Bench {
 
     /// Every client sends an input sampled now.
     fn inputs(&mut self) {
-        let now = self.net.now.as_secs_f64();
+        let now = self.net.now;
         for (i, session) in self.sessions.iter_mut().enumerate() {
-            session.send_input(HandInput::on_circle(i, now));
+            session.send_input(now, HandInput::on_circle(i, now.as_secs_f64()));
             session.transmit(&mut self.net.clients[i].endpoint);
         }
         self.net.drive();
