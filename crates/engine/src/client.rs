@@ -118,6 +118,9 @@ pub struct ClientSession<I, M> {
     first_input: u32,
     /// Whether something new (an input, a snapshot to acknowledge) waits for `transmit`.
     frame_due: bool,
+    /// With `defer_inputs`: the newest input sampled before the last presented frame, the
+    /// newest that may go out.
+    released: Option<u32>,
     /// Whether the hello for the current connection waits for `transmit`.
     hello_due: bool,
     /// Whether the room welcomed the current connection; until then only the hello goes out,
@@ -151,6 +154,7 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             inputs: VecDeque::new(),
             first_input: 0,
             frame_due: false,
+            released: None,
             hello_due: false,
             welcomed: false,
             last_applied: None,
@@ -268,6 +272,8 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             self.meter.presented(reflected, now);
         }
         if self.config.defer_inputs && !self.inputs.is_empty() {
+            // Only what was sampled before this frame goes out now.
+            self.released = Some(self.first_input.wrapping_add(self.inputs.len() as u32 - 1));
             self.frame_due = true;
         }
     }
@@ -402,6 +408,20 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         }
     }
 
+    /// The inputs the next frame carries: all those not reported applied, or with
+    /// `defer_inputs` those sampled before the last presented frame.
+    fn sendable_inputs(&self) -> Vec<&I> {
+        let count = match (self.config.defer_inputs, self.released) {
+            (false, _) => self.inputs.len(),
+            (true, None) => 0,
+            (true, Some(released)) if seq32_newer(self.first_input, released) => 0,
+            (true, Some(released)) => (released.wrapping_sub(self.first_input).wrapping_add(1)
+                as usize)
+                .min(self.inputs.len()),
+        };
+        self.inputs.iter().take(count).collect()
+    }
+
     /// The room applied every input up to `seq`: stop resending them.
     fn input_applied(&mut self, seq: u32) {
         if self.last_applied.is_some_and(|last| !seq32_newer(seq, last)) {
@@ -479,7 +499,7 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             let frame = InputFrame {
                 snapshot_ack: self.snapshot().map(|s| s.tick()),
                 first_seq: self.first_input,
-                inputs: self.inputs.iter().collect::<Vec<_>>(),
+                inputs: self.sendable_inputs(),
             };
             match encode_frame(&frame) {
                 Some(bytes) => self.queue(STATE, bytes),

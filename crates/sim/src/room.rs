@@ -29,6 +29,8 @@ pub struct RoomNet<S: Simulation> {
     seen_server: usize,
     seen_clients: Vec<usize>,
     next_tick: Instant,
+    /// Time between ticks: the room's dt, or a drifting clock's version of it.
+    tick_period: Duration,
 }
 
 impl<S: Simulation> std::fmt::Debug for RoomNet<S> {
@@ -41,6 +43,7 @@ impl<S: Simulation> RoomNet<S> {
     /// `clients` clients (not yet connected) with `link` both ways, all randomness from `seed`.
     pub fn new(room: Room<S>, clients: usize, link: LinkConfig, seed: u64) -> Self {
         let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
+        let tick_period = room.config().dt();
         let client_config =
             ClientConfig { snapshot: room.config().snapshot, ..ClientConfig::default() };
         Self {
@@ -53,6 +56,7 @@ impl<S: Simulation> RoomNet<S> {
             seen_server: 0,
             seen_clients: vec![0; clients],
             next_tick: Instant::ZERO,
+            tick_period,
         }
     }
 
@@ -114,11 +118,18 @@ impl<S: Simulation> RoomNet<S> {
             if self.net.now >= self.next_tick {
                 let now = self.net.now;
                 self.room.tick(now, &mut self.net.server);
-                self.next_tick = now + self.room.config().dt();
+                self.next_tick += self.tick_period;
                 self.net.drive();
                 self.route();
             }
         }
+    }
+
+    /// Ticks the room at `first`, then every `period` (a server clock with its own phase and
+    /// drift, as a real host's would be against a client's).
+    pub fn set_tick_schedule(&mut self, first: Instant, period: Duration) {
+        self.next_tick = first;
+        self.tick_period = period;
     }
 
     /// Runs for `duration` more.

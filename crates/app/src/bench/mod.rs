@@ -3,6 +3,7 @@
 //! as a table, JSON and PNG plots.
 
 mod harness;
+mod latency;
 mod reference_message;
 mod room;
 pub mod stats;
@@ -21,6 +22,8 @@ pub enum BenchCommand {
     Transport(transport::TransportArgs),
     /// W3 (the engine's part): CPU per reference room-tick, by phase.
     Room(room::RoomArgs),
+    /// W2: total latency of each pipeline against the latency model.
+    Latency(latency::LatencyArgs),
 }
 
 /// Options of `rally bench wire`.
@@ -46,6 +49,7 @@ pub fn run(command: BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Wire(args) => wire::run(&args),
         BenchCommand::Transport(args) => transport::run(&args),
         BenchCommand::Room(args) => room::run(&args),
+        BenchCommand::Latency(args) => latency::run(&args),
     }
 }
 

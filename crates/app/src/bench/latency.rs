@@ -1,0 +1,339 @@
+//! `rally bench latency`: the W2 workload of shared/DESIGN.md, total latency against the
+//! latency model.
+//!
+//! A player's controller holds a paddle (grab chain depth 1) or a handle holding a paddle
+//! holding a ball (depth 3) in a rapier3d world; the player samples a new hand pose every
+//! frame and the meter in its session times each input from sampling to the first frame that
+//! presents its effect, on the client's own clock. The client's frames and the server's ticks
+//! run at the same nominal rate, each with a random phase and a drift of up to 300 ppm, so no
+//! result depends on the two being aligned. For each pipeline, rate and depth the report gives
+//! the distribution beside the model: L_best = ceil(RTT / dt) * dt, L_worst = L_best + dt,
+//! from the link's RTT (fixed in sim mode) and the frame time.
+//!
+//! `--mode sim` runs in virtual time through the emulated link. Real sockets, observers (the
+//! latency seen by the other clients), interpolation and jitter come next; they are not
+//! measured here.
+
+use super::stats::summary;
+use crate::machine::Machine;
+use crate::plot;
+use glam::Vec3;
+use rally_engine::{
+    ClientConfig, ClientId, ClientSession, Entity, EntityId, Pipeline, Room, RoomConfig,
+    Simulation, Transform, World,
+};
+use rally_netem::LinkConfig;
+use rally_physics::{Body, Physics};
+use rally_proto::Instant;
+use rally_sim::sandbox::{HandInput, Sandbox};
+use rally_sim::RoomNet;
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Options of `rally bench latency`.
+#[derive(Debug, clap::Args)]
+pub struct LatencyArgs {
+    /// `sim`: virtual time through the emulated link (real sockets come next).
+    #[arg(long, default_value = "sim")]
+    pub mode: String,
+    /// Six one-second runs per configuration instead of twenty two-second ones.
+    #[arg(long)]
+    pub quick: bool,
+    /// Tick and frame rates, comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [72, 90, 120, 144])]
+    pub hz: Vec<u32>,
+    /// The link's round trip, milliseconds (half each way).
+    #[arg(long, default_value_t = 10.0)]
+    pub rtt: f64,
+    /// Write the report as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Draw one CDF plot per rate into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+}
+
+/// The W2 game: the player's inputs move its controller; the rest is rapier's.
+struct Paddles {
+    physics: Physics,
+    controllers: BTreeMap<ClientId, EntityId>,
+}
+
+impl Simulation for Paddles {
+    type Input = HandInput;
+    type Message = ();
+
+    fn apply_input(&mut self, world: &mut World, client: ClientId, input: &HandInput) {
+        let Some(hand) = self.controllers.get(&client).and_then(|id| world.get_mut(*id)) else {
+            return;
+        };
+        hand.transform.position = Vec3::from_array(input.position);
+        hand.transform.rotation = glam::Quat::from_array(input.rotation).normalize();
+    }
+
+    fn step(&mut self, world: &mut World, dt: Duration) {
+        self.physics.step(world, dt);
+    }
+
+    fn driven(&self, client: ClientId) -> Option<EntityId> {
+        self.controllers.get(&client).copied()
+    }
+
+    fn joined(&mut self, world: &mut World, client: ClientId) {
+        let Ok(id) = world.spawn(Entity::at(Transform::from_position(Vec3::new(0.0, 1.2, 0.0))))
+        else {
+            return;
+        };
+        let _ = self.physics.add(world, id, Body::kinematic_cuboid(Vec3::splat(0.04)));
+        self.controllers.insert(client, id);
+    }
+}
+
+const PIPELINES: [(Pipeline, &str); 3] =
+    [(Pipeline::Naive, "naive"), (Pipeline::Greedy, "greedy"), (Pipeline::Fast, "fast")];
+const DEPTHS: [usize; 2] = [1, 3];
+/// The most a clock drifts from nominal, parts per million.
+const DRIFT_PPM: f64 = 300.0;
+
+#[derive(Debug, Clone, Serialize)]
+struct LatencySummary {
+    mean: f64,
+    p50: f64,
+    p99: f64,
+    max: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ModelMs {
+    best: f64,
+    worst: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Row {
+    pipeline: String,
+    hz: u32,
+    chain_depth: usize,
+    link_rtt_ms: f64,
+    link_jitter_ms: f64,
+    samples: usize,
+    latency_ms: LatencySummary,
+    model_ms: ModelMs,
+    within_model_fraction: f64,
+    at_best_fraction: f64,
+    #[serde(skip)]
+    latencies: Vec<f64>,
+}
+
+/// Runs the benchmark.
+pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
+    if args.mode != "sim" {
+        let why = "real-socket runs arrive with the host; use --mode sim";
+        return Err(format!("mode `{}` is not available yet: {why}", args.mode).into());
+    }
+    if args.hz.iter().any(|hz| !(10..=1000).contains(hz)) {
+        return Err("--hz: rates must be between 10 and 1000, such as --hz 72,90,120".into());
+    }
+    if !(0.0..=1000.0).contains(&args.rtt) {
+        return Err("--rtt: milliseconds between 0 and 1000, such as --rtt 10".into());
+    }
+    // Each run has its own clock phases; many short runs cover the phases a long one would.
+    let (runs, seconds) = if args.quick { (6, 1) } else { (20, 2) };
+    let total = (PIPELINES.len() * args.hz.len() * DEPTHS.len()) as u64;
+    let progress = indicatif::ProgressBar::new(total);
+    let mut rows = Vec::new();
+    for &hz in &args.hz {
+        for depth in DEPTHS {
+            for (pipeline, name) in PIPELINES {
+                let mut latencies = Vec::new();
+                for run in 0..runs {
+                    let seed = u64::from(hz) * 1000 + depth as u64 * 100 + run;
+                    latencies.extend(measure(pipeline, hz, depth, args.rtt, seconds, seed)?);
+                }
+                rows.push(row(name, hz, depth, args.rtt, latencies));
+                progress.inc(1);
+            }
+        }
+    }
+    progress.finish_and_clear();
+    print(&rows);
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "bench": "latency",
+            "mode": args.mode,
+            "quick": args.quick,
+            "machine": Machine::detect(),
+            "results": rows,
+        });
+        super::write_json(path, &json)?;
+    }
+    if let Some(dir) = &args.plot {
+        draw(dir, &args.hz, &rows)?;
+    }
+    Ok(())
+}
+
+/// One player through one pipeline for `seconds`: its total latencies, milliseconds.
+fn measure(
+    pipeline: Pipeline,
+    hz: u32,
+    depth: usize,
+    rtt_ms: f64,
+    seconds: u64,
+    seed: u64,
+) -> Result<Vec<f64>, Box<dyn Error>> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let config = RoomConfig { tick_rate: hz, pipeline, ..RoomConfig::default() };
+    let game =
+        Paddles { physics: Physics::new(Vec3::new(0.0, -9.81, 0.0)), controllers: BTreeMap::new() };
+    let room = Room::new(config, game, seed);
+    let one_way = Duration::from_secs_f64(rtt_ms / 2000.0);
+    let link = LinkConfig { delay: one_way, ..LinkConfig::default() };
+    let mut net = RoomNet::new(room, 1, link, seed);
+    let defer_inputs = pipeline == Pipeline::Naive;
+    let client = ClientConfig { defer_inputs, ..ClientConfig::default() };
+    net.sessions[0] = ClientSession::new(client);
+    // Each clock has its own phase and drift.
+    let nominal = 1.0 / f64::from(hz);
+    let mut drifted = || nominal * (1.0 + (unit(&mut rng) * 2.0 - 1.0) * DRIFT_PPM * 1e-6);
+    let (server_dt, client_dt) = (drifted(), drifted());
+    let server_phase = Duration::from_secs_f64(unit(&mut rng) * nominal);
+    let client_phase = unit(&mut rng) * nominal;
+    net.set_tick_schedule(Instant::ZERO + server_phase, Duration::from_secs_f64(server_dt));
+    net.connect(0);
+    net.run_for(Duration::from_secs(1));
+    let client_id = net.sessions[0].client_id().ok_or("the player did not join")?;
+    let root = net.room.simulation().controllers[&client_id];
+    let chain = Sandbox::chain(net.room.world_mut(), root, depth);
+    let paddle = *chain.last().ok_or("no grab chain")?;
+    let game = net.room.simulation_mut();
+    let mut physics = std::mem::replace(&mut game.physics, Physics::new(Vec3::ZERO));
+    physics.add(net.room.world(), paddle, Body::kinematic_cuboid(Vec3::new(0.08, 0.08, 0.01)))?;
+    net.room.simulation_mut().physics = physics;
+    let start = net.net.now.as_secs_f64();
+    let warmup = (0.2 / client_dt) as u64;
+    let frames = warmup + (seconds as f64 / client_dt) as u64;
+    for k in 0..frames {
+        let t =
+            Instant::ZERO + Duration::from_secs_f64(start + client_phase + k as f64 * client_dt);
+        net.run_until(t);
+        // The frame presents what arrived, then samples the hand and sends it.
+        net.sessions[0].present(t);
+        if k == warmup {
+            net.sessions[0].latency_mut().take_samples();
+        }
+        net.input(0, HandInput::on_circle(0, t.as_secs_f64()));
+    }
+    let samples = net.sessions[0].latency_mut().take_samples();
+    Ok(samples.into_iter().map(|(_, l)| l.as_secs_f64() * 1e3).collect())
+}
+
+fn unit(rng: &mut impl RngCore) -> f64 {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn row(pipeline: &str, hz: u32, depth: usize, rtt: f64, latencies: Vec<f64>) -> Row {
+    let dt = 1000.0 / f64::from(hz);
+    let best = (rtt / dt).ceil() * dt;
+    let worst = best + dt;
+    let n = latencies.len().max(1) as f64;
+    let within = latencies.iter().filter(|l| **l >= best - 1.0 && **l <= worst + 1.0).count();
+    let at_best = latencies.iter().filter(|l| **l <= best + 1.0).count();
+    let s = summary(&latencies);
+    Row {
+        pipeline: pipeline.into(),
+        hz,
+        chain_depth: depth,
+        link_rtt_ms: rtt,
+        link_jitter_ms: 0.0,
+        samples: latencies.len(),
+        latency_ms: LatencySummary { mean: s.mean, p50: s.p50, p99: s.p99, max: s.max },
+        model_ms: ModelMs { best, worst },
+        within_model_fraction: within as f64 / n,
+        at_best_fraction: at_best as f64 / n,
+        latencies,
+    }
+}
+
+fn print(rows: &[Row]) {
+    println!(
+        "{:<7} {:>4} {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        "pipe",
+        "hz",
+        "depth",
+        "samples",
+        "mean",
+        "p50",
+        "p99",
+        "max",
+        "L_best",
+        "L_worst",
+        "within",
+        "at best"
+    );
+    for r in rows {
+        let l = &r.latency_ms;
+        println!(
+            "{:<7} {:>4} {:>5} {:>7} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>6.1}% \
+             {:>6.1}%",
+            r.pipeline,
+            r.hz,
+            r.chain_depth,
+            r.samples,
+            l.mean,
+            l.p50,
+            l.p99,
+            l.max,
+            r.model_ms.best,
+            r.model_ms.worst,
+            r.within_model_fraction * 100.0,
+            r.at_best_fraction * 100.0
+        );
+    }
+    println!("latency = input sampled on the client to the first frame presenting it, ms");
+    for r in rows {
+        let (met, what) = match r.pipeline.as_str() {
+            "greedy" => (r.within_model_fraction == 1.0, "every sample within the model +-1 ms"),
+            "fast" => (r.at_best_fraction == 1.0, "every sample at most L_best + 1 ms"),
+            _ => continue,
+        };
+        let verdict = if met { "MET " } else { "MISS" };
+        println!("{verdict} {} {} Hz depth {}: {what}", r.pipeline, r.hz, r.chain_depth);
+    }
+    for r in rows.iter().filter(|r| r.pipeline == "naive") {
+        let greedy = rows
+            .iter()
+            .find(|g| g.pipeline == "greedy" && g.hz == r.hz && g.chain_depth == r.chain_depth);
+        if let Some(g) = greedy {
+            let frames = (r.latency_ms.mean - g.latency_ms.mean) / (1000.0 / f64::from(r.hz));
+            println!(
+                "naive {} Hz depth {}: {frames:.2} frames above greedy (the source: about 3)",
+                r.hz, r.chain_depth
+            );
+        }
+    }
+}
+
+fn draw(dir: &std::path::Path, rates: &[u32], rows: &[Row]) -> Result<(), Box<dyn Error>> {
+    std::fs::create_dir_all(dir)?;
+    for hz in rates {
+        let series: Vec<(String, Vec<f64>)> = rows
+            .iter()
+            .filter(|r| r.hz == *hz)
+            .map(|r| (format!("{} depth {}", r.pipeline, r.chain_depth), r.latencies.clone()))
+            .collect();
+        let path = dir.join(format!("latency-{hz}hz.png"));
+        let model = rows.iter().find(|r| r.hz == *hz).map(|r| r.model_ms.clone());
+        let bounds = model
+            .map_or(String::new(), |m| format!(" (model: {:.1} to {:.1} ms)", m.best, m.worst));
+        let title = format!("W2 total latency CDF, {hz} Hz{bounds} (virtual time)");
+        plot::cdf(&path, &title, "total latency, ms", &series)?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
