@@ -126,6 +126,10 @@ impl Simulation for Sandbox {
         }
     }
 
+    fn driven(&self, client: ClientId) -> Option<EntityId> {
+        self.controllers.get(&client).copied()
+    }
+
     fn joined(&mut self, world: &mut World, client: ClientId) {
         let at = Transform::from_position(Vec3::new(client as f32 * 0.5 - 2.0, 1.2, 0.0));
         if let Ok(id) = world.spawn(Entity { priority: 4.0, ..Entity::at(at) }) {

@@ -1,0 +1,96 @@
+//! Goal: the total-latency meter sees each pipeline where the latency model puts it: greedy
+//! between L_best and L_worst, the fast path at L_best whatever the server's tick phase, naive
+//! three frames above greedy; and a lost packet costs no input.
+//! Method: one player at 120 Hz (client frames and server ticks with their own phases) on a
+//! 10 ms link, in virtual time, over several tick phases.
+
+use rally_engine::{ClientConfig, ClientSession, Pipeline, Room, RoomConfig};
+use rally_netem::{LinkConfig, LossModel};
+use rally_proto::Instant;
+use rally_sim::sandbox::{HandInput, Sandbox};
+use rally_sim::RoomNet;
+use std::time::Duration;
+
+const HZ: u32 = 120;
+
+/// Latencies in milliseconds of one player for one second, the server's ticks `phase` of a
+/// tick after the client's frames.
+fn latencies(pipeline: Pipeline, phase: f64, link: LinkConfig) -> Vec<f64> {
+    let config = RoomConfig { tick_rate: HZ, pipeline, ..RoomConfig::default() };
+    let mut room = Room::new(config, Sandbox::default(), 1);
+    Sandbox::populate(room.world_mut(), 8, 1);
+    let mut net = RoomNet::new(room, 1, link, 1);
+    let defer_inputs = pipeline == Pipeline::Naive;
+    net.sessions[0] = ClientSession::new(ClientConfig { defer_inputs, ..ClientConfig::default() });
+    let dt = 1.0 / f64::from(HZ);
+    net.set_tick_schedule(at(phase * dt), Duration::from_secs_f64(dt));
+    net.connect(0);
+    net.run_for(Duration::from_millis(500));
+    let root = net.room.simulation().controllers[&1];
+    Sandbox::chain(net.room.world_mut(), root, 3);
+    let start = net.net.now.as_secs_f64();
+    for k in 0..HZ {
+        let t = at(start + f64::from(k) * dt);
+        net.run_until(t);
+        net.sessions[0].present(t);
+        net.input(0, HandInput::on_circle(0, t.as_secs_f64()));
+    }
+    // A few more frames, without new inputs, for the last ones to be presented.
+    for k in HZ..HZ + 12 {
+        let t = at(start + f64::from(k) * dt);
+        net.run_until(t);
+        net.sessions[0].present(t);
+    }
+    let samples = net.sessions[0].latency_mut().take_samples();
+    samples.into_iter().skip(20).map(|(_, l)| l.as_secs_f64() * 1e3).collect()
+}
+
+fn at(seconds: f64) -> Instant {
+    Instant::ZERO + Duration::from_secs_f64(seconds)
+}
+
+fn link() -> LinkConfig {
+    LinkConfig { delay: Duration::from_millis(5), ..LinkConfig::default() }
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len().max(1) as f64
+}
+
+const L_BEST: f64 = 1000.0 / 60.0;
+const L_WORST: f64 = 25.0;
+
+#[test]
+fn greedy_stays_within_the_model_and_fast_sits_at_its_floor() {
+    for phase in [0.05, 0.3, 0.55, 0.8] {
+        let greedy = latencies(Pipeline::Greedy, phase, link());
+        let fast = latencies(Pipeline::Fast, phase, link());
+        assert!(greedy.len() > 80 && fast.len() > 80);
+        for l in &greedy {
+            assert!((L_BEST - 1.0..=L_WORST + 1.0).contains(l), "phase {phase}: greedy {l} ms");
+        }
+        for l in &fast {
+            assert!(*l <= L_BEST + 1.0, "phase {phase}: fast {l} ms");
+        }
+    }
+}
+
+#[test]
+fn naive_is_three_frames_behind_greedy() {
+    let (greedy, naive) =
+        (latencies(Pipeline::Greedy, 0.3, link()), latencies(Pipeline::Naive, 0.3, link()));
+    let frames = (mean(&naive) - mean(&greedy)) * f64::from(HZ) / 1000.0;
+    assert!((frames - 3.0).abs() < 0.1, "naive is {frames} frames behind");
+}
+
+#[test]
+fn a_lost_input_packet_costs_no_input() {
+    let lossy = LinkConfig { loss: LossModel::Bernoulli { probability: 0.2 }, ..link() };
+    let samples = latencies(Pipeline::Greedy, 0.3, lossy);
+    // Every input is measured (each rides again in the next frames until applied, and every
+    // snapshot reports all inputs applied so far), and a loss costs a frame, not a round trip.
+    assert_eq!(samples.len(), 100, "every input measured");
+    let clean = latencies(Pipeline::Greedy, 0.3, link());
+    let frames = (mean(&samples) - mean(&clean)) * f64::from(HZ) / 1000.0;
+    assert!(frames < 1.0, "20% loss each way costs {frames} frames on average");
+}
