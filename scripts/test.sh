@@ -39,6 +39,8 @@ step "bench smoke: transport" cargo run --release --locked -- bench transport --
     --json target/ci/transport.json --plot target/ci
 step "bench smoke: room" cargo run --release --locked -- bench room --quick \
     --json target/ci/room.json --plot target/ci
+step "bench smoke: latency" cargo run --release --locked -- bench latency --quick \
+    --json target/ci/latency.json --plot target/ci
 # A short fuzzing smoke of every decoder and of handle_datagram on fresh and connected
 # endpoints, where a nightly toolchain is present (scripts/fuzz.sh says so when it is not).
 step "fuzz smoke" bash scripts/fuzz.sh 10
