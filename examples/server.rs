@@ -47,10 +47,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("room listening on {}", driver.local_addr()?);
     loop {
         // Datagrams reach the room the moment they arrive; the room ticks at 128 Hz.
-        driver.run_for(room.config().dt(), |_, connection, event| match event {
-            Event::Connected => room.accept(connection),
-            Event::Message { channel, payload } => room.receive(connection, channel, &payload),
-            Event::Disconnected { reason } => room.disconnected(clock.now(), connection, reason),
+        driver.run_for(room.config().dt(), |endpoint, connection, event| {
+            match event {
+                Event::Connected => room.accept(connection),
+                Event::Message { channel, payload } => room.receive(connection, channel, &payload),
+                Event::Disconnected { reason } => {
+                    room.disconnected(clock.now(), connection, reason)
+                }
+            }
+            // Whatever the room answered goes now, not at the next tick.
+            room.transmit(endpoint);
         })?;
         room.tick(driver.now(), driver.endpoint());
         while let Some(event) = room.poll_event() {

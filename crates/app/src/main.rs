@@ -3,7 +3,9 @@
 
 mod alloc_counter;
 mod bench;
+mod demo;
 mod echo;
+mod game;
 mod machine;
 mod plot;
 mod sim;
@@ -29,6 +31,8 @@ enum Command {
         #[command(subcommand)]
         bench: bench::BenchCommand,
     },
+    /// A room with bot players swinging paddles over UDP on this machine, with live figures.
+    Demo(demo::DemoArgs),
     /// Run seeded deterministic simulations with invariant checkers; replay one with --seed.
     Sim(sim::SimArgs),
     /// Try the transport over real UDP: an echo server and a client that measures round trips.
@@ -42,6 +46,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench { bench } => bench::run(bench),
+        Command::Demo(args) => demo::run(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Echo { side } => echo::run(&side),
     };

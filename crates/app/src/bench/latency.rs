@@ -15,22 +15,17 @@
 //! measured here.
 
 use super::stats::summary;
+use crate::game::Paddles;
 use crate::machine::Machine;
 use crate::plot;
-use glam::Vec3;
-use rally_engine::{
-    ClientConfig, ClientId, ClientSession, Entity, EntityId, Pipeline, Room, RoomConfig,
-    Simulation, Transform, World,
-};
+use rally_engine::{ClientConfig, ClientSession, Pipeline, Room, RoomConfig};
 use rally_netem::LinkConfig;
-use rally_physics::{Body, Physics};
 use rally_proto::Instant;
-use rally_sim::sandbox::{HandInput, Sandbox};
+use rally_sim::sandbox::HandInput;
 use rally_sim::RoomNet;
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -56,42 +51,6 @@ pub struct LatencyArgs {
     /// Draw one CDF plot per rate into this directory.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-}
-
-/// The W2 game: the player's inputs move its controller; the rest is rapier's.
-struct Paddles {
-    physics: Physics,
-    controllers: BTreeMap<ClientId, EntityId>,
-}
-
-impl Simulation for Paddles {
-    type Input = HandInput;
-    type Message = ();
-
-    fn apply_input(&mut self, world: &mut World, client: ClientId, input: &HandInput) {
-        let Some(hand) = self.controllers.get(&client).and_then(|id| world.get_mut(*id)) else {
-            return;
-        };
-        hand.transform.position = Vec3::from_array(input.position);
-        hand.transform.rotation = glam::Quat::from_array(input.rotation).normalize();
-    }
-
-    fn step(&mut self, world: &mut World, dt: Duration) {
-        self.physics.step(world, dt);
-    }
-
-    fn driven(&self, client: ClientId) -> Option<EntityId> {
-        self.controllers.get(&client).copied()
-    }
-
-    fn joined(&mut self, world: &mut World, client: ClientId) {
-        let Ok(id) = world.spawn(Entity::at(Transform::from_position(Vec3::new(0.0, 1.2, 0.0))))
-        else {
-            return;
-        };
-        let _ = self.physics.add(world, id, Body::kinematic_cuboid(Vec3::splat(0.04)));
-        self.controllers.insert(client, id);
-    }
 }
 
 const PIPELINES: [(Pipeline, &str); 3] =
@@ -189,9 +148,10 @@ fn measure(
 ) -> Result<Vec<f64>, Box<dyn Error>> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let config = RoomConfig { tick_rate: hz, pipeline, ..RoomConfig::default() };
-    let game =
-        Paddles { physics: Physics::new(Vec3::new(0.0, -9.81, 0.0)), controllers: BTreeMap::new() };
-    let room = Room::new(config, game, seed);
+    let mut room = Room::new(config, Paddles::new(depth), seed);
+    let mut game = std::mem::replace(room.simulation_mut(), Paddles::new(0));
+    game.set_table(room.world_mut())?;
+    *room.simulation_mut() = game;
     let one_way = Duration::from_secs_f64(rtt_ms / 2000.0);
     let link = LinkConfig { delay: one_way, ..LinkConfig::default() };
     let mut net = RoomNet::new(room, 1, link, seed);
@@ -207,14 +167,7 @@ fn measure(
     net.set_tick_schedule(Instant::ZERO + server_phase, Duration::from_secs_f64(server_dt));
     net.connect(0);
     net.run_for(Duration::from_secs(1));
-    let client_id = net.sessions[0].client_id().ok_or("the player did not join")?;
-    let root = net.room.simulation().controllers[&client_id];
-    let chain = Sandbox::chain(net.room.world_mut(), root, depth);
-    let paddle = *chain.last().ok_or("no grab chain")?;
-    let game = net.room.simulation_mut();
-    let mut physics = std::mem::replace(&mut game.physics, Physics::new(Vec3::ZERO));
-    physics.add(net.room.world(), paddle, Body::kinematic_cuboid(Vec3::new(0.08, 0.08, 0.01)))?;
-    net.room.simulation_mut().physics = physics;
+    net.sessions[0].client_id().ok_or("the player did not join")?;
     let start = net.net.now.as_secs_f64();
     let warmup = (0.2 / client_dt) as u64;
     let frames = warmup + (seconds as f64 / client_dt) as u64;
