@@ -34,7 +34,7 @@ pub struct DemoArgs {
 }
 
 /// What the threads tell the printer.
-enum Report {
+pub(crate) enum Report {
     /// A bot's latencies (ms) and RTT since its last report.
     Bot { latencies: Vec<f64>, rtt: Duration },
     /// The server's tick times (us) since its last report.
@@ -63,7 +63,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     println!("room on {address}: {} bots at {} Hz, {} pipeline", args.bots, args.hz, args.pipeline);
     let mut threads = Vec::new();
     let (hz, stopped, to) = (args.hz, stop.clone(), reports.clone());
-    threads.push(std::thread::spawn(move || serve(server, hz, pipeline, &stopped, &to)));
+    threads.push(std::thread::spawn(move || serve(server, hz, pipeline, 1, &stopped, &to)));
     for bot in 0..args.bots {
         let (stopped, to, config) = (stop.clone(), reports.clone(), config.clone());
         let defer = pipeline == Pipeline::Naive;
@@ -80,19 +80,20 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-type Outcome = Result<(), Box<dyn Error + Send + Sync>>;
+pub(crate) type Outcome = Result<(), Box<dyn Error + Send + Sync>>;
 
 /// The server: routes datagrams to the room on arrival, ticks it at `hz`, times each tick.
-fn serve(
+pub(crate) fn serve(
     mut driver: UdpDriver,
     hz: u32,
     pipeline: Pipeline,
+    chain_depth: usize,
     stop: &AtomicBool,
     reports: &mpsc::Sender<Report>,
 ) -> Outcome {
     let config = RoomConfig { tick_rate: hz, pipeline, ..RoomConfig::default() };
-    let mut room = Room::new(config, Paddles::new(1), 1);
-    let mut game = std::mem::replace(room.simulation_mut(), Paddles::new(1));
+    let mut room = Room::new(config, Paddles::new(chain_depth), 1);
+    let mut game = std::mem::replace(room.simulation_mut(), Paddles::new(chain_depth));
     game.set_table(room.world_mut()).map_err(|e| e.to_string())?;
     *room.simulation_mut() = game;
     let clock = driver.clock();
@@ -128,7 +129,7 @@ fn serve(
 }
 
 /// A bot: joins, then each frame presents what arrived and sends a new hand pose.
-fn play(
+pub(crate) fn play(
     bot: usize,
     server: SocketAddr,
     config: EndpointConfig,
@@ -151,6 +152,8 @@ fn play(
             Event::Message { channel, payload } => session.receive(channel, &payload),
             Event::Disconnected { .. } => session.disconnected(),
         })?;
+        // The wall time: a frame this thread reaches late samples and presents late, as a
+        // game's would, so lateness shows in the figures (either way).
         let now: Instant = driver.now();
         session.present(now);
         session.send_input(now, HandInput::on_circle(bot, now.as_secs_f64()));

@@ -26,7 +26,9 @@
 #![deny(missing_docs)]
 
 mod clock;
+mod relay;
 mod udp;
 
 pub use clock::Clock;
+pub use relay::DelayRelay;
 pub use udp::UdpDriver;

@@ -10,8 +10,13 @@
 //! the distribution beside the model: L_best = ceil(RTT / dt) * dt, L_worst = L_best + dt,
 //! from the link's RTT (fixed in sim mode) and the frame time.
 //!
-//! `--mode sim` runs in virtual time through the emulated link. Real sockets, observers (the
-//! latency seen by the other clients), interpolation and jitter come next; they are not
+//! `--mode sim` runs in virtual time through the emulated link. `--mode real` runs a server
+//! thread and a client thread on UDP sockets and their own OS clocks through a relay on
+//! loopback that delays each datagram by half the RTT (threads of one process, not separate
+//! processes; the model then uses the RTT the client's connection measured). Real mode also
+//! measures the OS: a client thread woken late samples or presents late, which moves samples
+//! by a frame either way, below L_best as well as above it. Observers (the
+//! latency seen by the other clients), interpolation and link jitter come next; they are not
 //! measured here.
 
 use super::stats::summary;
@@ -33,7 +38,8 @@ use std::time::Duration;
 /// Options of `rally bench latency`.
 #[derive(Debug, clap::Args)]
 pub struct LatencyArgs {
-    /// `sim`: virtual time through the emulated link (real sockets come next).
+    /// `sim`: virtual time through the emulated link; `real`: a server and a client thread on
+    /// UDP sockets and the OS clock through a delay relay on loopback.
     #[arg(long, default_value = "sim")]
     pub mode: String,
     /// Six one-second runs per configuration instead of twenty two-second ones.
@@ -91,9 +97,8 @@ struct Row {
 
 /// Runs the benchmark.
 pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
-    if args.mode != "sim" {
-        let why = "real-socket runs arrive with the host; use --mode sim";
-        return Err(format!("mode `{}` is not available yet: {why}", args.mode).into());
+    if args.mode != "sim" && args.mode != "real" {
+        return Err(format!("--mode {}: use sim or real", args.mode).into());
     }
     if args.hz.iter().any(|hz| !(10..=1000).contains(hz)) {
         return Err("--hz: rates must be between 10 and 1000, such as --hz 72,90,120".into());
@@ -109,12 +114,19 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
     for &hz in &args.hz {
         for depth in DEPTHS {
             for (pipeline, name) in PIPELINES {
-                let mut latencies = Vec::new();
-                for run in 0..runs {
-                    let seed = u64::from(hz) * 1000 + depth as u64 * 100 + run;
-                    latencies.extend(measure(pipeline, hz, depth, args.rtt, seconds, seed)?);
-                }
-                rows.push(row(name, hz, depth, args.rtt, latencies));
+                let row = if args.mode == "real" {
+                    let seconds = if args.quick { 1 } else { 5 };
+                    let (latencies, rtt) = measure_real(pipeline, hz, depth, args.rtt, seconds)?;
+                    row(name, hz, depth, rtt, latencies)
+                } else {
+                    let mut latencies = Vec::new();
+                    for run in 0..runs {
+                        let seed = u64::from(hz) * 1000 + depth as u64 * 100 + run;
+                        latencies.extend(measure(pipeline, hz, depth, args.rtt, seconds, seed)?);
+                    }
+                    row(name, hz, depth, args.rtt, latencies)
+                };
+                rows.push(row);
                 progress.inc(1);
             }
         }
@@ -184,6 +196,59 @@ fn measure(
     }
     let samples = net.sessions[0].latency_mut().take_samples();
     Ok(samples.into_iter().map(|(_, l)| l.as_secs_f64() * 1e3).collect())
+}
+
+/// One player through one pipeline on real sockets: a server thread and a client thread, each
+/// with its own clock, through a relay delaying each datagram by half of `rtt_ms`. Returns
+/// the latencies after a second of warm-up, and the RTT the client's connection measured.
+fn measure_real(
+    pipeline: Pipeline,
+    hz: u32,
+    depth: usize,
+    rtt_ms: f64,
+    seconds: usize,
+) -> Result<(Vec<f64>, f64), Box<dyn Error>> {
+    use crate::demo::{play, serve, Report};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{mpsc, Arc};
+    let config = rally_proto::EndpointConfig {
+        connection: rally_engine::connection_config(),
+        ..Default::default()
+    };
+    let server = rally_driver::UdpDriver::bind("127.0.0.1:0", config.clone())?;
+    let relay = rally_driver::DelayRelay::start(
+        server.local_addr()?,
+        Duration::from_secs_f64(rtt_ms / 2000.0),
+    )?;
+    let (stop, (reports, received)) = (Arc::new(AtomicBool::new(false)), mpsc::channel());
+    let (stopped, to) = (stop.clone(), reports.clone());
+    let serving = std::thread::spawn(move || serve(server, hz, pipeline, depth, &stopped, &to));
+    let (stopped, address, defer) = (stop.clone(), relay.address(), pipeline == Pipeline::Naive);
+    let playing =
+        std::thread::spawn(move || play(0, address, config, hz, defer, &stopped, &reports));
+    let (mut latencies, mut rtts, mut bot_reports) = (Vec::new(), Vec::new(), 0);
+    while bot_reports <= seconds {
+        match received.recv_timeout(Duration::from_secs(5)) {
+            Ok(Report::Bot { latencies: l, rtt }) => {
+                // The first second is the join and the warm-up.
+                if bot_reports > 0 {
+                    latencies.extend(l);
+                    rtts.push(rtt.as_secs_f64() * 1e3);
+                }
+                bot_reports += 1;
+            }
+            Ok(Report::Server { .. }) => {}
+            Err(_) => break,
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for thread in [serving, playing] {
+        let outcome = thread.join().map_err(|_| "a latency thread panicked")?;
+        outcome.map_err(|e| e.to_string())?;
+    }
+    relay.stop()?;
+    let rtt = rtts.iter().sum::<f64>() / rtts.len().max(1) as f64;
+    Ok((latencies, rtt))
 }
 
 fn unit(rng: &mut impl RngCore) -> f64 {
@@ -284,7 +349,7 @@ fn draw(dir: &std::path::Path, rates: &[u32], rows: &[Row]) -> Result<(), Box<dy
         let model = rows.iter().find(|r| r.hz == *hz).map(|r| r.model_ms.clone());
         let bounds = model
             .map_or(String::new(), |m| format!(" (model: {:.1} to {:.1} ms)", m.best, m.worst));
-        let title = format!("W2 total latency CDF, {hz} Hz{bounds} (virtual time)");
+        let title = format!("W2 total latency CDF, {hz} Hz{bounds}");
         plot::cdf(&path, &title, "total latency, ms", &series)?;
         println!("wrote {}", path.display());
     }
