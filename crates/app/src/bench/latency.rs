@@ -82,6 +82,8 @@ struct ModelMs {
 #[derive(Debug, Clone, Serialize)]
 struct Row {
     pipeline: String,
+    /// `player` (the client whose input it is) or `observer` (another client).
+    viewer: &'static str,
     hz: u32,
     chain_depth: usize,
     link_rtt_ms: f64,
@@ -110,7 +112,7 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
     let (runs, seconds) = if args.quick { (6, 1) } else { (20, 2) };
     let total = (PIPELINES.len() * args.hz.len() * DEPTHS.len()) as u64;
     let progress = indicatif::ProgressBar::new(total);
-    let mut rows = Vec::new();
+    let (mut rows, mut observers) = (Vec::new(), Vec::new());
     for &hz in &args.hz {
         for depth in DEPTHS {
             for (pipeline, name) in PIPELINES {
@@ -119,12 +121,15 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
                     let (latencies, rtt) = measure_real(pipeline, hz, depth, args.rtt, seconds)?;
                     row(name, hz, depth, rtt, latencies)
                 } else {
-                    let mut latencies = Vec::new();
+                    let (mut player, mut observer) = (Vec::new(), Vec::new());
                     for run in 0..runs {
                         let seed = u64::from(hz) * 1000 + depth as u64 * 100 + run;
-                        latencies.extend(measure(pipeline, hz, depth, args.rtt, seconds, seed)?);
+                        let measured = measure(pipeline, hz, depth, args.rtt, seconds, seed)?;
+                        player.extend(measured.player);
+                        observer.extend(measured.observer);
                     }
-                    row(name, hz, depth, args.rtt, latencies)
+                    observers.push(observer_row(name, hz, depth, args.rtt, observer));
+                    row(name, hz, depth, args.rtt, player)
                 };
                 rows.push(row);
                 progress.inc(1);
@@ -133,6 +138,14 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
     }
     progress.finish_and_clear();
     print(&rows);
+    if !observers.is_empty() {
+        println!(
+            "\nobservers: the same inputs seen on another client's frames, virtual time (model: \
+             RTT to RTT + 2 dt; at best: at most RTT + dt)"
+        );
+        print_table(&observers);
+        rows.extend(observers);
+    }
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "bench": "latency",
@@ -150,6 +163,14 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
 }
 
 /// One player through one pipeline for `seconds`: its total latencies, milliseconds.
+/// Latencies in milliseconds of one run: the player's own (its session's meter) and an
+/// observer's (another client's frames showing the player's held paddle where the input put it).
+struct Measured {
+    player: Vec<f64>,
+    observer: Vec<f64>,
+}
+
+/// One player and one observer through one pipeline for `seconds`, in virtual time.
 fn measure(
     pipeline: Pipeline,
     hz: u32,
@@ -157,7 +178,7 @@ fn measure(
     rtt_ms: f64,
     seconds: u64,
     seed: u64,
-) -> Result<Vec<f64>, Box<dyn Error>> {
+) -> Result<Measured, Box<dyn Error>> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let config = RoomConfig { tick_rate: hz, pipeline, ..RoomConfig::default() };
     let mut room = Room::new(config, Paddles::new(depth), seed);
@@ -166,36 +187,96 @@ fn measure(
     *room.simulation_mut() = game;
     let one_way = Duration::from_secs_f64(rtt_ms / 2000.0);
     let link = LinkConfig { delay: one_way, ..LinkConfig::default() };
-    let mut net = RoomNet::new(room, 1, link, seed);
+    let mut net = RoomNet::new(room, 2, link, seed);
     let defer_inputs = pipeline == Pipeline::Naive;
     let client = ClientConfig { defer_inputs, ..ClientConfig::default() };
     net.sessions[0] = ClientSession::new(client);
     // Each clock has its own phase and drift.
     let nominal = 1.0 / f64::from(hz);
     let mut drifted = || nominal * (1.0 + (unit(&mut rng) * 2.0 - 1.0) * DRIFT_PPM * 1e-6);
-    let (server_dt, client_dt) = (drifted(), drifted());
+    let (server_dt, player_dt, observer_dt) = (drifted(), drifted(), drifted());
     let server_phase = Duration::from_secs_f64(unit(&mut rng) * nominal);
-    let client_phase = unit(&mut rng) * nominal;
+    let (player_phase, observer_phase) = (unit(&mut rng) * nominal, unit(&mut rng) * nominal);
     net.set_tick_schedule(Instant::ZERO + server_phase, Duration::from_secs_f64(server_dt));
     net.connect(0);
+    net.connect(1);
     net.run_for(Duration::from_secs(1));
-    net.sessions[0].client_id().ok_or("the player did not join")?;
+    let player = net.sessions[0].client_id().ok_or("the player did not join")?;
+    net.sessions[1].client_id().ok_or("the observer did not join")?;
+    let root = net.room.simulation().controllers[&player];
+    let paddle = *net.room.world_mut().chain_of(root).last().ok_or("no grab chain")?;
     let start = net.net.now.as_secs_f64();
-    let warmup = (0.2 / client_dt) as u64;
-    let frames = warmup + (seconds as f64 / client_dt) as u64;
-    for k in 0..frames {
-        let t =
-            Instant::ZERO + Duration::from_secs_f64(start + client_phase + k as f64 * client_dt);
-        net.run_until(t);
-        // The frame presents what arrived, then samples the hand and sends it.
-        net.sessions[0].present(t);
-        if k == warmup {
-            net.sessions[0].latency_mut().take_samples();
+    let warmup = start + 0.2;
+    let end = warmup + seconds as f64;
+    let at = |phase: f64, dt: f64, k: u64| start + phase + k as f64 * dt;
+    let (mut k, mut j) = (0u64, 0u64);
+    let mut observer =
+        Observer { paddle, depth, sampled: Vec::new(), next: 0, latencies: Vec::new() };
+    loop {
+        let (player_at, observer_at) =
+            (at(player_phase, player_dt, k), at(observer_phase, observer_dt, j));
+        if player_at.min(observer_at) >= end {
+            break;
         }
-        net.input(0, HandInput::on_circle(0, t.as_secs_f64()));
+        if player_at <= observer_at {
+            let t = Instant::ZERO + Duration::from_secs_f64(player_at);
+            net.run_until(t);
+            // The frame presents what arrived, then samples the hand and sends it.
+            net.sessions[0].present(t);
+            if player_at < warmup {
+                net.sessions[0].latency_mut().take_samples();
+            }
+            let hand = HandInput::on_circle(0, t.as_secs_f64());
+            observer.sampled(t, player_at >= warmup, &hand);
+            net.input(0, hand);
+            k += 1;
+        } else {
+            let t = Instant::ZERO + Duration::from_secs_f64(observer_at);
+            net.run_until(t);
+            observer.present(t, &net.sessions[1]);
+            j += 1;
+        }
     }
     let samples = net.sessions[0].latency_mut().take_samples();
-    Ok(samples.into_iter().map(|(_, l)| l.as_secs_f64() * 1e3).collect())
+    let player = samples.into_iter().map(|(_, l)| l.as_secs_f64() * 1e3).collect();
+    Ok(Measured { player, observer: observer.latencies })
+}
+
+/// The observer's meter, which can use the one clock of virtual time: each player input's
+/// expected paddle position, and the first observer frame that shows it.
+struct Observer {
+    paddle: rally_engine::EntityId,
+    depth: usize,
+    /// (sampled at, counted, where the paddle should go), in sampling order.
+    sampled: Vec<(Instant, bool, glam::Vec3)>,
+    /// The first sample not yet seen.
+    next: usize,
+    latencies: Vec<f64>,
+}
+
+impl Observer {
+    fn sampled(&mut self, at: Instant, counted: bool, hand: &HandInput) {
+        let rotation = glam::Quat::from_array(hand.rotation);
+        let offset = glam::Vec3::new(0.0, 0.0, -0.1 * self.depth as f32);
+        let paddle = glam::Vec3::from_array(hand.position) + rotation * offset;
+        self.sampled.push((at, counted, paddle));
+    }
+
+    /// The newest sample whose paddle position the observer shows (within quantization) is
+    /// seen now, with every earlier one.
+    fn present(&mut self, now: Instant, session: &ClientSession<HandInput, ()>) {
+        let Some(shown) = session.entities().find(|e| e.id == self.paddle) else { return };
+        let newest = (self.next..self.sampled.len())
+            .rev()
+            .find(|i| self.sampled[*i].2.distance(shown.position) < 0.002);
+        let Some(newest) = newest else { return };
+        for (at, counted, _) in &self.sampled[self.next..=newest] {
+            if *counted {
+                self.latencies.push((now - *at).as_secs_f64() * 1e3);
+            }
+        }
+        self.next = newest + 1;
+    }
 }
 
 /// One player through one pipeline on real sockets: a server thread and a client thread, each
@@ -265,6 +346,7 @@ fn row(pipeline: &str, hz: u32, depth: usize, rtt: f64, latencies: Vec<f64>) -> 
     let s = summary(&latencies);
     Row {
         pipeline: pipeline.into(),
+        viewer: "player",
         hz,
         chain_depth: depth,
         link_rtt_ms: rtt,
@@ -278,7 +360,29 @@ fn row(pipeline: &str, hz: u32, depth: usize, rtt: f64, latencies: Vec<f64>) -> 
     }
 }
 
+/// An observer's row: its frames are not the player's, so its model is the network's: at
+/// least the RTT (the input's way up, the state's way down), at most the RTT plus a tick's
+/// wait on the server and a frame's wait on the observer. `at best` here means at most the
+/// RTT plus one frame: what the fast path promises every client.
+fn observer_row(pipeline: &str, hz: u32, depth: usize, rtt: f64, latencies: Vec<f64>) -> Row {
+    let mut row = row(pipeline, hz, depth, rtt, latencies);
+    let dt = 1000.0 / f64::from(hz);
+    row.viewer = "observer";
+    row.model_ms = ModelMs { best: rtt, worst: rtt + 2.0 * dt };
+    let n = row.latencies.len().max(1) as f64;
+    let within = row.latencies.iter().filter(|l| **l >= rtt - 1.0 && **l <= rtt + 2.0 * dt + 1.0);
+    row.within_model_fraction = within.count() as f64 / n;
+    let at_best = row.latencies.iter().filter(|l| **l <= rtt + dt + 1.0).count();
+    row.at_best_fraction = at_best as f64 / n;
+    row
+}
+
 fn print(rows: &[Row]) {
+    print_table(rows);
+    print_targets(rows);
+}
+
+fn print_table(rows: &[Row]) {
     println!(
         "{:<7} {:>4} {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
         "pipe",
@@ -314,6 +418,9 @@ fn print(rows: &[Row]) {
         );
     }
     println!("latency = input sampled on the client to the first frame presenting it, ms");
+}
+
+fn print_targets(rows: &[Row]) {
     for r in rows {
         let (met, what) = match r.pipeline.as_str() {
             "greedy" => (r.within_model_fraction == 1.0, "every sample within the model +-1 ms"),
@@ -343,7 +450,10 @@ fn draw(dir: &std::path::Path, rates: &[u32], rows: &[Row]) -> Result<(), Box<dy
         let series: Vec<(String, Vec<f64>)> = rows
             .iter()
             .filter(|r| r.hz == *hz)
-            .map(|r| (format!("{} depth {}", r.pipeline, r.chain_depth), r.latencies.clone()))
+            .map(|r| {
+                let name = format!("{} depth {} {}", r.pipeline, r.chain_depth, r.viewer);
+                (name, r.latencies.clone())
+            })
             .collect();
         let path = dir.join(format!("latency-{hz}hz.png"));
         let model = rows.iter().find(|r| r.hz == *hz).map(|r| r.model_ms.clone());
