@@ -33,6 +33,9 @@ pub struct DemoArgs {
     pub pipeline: String,
 }
 
+/// How long before each tick or frame a thread stops sleeping and polls.
+const SPIN: Duration = Duration::from_millis(1);
+
 /// What the threads tell the printer.
 pub(crate) enum Report {
     /// A bot's latencies (ms) and RTT since its last report.
@@ -98,6 +101,8 @@ pub(crate) fn serve(
     *room.simulation_mut() = game;
     let clock = driver.clock();
     let dt = room.config().dt();
+    // Ticks start on time: sleep, then poll the last millisecond.
+    driver.set_spin(SPIN);
     let mut next_tick = driver.now();
     let mut ticks_us = Vec::new();
     let mut last_report = driver.now();
@@ -139,6 +144,8 @@ pub(crate) fn play(
     reports: &mpsc::Sender<Report>,
 ) -> Outcome {
     let mut driver = UdpDriver::bind("127.0.0.1:0", config)?;
+    // Frames start on time: sleep, then poll the last millisecond.
+    driver.set_spin(SPIN);
     driver.connect(server);
     let client = ClientConfig { defer_inputs, ..ClientConfig::default() };
     let mut session: ClientSession<HandInput, ()> = ClientSession::new(client);
