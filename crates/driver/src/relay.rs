@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 /// Datagrams held at most; more are dropped, as a full queue would.
 const HELD_MAX: usize = 65_536;
-/// The longest the relay sleeps when idle: the precision of its delays.
+/// The longest the relay sleeps when idle: the precision of its delays. It polls rather than
+/// blocking on its sockets because a socket's receive timeout counts in kernel ticks (4 ms at
+/// 250 Hz), far coarser than the delays it keeps.
 const IDLE_SLEEP: Duration = Duration::from_micros(50);
 
 /// A running relay; dropping it stops the thread.

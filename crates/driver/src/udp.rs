@@ -8,6 +8,12 @@ use std::time::Duration;
 
 /// The longest a receive may block, so that the loop notices new sends and deadlines.
 const WAIT_MAX: Duration = Duration::from_millis(50);
+/// Waits shorter than this are not left to the socket's receive timeout, which Linux counts in
+/// kernel ticks (a 0.1 ms timeout measured 8 ms here): the loop polls the socket and sleeps in
+/// short steps instead, which the OS times to within microseconds.
+const COARSE_WAIT_MIN: Duration = Duration::from_millis(20);
+/// One step of a short wait: the most a datagram waits unread while the loop sleeps.
+const SLEEP_STEP: Duration = Duration::from_micros(200);
 /// Datagrams read per wake-up at most before timers and transmissions get a turn.
 const RECEIVE_BATCH: usize = 64;
 
@@ -99,8 +105,13 @@ impl UdpDriver {
             } else {
                 let spin_from = deadline.as_nanos().saturating_sub(self.spin.as_nanos() as u64);
                 let sleep_until = wake.min(Instant::from_nanos(spin_from));
-                let wait = (sleep_until - now).clamp(Duration::from_micros(100), WAIT_MAX);
-                self.receive(wait)?;
+                let wait = (sleep_until - now).min(WAIT_MAX);
+                if wait >= COARSE_WAIT_MIN {
+                    // Leave the kernel's tick of slack before the wake-up time.
+                    self.receive(wait - COARSE_WAIT_MIN / 2)?;
+                } else if self.poll_receive()? == 0 {
+                    std::thread::sleep(wait.min(SLEEP_STEP));
+                }
             }
             let now = self.clock.now();
             self.endpoint.handle_timeout(now);
@@ -136,21 +147,23 @@ impl UdpDriver {
         }
     }
 
-    /// Reads whatever datagrams are ready, up to a batch, without waiting.
-    fn poll_receive(&mut self) -> io::Result<()> {
+    /// Reads whatever datagrams are ready, up to a batch, without waiting; returns how many.
+    fn poll_receive(&mut self) -> io::Result<usize> {
         self.socket.set_nonblocking(true)?;
+        let mut read = 0;
         for _ in 0..RECEIVE_BATCH {
             match self.socket.recv_from(&mut self.receive_buf) {
                 Ok((len, from)) => {
                     let now = self.clock.now();
                     self.endpoint.handle_datagram(now, from, &self.receive_buf[..len]);
+                    read += 1;
                 }
-                Err(e) if is_timeout(&e) => return Ok(()),
+                Err(e) if is_timeout(&e) => return Ok(read),
                 Err(e) if is_transient(&e) => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
+        Ok(read)
     }
 
     /// Waits up to `wait` for a datagram, then reads what else is ready, up to a batch.
