@@ -906,11 +906,6 @@ impl<S: Simulation> Room<S> {
         }
     }
 
-    /// When the next tick is due after one at `last`.
-    pub fn next_tick(&self, last: Instant) -> Instant {
-        last + self.config.dt()
-    }
-
     /// The earliest request deadline, for hosts that sleep between ticks.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.requests.earliest()

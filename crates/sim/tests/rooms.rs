@@ -79,10 +79,16 @@ fn ten_clients_converge_through_loss_with_a_grab_chain() {
         let chain = Sandbox::chain(net.room.world_mut(), root, 3);
         assert_eq!(chain.len(), 3);
         play(&mut net, Duration::from_secs(3));
-        // Every input was applied, once (the room counts each).
-        let sent: u64 = net.sessions.iter().map(|s| s.stats().snapshots).sum();
-        assert!(sent > 0);
         settle(&mut net);
+        // Every input was applied exactly once: sequences start at 0 on each client, so the
+        // room applied as many as the sum of each client's last sequence plus one.
+        let expected: u64 = net
+            .sessions
+            .iter()
+            .map(|s| s.last_applied_input().map_or(0, |seq| u64::from(seq) + 1))
+            .sum();
+        assert!(expected > 0);
+        assert_eq!(net.room.stats().inputs_applied, expected, "seed {seed}");
         assert_converged(&net, seed);
         for (i, session) in net.sessions.iter().enumerate() {
             let client = session.client_id().unwrap();
