@@ -13,6 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = EndpointConfig { connection: connection_config(), ..Default::default() };
     let mut driver = UdpDriver::bind("127.0.0.1:0", config)?;
     let connection = driver.connect(server);
+    let clock = driver.clock();
     let mut session: ClientSession<[f32; 3], String> = ClientSession::new(ClientConfig::default());
     let frame = Duration::from_secs(1) / 90;
     for n in 0..450u32 {
@@ -22,7 +23,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         session.transmit(driver.endpoint());
         driver.run_for(frame, |_, connection, event| match event {
             Event::Connected => session.connected(connection),
-            Event::Message { channel, payload } => session.receive(channel, &payload),
+            Event::Message { channel, payload } => session.receive(clock.now(), channel, &payload),
             Event::Disconnected { reason } => {
                 session.disconnected();
                 println!("disconnected: {reason:?}");

@@ -50,7 +50,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         driver.run_for(room.config().dt(), |endpoint, connection, event| {
             match event {
                 Event::Connected => room.accept(connection),
-                Event::Message { channel, payload } => room.receive(connection, channel, &payload),
+                Event::Message { channel, payload } => {
+                    room.receive(clock.now(), connection, channel, &payload)
+                }
                 Event::Disconnected { reason } => {
                     room.disconnected(clock.now(), connection, reason)
                 }

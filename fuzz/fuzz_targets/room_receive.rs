@@ -17,7 +17,8 @@ fuzz_target!(|data: &[u8]| {
     net.connect(0);
     net.run_for(Duration::from_millis(50));
     let Some(handle) = net.net.server_events.first().map(|(h, _)| *h) else { return };
-    net.room.receive(handle, channel % 4, payload);
-    net.sessions[0].receive(channel % 4, payload);
+    let now = net.net.now;
+    net.room.receive(now, handle, channel % 4, payload);
+    net.sessions[0].receive(now, channel % 4, payload);
     net.run_for(Duration::from_millis(20));
 });

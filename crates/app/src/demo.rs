@@ -4,7 +4,8 @@
 
 use crate::game::Paddles;
 use rally_driver::UdpDriver;
-use rally_engine::{connection_config, ClientConfig, ClientSession, Pipeline, Room, RoomConfig};
+use rally_engine::{connection_config, ClientConfig, ClientSession, LatencyModel, LatencySample};
+use rally_engine::{Pipeline, Room, RoomConfig};
 use rally_proto::{EndpointConfig, Event, Instant};
 use rally_sim::sandbox::HandInput;
 use std::error::Error;
@@ -38,8 +39,8 @@ const SPIN: Duration = Duration::from_millis(1);
 
 /// What the threads tell the printer.
 pub(crate) enum Report {
-    /// A bot's latencies (ms) and RTT since its last report.
-    Bot { latencies: Vec<f64>, rtt: Duration },
+    /// A bot's latency samples and its connection's RTT since its last report.
+    Bot { samples: Vec<LatencySample>, rtt: Duration },
     /// The server's tick times (us) since its last report.
     Server { ticks_us: Vec<f64>, clients: usize },
 }
@@ -111,7 +112,9 @@ pub(crate) fn serve(
         driver.run_for(wait, |endpoint, connection, event| {
             match event {
                 Event::Connected => room.accept(connection),
-                Event::Message { channel, payload } => room.receive(connection, channel, &payload),
+                Event::Message { channel, payload } => {
+                    room.receive(clock.now(), connection, channel, &payload)
+                }
                 Event::Disconnected { reason } => {
                     room.disconnected(clock.now(), connection, reason)
                 }
@@ -147,6 +150,7 @@ pub(crate) fn play(
     // Frames start on time: sleep, then poll the last millisecond.
     driver.set_spin(SPIN);
     driver.connect(server);
+    let clock = driver.clock();
     let client = ClientConfig { defer_inputs, ..ClientConfig::default() };
     let mut session: ClientSession<HandInput, ()> = ClientSession::new(client);
     let frame = Duration::from_secs(1) / hz;
@@ -156,7 +160,7 @@ pub(crate) fn play(
         let wait = next_frame.saturating_duration_since(driver.now());
         driver.run_for(wait, |_, connection, event| match event {
             Event::Connected => session.connected(connection),
-            Event::Message { channel, payload } => session.receive(channel, &payload),
+            Event::Message { channel, payload } => session.receive(clock.now(), channel, &payload),
             Event::Disconnected { .. } => session.disconnected(),
         })?;
         // The wall time: a frame this thread reaches late samples and presents late, as a
@@ -169,10 +173,9 @@ pub(crate) fn play(
         if now - last_report >= Duration::from_secs(1) {
             last_report = now;
             let samples = session.latency_mut().take_samples();
-            let latencies = samples.iter().map(|(_, l)| l.as_secs_f64() * 1e3).collect();
             let rtt =
                 session.connection_stats(driver.endpoint()).map(|s| s.rtt).unwrap_or_default();
-            let _ = reports.send(Report::Bot { latencies, rtt });
+            let _ = reports.send(Report::Bot { samples, rtt });
         }
     }
     Ok(())
@@ -190,8 +193,8 @@ fn print_live(received: &mpsc::Receiver<Report>, duration: Option<f64>, hz: u32)
             return;
         }
         match received.recv_timeout(Duration::from_millis(100)) {
-            Ok(Report::Bot { latencies: l, rtt }) => {
-                latencies.extend(l);
+            Ok(Report::Bot { samples, rtt }) => {
+                latencies.extend(samples);
                 rtts.push(rtt.as_secs_f64() * 1e3);
             }
             Ok(Report::Server { ticks_us, clients: c }) => {
@@ -211,27 +214,46 @@ fn print_live(received: &mpsc::Receiver<Report>, duration: Option<f64>, hz: u32)
 fn print_line(
     second: u64,
     clients: usize,
-    latencies: &mut Vec<f64>,
+    samples: &mut Vec<LatencySample>,
     rtts: &mut Vec<f64>,
     ticks: &mut Vec<f64>,
     hz: u32,
 ) {
-    let l = crate::bench::stats::summary(latencies);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let totals: Vec<f64> = samples.iter().map(|s| ms(s.total)).collect();
+    let l = crate::bench::stats::summary(&totals);
     let t = crate::bench::stats::summary(ticks);
     let rtt = rtts.iter().sum::<f64>() / rtts.len().max(1) as f64;
-    let dt = 1000.0 / f64::from(hz);
-    let best = (rtt / dt).ceil().max(1.0) * dt;
+    let dt = Duration::from_secs(1) / hz;
+    // Each input against the model of the round trip it saw, as the meter split it.
+    let fallback = Duration::from_secs_f64(rtt / 1000.0);
+    let models: Vec<LatencyModel> = samples
+        .iter()
+        .map(|s| LatencyModel::new(s.round_trip.unwrap_or(fallback), dt, dt))
+        .collect();
+    let within = samples
+        .iter()
+        .zip(&models)
+        .filter(|(s, m)| m.contains(s.total, Duration::from_millis(1)))
+        .count();
+    let n = samples.len().max(1) as f64;
+    let mean =
+        |f: &dyn Fn(&LatencyModel) -> Duration| models.iter().map(|m| ms(f(m))).sum::<f64>() / n;
+    let hold = samples.iter().map(|s| ms(s.server_hold.unwrap_or_default())).sum::<f64>() / n;
     println!(
-        "{second:>4} s  {clients} clients  total latency mean {:.1} p99 {:.1} max {:.1} ms \
-         (model {best:.1} to {:.1})  RTT {rtt:.2} ms  tick {:.0} us mean, {:.0} max",
+        "{second:>4} s  {clients} clients  total latency mean {:.1} p99 {:.1} max {:.1} ms, \
+         {:.0}% within model ({:.1} to {:.1})  RTT {rtt:.2} ms  server hold {hold:.2} ms  \
+         tick {:.0} us mean, {:.0} max",
         l.mean,
         l.p99,
         l.max,
-        best + dt,
+        within as f64 / n * 100.0,
+        mean(&|m| m.best),
+        mean(&|m| m.worst),
         t.mean,
         t.max
     );
-    latencies.clear();
+    samples.clear();
     rtts.clear();
     ticks.clear();
 }

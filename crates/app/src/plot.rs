@@ -136,6 +136,7 @@ pub fn cdf(
     title: &str,
     x_label: &str,
     series: &[(String, Vec<f64>)],
+    marks: &[(String, f64)],
 ) -> Result<(), Box<dyn Error>> {
     ensure_font();
     let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
@@ -153,6 +154,7 @@ pub fn cdf(
         .filter(|(_, v)| !v.is_empty())
         .map(|(_, v)| v[((v.len() as f64 * 0.999) as usize).min(v.len() - 1)])
         .fold(1.0f64, f64::max);
+    let x_max = marks.iter().map(|(_, x)| *x).fold(x_max, f64::max);
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(16)
@@ -172,6 +174,13 @@ pub fn cdf(
         chart.draw_series(LineSeries::new(points, color.stroke_width(2)))?.label(name).legend(
             move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)),
         );
+    }
+    for (name, x) in marks {
+        // A vertical line with its name at the top: a bound the curves are judged against.
+        let line = [(*x, 0.0), (*x, 1.0)];
+        chart.draw_series(LineSeries::new(line, BLACK.mix(0.6).stroke_width(1)))?;
+        let label = Text::new(name.clone(), (*x, 0.98), ("sans-serif", 13));
+        chart.draw_series(std::iter::once(label))?;
     }
     chart
         .configure_series_labels()

@@ -47,7 +47,7 @@ fn a_client_moves_its_hand_in_a_room_over_loopback() {
                 .run_for(room.config().dt(), |_, connection, event| match event {
                     Event::Connected => room.accept(connection),
                     Event::Message { channel, payload } => {
-                        room.receive(connection, channel, &payload)
+                        room.receive(clock.now(), connection, channel, &payload)
                     }
                     Event::Disconnected { reason } => {
                         room.disconnected(clock.now(), connection, reason)
@@ -60,6 +60,7 @@ fn a_client_moves_its_hand_in_a_room_over_loopback() {
     });
 
     let mut client = UdpDriver::bind("127.0.0.1:0", config()).unwrap();
+    let client_clock = client.clock();
     client.connect(address);
     let mut session: ClientSession<[f32; 3], ()> = ClientSession::new(ClientConfig::default());
     let mut last = None;
@@ -69,7 +70,9 @@ fn a_client_moves_its_hand_in_a_room_over_loopback() {
         client
             .run_for(Duration::from_millis(11), |_, connection, event| match event {
                 Event::Connected => session.connected(connection),
-                Event::Message { channel, payload } => session.receive(channel, &payload),
+                Event::Message { channel, payload } => {
+                    session.receive(client_clock.now(), channel, &payload)
+                }
                 Event::Disconnected { reason } => panic!("disconnected: {reason:?}"),
             })
             .unwrap();
@@ -80,7 +83,7 @@ fn a_client_moves_its_hand_in_a_room_over_loopback() {
         client
             .run_for(Duration::from_millis(10), |_, _, event| {
                 if let Event::Message { channel, payload } = event {
-                    session.receive(channel, &payload);
+                    session.receive(client_clock.now(), channel, &payload);
                 }
             })
             .unwrap();

@@ -1,7 +1,9 @@
 //! The client side: a session in a room, over one connection of a client endpoint.
 
+use crate::latency::LatencyMeter;
 use crate::protocol::{
-    encode_frame, Envelope, InputFrame, SessionTicket, FAST, RELIABLE, STATE, UNRELIABLE,
+    encode_frame, Envelope, InputFrame, SessionTicket, StatePrefix, FAST, RELIABLE, STATE,
+    UNRELIABLE,
 };
 use crate::room::ClientId;
 use crate::rpc::{frame, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
@@ -260,7 +262,7 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         self.inputs.push_back(input);
         self.frame_due |= !self.config.defer_inputs;
         let seq = self.first_input.wrapping_add(self.inputs.len() as u32 - 1);
-        self.meter.sampled(seq, now);
+        self.meter.sampled(seq, now, !self.config.defer_inputs);
         seq
     }
 
@@ -268,12 +270,12 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     /// whose effect this is the first frame to show gets its total latency measured. With
     /// `defer_inputs`, the inputs sampled before this frame go out at the next `transmit`.
     pub fn present(&mut self, now: Instant) {
-        if let Some(reflected) = self.last_applied {
-            self.meter.presented(reflected, now);
-        }
+        self.meter.presented(now);
         if self.config.defer_inputs && !self.inputs.is_empty() {
             // Only what was sampled before this frame goes out now.
-            self.released = Some(self.first_input.wrapping_add(self.inputs.len() as u32 - 1));
+            let released = self.first_input.wrapping_add(self.inputs.len() as u32 - 1);
+            self.released = Some(released);
+            self.meter.released(released, now);
             self.frame_due = true;
         }
     }
@@ -324,27 +326,27 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         }
     }
 
-    /// Takes a message that arrived on the session's connection: a snapshot is applied at
-    /// once. Bad messages are dropped and counted.
-    pub fn receive(&mut self, channel: u8, payload: &[u8]) {
+    /// Takes a message that arrived on the session's connection at `now`: a snapshot is
+    /// applied at once. Bad messages are dropped and counted.
+    pub fn receive(&mut self, now: Instant, channel: u8, payload: &[u8]) {
         match channel {
-            STATE => self.apply_snapshot(payload),
-            FAST => self.apply_fast(payload),
+            STATE => self.apply_snapshot(now, payload),
+            FAST => self.apply_fast(now, payload),
             RELIABLE | UNRELIABLE => self.envelope(payload),
             _ => self.stats.messages_dropped += 1,
         }
     }
 
-    fn apply_snapshot(&mut self, payload: &[u8]) {
+    fn apply_snapshot(&mut self, now: Instant, payload: &[u8]) {
         if !self.welcomed {
             self.stats.snapshots_dropped += 1;
             return;
         }
-        let Ok((applied, prefix)) = read_varint(payload) else {
+        let Some((prefix, len)) = StatePrefix::read(payload) else {
             self.stats.snapshots_dropped += 1;
             return;
         };
-        let bytes = &payload[prefix..];
+        let bytes = &payload[len..];
         let Ok(header) = SnapshotConfig::peek_header(bytes) else {
             self.stats.snapshots_dropped += 1;
             return;
@@ -375,15 +377,16 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         self.newest = Some(slot);
         self.stats.snapshots += 1;
         self.frame_due = true;
-        if applied > 0 {
-            self.input_applied((applied - 1) as u32);
+        if let Some(reflected) = prefix.reflected {
+            self.input_applied(reflected);
+            self.meter.arrived(now, reflected, |seq| prefix.hold(seq));
         }
         self.events.push_back(ClientEvent::Snapshot { tick: header.tick });
     }
 
     /// A fast-path chain: shown over the snapshot until a snapshot of a later tick arrives;
     /// if it answers this client's own input, that input's effect is now on screen.
-    fn apply_fast(&mut self, payload: &[u8]) {
+    fn apply_fast(&mut self, now: Instant, payload: &[u8]) {
         let Some((client, seq, bytes)) = parse_fast(payload) else {
             self.stats.snapshots_dropped += 1;
             return;
@@ -404,6 +407,8 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         if self.client_id() == Some(client) {
             if let Some(seq) = seq {
                 self.input_applied(seq);
+                // Built the moment the input arrived: the server held it for no time.
+                self.meter.arrived(now, seq, |_| Some(Duration::ZERO));
             }
         }
     }
@@ -524,58 +529,4 @@ fn parse_fast(payload: &[u8]) -> Option<(ClientId, Option<u32>, &[u8])> {
     let client = u32::try_from(client).ok()?;
     let seq = seq.checked_sub(1).and_then(|s| u32::try_from(s).ok());
     Some((client, seq, payload.get(a + b..)?))
-}
-
-/// Inputs sampled and not yet presented, kept at most; older ones are given up on.
-const PENDING_MAX: usize = 1024;
-/// Latencies kept for `take_samples` at most.
-const SAMPLES_MAX: usize = 65_536;
-
-/// Total latency of this client's inputs: from the moment an input is sampled to the first
-/// frame that presents its effect, both on this client's clock (no clock sync needed).
-#[derive(Debug, Default, Clone)]
-pub struct LatencyMeter {
-    pending: VecDeque<(u32, Instant)>,
-    samples: Vec<(u32, Duration)>,
-    /// Inputs measured.
-    pub count: u64,
-    /// Sum of their latencies.
-    pub total: Duration,
-    /// The largest.
-    pub max: Duration,
-}
-
-impl LatencyMeter {
-    fn sampled(&mut self, seq: u32, at: Instant) {
-        if self.pending.len() >= PENDING_MAX {
-            self.pending.pop_front();
-        }
-        self.pending.push_back((seq, at));
-    }
-
-    fn presented(&mut self, reflected: u32, now: Instant) {
-        while let Some(&(seq, at)) = self.pending.front() {
-            if seq32_newer(seq, reflected) {
-                break;
-            }
-            self.pending.pop_front();
-            let latency = now.saturating_duration_since(at);
-            self.count += 1;
-            self.total += latency;
-            self.max = self.max.max(latency);
-            if self.samples.len() < SAMPLES_MAX {
-                self.samples.push((seq, latency));
-            }
-        }
-    }
-
-    /// Mean total latency.
-    pub fn mean(&self) -> Duration {
-        self.total.checked_div(self.count.max(1) as u32).unwrap_or_default()
-    }
-
-    /// Takes the latencies measured since the last call (input sequence, latency).
-    pub fn take_samples(&mut self) -> Vec<(u32, Duration)> {
-        std::mem::take(&mut self.samples)
-    }
 }

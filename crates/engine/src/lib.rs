@@ -94,13 +94,13 @@
 //!     net.step_until(now + room.config().dt());
 //!     for (_, event) in &net.server_events()[seen_server..] {
 //!         if let Event::Message { channel, payload } = event {
-//!             room.receive(server, *channel, payload);
+//!             room.receive(net.now(), server, *channel, payload);
 //!         }
 //!     }
 //!     seen_server = net.server_events().len();
 //!     for (_, event) in &net.client_events()[seen_client..] {
 //!         if let Event::Message { channel, payload } = event {
-//!             session.receive(*channel, payload);
+//!             session.receive(net.now(), *channel, payload);
 //!         }
 //!     }
 //!     seen_client = net.client_events().len();
@@ -114,14 +114,16 @@
 
 pub mod client;
 pub mod grab;
+pub mod latency;
 pub mod protocol;
 pub mod replication;
 pub mod room;
 pub mod rpc;
 pub mod world;
 
-pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats, LatencyMeter};
+pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
 pub use grab::{GrabError, GrabRule};
+pub use latency::{LatencyMeter, LatencyModel, LatencySample};
 pub use protocol::{connection_config, SessionTicket, FAST, RELIABLE, STATE, UNRELIABLE};
 pub use room::{
     ClientId, Phase, PhaseObserver, Pipeline, Room, RoomConfig, RoomEvent, RoomStats, RpcError,

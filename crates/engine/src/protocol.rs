@@ -7,11 +7,17 @@
 //! - [`FAST`] (unreliable): fast-path poses: the sender's id and last input (varints, the input
 //!   plus one) and a full snapshot of the grab chain its input moved.
 //!
-//! A snapshot message is a varint (the last input sequence the server applied for this
-//! client, plus one; zero if none) followed by the wire layer's snapshot (docs/wire.md).
+//! A snapshot message starts with a [`StatePrefix`]: a varint (the last input sequence the
+//! server applied for this client, plus one; zero if none), a count (at most [`HOLDS_MAX`])
+//! and that many varints, the server's hold of the newest inputs this snapshot is the first to
+//! report, in microseconds, newest first. The wire layer's snapshot follows (docs/wire.md).
+//! The holds let the client's latency meter split each input's latency into the network's
+//! round trip and the server's wait without synchronized clocks, as QUIC's ack delay does.
 
 use rally_proto::{ChannelConfig, ChannelKind, ConnectionConfig};
+use rally_wire::varint::{read_varint, write_varint};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// Channel of the join handshake and reliable RPCs.
 pub const RELIABLE: u8 = 0;
@@ -92,4 +98,90 @@ pub(crate) fn decode_frame<I: serde::de::DeserializeOwned>(
         return None;
     }
     postcard::from_bytes(payload).ok()
+}
+
+/// Inputs whose server hold one snapshot reports at most.
+pub(crate) const HOLDS_MAX: usize = 4;
+/// The longest [`StatePrefix`] in bytes: three varints' worth of u32 each, and the count.
+pub(crate) const STATE_PREFIX_MAX: usize = 5 + 1 + HOLDS_MAX * 5;
+
+/// What a snapshot message says before its snapshot: the input it reflects and how long the
+/// server held the newest inputs before sending it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct StatePrefix {
+    /// The last input applied for this client.
+    pub reflected: Option<u32>,
+    /// Holds of `reflected`, `reflected - 1`, ..., microseconds; `holds_len` of them.
+    pub holds: [u32; HOLDS_MAX],
+    pub holds_len: usize,
+}
+
+impl StatePrefix {
+    /// The server's hold of input `seq`, if this prefix reports it.
+    pub fn hold(&self, seq: u32) -> Option<Duration> {
+        let back = self.reflected?.wrapping_sub(seq) as usize;
+        let micros = self.holds[..self.holds_len].get(back)?;
+        Some(Duration::from_micros(u64::from(*micros)))
+    }
+
+    /// Appends the prefix to `out`.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let mut buf = [0u8; STATE_PREFIX_MAX];
+        let mut len = 0;
+        let reflected = self.reflected.map_or(0, |s| u64::from(s) + 1);
+        let holds = self.holds[..self.holds_len.min(HOLDS_MAX)].iter().map(|h| u64::from(*h));
+        for value in [reflected, self.holds_len as u64].into_iter().chain(holds) {
+            // The buffer holds the largest prefix, so no write runs out of room.
+            len += write_varint(value, &mut buf[len..]).unwrap_or(0);
+        }
+        out.extend_from_slice(&buf[..len]);
+    }
+
+    /// Reads a prefix; returns it and its length, or `None` if it is malformed.
+    pub fn read(payload: &[u8]) -> Option<(Self, usize)> {
+        let (reflected, mut len) = read_varint(payload).ok()?;
+        let (count, n) = read_varint(payload.get(len..)?).ok()?;
+        len += n;
+        let mut prefix = StatePrefix {
+            reflected: reflected.checked_sub(1).map(u32::try_from).transpose().ok()?,
+            holds_len: usize::try_from(count).ok().filter(|c| *c <= HOLDS_MAX)?,
+            ..Self::default()
+        };
+        for hold in &mut prefix.holds[..prefix.holds_len] {
+            let (value, n) = read_varint(payload.get(len..)?).ok()?;
+            *hold = u32::try_from(value).ok()?;
+            len += n;
+        }
+        Some((prefix, len))
+    }
+}
+
+/// A hold in whole microseconds, saturating: a hold past an hour says enough.
+pub(crate) fn hold_micros(hold: Duration) -> u32 {
+    u32::try_from(hold.as_micros()).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_prefix_round_trips_and_refuses_bad_bytes() {
+        let prefix = StatePrefix { reflected: Some(41), holds: [3, 8_000, 0, 0], holds_len: 2 };
+        let mut bytes = Vec::new();
+        prefix.write(&mut bytes);
+        bytes.extend_from_slice(b"snapshot");
+        let (read, len) = StatePrefix::read(&bytes).unwrap();
+        assert_eq!(read, prefix);
+        assert_eq!(&bytes[len..], b"snapshot");
+        assert_eq!(read.hold(41), Some(Duration::from_micros(3)));
+        assert_eq!(read.hold(40), Some(Duration::from_millis(8)));
+        assert_eq!(read.hold(39), None, "older than the holds reported");
+        assert_eq!(read.hold(42), None, "newer than the input reflected");
+        // More holds than any server sends, and a prefix cut short.
+        assert_eq!(StatePrefix::read(&[42, HOLDS_MAX as u8 + 1, 1, 1, 1, 1, 1]), None);
+        assert_eq!(StatePrefix::read(&bytes[..3]), None);
+        let none = StatePrefix::read(&[0, 0]).unwrap().0;
+        assert_eq!((none.reflected, none.hold(0)), (None, None));
+    }
 }

@@ -1,6 +1,7 @@
 //! The server side: a room runs its world one tick at a time, in explicit phases.
 
-use crate::protocol::{decode_frame, Envelope, SessionTicket, FAST, RELIABLE, STATE, UNRELIABLE};
+use crate::protocol::{decode_frame, hold_micros, Envelope, SessionTicket, StatePrefix};
+use crate::protocol::{FAST, HOLDS_MAX, RELIABLE, STATE, STATE_PREFIX_MAX, UNRELIABLE};
 use crate::replication::{Baseline, Replicator};
 use crate::rpc::{frame, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
 use crate::world::World;
@@ -262,7 +263,58 @@ struct Session {
     reflected: Option<u32>,
     /// Naive pipeline: the last input applied before this tick's ingest.
     last_input_before_tick: Option<u32>,
+    /// When the newest inputs arrived, oldest first, until a snapshot reports their holds.
+    arrivals: VecDeque<(u32, Instant)>,
     replicator: Replicator,
+}
+
+impl Session {
+    /// The arrivals of the inputs up to `reflected`, newest first, taken: the next snapshot
+    /// reports their holds.
+    fn take_arrivals(&mut self) -> Arrivals {
+        let mut taken = Arrivals::default();
+        let Some(reflected) = self.reflected else { return taken };
+        while let Some(&(seq, at)) = self.arrivals.front() {
+            if seq32_newer(seq, reflected) {
+                break;
+            }
+            self.arrivals.pop_front();
+            // Contiguous and ascending, so the newest ends up first after the reversal.
+            taken.at.rotate_right(1);
+            taken.at[0] = at;
+            taken.len = (taken.len + 1).min(HOLDS_MAX);
+        }
+        taken.reflected = Some(reflected);
+        taken
+    }
+}
+
+/// The inputs a snapshot is the first to report, and when each arrived, newest first.
+#[derive(Debug, Clone, Copy, Default)]
+struct Arrivals {
+    reflected: Option<u32>,
+    at: [Instant; HOLDS_MAX],
+    len: usize,
+}
+
+impl Arrivals {
+    /// The snapshot prefix for a message sent at `now`.
+    fn prefix(&self, now: Instant) -> StatePrefix {
+        let mut prefix =
+            StatePrefix { reflected: self.reflected, holds_len: self.len, ..Default::default() };
+        for (hold, at) in prefix.holds.iter_mut().zip(&self.at[..self.len]) {
+            *hold = hold_micros(now.saturating_duration_since(*at));
+        }
+        prefix
+    }
+}
+
+/// A naive pipeline's snapshot, sent a tick after it was built.
+#[derive(Debug)]
+struct DeferredSnapshot {
+    connection: ConnectionHandle,
+    arrivals: Arrivals,
+    snapshot: Vec<u8>,
 }
 
 /// One game instance: an authoritative world, its clients, and the tick that advances it.
@@ -281,7 +333,7 @@ pub struct Room<S: Simulation> {
     outbox: Outbox<ConnectionHandle>,
     /// Naive pipeline: inputs waiting for the next tick, and the snapshots built last tick.
     deferred_inputs: VecDeque<(ClientId, S::Input)>,
-    deferred_snapshots: Vec<(ConnectionHandle, Vec<u8>)>,
+    deferred_snapshots: Vec<DeferredSnapshot>,
     /// Connections refused or replaced since the last transmit, to be closed then.
     closing: Vec<(ConnectionHandle, DisconnectReason)>,
     stats: RoomStats,
@@ -421,16 +473,22 @@ impl<S: Simulation> Room<S> {
         }
     }
 
-    /// Takes a message that arrived on `connection`, at once: an input is applied to the world
-    /// now, an RPC becomes an event. Bad messages are dropped and counted.
-    pub fn receive(&mut self, connection: ConnectionHandle, channel: u8, payload: &[u8]) {
+    /// Takes a message that arrived on `connection` at `now`, at once: an input is applied to
+    /// the world now, an RPC becomes an event. Bad messages are dropped and counted.
+    pub fn receive(
+        &mut self,
+        now: Instant,
+        connection: ConnectionHandle,
+        channel: u8,
+        payload: &[u8],
+    ) {
         let Some(&client) = self.connections.get(&connection) else {
             self.stats.messages_dropped += 1;
             return;
         };
         match (client, channel) {
             (None, RELIABLE) => self.hello(connection, payload),
-            (Some(client), STATE) => self.input_frame(client, payload),
+            (Some(client), STATE) => self.input_frame(now, client, payload),
             (Some(client), RELIABLE | UNRELIABLE) => self.envelope(client, payload),
             _ => self.stats.messages_dropped += 1,
         }
@@ -495,6 +553,7 @@ impl<S: Simulation> Room<S> {
             last_input: None,
             reflected: None,
             last_input_before_tick: None,
+            arrivals: VecDeque::new(),
             replicator: Replicator::new(self.config.views_kept),
         };
         self.sessions.insert(client, session);
@@ -509,7 +568,7 @@ impl<S: Simulation> Room<S> {
         self.closing.push((connection, DisconnectReason::ServerFull));
     }
 
-    fn input_frame(&mut self, client: ClientId, payload: &[u8]) {
+    fn input_frame(&mut self, now: Instant, client: ClientId, payload: &[u8]) {
         let bytes_max = self.config.codec.message_bytes_max;
         let Some(frame) = decode_frame::<S::Input>(payload, bytes_max) else {
             self.stats.messages_dropped += 1;
@@ -530,6 +589,10 @@ impl<S: Simulation> Room<S> {
                 continue;
             }
             session.last_input = Some(seq);
+            if session.arrivals.len() >= HOLDS_MAX {
+                session.arrivals.pop_front();
+            }
+            session.arrivals.push_back((seq, now));
             if self.config.pipeline == Pipeline::Naive {
                 // Bounded: what every client may send in one frame.
                 let max = self.config.inputs_per_frame_max * self.config.clients_max;
@@ -697,7 +760,7 @@ impl<S: Simulation> Room<S> {
                 Phase::Ingest => self.ingest(now),
                 Phase::Interact => self.interact(),
                 Phase::Simulate => self.simulation.step(&mut self.world, self.config.dt()),
-                Phase::Replicate => self.replicate(),
+                Phase::Replicate => self.replicate(now),
                 Phase::Transmit => self.transmit(endpoint),
             }
             observer.exit(phase);
@@ -770,10 +833,13 @@ impl<S: Simulation> Room<S> {
         });
     }
 
-    fn replicate(&mut self) {
+    fn replicate(&mut self, now: Instant) {
         // Naive: last tick's snapshots go now; this tick's wait for the next.
-        for (connection, message) in std::mem::take(&mut self.deferred_snapshots) {
-            self.queue(connection, STATE, message);
+        for deferred in std::mem::take(&mut self.deferred_snapshots) {
+            let mut message = Vec::with_capacity(STATE_PREFIX_MAX + deferred.snapshot.len());
+            deferred.arrivals.prefix(now).write(&mut message);
+            message.extend_from_slice(&deferred.snapshot);
+            self.queue(deferred.connection, STATE, message);
         }
         self.quantize();
         // Ticks only increase, so the push cannot fail.
@@ -787,22 +853,26 @@ impl<S: Simulation> Room<S> {
             .map(|(id, _)| *id)
             .collect();
         for client in connected {
-            self.replicate_to(client);
+            self.replicate_to(now, client);
         }
     }
 
-    /// Builds, encodes and queues `client`'s snapshot of this tick.
-    fn replicate_to(&mut self, client: ClientId) {
-        let Some(session) = self.sessions.get(&client) else { return };
+    /// Builds, encodes and queues `client`'s snapshot of this tick, sent at `now`.
+    fn replicate_to(&mut self, now: Instant, client: ClientId) {
+        let Some(session) = self.sessions.get_mut(&client) else { return };
         let Some(connection) = session.connection else { return };
-        // The prefix: the last input applied, plus one (zero for none).
-        let mut message = [0u8; 5].to_vec();
-        let applied = session.reflected.map_or(0, |s| u64::from(s) + 1);
-        let prefix = write_varint(applied, &mut message).unwrap_or(0);
-        message.truncate(prefix);
+        let arrivals = session.take_arrivals();
+        let naive = self.config.pipeline == Pipeline::Naive;
+        // Naive: the prefix is written when the snapshot goes, a tick later.
+        let mut message = Vec::with_capacity(self.config.snapshot_budget_bytes);
+        if !naive {
+            arrivals.prefix(now).write(&mut message);
+        }
+        let prefix = STATE_PREFIX_MAX;
         let budget = self.config.snapshot_budget_bytes;
         let tick = self.tick;
-        if let Some(range) = self.shared_encoding(session.replicator.baseline()) {
+        let baseline = session.replicator.baseline();
+        if let Some(range) = self.shared_encoding(baseline) {
             message.extend_from_slice(&self.shared_bytes[range]);
             if let Some(session) = self.sessions.get_mut(&client) {
                 session.replicator.sent_complete(tick);
@@ -816,7 +886,7 @@ impl<S: Simulation> Room<S> {
                 room,
                 history,
                 &self.weights,
-                budget - prefix,
+                budget.saturating_sub(prefix),
                 out,
             );
             let Ok(built) = built else {
@@ -827,8 +897,12 @@ impl<S: Simulation> Room<S> {
             message.extend_from_slice(&self.datagram[..built.len]);
         }
         self.stats.snapshot_bytes += message.len() as u64;
-        if self.config.pipeline == Pipeline::Naive {
-            self.deferred_snapshots.push((connection, message));
+        if naive {
+            self.deferred_snapshots.push(DeferredSnapshot {
+                connection,
+                arrivals,
+                snapshot: message,
+            });
         } else if !self.outbox.push(connection, STATE, message) {
             self.stats.sends_failed += 1;
         }
@@ -852,7 +926,7 @@ impl<S: Simulation> Room<S> {
             Some(tick) => self.history.encode_delta(config, tick, &mut self.datagram),
         };
         // Room for the largest prefix, so that the encoding fits every client's budget.
-        let fits = |len: &usize| *len + 5 <= self.config.snapshot_budget_bytes;
+        let fits = |len: &usize| *len + STATE_PREFIX_MAX <= self.config.snapshot_budget_bytes;
         let start = self.shared_bytes.len();
         let range = match written.ok().filter(fits) {
             Some(len) => {

@@ -147,7 +147,9 @@ impl<S: Simulation> RoomNet<S> {
             self.seen_server += 1;
             match event {
                 Event::Connected => self.room.accept(handle),
-                Event::Message { channel, payload } => self.room.receive(handle, channel, &payload),
+                Event::Message { channel, payload } => {
+                    self.room.receive(now, handle, channel, &payload)
+                }
                 Event::Disconnected { reason } => self.room.disconnected(now, handle, reason),
             }
         }
@@ -168,7 +170,7 @@ impl<S: Simulation> RoomNet<S> {
             self.seen_clients[i] += 1;
             match event {
                 Event::Connected => session.connected(handle),
-                Event::Message { channel, payload } => session.receive(channel, &payload),
+                Event::Message { channel, payload } => session.receive(now, channel, &payload),
                 Event::Disconnected { reason } => {
                     session.disconnected();
                     self.client_disconnects[i].push(reason);

@@ -1,10 +1,13 @@
 //! Goal: the total-latency meter sees each pipeline where the latency model puts it: greedy
 //! between L_best and L_worst, the fast path at L_best whatever the server's tick phase, naive
-//! three frames above greedy; and a lost packet costs no input.
+//! three frames above greedy; a lost packet costs no input; and the meter's split of each
+//! sample gives the round trip that sample saw, so that with jitter each sample is judged by
+//! its own model.
 //! Method: one player at 120 Hz (client frames and server ticks with their own phases) on a
 //! 10 ms link, in virtual time, over several tick phases.
 
-use rally_engine::{ClientConfig, ClientSession, Pipeline, Room, RoomConfig};
+use rally_engine::RoomConfig;
+use rally_engine::{ClientConfig, ClientSession, LatencyModel, LatencySample, Pipeline, Room};
 use rally_netem::{LinkConfig, LossModel};
 use rally_proto::Instant;
 use rally_sim::sandbox::{HandInput, Sandbox};
@@ -16,6 +19,11 @@ const HZ: u32 = 120;
 /// Latencies in milliseconds of one player for one second, the server's ticks `phase` of a
 /// tick after the client's frames.
 fn latencies(pipeline: Pipeline, phase: f64, link: LinkConfig) -> Vec<f64> {
+    samples(pipeline, phase, link).iter().map(|s| s.total.as_secs_f64() * 1e3).collect()
+}
+
+/// The meter's samples of one player for one second, as [`latencies`].
+fn samples(pipeline: Pipeline, phase: f64, link: LinkConfig) -> Vec<LatencySample> {
     let config = RoomConfig { tick_rate: HZ, pipeline, ..RoomConfig::default() };
     let mut room = Room::new(config, Sandbox::default(), 1);
     Sandbox::populate(room.world_mut(), 8, 1);
@@ -40,9 +48,11 @@ fn latencies(pipeline: Pipeline, phase: f64, link: LinkConfig) -> Vec<f64> {
         let t = at(start + f64::from(k) * dt);
         net.run_until(t);
         net.sessions[0].present(t);
+        // A deferred input released by this frame goes now, as a game's frame would send it.
+        net.flush();
     }
     let samples = net.sessions[0].latency_mut().take_samples();
-    samples.into_iter().skip(20).map(|(_, l)| l.as_secs_f64() * 1e3).collect()
+    samples.into_iter().skip(20).collect()
 }
 
 fn at(seconds: f64) -> Instant {
@@ -93,4 +103,42 @@ fn a_lost_input_packet_costs_no_input() {
     let clean = latencies(Pipeline::Greedy, 0.3, link());
     let frames = (mean(&samples) - mean(&clean)) * f64::from(HZ) / 1000.0;
     assert!(frames < 1.0, "20% loss each way costs {frames} frames on average");
+}
+
+#[test]
+fn the_meter_splits_out_the_links_round_trip() {
+    for pipeline in [Pipeline::Greedy, Pipeline::Fast, Pipeline::Naive] {
+        for sample in samples(pipeline, 0.55, link()) {
+            let round_trip = sample.round_trip.expect("every state reports its holds");
+            // Holds travel in whole microseconds.
+            let error = round_trip.abs_diff(Duration::from_millis(10));
+            assert!(error <= Duration::from_micros(1), "{pipeline:?}: {sample:?}");
+            let parts = round_trip + sample.server_hold.unwrap() + sample.frame_wait;
+            assert!(parts <= sample.total, "{pipeline:?}: parts exceed the total: {sample:?}");
+        }
+    }
+}
+
+#[test]
+fn with_jitter_each_sample_sits_within_the_model_of_its_own_round_trip() {
+    let jittery = LinkConfig { jitter: Duration::from_millis(2), ..link() };
+    let dt = Duration::from_secs(1) / HZ;
+    let slack = Duration::from_millis(1);
+    for phase in [0.1, 0.6] {
+        let greedy = samples(Pipeline::Greedy, phase, jittery);
+        let fast = samples(Pipeline::Fast, phase, jittery);
+        let round_trips: Vec<f64> =
+            greedy.iter().map(|s| s.round_trip.unwrap().as_secs_f64() * 1e3).collect();
+        let spread = round_trips.iter().cloned().fold(0.0, f64::max)
+            - round_trips.iter().cloned().fold(f64::MAX, f64::min);
+        assert!(spread > 4.0, "the jitter shows in the round trips: {spread} ms");
+        for s in &greedy {
+            let model = LatencyModel::new(s.round_trip.unwrap(), dt, dt);
+            assert!(model.contains(s.total, slack), "greedy {s:?} outside {model:?}");
+        }
+        for s in &fast {
+            let model = LatencyModel::new(s.round_trip.unwrap(), dt, dt);
+            assert!(s.total <= model.best + slack, "fast {s:?} above {model:?}");
+        }
+    }
 }

@@ -6,24 +6,29 @@
 //! frame and the meter in its session times each input from sampling to the first frame that
 //! presents its effect, on the client's own clock. The client's frames and the server's ticks
 //! run at the same nominal rate, each with a random phase and a drift of up to 300 ppm, so no
-//! result depends on the two being aligned. For each pipeline, rate and depth the report gives
-//! the distribution beside the model: L_best = ceil(RTT / dt) * dt, L_worst = L_best + dt,
-//! from the link's RTT (fixed in sim mode) and the frame time.
+//! result depends on the two being aligned.
 //!
-//! `--mode sim` runs in virtual time through the emulated link. `--mode real` runs a server
-//! thread and a client thread on UDP sockets and their own OS clocks through a relay on
-//! loopback that delays each datagram by half the RTT (threads of one process, not separate
-//! processes; the model then uses the RTT the client's connection measured). Real mode also
-//! measures the OS: a client thread woken late samples or presents late, which moves samples
-//! by a frame either way, below L_best as well as above it. Observers (the
-//! latency seen by the other clients), interpolation and link jitter come next; they are not
-//! measured here.
+//! Each sample is judged against its own model (`rally_engine::LatencyModel`): L_best =
+//! ceil(RTT / dt) * dt, L_worst = ceil((RTT + dt) / dt) * dt, from the round trip that input
+//! saw, which the meter measures without synchronized clocks (the server reports how long it
+//! held each input). Without jitter that is the link's RTT; with jitter it varies per sample.
+//!
+//! `--mode sim` runs in virtual time through the emulated link, once without jitter and once
+//! per `--jitter`. `--mode real` runs a server thread and a client thread on UDP sockets and
+//! their own OS clocks through a relay on loopback that delays each datagram by half the RTT
+//! (threads of one process, not separate processes; no jitter). Real mode also measures the
+//! OS: a client thread woken late samples or presents late, which moves samples by a frame
+//! either way, below L_best as well as above it.
+//!
+//! Observers (the same inputs seen on another client's frames) are measured in sim mode on
+//! virtual time's one clock; their model is the network's: RTT to RTT + 2 dt.
 
 use super::stats::summary;
 use crate::game::Paddles;
 use crate::machine::Machine;
 use crate::plot;
-use rally_engine::{ClientConfig, ClientSession, Pipeline, Room, RoomConfig};
+use rally_engine::RoomConfig;
+use rally_engine::{ClientConfig, ClientSession, LatencyModel, LatencySample, Pipeline, Room};
 use rally_netem::LinkConfig;
 use rally_proto::Instant;
 use rally_sim::sandbox::HandInput;
@@ -51,6 +56,10 @@ pub struct LatencyArgs {
     /// The link's round trip, milliseconds (half each way).
     #[arg(long, default_value_t = 10.0)]
     pub rtt: f64,
+    /// Sim mode: also run with the link's one-way delay jittered by this standard deviation,
+    /// milliseconds (comma separated; 0 for none).
+    #[arg(long, value_delimiter = ',', default_values_t = [2.0])]
+    pub jitter: Vec<f64>,
     /// Write the report as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -79,6 +88,14 @@ struct ModelMs {
     worst: f64,
 }
 
+/// The means of where total latency went, milliseconds.
+#[derive(Debug, Clone, Default, Serialize)]
+struct Parts {
+    round_trip: f64,
+    server_hold: f64,
+    frame_wait: f64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 struct Row {
     pipeline: String,
@@ -90,11 +107,26 @@ struct Row {
     link_jitter_ms: f64,
     samples: usize,
     latency_ms: LatencySummary,
+    /// The model at the link's nominal RTT; each sample is judged against its own.
     model_ms: ModelMs,
     within_model_fraction: f64,
     at_best_fraction: f64,
+    /// Player rows: the means of the meter's split.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parts_ms: Option<Parts>,
     #[serde(skip)]
     latencies: Vec<f64>,
+}
+
+/// One configuration of the benchmark.
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    pipeline: Pipeline,
+    name: &'static str,
+    hz: u32,
+    depth: usize,
+    rtt_ms: f64,
+    jitter_ms: f64,
 }
 
 /// Runs the benchmark.
@@ -108,33 +140,44 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
     if !(0.0..=1000.0).contains(&args.rtt) {
         return Err("--rtt: milliseconds between 0 and 1000, such as --rtt 10".into());
     }
-    // Each run has its own clock phases; many short runs cover the phases a long one would.
-    let (runs, seconds) = if args.quick { (6, 1) } else { (20, 2) };
-    let total = (PIPELINES.len() * args.hz.len() * DEPTHS.len()) as u64;
-    let progress = indicatif::ProgressBar::new(total);
-    let (mut rows, mut observers) = (Vec::new(), Vec::new());
-    for &hz in &args.hz {
-        for depth in DEPTHS {
-            for (pipeline, name) in PIPELINES {
-                let row = if args.mode == "real" {
-                    let seconds = if args.quick { 1 } else { 5 };
-                    let (latencies, rtt) = measure_real(pipeline, hz, depth, args.rtt, seconds)?;
-                    row(name, hz, depth, rtt, latencies)
-                } else {
-                    let (mut player, mut observer) = (Vec::new(), Vec::new());
-                    for run in 0..runs {
-                        let seed = u64::from(hz) * 1000 + depth as u64 * 100 + run;
-                        let measured = measure(pipeline, hz, depth, args.rtt, seconds, seed)?;
-                        player.extend(measured.player);
-                        observer.extend(measured.observer);
-                    }
-                    observers.push(observer_row(name, hz, depth, args.rtt, observer));
-                    row(name, hz, depth, args.rtt, player)
-                };
-                rows.push(row);
-                progress.inc(1);
+    if args.jitter.iter().any(|j| !(0.0..=100.0).contains(j)) {
+        return Err("--jitter: milliseconds between 0 and 100, such as --jitter 2".into());
+    }
+    // Real mode's relay delays every datagram alike: no jitter there.
+    let mut jitters = vec![0.0];
+    if args.mode == "sim" {
+        jitters.extend(args.jitter.iter().filter(|j| **j > 0.0));
+    }
+    let mut setups = Vec::new();
+    for &jitter_ms in &jitters {
+        for &hz in &args.hz {
+            for depth in DEPTHS {
+                for (pipeline, name) in PIPELINES {
+                    setups.push(Setup { pipeline, name, hz, depth, rtt_ms: args.rtt, jitter_ms });
+                }
             }
         }
+    }
+    let progress = indicatif::ProgressBar::new(setups.len() as u64);
+    let (mut rows, mut observers) = (Vec::new(), Vec::new());
+    for setup in &setups {
+        if args.mode == "real" {
+            let seconds = if args.quick { 1 } else { 5 };
+            let (samples, rtt) = measure_real(setup, seconds)?;
+            // The OS clock's frames are nominal.
+            let (dt, nominal) =
+                (Duration::from_secs(1) / setup.hz, Duration::from_secs_f64(rtt / 1e3));
+            let judged: Vec<Judged> = samples
+                .into_iter()
+                .map(|s| (s, LatencyModel::new(s.round_trip.unwrap_or(nominal), dt, dt)))
+                .collect();
+            rows.push(player_row(setup, rtt, &judged));
+        } else {
+            let measured = measure_runs(setup, args.quick)?;
+            rows.push(player_row(setup, setup.rtt_ms, &measured.player));
+            observers.push(observer_row(setup, measured.observer));
+        }
+        progress.inc(1);
     }
     progress.finish_and_clear();
     print(&rows);
@@ -157,28 +200,41 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
         super::write_json(path, &json)?;
     }
     if let Some(dir) = &args.plot {
-        draw(dir, &args.hz, &rows)?;
+        draw(dir, &rows)?;
     }
     Ok(())
 }
 
-/// One player through one pipeline for `seconds`: its total latencies, milliseconds.
-/// Latencies in milliseconds of one run: the player's own (its session's meter) and an
-/// observer's (another client's frames showing the player's held paddle where the input put it).
+/// Many short sim runs of one setup: each run has its own clock phases and drifts, which
+/// covers the phases a long run would.
+fn measure_runs(setup: &Setup, quick: bool) -> Result<Measured, Box<dyn Error>> {
+    let (runs, seconds) = if quick { (6, 1) } else { (20, 2) };
+    let mut all = Measured { player: Vec::new(), observer: Vec::new() };
+    for run in 0..runs {
+        let jitter = (setup.jitter_ms * 10.0) as u64;
+        let seed = u64::from(setup.hz) * 1000 + setup.depth as u64 * 100 + run + jitter * 100_000;
+        let measured = measure(setup, seconds, seed)?;
+        all.player.extend(measured.player);
+        all.observer.extend(measured.observer);
+    }
+    Ok(all)
+}
+
+/// A player's sample and the model it is judged by: that of the round trip it saw, on the
+/// client's frame time and the server's tick time, drift included.
+type Judged = (LatencySample, LatencyModel);
+
+/// One run's samples: the player's own (its session's meter) and an observer's latencies in
+/// milliseconds (another client's frames showing the player's held paddle where the input put
+/// it).
 struct Measured {
-    player: Vec<f64>,
+    player: Vec<Judged>,
     observer: Vec<f64>,
 }
 
 /// One player and one observer through one pipeline for `seconds`, in virtual time.
-fn measure(
-    pipeline: Pipeline,
-    hz: u32,
-    depth: usize,
-    rtt_ms: f64,
-    seconds: u64,
-    seed: u64,
-) -> Result<Measured, Box<dyn Error>> {
+fn measure(setup: &Setup, seconds: u64, seed: u64) -> Result<Measured, Box<dyn Error>> {
+    let Setup { pipeline, hz, depth, rtt_ms, jitter_ms, .. } = *setup;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let config = RoomConfig { tick_rate: hz, pipeline, ..RoomConfig::default() };
     let mut room = Room::new(config, Paddles::new(depth), seed);
@@ -186,7 +242,9 @@ fn measure(
     game.set_table(room.world_mut())?;
     *room.simulation_mut() = game;
     let one_way = Duration::from_secs_f64(rtt_ms / 2000.0);
-    let link = LinkConfig { delay: one_way, ..LinkConfig::default() };
+    let jitter = Duration::from_secs_f64(jitter_ms / 1000.0);
+    // One path: jitter varies the delay but never reorders.
+    let link = LinkConfig { delay: one_way, jitter, reorder: false, ..LinkConfig::default() };
     let mut net = RoomNet::new(room, 2, link, seed);
     let defer_inputs = pipeline == Pipeline::Naive;
     let client = ClientConfig { defer_inputs, ..ClientConfig::default() };
@@ -237,8 +295,14 @@ fn measure(
             j += 1;
         }
     }
-    let samples = net.sessions[0].latency_mut().take_samples();
-    let player = samples.into_iter().map(|(_, l)| l.as_secs_f64() * 1e3).collect();
+    let nominal = Duration::from_secs_f64(rtt_ms / 1000.0);
+    let (frame, tick) = (Duration::from_secs_f64(player_dt), Duration::from_secs_f64(server_dt));
+    let player = net.sessions[0]
+        .latency_mut()
+        .take_samples()
+        .into_iter()
+        .map(|s| (s, LatencyModel::new(s.round_trip.unwrap_or(nominal), frame, tick)))
+        .collect();
     Ok(Measured { player, observer: observer.latencies })
 }
 
@@ -283,12 +347,10 @@ impl Observer {
 /// with its own clock, through a relay delaying each datagram by half of `rtt_ms`. Returns
 /// the latencies after a second of warm-up, and the RTT the client's connection measured.
 fn measure_real(
-    pipeline: Pipeline,
-    hz: u32,
-    depth: usize,
-    rtt_ms: f64,
+    setup: &Setup,
     seconds: usize,
-) -> Result<(Vec<f64>, f64), Box<dyn Error>> {
+) -> Result<(Vec<LatencySample>, f64), Box<dyn Error>> {
+    let Setup { pipeline, hz, depth, rtt_ms, .. } = *setup;
     use crate::demo::{play, serve, Report};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{mpsc, Arc};
@@ -310,10 +372,10 @@ fn measure_real(
     let (mut latencies, mut rtts, mut bot_reports) = (Vec::new(), Vec::new(), 0);
     while bot_reports <= seconds {
         match received.recv_timeout(Duration::from_secs(5)) {
-            Ok(Report::Bot { latencies: l, rtt }) => {
+            Ok(Report::Bot { samples, rtt }) => {
                 // The first second is the join and the warm-up.
                 if bot_reports > 0 {
-                    latencies.extend(l);
+                    latencies.extend(samples);
                     rtts.push(rtt.as_secs_f64() * 1e3);
                 }
                 bot_reports += 1;
@@ -336,45 +398,72 @@ fn unit(rng: &mut impl RngCore) -> f64 {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
-fn row(pipeline: &str, hz: u32, depth: usize, rtt: f64, latencies: Vec<f64>) -> Row {
-    let dt = 1000.0 / f64::from(hz);
-    let best = (rtt / dt).ceil() * dt;
-    let worst = best + dt;
-    let n = latencies.len().max(1) as f64;
-    let within = latencies.iter().filter(|l| **l >= best - 1.0 && **l <= worst + 1.0).count();
-    let at_best = latencies.iter().filter(|l| **l <= best + 1.0).count();
-    let s = summary(&latencies);
-    Row {
-        pipeline: pipeline.into(),
-        viewer: "player",
-        hz,
-        chain_depth: depth,
-        link_rtt_ms: rtt,
-        link_jitter_ms: 0.0,
-        samples: latencies.len(),
-        latency_ms: LatencySummary { mean: s.mean, p50: s.p50, p99: s.p99, max: s.max },
-        model_ms: ModelMs { best, worst },
-        within_model_fraction: within as f64 / n,
-        at_best_fraction: at_best as f64 / n,
-        latencies,
+/// A player's row: each sample judged against its own model (the link's nominal `rtt_ms`
+/// where the meter could not split it).
+fn player_row(setup: &Setup, rtt_ms: f64, samples: &[Judged]) -> Row {
+    let dt = Duration::from_secs(1) / setup.hz;
+    let nominal = Duration::from_secs_f64(rtt_ms / 1000.0);
+    let slack = Duration::from_millis(1);
+    let (mut within, mut at_best, mut parts) = (0, 0, Parts::default());
+    for (sample, model) in samples {
+        within += usize::from(model.contains(sample.total, slack));
+        at_best += usize::from(sample.total <= model.best + slack);
+        parts.round_trip += ms(sample.round_trip.unwrap_or(nominal));
+        parts.server_hold += ms(sample.server_hold.unwrap_or_default());
+        parts.frame_wait += ms(sample.frame_wait);
     }
+    let n = samples.len().max(1) as f64;
+    parts.round_trip /= n;
+    parts.server_hold /= n;
+    parts.frame_wait /= n;
+    let latencies: Vec<f64> = samples.iter().map(|(s, _)| ms(s.total)).collect();
+    let model = LatencyModel::new(nominal, dt, dt);
+    let mut row =
+        row(setup, rtt_ms, latencies, ModelMs { best: ms(model.best), worst: ms(model.worst) });
+    row.within_model_fraction = within as f64 / n;
+    row.at_best_fraction = at_best as f64 / n;
+    row.parts_ms = Some(parts);
+    row
 }
 
 /// An observer's row: its frames are not the player's, so its model is the network's: at
 /// least the RTT (the input's way up, the state's way down), at most the RTT plus a tick's
 /// wait on the server and a frame's wait on the observer. `at best` here means at most the
-/// RTT plus one frame: what the fast path promises every client.
-fn observer_row(pipeline: &str, hz: u32, depth: usize, rtt: f64, latencies: Vec<f64>) -> Row {
-    let mut row = row(pipeline, hz, depth, rtt, latencies);
-    let dt = 1000.0 / f64::from(hz);
+/// RTT plus one frame: what the fast path promises every client. Judged at the link's nominal
+/// RTT: with jitter, samples stray from it by the jitter of two one-way trips.
+fn observer_row(setup: &Setup, latencies: Vec<f64>) -> Row {
+    let (rtt, dt) = (setup.rtt_ms, 1000.0 / f64::from(setup.hz));
+    let mut row = row(setup, rtt, latencies, ModelMs { best: rtt, worst: rtt + 2.0 * dt });
     row.viewer = "observer";
-    row.model_ms = ModelMs { best: rtt, worst: rtt + 2.0 * dt };
     let n = row.latencies.len().max(1) as f64;
     let within = row.latencies.iter().filter(|l| **l >= rtt - 1.0 && **l <= rtt + 2.0 * dt + 1.0);
     row.within_model_fraction = within.count() as f64 / n;
     let at_best = row.latencies.iter().filter(|l| **l <= rtt + dt + 1.0).count();
     row.at_best_fraction = at_best as f64 / n;
     row
+}
+
+fn row(setup: &Setup, rtt: f64, latencies: Vec<f64>, model: ModelMs) -> Row {
+    let s = summary(&latencies);
+    Row {
+        pipeline: setup.name.into(),
+        viewer: "player",
+        hz: setup.hz,
+        chain_depth: setup.depth,
+        link_rtt_ms: rtt,
+        link_jitter_ms: setup.jitter_ms,
+        samples: latencies.len(),
+        latency_ms: LatencySummary { mean: s.mean, p50: s.p50, p99: s.p99, max: s.max },
+        model_ms: model,
+        within_model_fraction: 0.0,
+        at_best_fraction: 0.0,
+        parts_ms: None,
+        latencies,
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 fn print(rows: &[Row]) {
@@ -384,10 +473,11 @@ fn print(rows: &[Row]) {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<7} {:>4} {:>5} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        "{:<7} {:>4} {:>5} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  parts",
         "pipe",
         "hz",
         "depth",
+        "jitter",
         "samples",
         "mean",
         "p50",
@@ -400,12 +490,16 @@ fn print_table(rows: &[Row]) {
     );
     for r in rows {
         let l = &r.latency_ms;
+        let parts = r.parts_ms.as_ref().map_or(String::new(), |p| {
+            format!("rtt {:.1} hold {:.1} wait {:.1}", p.round_trip, p.server_hold, p.frame_wait)
+        });
         println!(
-            "{:<7} {:>4} {:>5} {:>7} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>6.1}% \
-             {:>6.1}%",
+            "{:<7} {:>4} {:>5} {:>6.1} {:>7} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} \
+             {:>6.1}% {:>6.1}%  {parts}",
             r.pipeline,
             r.hz,
             r.chain_depth,
+            r.link_jitter_ms,
             r.samples,
             l.mean,
             l.p50,
@@ -417,7 +511,10 @@ fn print_table(rows: &[Row]) {
             r.at_best_fraction * 100.0
         );
     }
-    println!("latency = input sampled on the client to the first frame presenting it, ms");
+    println!(
+        "latency = input sampled on the client to the first frame presenting it, ms; L_best and \
+         L_worst at the link's RTT, but each sample is judged by the RTT it saw"
+    );
 }
 
 fn print_targets(rows: &[Row]) {
@@ -428,39 +525,55 @@ fn print_targets(rows: &[Row]) {
             _ => continue,
         };
         let verdict = if met { "MET " } else { "MISS" };
-        println!("{verdict} {} {} Hz depth {}: {what}", r.pipeline, r.hz, r.chain_depth);
+        let (p, hz, depth, jitter) = (&r.pipeline, r.hz, r.chain_depth, r.link_jitter_ms);
+        println!("{verdict} {p} {hz} Hz depth {depth} jitter {jitter} ms: {what}");
     }
     for r in rows.iter().filter(|r| r.pipeline == "naive") {
-        let greedy = rows
-            .iter()
-            .find(|g| g.pipeline == "greedy" && g.hz == r.hz && g.chain_depth == r.chain_depth);
+        let greedy = rows.iter().find(|g| {
+            g.pipeline == "greedy"
+                && g.hz == r.hz
+                && g.chain_depth == r.chain_depth
+                && g.link_jitter_ms == r.link_jitter_ms
+        });
         if let Some(g) = greedy {
             let frames = (r.latency_ms.mean - g.latency_ms.mean) / (1000.0 / f64::from(r.hz));
             println!(
-                "naive {} Hz depth {}: {frames:.2} frames above greedy (the source: about 3)",
-                r.hz, r.chain_depth
+                "naive {} Hz depth {} jitter {} ms: {frames:.2} frames above greedy (the source: \
+                 about 3)",
+                r.hz, r.chain_depth, r.link_jitter_ms
             );
         }
     }
 }
 
-fn draw(dir: &std::path::Path, rates: &[u32], rows: &[Row]) -> Result<(), Box<dyn Error>> {
+/// One CDF plot per rate and jitter, with the model's bounds at the link's RTT drawn in.
+fn draw(dir: &std::path::Path, rows: &[Row]) -> Result<(), Box<dyn Error>> {
     std::fs::create_dir_all(dir)?;
-    for hz in rates {
-        let series: Vec<(String, Vec<f64>)> = rows
+    let mut groups: Vec<(u32, f64)> = rows.iter().map(|r| (r.hz, r.link_jitter_ms)).collect();
+    groups.dedup();
+    groups.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    groups.dedup();
+    for (hz, jitter) in groups {
+        let group: Vec<&Row> =
+            rows.iter().filter(|r| r.hz == hz && r.link_jitter_ms == jitter).collect();
+        let series: Vec<(String, Vec<f64>)> = group
             .iter()
-            .filter(|r| r.hz == *hz)
             .map(|r| {
                 let name = format!("{} depth {} {}", r.pipeline, r.chain_depth, r.viewer);
                 (name, r.latencies.clone())
             })
             .collect();
-        let path = dir.join(format!("latency-{hz}hz.png"));
-        let model = rows.iter().find(|r| r.hz == *hz).map(|r| r.model_ms.clone());
-        let bounds = model
-            .map_or(String::new(), |m| format!(" (model: {:.1} to {:.1} ms)", m.best, m.worst));
-        let title = format!("W2 total latency CDF, {hz} Hz{bounds}");
-        plot::cdf(&path, &title, "total latency, ms", &series)?;
+        let Some(model) = group.iter().find(|r| r.viewer == "player").map(|r| &r.model_ms) else {
+            continue;
+        };
+        let marks = [("L_best".to_string(), model.best), ("L_worst".to_string(), model.worst)];
+        let suffix = if jitter > 0.0 { format!("-jitter{jitter}ms") } else { String::new() };
+        let path = dir.join(format!("latency-{hz}hz{suffix}.png"));
+        let title = format!(
+            "W2 total latency CDF, {hz} Hz, RTT {:.0} ms, jitter {jitter} ms",
+            group[0].link_rtt_ms
+        );
+        plot::cdf(&path, &title, "total latency, ms", &series, &marks)?;
         println!("wrote {}", path.display());
     }
     Ok(())

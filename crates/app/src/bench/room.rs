@@ -185,11 +185,12 @@ impl Bench {
 
     /// Hands every event the server endpoint produced to the room: what `ingest` times.
     fn deliver_to_room(&mut self) {
+        let now = self.net.now;
         for (handle, event) in &self.net.server_events[self.seen_server..] {
             match event {
                 Event::Connected => self.room.accept(*handle),
                 Event::Message { channel, payload } => {
-                    self.room.receive(*handle, *channel, payload)
+                    self.room.receive(now, *handle, *channel, payload)
                 }
                 Event::Disconnected { .. } => {}
             }
@@ -199,12 +200,13 @@ impl Bench {
 
     /// Hands every client endpoint's events to its session, and sends what the sessions queued.
     fn deliver_to_clients(&mut self) {
+        let now = self.net.now;
         for (i, session) in self.sessions.iter_mut().enumerate() {
             let client = &mut self.net.clients[i];
             for (handle, event) in &client.events[self.seen_clients[i]..] {
                 match event {
                     Event::Connected => session.connected(*handle),
-                    Event::Message { channel, payload } => session.receive(*channel, payload),
+                    Event::Message { channel, payload } => session.receive(now, *channel, payload),
                     Event::Disconnected { .. } => {}
                 }
             }

@@ -327,7 +327,7 @@ fn draw(
         let file = profile.name.replace([',', '=', '%', '/'], "_");
         let path = dir.join(format!("transport-{file}.png"));
         let title = format!("W1 RTT CDF, {} (virtual time)", profile.name);
-        plot::cdf(&path, &title, "round trip, ms", &series)?;
+        plot::cdf(&path, &title, "round trip, ms", &series, &[])?;
         println!("wrote {}", path.display());
     }
     Ok(())

@@ -1,0 +1,267 @@
+//! The total-latency meter and the latency model of shared/DESIGN.md.
+//!
+//! Total latency is what a player feels: from the moment the client samples an input to the
+//! first frame that presents its effect, both on the client's own clock, so no clock sync is
+//! needed. The meter also splits it, still without synchronized clocks: the input went out at
+//! `sent`, the first state reflecting it arrived at `arrived`, and the server said how long it
+//! held the input before sending that state (the hold rides in the snapshot prefix, as QUIC's
+//! ack delay does). The rest is the network's round trip:
+//!
+//! ```text
+//! total = (sent - sampled) + round_trip + server_hold + (presented - arrived)
+//!          client send wait   network       server wait    client frame wait
+//! ```
+//!
+//! The model gives, for a round trip, the least and the most total latency a greedy pipeline
+//! allows: the client presents on its frames, so the least is the round trip rounded up to a
+//! whole frame, and the server may hold an input up to one tick on top.
+
+use rally_wire::seq::seq32_newer;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use rally_proto::Instant;
+
+/// Inputs sampled and not yet presented, kept at most; older ones are given up on.
+const PENDING_MAX: usize = 1024;
+/// Samples kept for [`LatencyMeter::take_samples`] at most.
+const SAMPLES_MAX: usize = 65_536;
+/// Histogram buckets, a millisecond each; the last one counts everything longer.
+pub const HISTOGRAM_BUCKETS: usize = 128;
+
+/// One input's total latency and where it went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatencySample {
+    /// The input's sequence number.
+    pub seq: u32,
+    /// Sampled to the first frame that presented its effect.
+    pub total: Duration,
+    /// Sent to the arrival of the first state reflecting it, less the server's hold: the
+    /// network's round trip as this input saw it. `None` when that state did not report the
+    /// hold (a lost snapshot made a later one the first to reflect it).
+    pub round_trip: Option<Duration>,
+    /// How long the server held the input before sending the state that reflected it.
+    pub server_hold: Option<Duration>,
+    /// The state's arrival to the frame that presented it.
+    pub frame_wait: Duration,
+}
+
+/// The latency model: the range of total latency a greedy pipeline allows for one round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatencyModel {
+    /// `ceil(round_trip / frame) * frame`: the state can come back no sooner than the round
+    /// trip and shows on the frame after it arrives. The fast path's every sample.
+    pub best: Duration,
+    /// `ceil((round_trip + tick) / frame) * frame`: the server may hold the input up to a tick.
+    pub worst: Duration,
+}
+
+impl LatencyModel {
+    /// The model for a `round_trip`, the client's `frame` time and the server's `tick` time.
+    pub fn new(round_trip: Duration, frame: Duration, tick: Duration) -> Self {
+        let frame_s = frame.as_secs_f64().max(1e-9);
+        // A nanosecond's slack, so that a round trip of exactly n frames is n frames.
+        let whole = |t: Duration| ((t.as_secs_f64() - 1e-9) / frame_s).ceil().max(0.0);
+        Self {
+            best: frame.mul_f64(whole(round_trip)),
+            worst: frame.mul_f64(whole(round_trip + tick)),
+        }
+    }
+
+    /// Whether `latency` lies within the model, give or take `slack`.
+    pub fn contains(&self, latency: Duration, slack: Duration) -> bool {
+        latency + slack >= self.best && latency <= self.worst + slack
+    }
+}
+
+/// An input between sampling and presentation.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    seq: u32,
+    sampled: Instant,
+    sent: Option<Instant>,
+    /// When the first state reflecting it arrived, and the hold that state reported.
+    arrived: Option<(Instant, Option<Duration>)>,
+}
+
+/// Total latency of this client's inputs, sampled to presented: a histogram, a running mean
+/// and maximum, and the samples themselves until taken.
+#[derive(Debug, Clone)]
+pub struct LatencyMeter {
+    pending: VecDeque<Pending>,
+    samples: Vec<LatencySample>,
+    histogram: Vec<u64>,
+    /// Inputs measured.
+    pub count: u64,
+    /// Sum of their latencies.
+    pub total: Duration,
+    /// The largest.
+    pub max: Duration,
+}
+
+impl Default for LatencyMeter {
+    fn default() -> Self {
+        Self {
+            pending: VecDeque::new(),
+            samples: Vec::new(),
+            histogram: vec![0; HISTOGRAM_BUCKETS],
+            count: 0,
+            total: Duration::ZERO,
+            max: Duration::ZERO,
+        }
+    }
+}
+
+impl LatencyMeter {
+    /// Input `seq` was sampled at `at`; `sent` if it goes out at once.
+    pub(crate) fn sampled(&mut self, seq: u32, at: Instant, sent: bool) {
+        if self.pending.len() >= PENDING_MAX {
+            self.pending.pop_front();
+        }
+        let sent = sent.then_some(at);
+        self.pending.push_back(Pending { seq, sampled: at, sent, arrived: None });
+    }
+
+    /// Every input up to `seq` not sent yet goes out at `now`.
+    pub(crate) fn released(&mut self, seq: u32, now: Instant) {
+        for pending in self.pending.iter_mut().filter(|p| !seq32_newer(p.seq, seq)) {
+            pending.sent.get_or_insert(now);
+        }
+    }
+
+    /// State reflecting every input up to `reflected` arrived at `now`; `hold` tells how long
+    /// the server held an input, where the state said.
+    pub(crate) fn arrived(
+        &mut self,
+        now: Instant,
+        reflected: u32,
+        hold: impl Fn(u32) -> Option<Duration>,
+    ) {
+        for pending in &mut self.pending {
+            if seq32_newer(pending.seq, reflected) {
+                break;
+            }
+            if pending.arrived.is_none() {
+                pending.arrived = Some((now, hold(pending.seq)));
+            }
+        }
+    }
+
+    /// A frame presented at `now` shows every input whose state has arrived.
+    pub(crate) fn presented(&mut self, now: Instant) {
+        while let Some(&Pending { seq, sampled, sent, arrived: Some((arrived, hold)) }) =
+            self.pending.front()
+        {
+            self.pending.pop_front();
+            let sent = sent.unwrap_or(sampled);
+            let sample = LatencySample {
+                seq,
+                total: now.saturating_duration_since(sampled),
+                round_trip: hold.map(|h| arrived.saturating_duration_since(sent).saturating_sub(h)),
+                server_hold: hold,
+                frame_wait: now.saturating_duration_since(arrived),
+            };
+            self.record(sample);
+        }
+    }
+
+    fn record(&mut self, sample: LatencySample) {
+        self.count += 1;
+        self.total += sample.total;
+        self.max = self.max.max(sample.total);
+        let bucket = (sample.total.as_millis() as usize).min(HISTOGRAM_BUCKETS - 1);
+        self.histogram[bucket] += 1;
+        if self.samples.len() < SAMPLES_MAX {
+            self.samples.push(sample);
+        }
+    }
+
+    /// Mean total latency.
+    pub fn mean(&self) -> Duration {
+        self.total.checked_div(self.count.max(1) as u32).unwrap_or_default()
+    }
+
+    /// Inputs measured per millisecond of total latency: bucket `i` counts latencies from `i`
+    /// to `i + 1` ms, the last bucket everything longer.
+    pub fn histogram(&self) -> &[u64] {
+        &self.histogram
+    }
+
+    /// Takes the samples measured since the last call, oldest first.
+    pub fn take_samples(&mut self) -> Vec<LatencySample> {
+        std::mem::take(&mut self.samples)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(ms: f64) -> Duration {
+        Duration::from_secs_f64(ms / 1000.0)
+    }
+
+    #[test]
+    fn model_rounds_the_round_trip_up_to_frames_and_adds_a_tick() {
+        let dt = ms(1000.0 / 120.0);
+        let model = LatencyModel::new(ms(10.0), dt, dt);
+        assert!((model.best.as_secs_f64() * 1e3 - 16.667).abs() < 0.01, "{model:?}");
+        assert!((model.worst.as_secs_f64() * 1e3 - 25.0).abs() < 0.01, "{model:?}");
+        // A round trip of exactly two frames is two frames, not three.
+        let exact = LatencyModel::new(dt * 2, dt, dt);
+        assert_eq!(exact.best, dt * 2);
+        // A slower server only widens the upper end.
+        let slow = LatencyModel::new(ms(10.0), dt, ms(50.0));
+        assert_eq!(slow.best, model.best);
+        assert!(slow.worst > model.worst + ms(30.0));
+        assert!(model.contains(ms(16.0), ms(1.0)) && !model.contains(ms(15.0), ms(1.0)));
+    }
+
+    #[test]
+    fn samples_split_total_latency_into_its_parts() {
+        let mut meter = LatencyMeter::default();
+        let t0 = Instant::ZERO + ms(100.0);
+        meter.sampled(7, t0, true);
+        meter.sampled(8, t0 + ms(8.0), true);
+        // One state reflects both; the server held 8 for 1 ms and 7 for 9 ms.
+        let holds = |seq| Some(if seq == 8 { ms(1.0) } else { ms(9.0) });
+        meter.arrived(t0 + ms(20.0), 8, holds);
+        meter.presented(t0 + ms(24.0));
+        let samples = meter.take_samples();
+        assert_eq!(samples.len(), 2);
+        assert_eq!(samples[0].total, ms(24.0));
+        assert_eq!(samples[0].round_trip, Some(ms(11.0)));
+        assert_eq!(samples[1].total, ms(16.0));
+        assert_eq!(samples[1].round_trip, Some(ms(11.0)));
+        assert_eq!(samples[1].frame_wait, ms(4.0));
+        assert_eq!(meter.count, 2);
+        assert_eq!(meter.histogram()[16] + meter.histogram()[24], 2);
+    }
+
+    #[test]
+    fn a_deferred_input_counts_its_send_wait_outside_the_round_trip() {
+        let mut meter = LatencyMeter::default();
+        let t0 = Instant::ZERO;
+        meter.sampled(0, t0, false);
+        meter.released(0, t0 + ms(5.0));
+        meter.arrived(t0 + ms(17.0), 0, |_| Some(ms(2.0)));
+        // Nothing is presented before a frame shows it.
+        assert!(meter.take_samples().is_empty());
+        meter.presented(t0 + ms(20.0));
+        let sample = meter.take_samples()[0];
+        assert_eq!(sample.round_trip, Some(ms(10.0)));
+        assert_eq!(sample.total, ms(20.0));
+    }
+
+    #[test]
+    fn only_the_first_state_reflecting_an_input_times_it() {
+        let mut meter = LatencyMeter::default();
+        meter.sampled(3, Instant::ZERO, true);
+        meter.arrived(Instant::ZERO + ms(10.0), 3, |_| None);
+        meter.arrived(Instant::ZERO + ms(12.0), 3, |_| Some(ms(0.0)));
+        meter.presented(Instant::ZERO + ms(13.0));
+        let sample = meter.take_samples()[0];
+        assert_eq!(sample.frame_wait, ms(3.0));
+        assert_eq!(sample.round_trip, None);
+    }
+}
