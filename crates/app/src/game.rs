@@ -17,6 +17,8 @@ pub struct Paddles {
     pub controllers: BTreeMap<ClientId, EntityId>,
     /// Depth of the grab chain each controller gets on joining (0: none).
     pub chain_depth: usize,
+    /// The ball [`Paddles::set_table`] put in play.
+    pub ball: Option<EntityId>,
 }
 
 impl Simulation for Paddles {
@@ -61,6 +63,7 @@ impl Paddles {
             physics: Physics::new(Vec3::new(0.0, -9.81, 0.0)),
             controllers: BTreeMap::new(),
             chain_depth,
+            ball: None,
         }
     }
 
@@ -71,6 +74,7 @@ impl Paddles {
         let at = Transform::from_position(Vec3::new(0.0, 1.2, 0.0));
         let ball = world.spawn(Entity { priority: 8.0, ..Entity::at(at) })?;
         self.physics.add(world, ball, Body::dynamic_ball(0.02))?;
+        self.ball = Some(ball);
         Ok(())
     }
 }

@@ -1,5 +1,6 @@
 //! The client side: a session in a room, over one connection of a client endpoint.
 
+use crate::interpolation::{Interpolated, InterpolationConfig, Interpolator};
 use crate::latency::LatencyMeter;
 use crate::protocol::{
     encode_frame, Envelope, InputFrame, SessionTicket, StatePrefix, FAST, RELIABLE, STATE,
@@ -37,6 +38,8 @@ pub struct ClientConfig {
     /// Send each input at the next frame ([`ClientSession::present`]) instead of at once: the
     /// naive pipeline's client half, kept to measure against.
     pub defer_inputs: bool,
+    /// How remote entities are buffered for [`ClientSession::interpolated`].
+    pub interpolation: InterpolationConfig,
 }
 
 impl Default for ClientConfig {
@@ -50,6 +53,7 @@ impl Default for ClientConfig {
             outbox_max: 1024,
             codec: MessageCodec::default(),
             defer_inputs: false,
+            interpolation: InterpolationConfig::default(),
         }
     }
 }
@@ -138,6 +142,7 @@ pub struct ClientSession<I, M> {
     overlays: Vec<(ClientId, u32, Snapshot)>,
     /// The total-latency meter.
     meter: LatencyMeter,
+    interpolator: Interpolator,
     tick_rate: u32,
     _message: PhantomData<M>,
 }
@@ -147,6 +152,7 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     pub fn new(config: ClientConfig) -> Self {
         Self {
             views: vec![Snapshot::default(); config.views_kept.max(2)],
+            interpolator: Interpolator::new(config.interpolation),
             requests: Pending::new(config.requests_max),
             outbox: Outbox::new(config.outbox_max),
             config,
@@ -238,6 +244,26 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
                 config.dequantize(newer.unwrap_or(e))
             })
         })
+    }
+
+    /// Entity `id` as a frame at `now` should show it: buffered against the link's jitter,
+    /// interpolated, extrapolated a little at most (see [`crate::interpolation`]). For remote
+    /// objects; a player's own hand is best shown where the player holds it.
+    pub fn interpolated(&mut self, now: Instant, id: crate::EntityId) -> Option<Interpolated> {
+        self.interpolator.sample(now, id)
+    }
+
+    /// The interpolator: to put entities in classes and read what it measured.
+    pub fn interpolator_mut(&mut self) -> &mut Interpolator {
+        &mut self.interpolator
+    }
+
+    /// The server time of tick `tick` plus `offset`, on the room's tick clock.
+    fn server_time(&self, tick: u32, offset: Duration) -> Duration {
+        let rate = self.tick_rate.max(1);
+        Duration::from_secs(u64::from(tick / rate))
+            + Duration::from_secs(1) * (tick % rate) / rate
+            + offset
     }
 
     /// The last input sequence the room reported applied.
@@ -375,6 +401,7 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         let slot = self.newest.map_or(0, |i| (i + 1) % self.views.len());
         std::mem::swap(&mut self.views[slot], &mut self.scratch);
         self.newest = Some(slot);
+        self.interpolate(now, header.tick, Duration::ZERO, slot);
         self.stats.snapshots += 1;
         self.frame_due = true;
         if let Some(reflected) = prefix.reflected {
@@ -384,10 +411,20 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         self.events.push_back(ClientEvent::Snapshot { tick: header.tick });
     }
 
+    /// Hands view `slot`'s entities to the interpolator, as of `tick` plus `offset`; a full
+    /// view (a snapshot, not a fast-path chain) also tells it which entities are gone.
+    fn interpolate(&mut self, now: Instant, tick: u32, offset: Duration, slot: usize) {
+        let time = self.server_time(tick, offset);
+        let view = &self.views[slot];
+        let config = &self.config.snapshot;
+        self.interpolator.update(now, time, view.entities().iter().map(|e| config.dequantize(e)));
+        self.interpolator.retain(|id| view.get(id).is_some());
+    }
+
     /// A fast-path chain: shown over the snapshot until a snapshot of a later tick arrives;
     /// if it answers this client's own input, that input's effect is now on screen.
     fn apply_fast(&mut self, now: Instant, payload: &[u8]) {
-        let Some((client, seq, bytes)) = parse_fast(payload) else {
+        let Some((client, seq, offset, bytes)) = parse_fast(payload) else {
             self.stats.snapshots_dropped += 1;
             return;
         };
@@ -397,6 +434,11 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             return;
         }
         let sent = chain.tick();
+        if self.overlays.iter().any(|(c, s, _)| *c == client && seq32_newer(*s, sent)) {
+            return;
+        }
+        let (time, config) = (self.server_time(sent, offset), &self.config.snapshot);
+        self.interpolator.update(now, time, chain.entities().iter().map(|e| config.dequantize(e)));
         let slot = self.overlays.iter().position(|(c, _, _)| *c == client);
         match slot {
             Some(i) if seq32_newer(self.overlays[i].1, sent) => return,
@@ -522,11 +564,13 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
 /// Fast-path chains shown at once at most (one per sending client).
 const OVERLAYS_MAX: usize = 64;
 
-/// Splits a fast-path message into its sender, its input and its snapshot bytes.
-fn parse_fast(payload: &[u8]) -> Option<(ClientId, Option<u32>, &[u8])> {
+/// Splits a fast-path message into its sender, its input, how long after its tick it was
+/// sent, and its snapshot bytes.
+fn parse_fast(payload: &[u8]) -> Option<(ClientId, Option<u32>, Duration, &[u8])> {
     let (client, a) = read_varint(payload).ok()?;
     let (seq, b) = read_varint(payload.get(a..)?).ok()?;
+    let (offset, c) = read_varint(payload.get(a + b..)?).ok()?;
     let client = u32::try_from(client).ok()?;
     let seq = seq.checked_sub(1).and_then(|s| u32::try_from(s).ok());
-    Some((client, seq, payload.get(a + b..)?))
+    Some((client, seq, Duration::from_micros(offset), payload.get(a + b + c..)?))
 }

@@ -42,6 +42,19 @@
 //! are the game's own serde type, both ways, reliable or unreliable, to one client, all, or all
 //! but one; requests get responses matched by id, or time out.
 //!
+//! ## Latency and interpolation
+//!
+//! Every client session has a total-latency meter ([`latency`]): each input is timed from the
+//! moment it was sampled to the first frame that presents its effect, on the client's clock,
+//! and split into the network's round trip, the server's hold (which each snapshot reports)
+//! and the client's wait for its frame, so that each sample can be judged against the
+//! [`LatencyModel`] of the round trip it saw. [`Pipeline::Fast`] sends the poses an input moves
+//! the moment it arrives, so the hold is zero and every sample sits at the model's floor.
+//!
+//! Remote entities can be shown through [`ClientSession::interpolated`] ([`interpolation`]): a
+//! buffer per [`ObjectClass`] sized to the jitter measured on that class's updates, zero on a
+//! link without jitter, with bounded extrapolation past the newest update.
+//!
 //! ## Physics
 //!
 //! [`Simulation::step`] is the game's; `rally-physics` puts rapier3d behind it, so that this
@@ -114,6 +127,7 @@
 
 pub mod client;
 pub mod grab;
+pub mod interpolation;
 pub mod latency;
 pub mod protocol;
 pub mod replication;
@@ -123,6 +137,7 @@ pub mod world;
 
 pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
 pub use grab::{GrabError, GrabRule};
+pub use interpolation::{Interpolated, InterpolationConfig, Interpolator, ObjectClass};
 pub use latency::{LatencyMeter, LatencyModel, LatencySample};
 pub use protocol::{connection_config, SessionTicket, FAST, RELIABLE, STATE, UNRELIABLE};
 pub use room::{

@@ -4,8 +4,9 @@
 //! - [`STATE`] (unreliable-sequenced): snapshots down, input frames up; each supersedes the
 //!   previous one, so a late one is worthless and never delivered after a newer one.
 //! - [`UNRELIABLE`]: unreliable RPCs, as an envelope.
-//! - [`FAST`] (unreliable): fast-path poses: the sender's id and last input (varints, the input
-//!   plus one) and a full snapshot of the grab chain its input moved.
+//! - [`FAST`] (unreliable): fast-path poses: the sender's id, its last input plus one and the
+//!   microseconds since the tick the poses are labelled with (varints), and a full snapshot of
+//!   the grab chain its input moved.
 //!
 //! A snapshot message starts with a [`StatePrefix`]: a varint (the last input sequence the
 //! server applied for this client, plus one; zero if none), a count (at most [`HOLDS_MAX`])

@@ -323,6 +323,8 @@ pub struct Room<S: Simulation> {
     world: World,
     simulation: S,
     tick: u32,
+    /// When the last tick ran: fast-path poses say how long after it they were sent.
+    last_tick_at: Instant,
     sessions: BTreeMap<ClientId, Session>,
     /// Connections that have not said hello yet, and the client each one is.
     connections: BTreeMap<ConnectionHandle, Option<ClientId>>,
@@ -372,6 +374,7 @@ impl<S: Simulation> Room<S> {
             world: World::new(entities_max),
             simulation,
             tick: 0,
+            last_tick_at: Instant::ZERO,
             sessions: BTreeMap::new(),
             connections: BTreeMap::new(),
             next_client: 1,
@@ -607,15 +610,15 @@ impl<S: Simulation> Room<S> {
             self.stats.inputs_applied += 1;
         }
         if self.config.pipeline == Pipeline::Fast {
-            self.fast_forward(client);
+            self.fast_forward(now, client);
         }
     }
 
     /// The fast path: `client`'s controller and the grab chain under it, propagated now and
-    /// sent to every client at once. A fast message is the client's id and last input (each
-    /// a varint, the input plus one) and a full snapshot of those entities, labelled with the
-    /// last tick run: a snapshot of a later tick supersedes it.
-    fn fast_forward(&mut self, client: ClientId) {
+    /// sent to every client at once. A fast message is the client's id, its last input plus
+    /// one and the microseconds since the last tick ran (each a varint), and a full snapshot of
+    /// those entities labelled with that tick: a snapshot of a later tick supersedes it.
+    fn fast_forward(&mut self, now: Instant, client: ClientId) {
         let Some(root) = self.simulation.driven(client) else { return };
         let Some(seq) = self.sessions.get(&client).and_then(|s| s.last_input) else { return };
         self.world.propagate_grabs();
@@ -624,10 +627,14 @@ impl<S: Simulation> Room<S> {
             let Some(entity) = self.world.get(id) else { continue };
             let _ = chain.push(self.config.snapshot.quantize(&entity_state(id, entity)));
         }
-        let mut message = vec![0u8; 10];
-        let a = write_varint(u64::from(client), &mut message).unwrap_or(0);
-        let b = write_varint(u64::from(seq) + 1, &mut message[a..]).unwrap_or(0);
-        message.truncate(a + b);
+        let mut message = vec![0u8; 20];
+        let since_tick = now.saturating_duration_since(self.last_tick_at);
+        let mut len = 0;
+        for value in [u64::from(client), u64::from(seq) + 1, since_tick.as_micros() as u64] {
+            // Twenty bytes hold three varints of these sizes.
+            len += write_varint(value, &mut message[len..]).unwrap_or(0);
+        }
+        message.truncate(len);
         let Ok(len) = self.config.snapshot.encode_full(&chain, &mut self.datagram) else {
             self.stats.sends_failed += 1;
             return;
@@ -753,6 +760,7 @@ impl<S: Simulation> Room<S> {
         observer: &mut impl PhaseObserver,
     ) {
         self.tick = self.tick.wrapping_add(1);
+        self.last_tick_at = now;
         for phase in PHASES {
             self.enter(phase);
             observer.enter(phase);

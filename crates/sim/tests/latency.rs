@@ -6,7 +6,7 @@
 //! Method: one player at 120 Hz (client frames and server ticks with their own phases) on a
 //! 10 ms link, in virtual time, over several tick phases.
 
-use rally_engine::RoomConfig;
+use rally_engine::{ObjectClass, RoomConfig};
 use rally_engine::{ClientConfig, ClientSession, LatencyModel, LatencySample, Pipeline, Room};
 use rally_netem::{LinkConfig, LossModel};
 use rally_proto::Instant;
@@ -141,4 +141,57 @@ fn with_jitter_each_sample_sits_within_the_model_of_its_own_round_trip() {
             assert!(s.total <= model.best + slack, "fast {s:?} above {model:?}");
         }
     }
+}
+
+/// Frames (after the first half second) in which an observer showed the player's hand where
+/// the previous frame did while it moved: raw (the newest state) and interpolated; and the
+/// interpolator's buffer and mean added latency, milliseconds.
+fn observer_stalls(link: LinkConfig) -> (usize, usize, f64, f64) {
+    let config = RoomConfig { tick_rate: HZ, pipeline: Pipeline::Fast, ..RoomConfig::default() };
+    let mut room = Room::new(config, Sandbox::default(), 1);
+    Sandbox::populate(room.world_mut(), 8, 1);
+    let mut net = RoomNet::new(room, 2, link, 1);
+    let dt = 1.0 / f64::from(HZ);
+    net.set_tick_schedule(at(0.3 * dt), Duration::from_secs_f64(dt));
+    net.connect(0);
+    net.connect(1);
+    net.run_for(Duration::from_millis(500));
+    let player = net.sessions[0].client_id().expect("the player joined");
+    let hand = net.room.simulation().controllers[&player];
+    net.sessions[1].interpolator_mut().set_class(hand, ObjectClass::Hand);
+    let start = net.net.now.as_secs_f64();
+    let (mut raw_stalls, mut smooth_stalls, mut added) = (0, 0, Vec::new());
+    let mut previous = None;
+    for k in 0..2 * HZ {
+        // The observer's frames sit half a frame after the player's.
+        let t = at(start + f64::from(k) * dt);
+        net.run_until(t);
+        net.input(0, HandInput::on_circle(0, t.as_secs_f64()));
+        let t = at(start + (f64::from(k) + 0.5) * dt);
+        net.run_until(t);
+        let raw = net.sessions[1].entities().find(|e| e.id == hand).unwrap().position;
+        let smooth = net.sessions[1].interpolated(t, hand).unwrap();
+        if let Some((raw0, smooth0)) = previous.replace((raw, smooth.state.position)) {
+            if k >= HZ / 2 {
+                raw_stalls += usize::from(raw == raw0);
+                smooth_stalls += usize::from(smooth.state.position.distance(smooth0) < 1e-4);
+                added.push(smooth.behind * 1e3);
+            }
+        }
+    }
+    let buffer = net.sessions[1].interpolator_mut().stats(ObjectClass::Hand).buffer * 1e3;
+    (raw_stalls, smooth_stalls, buffer, mean(&added))
+}
+
+#[test]
+fn interpolation_removes_the_stalls_jitter_causes_at_the_cost_of_the_jitter_only() {
+    let (raw, smooth, buffer, added) = observer_stalls(link());
+    assert_eq!((raw, smooth), (0, 0), "a link without jitter shows motion every frame");
+    assert!(buffer < 0.5 && added < 0.5, "no jitter, no buffer: {buffer} ms, adds {added} ms");
+    let jittery = LinkConfig { jitter: Duration::from_millis(2), ..link() };
+    let (raw, smooth, buffer, added) = observer_stalls(jittery);
+    assert!(raw > 20, "jitter stalls the raw view: {raw} of 180 frames");
+    assert!(smooth * 5 < raw, "interpolation removes most stalls: {smooth} of {raw} left");
+    assert!((2.0..15.0).contains(&buffer), "the buffer follows the jitter: {buffer} ms");
+    assert!(added < buffer, "it adds less than its buffer on average: {added} ms");
 }

@@ -23,7 +23,9 @@
 //! Observers (the same inputs seen on another client's frames) are measured in sim mode on
 //! virtual time's one clock; their model is the network's: RTT to RTT + 2 dt.
 
-use super::stats::summary;
+mod smoothness;
+
+use super::stats;
 use crate::game::Paddles;
 use crate::machine::Machine;
 use crate::plot;
@@ -36,6 +38,8 @@ use rally_sim::RoomNet;
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
+use smoothness::Smoothness;
+use stats::summary;
 use std::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -120,7 +124,7 @@ struct Row {
 
 /// One configuration of the benchmark.
 #[derive(Debug, Clone, Copy)]
-struct Setup {
+pub(super) struct Setup {
     pipeline: Pipeline,
     name: &'static str,
     hz: u32,
@@ -159,7 +163,7 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
         }
     }
     let progress = indicatif::ProgressBar::new(setups.len() as u64);
-    let (mut rows, mut observers) = (Vec::new(), Vec::new());
+    let (mut rows, mut observers, mut smooth) = (Vec::new(), Vec::new(), Vec::new());
     for setup in &setups {
         if args.mode == "real" {
             let seconds = if args.quick { 1 } else { 5 };
@@ -176,6 +180,7 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
             let measured = measure_runs(setup, args.quick)?;
             rows.push(player_row(setup, setup.rtt_ms, &measured.player));
             observers.push(observer_row(setup, measured.observer));
+            smooth.extend(measured.smooth.rows(setup));
         }
         progress.inc(1);
     }
@@ -188,6 +193,13 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
         );
         print_table(&observers);
         rows.extend(observers);
+        // The table shows depth 1 of the two pipelines that matter; the JSON has every row.
+        let shown: Vec<_> = smooth
+            .iter()
+            .filter(|r| r.chain_depth == 1 && r.pipeline != "naive")
+            .cloned()
+            .collect();
+        smoothness::print(&shown);
     }
     if let Some(path) = &args.json {
         let json = serde_json::json!({
@@ -196,6 +208,7 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
             "quick": args.quick,
             "machine": Machine::detect(),
             "results": rows,
+            "interpolation": smooth,
         });
         super::write_json(path, &json)?;
     }
@@ -209,13 +222,15 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
 /// covers the phases a long run would.
 fn measure_runs(setup: &Setup, quick: bool) -> Result<Measured, Box<dyn Error>> {
     let (runs, seconds) = if quick { (6, 1) } else { (20, 2) };
-    let mut all = Measured { player: Vec::new(), observer: Vec::new() };
+    let mut all =
+        Measured { player: Vec::new(), observer: Vec::new(), smooth: Smoothness::empty() };
     for run in 0..runs {
         let jitter = (setup.jitter_ms * 10.0) as u64;
         let seed = u64::from(setup.hz) * 1000 + setup.depth as u64 * 100 + run + jitter * 100_000;
         let measured = measure(setup, seconds, seed)?;
         all.player.extend(measured.player);
         all.observer.extend(measured.observer);
+        all.smooth.merge(measured.smooth);
     }
     Ok(all)
 }
@@ -230,6 +245,8 @@ type Judged = (LatencySample, LatencyModel);
 struct Measured {
     player: Vec<Judged>,
     observer: Vec<f64>,
+    /// The observer's frames with and without interpolation.
+    smooth: Smoothness,
 }
 
 /// One player and one observer through one pipeline for `seconds`, in virtual time.
@@ -264,12 +281,14 @@ fn measure(setup: &Setup, seconds: u64, seed: u64) -> Result<Measured, Box<dyn E
     let root = net.room.simulation().controllers[&player];
     let paddle = *net.room.world_mut().chain_of(root).last().ok_or("no grab chain")?;
     let start = net.net.now.as_secs_f64();
-    let warmup = start + 0.2;
+    let warmup = start + 0.5;
     let end = warmup + seconds as f64;
     let at = |phase: f64, dt: f64, k: u64| start + phase + k as f64 * dt;
     let (mut k, mut j) = (0u64, 0u64);
     let mut observer =
         Observer { paddle, depth, sampled: Vec::new(), next: 0, latencies: Vec::new() };
+    let ball = net.room.simulation().ball.ok_or("no ball on the table")?;
+    let mut smooth = Smoothness::new([root, paddle, ball], &mut net.sessions[1]);
     loop {
         let (player_at, observer_at) =
             (at(player_phase, player_dt, k), at(observer_phase, observer_dt, j));
@@ -292,6 +311,7 @@ fn measure(setup: &Setup, seconds: u64, seed: u64) -> Result<Measured, Box<dyn E
             let t = Instant::ZERO + Duration::from_secs_f64(observer_at);
             net.run_until(t);
             observer.present(t, &net.sessions[1]);
+            smooth.frame(t, observer_at >= warmup, net.room.world(), &mut net.sessions[1]);
             j += 1;
         }
     }
@@ -303,7 +323,8 @@ fn measure(setup: &Setup, seconds: u64, seed: u64) -> Result<Measured, Box<dyn E
         .into_iter()
         .map(|s| (s, LatencyModel::new(s.round_trip.unwrap_or(nominal), frame, tick)))
         .collect();
-    Ok(Measured { player, observer: observer.latencies })
+    smooth.finish_run(&mut net.sessions[1]);
+    Ok(Measured { player, observer: observer.latencies, smooth })
 }
 
 /// The observer's meter, which can use the one clock of virtual time: each player input's

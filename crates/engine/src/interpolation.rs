@@ -1,0 +1,373 @@
+//! Interpolation of remote objects: smooth motion at the least latency the link allows.
+//!
+//! A client that shows each entity's newest state shows motion as it arrives: when the link's
+//! jitter delays one update and bunches it with the next, a frame shows nothing new and the
+//! next jumps two steps. Mainstream engines hide this behind a fixed buffer of two or three
+//! updates (28 to 75 ms at their defaults); the buffer here is sized to the jitter measured,
+//! per object class, and is zero on a link without jitter.
+//!
+//! Each update carries its server time: a snapshot's tick times the tick period, a fast-path
+//! pose its tick plus the offset at which the server sent it. For every update the client
+//! records `offset = arrival - server time` (its clock and the server's need not agree: only
+//! differences of offsets are used). The smallest recent offset is the fastest path; how far
+//! each update came behind it is its jitter. A class's buffer is a high quantile of its recent
+//! jitter, so it starts at zero, grows only as far as the jitter seen, and shrinks when the
+//! jitter goes. A frame at `now` shows the server time `now - floor - buffer`, interpolated
+//! between the two updates around it; past the newest update the motion is extrapolated from
+//! the last two, for at most [`InterpolationConfig::extrapolation_max`], and then holds.
+//!
+//! Classes matter because their updates take different paths: hands and the objects they
+//! hold arrive on the fast path the moment their player's input reaches the server, so their
+//! timing carries that player's uplink jitter as well; free bodies arrive on the server's
+//! ticks. A state that repeats its entity's newest pose is not an update: an entity at rest
+//! keeps the time it stopped, and a snapshot repeating a fast-path pose at its later tick
+//! does not stall the motion between the two.
+
+use rally_wire::EntityState;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use crate::EntityId;
+use rally_proto::Instant;
+
+/// What kind of motion an entity has, which decides whose jitter its buffer absorbs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ObjectClass {
+    /// A player's hand or controller, driven by that player's inputs.
+    Hand,
+    /// An object a hand holds, down its grab chain.
+    Held,
+    /// Anything else: physics bodies, scenery.
+    #[default]
+    Free,
+}
+
+/// Every class, in index order.
+pub const CLASSES: [ObjectClass; 3] = [ObjectClass::Hand, ObjectClass::Held, ObjectClass::Free];
+
+impl ObjectClass {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// How the interpolator sizes its buffers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InterpolationConfig {
+    /// Recent updates per class whose jitter sizes its buffer (at 128 Hz, 256 is two seconds).
+    pub jitter_window: usize,
+    /// The fraction of recent updates the buffer must cover: the buffer is this quantile of
+    /// their jitter.
+    pub jitter_quantile: f64,
+    /// How far past its newest update an entity's motion is carried on; then it holds.
+    pub extrapolation_max: Duration,
+    /// Updates kept per entity.
+    pub history_max: usize,
+}
+
+impl Default for InterpolationConfig {
+    fn default() -> Self {
+        Self {
+            jitter_window: 256,
+            jitter_quantile: 0.98,
+            extrapolation_max: Duration::from_millis(25),
+            history_max: 16,
+        }
+    }
+}
+
+/// An entity's state for a frame, and how it was made.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interpolated {
+    /// The state to show.
+    pub state: EntityState,
+    /// How far the state shown is behind the newest update held, in server time: what
+    /// interpolation adds to latency (negative when extrapolating ahead).
+    pub behind: f64,
+    /// Whether the frame is past the newest update by more than `extrapolation_max`, so the
+    /// entity holds still: the buffer was too small for this update's lateness.
+    pub starved: bool,
+}
+
+/// What one class's timeline measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ClassStats {
+    /// Updates seen.
+    pub updates: u64,
+    /// The buffer now, seconds.
+    pub buffer: f64,
+    /// Entity frames sampled, and those starved.
+    pub frames: u64,
+    /// Entity frames past the newest update by more than `extrapolation_max`.
+    pub starved: u64,
+}
+
+/// One class's clock mapping: recent offsets, their floor and the buffer.
+#[derive(Debug, Clone, Default)]
+struct Timeline {
+    offsets: VecDeque<f64>,
+    floor: f64,
+    scratch: Vec<f64>,
+    stats: ClassStats,
+}
+
+impl Timeline {
+    fn observe(&mut self, offset: f64, config: &InterpolationConfig) {
+        if self.offsets.len() >= config.jitter_window.max(1) {
+            self.offsets.pop_front();
+        }
+        self.offsets.push_back(offset);
+        self.floor = self.offsets.iter().copied().fold(f64::INFINITY, f64::min);
+        self.scratch.clear();
+        self.scratch.extend(self.offsets.iter().map(|o| o - self.floor));
+        let rank = (config.jitter_quantile.clamp(0.0, 1.0) * (self.scratch.len() - 1) as f64)
+            .round() as usize;
+        let (_, quantile, _) = self.scratch.select_nth_unstable_by(rank, f64::total_cmp);
+        self.stats.buffer = *quantile;
+        self.stats.updates += 1;
+    }
+
+    /// The server time a frame at `now` shows, once an update has been seen.
+    fn render_time(&self, now: f64) -> Option<f64> {
+        (!self.offsets.is_empty()).then_some(now - self.floor - self.stats.buffer)
+    }
+}
+
+/// An entity's recent updates, by server time.
+#[derive(Debug, Clone, Default)]
+struct Track {
+    class: ObjectClass,
+    updates: VecDeque<(f64, EntityState)>,
+    /// The latest server time at which the newest pose was still current: later than the
+    /// newest update when the entity has been at rest since.
+    confirmed: f64,
+}
+
+/// Buffers, interpolates and extrapolates remote entities' states; see the module docs.
+#[derive(Debug, Clone, Default)]
+pub struct Interpolator {
+    config: InterpolationConfig,
+    timelines: [Timeline; 3],
+    tracks: BTreeMap<EntityId, Track>,
+    classes: BTreeMap<EntityId, ObjectClass>,
+}
+
+impl Interpolator {
+    /// An interpolator with nothing seen yet.
+    pub fn new(config: InterpolationConfig) -> Self {
+        Self { config, ..Self::default() }
+    }
+
+    /// Puts entity `id` in `class` (entities are [`ObjectClass::Free`] until said otherwise).
+    pub fn set_class(&mut self, id: EntityId, class: ObjectClass) {
+        match class {
+            ObjectClass::Free => self.classes.remove(&id),
+            _ => self.classes.insert(id, class),
+        };
+        if let Some(track) = self.tracks.get_mut(&id) {
+            track.class = class;
+        }
+    }
+
+    /// What `class`'s timeline measured.
+    pub fn stats(&self, class: ObjectClass) -> ClassStats {
+        self.timelines[class.index()].stats
+    }
+
+    /// States of server time `server_time` arrived at `arrived`.
+    pub fn update(
+        &mut self,
+        arrived: Instant,
+        server_time: Duration,
+        states: impl IntoIterator<Item = EntityState>,
+    ) {
+        let time = server_time.as_secs_f64();
+        let mut seen = [false; 3];
+        for state in states {
+            let class = self.classes.get(&state.id).copied().unwrap_or_default();
+            seen[class.index()] = true;
+            let track = self.tracks.entry(state.id).or_insert_with(|| Track {
+                class,
+                updates: VecDeque::with_capacity(self.config.history_max),
+                confirmed: time,
+            });
+            track.confirmed = track.confirmed.max(time);
+            match track.updates.back_mut() {
+                // An older update than one held adds nothing; the same pose again only says
+                // it is still current (a snapshot repeating the fast path's pose at its later
+                // tick would otherwise stall the motion between the two).
+                Some((newest, _)) if *newest > time => continue,
+                Some((_, old))
+                    if old.position == state.position && old.rotation == state.rotation =>
+                {
+                    continue
+                }
+                Some((newest, old)) if *newest == time => *old = state,
+                _ => {
+                    if track.updates.len() >= self.config.history_max.max(2) {
+                        track.updates.pop_front();
+                    }
+                    track.updates.push_back((time, state));
+                }
+            }
+        }
+        let offset = arrived.as_secs_f64() - time;
+        for class in CLASSES.into_iter().filter(|c| seen[c.index()]) {
+            self.timelines[class.index()].observe(offset, &self.config);
+        }
+    }
+
+    /// Forgets every entity `keep` refuses (despawned ones).
+    pub fn retain(&mut self, mut keep: impl FnMut(EntityId) -> bool) {
+        self.tracks.retain(|id, _| keep(*id));
+        self.classes.retain(|id, _| keep(*id));
+    }
+
+    /// Entity `id`'s state for a frame at `now`, if it has had an update.
+    pub fn sample(&mut self, now: Instant, id: EntityId) -> Option<Interpolated> {
+        let track = self.tracks.get(&id)?;
+        let timeline = &mut self.timelines[track.class.index()];
+        // A class with no update yet (its first entity just put in it) shows the newest.
+        let newest = track.confirmed.max(track.updates.back()?.0);
+        let t = timeline.render_time(now.as_secs_f64()).unwrap_or(newest);
+        let sampled = sample_track(track, t, self.config.extrapolation_max)?;
+        timeline.stats.frames += 1;
+        timeline.stats.starved += u64::from(sampled.starved);
+        Some(sampled)
+    }
+}
+
+/// The state at server time `t` in `track`: interpolated between the two updates around it,
+/// past the newest held if the entity has rested since, else extrapolated from the last two
+/// for at most `extrapolation_max`.
+fn sample_track(track: &Track, t: f64, extrapolation_max: Duration) -> Option<Interpolated> {
+    let updates = &track.updates;
+    let &(newest_time, newest) = updates.back()?;
+    let current = track.confirmed.max(newest_time);
+    let behind = current - t;
+    let after = updates.iter().position(|(time, _)| *time > t);
+    let state = match after {
+        // Before the oldest update held: show the oldest.
+        Some(0) => updates[0].1,
+        Some(i) => {
+            let ((t0, a), (t1, b)) = (updates[i - 1], updates[i]);
+            blend(&a, &b, ((t - t0) / (t1 - t0)) as f32)
+        }
+        None if updates.len() < 2 || current > newest_time => newest,
+        None => {
+            let (t0, before) = updates[updates.len() - 2];
+            let ahead = (t - newest_time).min(extrapolation_max.as_secs_f64());
+            blend(&before, &newest, (1.0 + ahead / (newest_time - t0)) as f32)
+        }
+    };
+    let starved = t - current > extrapolation_max.as_secs_f64();
+    Some(Interpolated { state, behind, starved })
+}
+
+/// `a` moved toward `b` by `s` (0: a, 1: b, beyond 1: carried on along the same motion).
+fn blend(a: &EntityState, b: &EntityState, s: f32) -> EntityState {
+    let rotation = if s <= 1.0 {
+        a.rotation.slerp(b.rotation, s)
+    } else {
+        // Carry the rotation from a to b on by the fraction past b.
+        let step = b.rotation * a.rotation.inverse();
+        let (axis, angle) = step.to_axis_angle();
+        (glam::Quat::from_axis_angle(axis, angle * (s - 1.0)) * b.rotation).normalize()
+    };
+    EntityState {
+        id: b.id,
+        position: a.position.lerp(b.position, s),
+        rotation,
+        linear_velocity: a.linear_velocity.lerp(b.linear_velocity, s.min(1.0)),
+        angular_velocity: a.angular_velocity.lerp(b.angular_velocity, s.min(1.0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glam::{Quat, Vec3};
+
+    fn at(x: f32) -> EntityState {
+        EntityState {
+            id: 1,
+            position: Vec3::new(x, 0.0, 0.0),
+            rotation: Quat::IDENTITY,
+            linear_velocity: Vec3::ZERO,
+            angular_velocity: Vec3::ZERO,
+        }
+    }
+
+    fn ms(ms: f64) -> Duration {
+        Duration::from_secs_f64(ms / 1000.0)
+    }
+
+    /// Updates every 10 ms of server time moving 1 m each, arriving 30 ms later plus `late`.
+    fn feed(interpolator: &mut Interpolator, count: u32, late: impl Fn(u32) -> f64) {
+        for k in 0..count {
+            let server = ms(f64::from(k) * 10.0);
+            let arrived = Instant::ZERO + server + ms(30.0 + late(k));
+            interpolator.update(arrived, server, [at(k as f32)]);
+        }
+    }
+
+    #[test]
+    fn without_jitter_the_buffer_stays_zero_and_frames_show_the_newest_state() {
+        let mut interpolator = Interpolator::default();
+        feed(&mut interpolator, 50, |_| 0.0);
+        assert!(interpolator.stats(ObjectClass::Free).buffer < 1e-9);
+        // The frame as update 49 arrives shows it, and nothing older.
+        let now = Instant::ZERO + ms(490.0 + 30.0);
+        let shown = interpolator.sample(now, 1).unwrap();
+        assert!((shown.state.position.x - 49.0).abs() < 1e-3, "{shown:?}");
+        assert!(shown.behind.abs() < 1e-9);
+        // Half an update later the motion carries on.
+        let later = interpolator.sample(now + ms(5.0), 1).unwrap();
+        assert!((later.state.position.x - 49.5).abs() < 1e-3, "{later:?}");
+    }
+
+    #[test]
+    fn the_buffer_grows_to_the_jitter_and_interpolates_within_it() {
+        let mut interpolator = Interpolator::default();
+        // Every fourth update comes 8 ms late.
+        feed(&mut interpolator, 100, |k| if k % 4 == 0 { 8.0 } else { 0.0 });
+        let buffer = interpolator.stats(ObjectClass::Free).buffer;
+        assert!((buffer - 0.008).abs() < 1e-6, "buffer {buffer}");
+        // 8 ms of buffer: a frame shows server time 8 ms before the fastest arrival allows.
+        let now = Instant::ZERO + ms(990.0 + 30.0);
+        let shown = interpolator.sample(now, 1).unwrap();
+        assert!((shown.state.position.x - 98.2).abs() < 1e-3, "{shown:?}");
+        assert!((shown.behind - 0.008).abs() < 1e-6);
+        assert!(!shown.starved);
+    }
+
+    #[test]
+    fn extrapolation_is_bounded_and_then_the_entity_holds() {
+        let mut interpolator = Interpolator::default();
+        feed(&mut interpolator, 10, |_| 0.0);
+        let last = Instant::ZERO + ms(90.0 + 30.0);
+        let far = interpolator.sample(last + ms(200.0), 1).unwrap();
+        // Carried 25 ms at 100 m/s, no further.
+        assert!((far.state.position.x - 11.5).abs() < 1e-3, "{far:?}");
+        assert!(far.starved);
+        assert_eq!(interpolator.stats(ObjectClass::Free).starved, 1);
+    }
+
+    #[test]
+    fn classes_keep_their_own_buffers_and_despawned_entities_go() {
+        let mut interpolator = Interpolator::default();
+        interpolator.set_class(2, ObjectClass::Hand);
+        for k in 0..60u32 {
+            let server = ms(f64::from(k) * 10.0);
+            let late = if k % 3 == 0 { 6.0 } else { 0.0 };
+            let hand = EntityState { id: 2, ..at(k as f32) };
+            interpolator.update(Instant::ZERO + server + ms(20.0 + late), server, [hand]);
+            interpolator.update(Instant::ZERO + server + ms(20.0), server, [at(k as f32)]);
+        }
+        assert!(interpolator.stats(ObjectClass::Hand).buffer > 0.005);
+        assert!(interpolator.stats(ObjectClass::Free).buffer < 1e-9);
+        interpolator.retain(|id| id != 2);
+        assert!(interpolator.sample(Instant::ZERO + ms(700.0), 2).is_none());
+        assert!(interpolator.sample(Instant::ZERO + ms(700.0), 1).is_some());
+    }
+}
