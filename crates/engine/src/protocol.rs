@@ -8,8 +8,8 @@
 //!   microseconds since the tick the poses are labelled with (varints), and a full snapshot of
 //!   the grab chain its input moved.
 //!
-//! A snapshot message starts with a [`StatePrefix`]: a varint (the last input sequence the
-//! server applied for this client, plus one; zero if none), a count (at most [`HOLDS_MAX`])
+//! A snapshot message starts with a `StatePrefix`: a varint (the last input sequence the
+//! server applied for this client, plus one; zero if none), a count (at most four)
 //! and that many varints, the server's hold of the newest inputs this snapshot is the first to
 //! report, in microseconds, newest first. The wire layer's snapshot follows (docs/wire.md).
 //! The holds let the client's latency meter split each input's latency into the network's
