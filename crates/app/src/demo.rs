@@ -172,13 +172,23 @@ pub(crate) fn play(
         next_frame += frame;
         if now - last_report >= Duration::from_secs(1) {
             last_report = now;
-            let samples = session.latency_mut().take_samples();
-            let rtt =
-                session.connection_stats(driver.endpoint()).map(|s| s.rtt).unwrap_or_default();
-            let _ = reports.send(Report::Bot { samples, rtt });
+            report(&mut session, &mut driver, reports);
         }
     }
+    // What was measured since the last report counts too.
+    report(&mut session, &mut driver, reports);
     Ok(())
+}
+
+/// Sends the bot's samples since its last report, and its RTT.
+fn report(
+    session: &mut ClientSession<HandInput, ()>,
+    driver: &mut UdpDriver,
+    reports: &mpsc::Sender<Report>,
+) {
+    let samples = session.latency_mut().take_samples();
+    let rtt = session.connection_stats(driver.endpoint()).map(|s| s.rtt).unwrap_or_default();
+    let _ = reports.send(Report::Bot { samples, rtt });
 }
 
 /// Prints one line a second until `duration` passes (or forever).

@@ -7,6 +7,7 @@ mod demo;
 mod echo;
 mod game;
 mod machine;
+mod peer;
 mod plot;
 mod sim;
 
@@ -40,6 +41,12 @@ enum Command {
         #[command(subcommand)]
         side: echo::EchoCommand,
     },
+    /// One side of a benchmark in its own process (the benchmarks start these).
+    #[command(hide = true)]
+    Peer {
+        #[command(subcommand)]
+        side: peer::PeerCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -49,6 +56,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Echo { side } => echo::run(&side),
+        Command::Peer { side } => peer::run(&side),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

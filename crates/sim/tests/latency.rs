@@ -6,8 +6,8 @@
 //! Method: one player at 120 Hz (client frames and server ticks with their own phases) on a
 //! 10 ms link, in virtual time, over several tick phases.
 
-use rally_engine::{ObjectClass, RoomConfig};
 use rally_engine::{ClientConfig, ClientSession, LatencyModel, LatencySample, Pipeline, Room};
+use rally_engine::{ObjectClass, RoomConfig};
 use rally_netem::{LinkConfig, LossModel};
 use rally_proto::Instant;
 use rally_sim::sandbox::{HandInput, Sandbox};

@@ -14,14 +14,15 @@
 //! held each input). Without jitter that is the link's RTT; with jitter it varies per sample.
 //!
 //! `--mode sim` runs in virtual time through the emulated link, once without jitter and once
-//! per `--jitter`. `--mode real` runs a server thread and a client thread on UDP sockets and
-//! their own OS clocks through a relay on loopback that delays each datagram by half the RTT
-//! (threads of one process, not separate processes; no jitter). Real mode also measures the
-//! OS: a client thread woken late samples or presents late, which moves samples by a frame
-//! either way, below L_best as well as above it.
+//! per `--jitter`. `--mode real` runs a server process and a player process (`rally peer`) on
+//! UDP sockets and their own OS clocks through a relay in this process that delays each
+//! datagram by half the RTT (no jitter there). Real mode also measures the OS: a process woken
+//! late samples or presents late, which moves samples by a frame either way.
 //!
-//! Observers (the same inputs seen on another client's frames) are measured in sim mode on
-//! virtual time's one clock; their model is the network's: RTT to RTT + 2 dt.
+//! Observers (the same inputs seen on another client's frames) are measured in sim mode only,
+//! on virtual time's one clock: two processes' clocks cannot time one input without a clock
+//! sync the meter does not rely on. Their model is the network's: RTT to RTT + 2 dt. The same
+//! observer measures interpolation (see `smoothness`).
 
 mod smoothness;
 
@@ -364,55 +365,68 @@ impl Observer {
     }
 }
 
-/// One player through one pipeline on real sockets: a server thread and a client thread, each
-/// with its own clock, through a relay delaying each datagram by half of `rtt_ms`. Returns
-/// the latencies after a second of warm-up, and the RTT the client's connection measured.
-fn measure_real(
-    setup: &Setup,
-    seconds: usize,
-) -> Result<(Vec<LatencySample>, f64), Box<dyn Error>> {
-    let Setup { pipeline, hz, depth, rtt_ms, .. } = *setup;
-    use crate::demo::{play, serve, Report};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{mpsc, Arc};
-    let config = rally_proto::EndpointConfig {
-        connection: rally_engine::connection_config(),
-        ..Default::default()
-    };
-    let server = rally_driver::UdpDriver::bind("127.0.0.1:0", config.clone())?;
-    let relay = rally_driver::DelayRelay::start(
-        server.local_addr()?,
-        Duration::from_secs_f64(rtt_ms / 2000.0),
-    )?;
-    let (stop, (reports, received)) = (Arc::new(AtomicBool::new(false)), mpsc::channel());
-    let (stopped, to) = (stop.clone(), reports.clone());
-    let serving = std::thread::spawn(move || serve(server, hz, pipeline, depth, &stopped, &to));
-    let (stopped, address, defer) = (stop.clone(), relay.address(), pipeline == Pipeline::Naive);
-    let playing =
-        std::thread::spawn(move || play(0, address, config, hz, defer, &stopped, &reports));
-    let (mut latencies, mut rtts, mut bot_reports) = (Vec::new(), Vec::new(), 0);
-    while bot_reports <= seconds {
-        match received.recv_timeout(Duration::from_secs(5)) {
-            Ok(Report::Bot { samples, rtt }) => {
-                // The first second is the join and the warm-up.
-                if bot_reports > 0 {
-                    latencies.extend(samples);
-                    rtts.push(rtt.as_secs_f64() * 1e3);
-                }
-                bot_reports += 1;
-            }
-            Ok(Report::Server { .. }) => {}
-            Err(_) => break,
-        }
+/// One player through one pipeline on real sockets: a server process and a player process,
+/// each with its own clock, through a relay in this process delaying each datagram by half of
+/// `rtt_ms`. Returns the samples after a second of warm-up, and the RTT the player's
+/// connection measured.
+fn measure_real(setup: &Setup, seconds: u64) -> Result<(Vec<LatencySample>, f64), Box<dyn Error>> {
+    let (hz, depth) = (setup.hz.to_string(), setup.depth.to_string());
+    let mut server =
+        Peer::spawn(&["server", "--hz", &hz, "--pipeline", setup.name, "--depth", &depth])?;
+    let first = server.lines.next().ok_or("the server process said nothing")??;
+    let address: std::net::SocketAddr = first
+        .strip_prefix("listening ")
+        .ok_or_else(|| format!("the server process said {first:?}"))?
+        .parse()?;
+    let one_way = Duration::from_secs_f64(setup.rtt_ms / 2000.0);
+    let relay = rally_driver::DelayRelay::start(address, one_way)?;
+    let (to, run) = (relay.address().to_string(), (seconds + 1).to_string());
+    let mut args = vec!["player", "--server", &to, "--hz", &hz, "--seconds", &run];
+    if setup.pipeline == Pipeline::Naive {
+        args.push("--defer");
     }
-    stop.store(true, Ordering::Relaxed);
-    for thread in [serving, playing] {
-        let outcome = thread.join().map_err(|_| "a latency thread panicked")?;
-        outcome.map_err(|e| e.to_string())?;
+    let mut player = Peer::spawn(&args)?;
+    let (mut samples, mut rtts) = (Vec::new(), Vec::new());
+    // The first second is the join and the warm-up.
+    for line in player.lines.by_ref().skip(1) {
+        let line: crate::peer::PlayerLine = serde_json::from_str(&line?)?;
+        samples.extend(line.samples());
+        rtts.push(line.rtt_us as f64 / 1e3);
     }
+    drop(server);
     relay.stop()?;
     let rtt = rtts.iter().sum::<f64>() / rtts.len().max(1) as f64;
-    Ok((latencies, rtt))
+    Ok((samples, rtt))
+}
+
+/// A `rally peer` child process and its output lines; killed when dropped.
+struct Peer {
+    child: std::process::Child,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl Peer {
+    fn spawn(args: &[&str]) -> Result<Self, Box<dyn Error>> {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(std::env::current_exe()?)
+            .arg("peer")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("no output from a peer process")?;
+        Ok(Self { child, lines: std::io::BufReader::new(stdout).lines() })
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        // Closing its standard input asks it to stop; a kill makes sure.
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn unit(rng: &mut impl RngCore) -> f64 {

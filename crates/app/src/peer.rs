@@ -1,0 +1,154 @@
+//! `rally peer`: one side of a benchmark in its own process, so that a server and a client
+//! share no process, no allocator and no scheduler queue with each other or with the bench.
+//! Hidden from `--help`: the benchmarks start these themselves.
+//!
+//! - `rally peer server`: prints `listening <address>` on its first line, then serves a room
+//!   of the latency workload until its standard input closes.
+//! - `rally peer player`: plays in that room and prints, each second, one JSON line of the
+//!   latency samples its meter took (microseconds) and its connection's RTT, until its
+//!   standard input closes or `--seconds` pass.
+
+use crate::demo::{play, serve, Report};
+use rally_engine::{connection_config, LatencySample, Pipeline};
+use rally_proto::EndpointConfig;
+use serde::{Deserialize, Serialize};
+use std::error::Error;
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+/// Options of `rally peer`.
+#[derive(Debug, clap::Subcommand)]
+pub enum PeerCommand {
+    /// Serve a room of the latency workload on loopback.
+    Server {
+        /// Ticks per second.
+        #[arg(long, default_value_t = 120)]
+        hz: u32,
+        /// `fast`, `greedy` or `naive`.
+        #[arg(long, default_value = "fast")]
+        pipeline: String,
+        /// Grab chain depth of each controller.
+        #[arg(long, default_value_t = 1)]
+        depth: usize,
+    },
+    /// Play in a room, printing latency samples.
+    Player {
+        /// The server (or the relay in front of it).
+        #[arg(long)]
+        server: SocketAddr,
+        /// Frames per second.
+        #[arg(long, default_value_t = 120)]
+        hz: u32,
+        /// Send inputs at the next frame (the naive pipeline's client half).
+        #[arg(long)]
+        defer: bool,
+        /// Stop after this many seconds.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
+}
+
+/// One second of a player's samples, as `rally peer player` prints them.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PlayerLine {
+    /// Per sample: total, round trip (or -1), server hold (or -1), frame wait, microseconds.
+    pub samples: Vec<[i64; 4]>,
+    /// The connection's smoothed RTT, microseconds.
+    pub rtt_us: u64,
+}
+
+impl PlayerLine {
+    /// The samples back as the meter's.
+    pub fn samples(&self) -> Vec<LatencySample> {
+        let micros = |v: i64| u64::try_from(v).ok().map(Duration::from_micros);
+        self.samples
+            .iter()
+            .map(|s| LatencySample {
+                seq: 0,
+                total: micros(s[0]).unwrap_or_default(),
+                round_trip: micros(s[1]),
+                server_hold: micros(s[2]),
+                frame_wait: micros(s[3]).unwrap_or_default(),
+            })
+            .collect()
+    }
+}
+
+/// Parses a pipeline's name.
+pub fn pipeline(name: &str) -> Result<Pipeline, Box<dyn Error>> {
+    match name {
+        "fast" => Ok(Pipeline::Fast),
+        "greedy" => Ok(Pipeline::Greedy),
+        "naive" => Ok(Pipeline::Naive),
+        other => Err(format!("pipeline {other}: use fast, greedy or naive").into()),
+    }
+}
+
+/// Runs one peer until its standard input closes.
+pub fn run(command: &PeerCommand) -> Result<(), Box<dyn Error>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = stop.clone();
+    // The parent closes our standard input (or dies) to stop us.
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while std::io::stdin().lock().read_line(&mut line).is_ok_and(|n| n > 0) {
+            line.clear();
+        }
+        watcher.store(true, Ordering::Relaxed);
+    });
+    let config = EndpointConfig { connection: connection_config(), ..Default::default() };
+    let (reports, received) = mpsc::channel();
+    let worker = match command {
+        PeerCommand::Server { hz, pipeline: name, depth } => {
+            let (hz, depth, pipeline) = (*hz, *depth, pipeline(name)?);
+            let driver = rally_driver::UdpDriver::bind("127.0.0.1:0", config)?;
+            println!("listening {}", driver.local_addr()?);
+            std::io::stdout().flush()?;
+            let stopped = stop.clone();
+            std::thread::spawn(move || serve(driver, hz, pipeline, depth, &stopped, &reports))
+        }
+        PeerCommand::Player { server, hz, defer, seconds } => {
+            let (server, hz, defer, seconds) = (*server, *hz, *defer, *seconds);
+            let stopped = stop.clone();
+            let timer = stop.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(seconds));
+                timer.store(true, Ordering::Relaxed);
+            });
+            std::thread::spawn(move || play(0, server, config, hz, defer, &stopped, &reports))
+        }
+    };
+    for report in received {
+        if let Report::Bot { samples, rtt } = report {
+            print_line(&samples, rtt)?;
+        }
+    }
+    worker.join().map_err(|_| "the peer's thread panicked")?.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn print_line(samples: &[LatencySample], rtt: Duration) -> Result<(), Box<dyn Error>> {
+    let micros = |d: Option<Duration>| d.map_or(-1, |d| d.as_micros() as i64);
+    let line = PlayerLine {
+        samples: samples
+            .iter()
+            .map(|s| {
+                [
+                    micros(Some(s.total)),
+                    micros(s.round_trip),
+                    micros(s.server_hold),
+                    micros(Some(s.frame_wait)),
+                ]
+            })
+            .collect(),
+        rtt_us: rtt.as_micros() as u64,
+    };
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer(&mut out, &line)?;
+    writeln!(out)?;
+    out.flush()?;
+    Ok(())
+}
