@@ -4,8 +4,10 @@
 //! room; a packet goes out as soon as there is something to send (no batching timer); a packet
 //! is declared lost as soon as a later one is acked (no waiting for three duplicate acks on a
 //! path that does not reorder), and its reliable contents go out again at once; the receiver
-//! acks at once when a packet arrives after a gap; a resend timer backs off by 1.5x up to
-//! `resend_interval_max` instead of doubling forever, but never fires before an ack could come.
+//! acks at once when a packet arrives after a gap or carries a ping, and otherwise holds its ack
+//! up to `ack_delay_max` for data to ride on; a resend timer (RTT, four deviations and the
+//! peer's ack delay) backs off by 1.5x up to `resend_interval_max` instead of doubling forever,
+//! but never fires before an ack could come.
 //! When the measured loss is above a threshold and no queue stands on the path, each reliable
 //! message is repeated `repeat_interval` later and a tail-loss probe follows, so that a single
 //! loss costs a couple of milliseconds and a double loss one round trip. New data waits while
@@ -304,8 +306,11 @@ impl Connection {
 
     fn handle_frame(&mut self, frame: Frame<'_>) -> Result<(), DisconnectReason> {
         let (channel, seq, index, count, payload) = match frame {
-            // The packet's ack is already owed; a ping carries nothing more.
-            Frame::Ping => return Ok(()),
+            // A ping asks for its ack at once (a tail-loss probe waits on it).
+            Frame::Ping => {
+                self.gap_seen = true;
+                return Ok(());
+            }
             Frame::Message { channel, seq, payload } => (channel, seq, 0, 1, payload),
             Frame::Fragment { channel, seq, index, count, payload } => {
                 (channel, seq, index, count, payload)
@@ -432,7 +437,8 @@ impl Connection {
     /// before an ack could possibly arrive would only fill the queue with copies.
     fn resend_interval(&self, sends: u8) -> Duration {
         let rtt = self.rtt.smoothed_or(INITIAL_RTT);
-        let base = rtt + self.rtt.variance() * 4;
+        // The peer may hold its ack this long, hoping to send it with data.
+        let base = rtt + self.rtt.variance() * 4 + self.config.ack_delay_max;
         let backoff = 1.5f64.powi(i32::from(sends.saturating_sub(1)).min(16));
         let bounded = base
             .mul_f64(backoff)
@@ -524,7 +530,7 @@ impl Connection {
             // A header-only packet already elicits nothing; the ping makes the peer ack it.
             let _ = write_ping(&mut w);
         }
-        if last_copy {
+        if last_copy && self.config.tail_probe {
             self.probe_at = Some(now + self.config.repeat_interval);
         }
         let len = w.len();
