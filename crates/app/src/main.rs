@@ -10,6 +10,7 @@ mod machine;
 mod peer;
 mod plot;
 mod sim;
+mod token;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -41,6 +42,11 @@ enum Command {
         #[command(subcommand)]
         side: echo::EchoCommand,
     },
+    /// Connect tokens: make a shared key, issue a token, open one as a server would.
+    Token {
+        #[command(subcommand)]
+        command: token::TokenCommand,
+    },
     /// One side of a benchmark in its own process (the benchmarks start these).
     #[command(hide = true)]
     Peer {
@@ -57,6 +63,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim::run(&args),
         Command::Echo { side } => echo::run(&side),
         Command::Peer { side } => peer::run(&side),
+        Command::Token { command } => token::run(&command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

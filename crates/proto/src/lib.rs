@@ -70,6 +70,12 @@
 //! application's mistakes and full queues are [`SendError`]s. Every queue and buffer has a named
 //! limit in [`ConnectionConfig`] or [`EndpointConfig`]. docs/protocol.md specifies the wire
 //! format.
+//!
+//! ## Connect tokens
+//!
+//! [`token`] issues and opens netcode.io-style connect tokens: a backend and its servers share
+//! a key, and a server lets in only clients the backend issued a token to, without asking it.
+//! (The handshake does not require them yet; that and packet encryption are the next step.)
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -81,9 +87,11 @@ pub mod connection;
 pub mod endpoint;
 pub mod packet;
 pub mod time;
+pub mod token;
 
 pub use config::{ChannelConfig, ChannelKind, ConnectionConfig, Redundancy};
 pub use connection::{Connection, ConnectionStats, Event, SendError};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Transmit};
 pub use packet::DisconnectReason;
 pub use time::Instant;
+pub use token::{ConnectToken, Grant, PrivateToken, TokenError, TokenKey, TokenRandomness};
