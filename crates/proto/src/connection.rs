@@ -17,10 +17,11 @@
 use crate::acks::{ReceivedPackets, RttEstimator, SentPackets};
 use crate::channel::{ReceiveChannel, Received, SendChannel};
 use crate::config::{ConnectionConfig, Redundancy};
+use crate::crypto::{OpenError, PacketKeys};
 use crate::packet::{
-    fragment_frame_size, message_frame_size, write_data_header, write_fragment, write_message,
-    write_ping, Acks, DataHeader, DisconnectReason, Frame, Frames, Writer, DATA_HEADER_SIZE,
-    FRAGMENT_FRAME_OVERHEAD_MAX,
+    fragment_frame_size, message_frame_size, sealed_disconnect_header, write_data_header,
+    write_fragment, write_message, write_ping, Acks, DataHeader, DisconnectReason, Frame, Frames,
+    Writer, DATA_HEADER_SIZE, FRAGMENT_FRAME_OVERHEAD_MAX, TAG_SIZE,
 };
 use crate::time::Instant;
 use rally_wire::seq::seq16_newer;
@@ -159,6 +160,8 @@ pub struct Connection {
     /// Recent delivery-rate samples, bytes per second, a ring.
     rate_samples: [f64; RATE_SAMPLES],
     rate_next: usize,
+    /// The connection's keys, when it was opened with a connect token: every packet is sealed.
+    keys: Option<PacketKeys>,
 }
 
 impl Connection {
@@ -191,7 +194,47 @@ impl Connection {
             probe_at: None,
             rate_samples: [0.0; RATE_SAMPLES],
             rate_next: 0,
+            keys: None,
         }
+    }
+
+    /// Seals every packet from now on with `keys` (set before the first packet).
+    pub(crate) fn set_keys(&mut self, keys: PacketKeys) {
+        self.keys = Some(keys);
+    }
+
+    /// Whether packets are sealed.
+    pub fn is_encrypted(&self) -> bool {
+        self.keys.is_some()
+    }
+
+    /// Opens a sealed data packet: `bytes` is the datagram, the first `header` bytes of which
+    /// are its clear header with sequence `seq`; the frames go to `out`.
+    pub(crate) fn open_packet(
+        &mut self,
+        bytes: &[u8],
+        header: usize,
+        seq: u16,
+        out: &mut Vec<u8>,
+    ) -> Result<(), OpenError> {
+        let keys = self.keys.as_mut().ok_or(OpenError::Unauthenticated)?;
+        let (clear, sealed) = bytes.split_at(header.min(bytes.len()));
+        keys.open(seq, clear, sealed, out)
+    }
+
+    /// A sealed disconnect: closes the connection if it authenticates.
+    pub(crate) fn handle_sealed_disconnect(
+        &mut self,
+        reason: DisconnectReason,
+        seq: u16,
+        bytes: &[u8],
+    ) -> Result<(), OpenError> {
+        let mut scratch = Vec::new();
+        let keys = self.keys.as_mut().ok_or(OpenError::Unauthenticated)?;
+        let header = sealed_disconnect_header(reason, seq);
+        keys.open(seq, &header, bytes.get(header.len()..).unwrap_or_default(), &mut scratch)?;
+        self.handle_disconnect(reason);
+        Ok(())
     }
 
     /// Makes the next `poll_transmit` send a packet even if nothing is due.
@@ -518,11 +561,14 @@ impl Connection {
             return None;
         }
         self.prompted = false;
+        // A sealed packet keeps room for its tag within the MTU.
+        let tag = if self.keys.is_some() { TAG_SIZE } else { 0 };
         let size = self.config.mtu.min(buf.len());
-        let buf = &mut buf[..size];
         let header = DataHeader { seq: self.sent.next_seq, acks: self.received.ack_fields(now) };
-        let mut w = Writer::new(buf);
+        debug_assert!(self.keys.as_ref().is_none_or(|k| k.next_seq() == header.seq));
+        let mut w = Writer::new(&mut buf[..size.saturating_sub(tag)]);
         write_data_header(&mut w, &header).ok()?;
+        let header_len = w.len();
         let last_copy = self.fill(now, &mut w, false);
         self.fill(now, &mut w, true);
         if probe_due {
@@ -533,7 +579,11 @@ impl Connection {
         if last_copy && self.config.tail_probe {
             self.probe_at = Some(now + self.config.repeat_interval);
         }
-        let len = w.len();
+        let mut len = w.len();
+        if let Some(keys) = &mut self.keys {
+            // The room for the tag was kept aside above, so sealing cannot fail.
+            len = keys.seal(&mut buf[..size], header_len, len)?;
+        }
         let mut units = std::mem::take(&mut self.units);
         self.sent.record(now, len, &mut units);
         self.units = units;
@@ -649,6 +699,13 @@ impl Connection {
         }
         self.state = State::Closing { reason, left: left - 1 };
         self.last_sent = now;
-        crate::packet::Packet::Disconnect { reason }.encode(buf).ok()
+        let Some(keys) = &mut self.keys else {
+            return crate::packet::Packet::Disconnect { reason }.encode(buf).ok();
+        };
+        // Sealed, so that only this end can close the connection.
+        let header = sealed_disconnect_header(reason, keys.next_seq());
+        let packet = buf.get_mut(..header.len() + TAG_SIZE)?;
+        packet[..header.len()].copy_from_slice(&header);
+        keys.seal(packet, header.len(), header.len())
     }
 }

@@ -13,14 +13,25 @@
 //!
 //! The cookie is `expiry || SipHash-2-4-128(secret, address || nonce || expiry)`: the server
 //! can check it without remembering the request, so strangers cost it no memory, and the
-//! padding makes sure it never sends more bytes than it received. Connect tokens and
-//! encryption (the security work) replace the nonce with a sealed token and add a key
-//! exchange in the same three messages.
+//! padding makes sure it never sends more bytes than it received.
+//!
+//! ## Connect tokens and encryption
+//!
+//! A server configured with [`Security::Tokens`] lets in only clients holding a connect token
+//! its backend issued ([`crate::token`]): the request and the response each carry the token's
+//! sealed part, which the server opens (expiry, authenticity, that it names this server)
+//! before answering, so the handshake stays stateless; a token already used from another
+//! address is refused. Every packet of the connection is then sealed with the token's two keys
+//! (see `crypto.rs`), disconnects included, so that nobody else can read, forge, replay or
+//! close it. [`Security::DangerPlaintext`] skips all of it, for debugging and for testing the
+//! protocol's other parts only: anyone can connect, read and close.
 
 use crate::config::ConnectionConfig;
 use crate::connection::{Connection, Event, SendError};
-use crate::packet::{Cookie, DisconnectReason, Packet};
+use crate::crypto::{OpenError, PacketKeys};
+use crate::packet::{Cookie, DisconnectReason, Packet, SealedToken};
 use crate::time::Instant;
+use crate::token::{ConnectToken, TokenError, TokenKey};
 use siphasher::sip128::{Hasher128, SipHasher24};
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hasher;
@@ -56,6 +67,29 @@ pub struct EndpointConfig {
     pub handshake_timeout: Duration,
     /// Handshake replies waiting to be sent at most; more are dropped and counted.
     pub replies_max: usize,
+    /// Who may connect, and whether packets are sealed.
+    pub security: Security,
+}
+
+/// Who may connect to an endpoint, and whether its packets are sealed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Security {
+    /// **Danger**: no tokens and no encryption: anyone can connect, read every packet and close
+    /// any connection. For debugging and for tests of the protocol's other parts only.
+    DangerPlaintext,
+    /// A server that lets in only holders of connect tokens sealed with `key` for
+    /// `protocol_id` naming `address`, and seals every packet. Clients connect to it with
+    /// [`Endpoint::connect_with_token`].
+    Tokens {
+        /// The key shared with the backend that issues tokens.
+        key: TokenKey,
+        /// The game's protocol id.
+        protocol_id: u64,
+        /// This server's address as tokens name it.
+        address: SocketAddr,
+        /// Unix seconds at [`Instant::ZERO`] of this endpoint's clock, to check expiry.
+        unix_at_zero: u64,
+    },
 }
 
 impl Default for EndpointConfig {
@@ -67,6 +101,7 @@ impl Default for EndpointConfig {
             handshake_resend_interval: Duration::from_millis(100),
             handshake_timeout: Duration::from_secs(5),
             replies_max: 1024,
+            security: Security::DangerPlaintext,
         }
     }
 }
@@ -86,6 +121,29 @@ pub struct EndpointStats {
     pub replies_dropped: u64,
     /// Connection requests refused because `connections_max` connections exist.
     pub refused_full: u64,
+    /// Handshakes refused for their connect token, by reason.
+    pub tokens_refused: TokenRefusals,
+    /// Packets to an encrypted connection that did not authenticate.
+    pub unauthenticated: u64,
+    /// Authentic packets seen before (replays), dropped.
+    pub replayed: u64,
+}
+
+/// Handshakes refused for their connect token, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenRefusals {
+    /// No token where the server requires one (or one where it takes none).
+    pub missing: u64,
+    /// Expired.
+    pub expired: u64,
+    /// Did not authenticate, or was issued for another protocol id.
+    pub forged: u64,
+    /// Names other servers.
+    pub wrong_server: u64,
+    /// Already used from another address.
+    pub reused: u64,
+    /// The table of tokens in use was full.
+    pub table_full: u64,
 }
 
 /// A client's connection attempt.
@@ -96,6 +154,8 @@ struct Attempt {
     cookie: Option<Cookie>,
     started: Instant,
     last_sent: Option<Instant>,
+    /// The connect token it presents, if any: its connection is then sealed with its keys.
+    token: Option<Box<ConnectToken>>,
 }
 
 #[derive(Debug)]
@@ -123,6 +183,11 @@ pub struct Endpoint {
     /// Where `poll_transmit` resumes, so no connection starves the others.
     cursor: usize,
     stats: EndpointStats,
+    /// Tokens in use (by their nonce): the address each came from and when it expires, so
+    /// that a token is used from one address only.
+    tokens_used: HashMap<[u8; 24], (SocketAddr, u64)>,
+    /// Reused to open sealed packets.
+    scratch: Vec<u8>,
 }
 
 impl Endpoint {
@@ -150,6 +215,8 @@ impl Endpoint {
             events: VecDeque::new(),
             cursor: 0,
             stats: EndpointStats::default(),
+            tokens_used: HashMap::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -175,10 +242,31 @@ impl Endpoint {
         }
     }
 
-    /// Starts connecting to `server`; `Event::Connected` follows on success.
+    /// Starts connecting to `server` without a token, in plaintext (a server with
+    /// [`Security::DangerPlaintext`]); `Event::Connected` follows on success.
     pub fn connect(&mut self, now: Instant, server: SocketAddr) -> ConnectionHandle {
+        self.start(now, server, None)
+    }
+
+    /// Starts connecting with a connect token to the first server it names; the connection
+    /// is sealed with the token's keys. `Event::Connected` follows on success.
+    pub fn connect_with_token(
+        &mut self,
+        now: Instant,
+        token: ConnectToken,
+    ) -> Result<ConnectionHandle, TokenError> {
+        let server = *token.server_addresses.first().ok_or(TokenError::BadAddresses)?;
+        Ok(self.start(now, server, Some(Box::new(token))))
+    }
+
+    fn start(
+        &mut self,
+        now: Instant,
+        server: SocketAddr,
+        token: Option<Box<ConnectToken>>,
+    ) -> ConnectionHandle {
         let nonce = self.next_nonce();
-        let attempt = Attempt { server, nonce, cookie: None, started: now, last_sent: None };
+        let attempt = Attempt { server, nonce, cookie: None, started: now, last_sent: None, token };
         let index = self.allocate(Slot::Connecting(attempt));
         self.by_peer.insert(server, index);
         ConnectionHandle(index)
@@ -250,26 +338,36 @@ impl Endpoint {
         };
         let slot = self.by_peer.get(&from).copied();
         match packet {
-            Packet::Data { header, frames } => match slot.map(|i| &mut self.slots[i]) {
-                Some(Slot::Open { connection, .. }) => {
-                    // A protocol violation closes the connection inside; nothing more to do.
-                    let _ = connection.handle_data(now, header, frames, bytes.len());
+            Packet::Data { header, frames } => {
+                let header_len = bytes.len() - frames.len();
+                match slot {
+                    Some(index) => self.handle_data(now, index, bytes, header, header_len),
+                    None => self.stats.unknown_peer += 1,
                 }
-                Some(Slot::Connecting(attempt)) if attempt.cookie.is_some() => {
-                    let index = slot.expect("matched a slot");
-                    self.open(index, from, now);
-                    self.handle_datagram(now, from, bytes);
+            }
+            Packet::Disconnect { reason } => match slot.map(|i| (i, &mut self.slots[i])) {
+                // Only the handshake takes a plaintext disconnect from a sealed peer (its
+                // refusal comes before any key is agreed).
+                Some((_, Slot::Open { connection, .. })) if connection.is_encrypted() => {
+                    self.stats.unauthenticated += 1;
                 }
-                _ => self.stats.unknown_peer += 1,
-            },
-            Packet::Disconnect { reason } => match slot {
-                Some(index) => match &mut self.slots[index] {
-                    Slot::Open { connection, .. } => connection.handle_disconnect(reason),
-                    _ => self.close_attempt(index, reason),
-                },
+                Some((_, Slot::Open { connection, .. })) => connection.handle_disconnect(reason),
+                Some((index, _)) => self.close_attempt(index, reason),
                 None => self.stats.unknown_peer += 1,
             },
-            Packet::ConnectRequest { nonce } => self.handle_request(now, from, nonce, slot),
+            Packet::DisconnectSealed { reason, seq, .. } => {
+                match slot.map(|i| &mut self.slots[i]) {
+                    Some(Slot::Open { connection, .. }) => {
+                        if let Err(e) = connection.handle_sealed_disconnect(reason, seq, bytes) {
+                            self.count_open_error(e);
+                        }
+                    }
+                    _ => self.stats.unknown_peer += 1,
+                }
+            }
+            Packet::ConnectRequest { nonce, token } => {
+                self.handle_request(now, from, nonce, token, slot)
+            }
             Packet::Challenge { nonce, cookie } => match slot.map(|i| &mut self.slots[i]) {
                 Some(Slot::Connecting(attempt)) if attempt.nonce == nonce => {
                     attempt.cookie = Some(cookie);
@@ -277,16 +375,90 @@ impl Endpoint {
                 }
                 _ => self.stats.unexpected += 1,
             },
-            Packet::ChallengeResponse { nonce, cookie } => {
-                self.handle_response(now, from, nonce, cookie, slot)
+            Packet::ChallengeResponse { nonce, cookie, token } => {
+                self.handle_response(now, from, (nonce, cookie), token, slot)
             }
         }
     }
 
-    fn handle_request(&mut self, now: Instant, from: SocketAddr, nonce: u64, slot: Option<usize>) {
+    /// A data packet from the peer of slot `index`: opened if the connection is sealed; on a
+    /// client's attempt that has its cookie, the server's first packet, which opens it.
+    fn handle_data(
+        &mut self,
+        now: Instant,
+        index: usize,
+        bytes: &[u8],
+        header: crate::packet::DataHeader,
+        header_len: usize,
+    ) {
+        let scratch = &mut self.scratch;
+        match &mut self.slots[index] {
+            Slot::Open { connection, .. } if connection.is_encrypted() => {
+                match connection.open_packet(bytes, header_len, header.seq, scratch) {
+                    // A protocol violation closes the connection inside; nothing more to do.
+                    Ok(()) => {
+                        let _ = connection.handle_data(now, header, scratch, bytes.len());
+                    }
+                    Err(e) => self.count_open_error(e),
+                }
+            }
+            Slot::Open { connection, .. } => {
+                let frames = &bytes[header_len..];
+                let _ = connection.handle_data(now, header, frames, bytes.len());
+            }
+            Slot::Connecting(attempt) if attempt.cookie.is_some() => {
+                let server = attempt.server;
+                // A sealed attempt opens only on a packet that authenticates.
+                let keys = match &attempt.token {
+                    Some(token) => {
+                        let mut keys = PacketKeys::new(
+                            &token.client_to_server_key,
+                            &token.server_to_client_key,
+                        );
+                        let (clear, sealed) = bytes.split_at(header_len);
+                        if let Err(e) = keys.open(header.seq, clear, sealed, scratch) {
+                            self.count_open_error(e);
+                            return;
+                        }
+                        Some(keys)
+                    }
+                    None => {
+                        scratch.clear();
+                        scratch.extend_from_slice(&bytes[header_len..]);
+                        None
+                    }
+                };
+                self.open(index, server, now, keys);
+                if let Slot::Open { connection, .. } = &mut self.slots[index] {
+                    let _ = connection.handle_data(now, header, &self.scratch, bytes.len());
+                }
+            }
+            _ => self.stats.unknown_peer += 1,
+        }
+    }
+
+    fn count_open_error(&mut self, error: OpenError) {
+        match error {
+            OpenError::Unauthenticated => self.stats.unauthenticated += 1,
+            OpenError::Replayed => self.stats.replayed += 1,
+        }
+    }
+
+    fn handle_request(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        nonce: u64,
+        token: Option<SealedToken<'_>>,
+        slot: Option<usize>,
+    ) {
         if slot.is_some() {
             // Already connected or connecting from there: a late duplicate.
             self.stats.unexpected += 1;
+            return;
+        }
+        // Nothing is kept for a request: a valid token gets a challenge, the rest silence.
+        if self.check_token(now, from, token, false).is_err() {
             return;
         }
         let expiry_ms = (now + self.config.cookie_lifetime).as_nanos() / 1_000_000;
@@ -298,8 +470,8 @@ impl Endpoint {
         &mut self,
         now: Instant,
         from: SocketAddr,
-        nonce: u64,
-        cookie: Cookie,
+        (nonce, cookie): (u64, Cookie),
+        token: Option<SealedToken<'_>>,
         slot: Option<usize>,
     ) {
         if let Some(index) = slot {
@@ -322,12 +494,92 @@ impl Endpoint {
             self.reply(from, Packet::Disconnect { reason: DisconnectReason::ServerFull });
             return;
         }
+        let Ok(keys) = self.check_token(now, from, token, true) else { return };
         let index = self.allocate(Slot::Free);
         self.by_peer.insert(from, index);
-        self.open(index, from, now);
+        self.open(index, from, now, keys);
         if let Slot::Open { connection, .. } = &mut self.slots[index] {
             connection.prompt();
         }
+    }
+
+    /// Checks a handshake's token against this endpoint's [`Security`]; with `claim`, the
+    /// token becomes `from`'s (refused if another address has it). Returns the server's keys
+    /// of a sealed connection; a refusal is counted.
+    fn check_token(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        token: Option<SealedToken<'_>>,
+        claim: bool,
+    ) -> Result<Option<PacketKeys>, ()> {
+        let refusals = &mut self.stats.tokens_refused;
+        let (key, protocol_id, address, unix_at_zero, token) = match (&self.config.security, token)
+        {
+            (Security::DangerPlaintext, None) => return Ok(None),
+            (Security::Tokens { key, protocol_id, address, unix_at_zero }, Some(token)) => {
+                (key, *protocol_id, *address, *unix_at_zero, token)
+            }
+            _ => {
+                refusals.missing += 1;
+                return Err(());
+            }
+        };
+        let unix = unix_at_zero + now.as_nanos() / 1_000_000_000;
+        let opened = crate::token::open(
+            key,
+            protocol_id,
+            token.expires_at,
+            token.nonce,
+            token.sealed,
+            unix,
+            address,
+        );
+        let private = match opened {
+            Ok(private) => private,
+            Err(error) => {
+                *match error {
+                    TokenError::Expired => &mut refusals.expired,
+                    TokenError::WrongServer => &mut refusals.wrong_server,
+                    _ => &mut refusals.forged,
+                } += 1;
+                return Err(());
+            }
+        };
+        if claim {
+            self.claim_token(*token.nonce, from, token.expires_at, unix)?;
+        }
+        Ok(Some(PacketKeys::new(&private.server_to_client_key, &private.client_to_server_key)))
+    }
+
+    /// Records that the token with `nonce` is `from`'s until `expires_at`; refused if another
+    /// address holds it, or if the table is full of unexpired tokens.
+    fn claim_token(
+        &mut self,
+        nonce: [u8; 24],
+        from: SocketAddr,
+        expires_at: u64,
+        unix: u64,
+    ) -> Result<(), ()> {
+        let refusals = &mut self.stats.tokens_refused;
+        match self.tokens_used.get(&nonce) {
+            Some((holder, _)) if *holder != from => {
+                refusals.reused += 1;
+                return Err(());
+            }
+            Some(_) => return Ok(()),
+            None => {}
+        }
+        let max = self.config.connections_max.saturating_mul(2).max(64);
+        if self.tokens_used.len() >= max {
+            self.tokens_used.retain(|_, (_, expiry)| *expiry > unix);
+        }
+        if self.tokens_used.len() >= max {
+            self.stats.tokens_refused.table_full += 1;
+            return Err(());
+        }
+        self.tokens_used.insert(nonce, (from, expires_at));
+        Ok(())
     }
 
     fn reply(&mut self, to: SocketAddr, packet: Packet<'static>) {
@@ -338,8 +590,11 @@ impl Endpoint {
         self.replies.push_back((to, packet));
     }
 
-    fn open(&mut self, index: usize, peer: SocketAddr, now: Instant) {
-        let connection = Box::new(Connection::new(self.config.connection.clone(), now));
+    fn open(&mut self, index: usize, peer: SocketAddr, now: Instant, keys: Option<PacketKeys>) {
+        let mut connection = Box::new(Connection::new(self.config.connection.clone(), now));
+        if let Some(keys) = keys {
+            connection.set_keys(keys);
+        }
         self.slots[index] = Slot::Open { peer, connection };
     }
 
@@ -442,9 +697,15 @@ impl Endpoint {
         match &mut self.slots[index] {
             Slot::Connecting(a) if a.last_sent.is_none_or(|t| now >= t + resend) => {
                 a.last_sent = Some(now);
+                let token = a.token.as_ref().map(|t| SealedToken {
+                    protocol_id: t.protocol_id,
+                    expires_at: t.expires_at,
+                    nonce: &t.nonce,
+                    sealed: &t.sealed,
+                });
                 let packet = match a.cookie {
-                    None => Packet::ConnectRequest { nonce: a.nonce },
-                    Some(cookie) => Packet::ChallengeResponse { nonce: a.nonce, cookie },
+                    None => Packet::ConnectRequest { nonce: a.nonce, token },
+                    Some(cookie) => Packet::ChallengeResponse { nonce: a.nonce, cookie, token },
                 };
                 let len = packet.encode(buf).ok()?;
                 Some(Transmit { destination: a.server, len })

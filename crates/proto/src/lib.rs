@@ -84,6 +84,7 @@ pub mod acks;
 mod channel;
 pub mod config;
 pub mod connection;
+mod crypto;
 pub mod endpoint;
 pub mod packet;
 pub mod time;
@@ -91,7 +92,7 @@ pub mod token;
 
 pub use config::{ChannelConfig, ChannelKind, ConnectionConfig, Redundancy};
 pub use connection::{Connection, ConnectionStats, Event, SendError};
-pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Transmit};
+pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Security, Transmit};
 pub use packet::DisconnectReason;
 pub use time::Instant;
 pub use token::{ConnectToken, Grant, PrivateToken, TokenError, TokenKey, TokenRandomness};

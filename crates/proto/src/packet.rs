@@ -4,6 +4,7 @@
 //! Every decoder takes untrusted bytes and returns a [`PacketError`] naming what was wrong; none
 //! panics or allocates.
 
+use crate::token::SEALED_LEN;
 use rally_wire::varint::{read_varint, write_varint};
 
 /// Identifies Rally datagrams ("RLY1"); handshake packets carry it so that stray traffic is
@@ -11,7 +12,10 @@ use rally_wire::varint::{read_varint, write_varint};
 pub const PROTOCOL_ID: u32 = 0x3159_4C52;
 /// The size every handshake packet from a client is padded to, so that a server never answers
 /// an unverified address with more bytes than it received (amplification at most 1).
-pub const CLIENT_HANDSHAKE_SIZE: usize = 200;
+/// Room for a connect token's sealed part and the fields around it.
+pub const CLIENT_HANDSHAKE_SIZE: usize = 640;
+/// Bytes the AEAD tag adds to an encrypted packet.
+pub const TAG_SIZE: usize = 16;
 /// Bytes of a data packet's header at most: type, sequence, ack, ack bits, ack delay.
 pub const DATA_HEADER_SIZE: usize = 1 + 2 + 2 + 4 + 2;
 /// Bytes a message frame adds to its payload at most (type, channel, sequence, 3-byte length).
@@ -26,6 +30,8 @@ const TYPE_DATA: u8 = 0x13;
 const TYPE_DISCONNECT: u8 = 0x14;
 /// A data packet sent before anything was received from the peer, so with nothing to ack.
 const TYPE_DATA_NO_ACKS: u8 = 0x15;
+/// A disconnect authenticated with the connection's key: reason, sequence, tag.
+const TYPE_DISCONNECT_SEALED: u8 = 0x16;
 
 const FRAME_MESSAGE: u8 = 0x01;
 const FRAME_FRAGMENT: u8 = 0x02;
@@ -138,6 +144,20 @@ pub struct Acks {
     pub delay: u16,
 }
 
+/// A connect token's sealed part as a client's handshake packets carry it (see
+/// [`crate::token`]): what the server needs to open it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SealedToken<'a> {
+    /// The game's protocol id the token was issued for.
+    pub protocol_id: u64,
+    /// When the token expires, Unix seconds.
+    pub expires_at: u64,
+    /// The sealing nonce.
+    pub nonce: &'a [u8; 24],
+    /// The sealed private part.
+    pub sealed: &'a [u8; SEALED_LEN],
+}
+
 /// A decoded datagram, borrowing its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Packet<'a> {
@@ -145,6 +165,8 @@ pub enum Packet<'a> {
     ConnectRequest {
         /// The client's random nonce, echoed by the server.
         nonce: u64,
+        /// Its connect token, if it has one.
+        token: Option<SealedToken<'a>>,
     },
     /// The server's stateless challenge.
     Challenge {
@@ -159,6 +181,8 @@ pub enum Packet<'a> {
         nonce: u64,
         /// The cookie from the challenge.
         cookie: Cookie,
+        /// Its connect token again (the server kept nothing), if it has one.
+        token: Option<SealedToken<'a>>,
     },
     /// Acks and frames.
     Data {
@@ -171,6 +195,16 @@ pub enum Packet<'a> {
     Disconnect {
         /// Why.
         reason: DisconnectReason,
+    },
+    /// The sender has closed an encrypted connection: the packet is authenticated with its
+    /// key, so nobody else can close it.
+    DisconnectSealed {
+        /// Why.
+        reason: DisconnectReason,
+        /// The packet's sequence (the low bits of its number, the nonce).
+        seq: u16,
+        /// The tag over the type, reason and sequence.
+        tag: [u8; TAG_SIZE],
     },
 }
 
@@ -243,6 +277,19 @@ impl<'a> Reader<'a> {
         usize::try_from(value).map_err(|_| PacketError::OutOfRange { what })
     }
 
+    /// A presence byte, then the token's fields if present.
+    fn token(&mut self) -> Result<Option<SealedToken<'a>>, PacketError> {
+        if self.u8("token flag")? == 0 {
+            return Ok(None);
+        }
+        let protocol_id = self.u64("token protocol id")?;
+        let expires_at = self.u64("token expiry")?;
+        let nonce = self.take(24, "token nonce")?.try_into().expect("take returned 24 bytes");
+        let sealed =
+            self.take(SEALED_LEN, "sealed token")?.try_into().expect("take returned the length");
+        Ok(Some(SealedToken { protocol_id, expires_at, nonce, sealed }))
+    }
+
     fn cookie(&mut self) -> Result<Cookie, PacketError> {
         let expiry_ms = self.u64("cookie expiry")?;
         let tag = self.take(16, "cookie tag")?.try_into().expect("take returned 16 bytes");
@@ -289,6 +336,15 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
+    fn token(&mut self, token: Option<&SealedToken<'_>>) -> Result<(), PacketError> {
+        let Some(token) = token else { return self.put(&[0]) };
+        self.put(&[1])?;
+        self.put(&token.protocol_id.to_le_bytes())?;
+        self.put(&token.expires_at.to_le_bytes())?;
+        self.put(token.nonce)?;
+        self.put(token.sealed)
+    }
+
     fn cookie(&mut self, cookie: &Cookie) -> Result<(), PacketError> {
         self.put(&cookie.expiry_ms.to_le_bytes())?;
         self.put(&cookie.tag)
@@ -317,6 +373,12 @@ impl<'a> Packet<'a> {
         if kind == TYPE_DISCONNECT {
             return Ok(Packet::Disconnect { reason: DisconnectReason::from_code(r.u8("reason")?) });
         }
+        if kind == TYPE_DISCONNECT_SEALED {
+            let reason = DisconnectReason::from_code(r.u8("reason")?);
+            let seq = r.u16("sequence")?;
+            let tag = r.take(TAG_SIZE, "tag")?.try_into().expect("take returned the tag's size");
+            return Ok(Packet::DisconnectSealed { reason, seq, tag });
+        }
         if !(TYPE_CONNECT_REQUEST..=TYPE_CHALLENGE_RESPONSE).contains(&kind) {
             return Err(PacketError::UnknownType(kind));
         }
@@ -330,9 +392,12 @@ impl<'a> Packet<'a> {
         }
         let nonce = r.u64("nonce")?;
         Ok(match kind {
-            TYPE_CONNECT_REQUEST => Packet::ConnectRequest { nonce },
+            TYPE_CONNECT_REQUEST => Packet::ConnectRequest { nonce, token: r.token()? },
             TYPE_CHALLENGE => Packet::Challenge { nonce, cookie: r.cookie()? },
-            _ => Packet::ChallengeResponse { nonce, cookie: r.cookie()? },
+            _ => {
+                let cookie = r.cookie()?;
+                Packet::ChallengeResponse { nonce, cookie, token: r.token()? }
+            }
         })
     }
 
@@ -341,17 +406,19 @@ impl<'a> Packet<'a> {
     pub fn encode(&self, buf: &mut [u8]) -> Result<usize, PacketError> {
         let mut w = Writer::new(buf);
         match self {
-            Packet::ConnectRequest { nonce } => {
+            Packet::ConnectRequest { nonce, token } => {
                 handshake_prefix(&mut w, TYPE_CONNECT_REQUEST, *nonce)?;
+                w.token(token.as_ref())?;
                 w.pad_to(CLIENT_HANDSHAKE_SIZE)?;
             }
             Packet::Challenge { nonce, cookie } => {
                 handshake_prefix(&mut w, TYPE_CHALLENGE, *nonce)?;
                 w.cookie(cookie)?;
             }
-            Packet::ChallengeResponse { nonce, cookie } => {
+            Packet::ChallengeResponse { nonce, cookie, token } => {
                 handshake_prefix(&mut w, TYPE_CHALLENGE_RESPONSE, *nonce)?;
                 w.cookie(cookie)?;
+                w.token(token.as_ref())?;
                 w.pad_to(CLIENT_HANDSHAKE_SIZE)?;
             }
             Packet::Data { header, frames } => {
@@ -359,9 +426,19 @@ impl<'a> Packet<'a> {
                 w.put(frames)?;
             }
             Packet::Disconnect { reason } => w.put(&[TYPE_DISCONNECT, reason.code()])?,
+            Packet::DisconnectSealed { reason, seq, tag } => {
+                w.put(&sealed_disconnect_header(*reason, *seq))?;
+                w.put(tag)?;
+            }
         }
         Ok(w.len())
     }
+}
+
+/// The authenticated bytes of a sealed disconnect: type, reason, sequence.
+pub(crate) fn sealed_disconnect_header(reason: DisconnectReason, seq: u16) -> [u8; 4] {
+    let seq = seq.to_le_bytes();
+    [TYPE_DISCONNECT_SEALED, reason.code(), seq[0], seq[1]]
 }
 
 fn handshake_prefix(w: &mut Writer<'_>, kind: u8, nonce: u64) -> Result<(), PacketError> {
@@ -489,11 +566,17 @@ mod tests {
     #[test]
     fn handshake_packets_round_trip_and_are_padded() {
         let cookie = Cookie { expiry_ms: 77, tag: [9; 16] };
+        let (token_nonce, sealed) = ([3u8; 24], [4u8; SEALED_LEN]);
+        let token =
+            SealedToken { protocol_id: 9, expires_at: 99, nonce: &token_nonce, sealed: &sealed };
         let packets = [
-            Packet::ConnectRequest { nonce: 5 },
+            Packet::ConnectRequest { nonce: 5, token: None },
+            Packet::ConnectRequest { nonce: 5, token: Some(token) },
             Packet::Challenge { nonce: 5, cookie },
-            Packet::ChallengeResponse { nonce: 5, cookie },
+            Packet::ChallengeResponse { nonce: 5, cookie, token: None },
+            Packet::ChallengeResponse { nonce: 5, cookie, token: Some(token) },
             Packet::Disconnect { reason: DisconnectReason::TimedOut },
+            Packet::DisconnectSealed { reason: DisconnectReason::Closed, seq: 7, tag: [1; 16] },
         ];
         for packet in packets {
             let mut buf = [0u8; 1200];
@@ -501,7 +584,8 @@ mod tests {
             assert_eq!(Packet::decode(&buf[..len]).unwrap(), packet);
         }
         let mut buf = [0u8; 1200];
-        let request = Packet::ConnectRequest { nonce: 1 }.encode(&mut buf).unwrap();
+        let request =
+            Packet::ConnectRequest { nonce: 1, token: Some(token) }.encode(&mut buf).unwrap();
         let challenge = Packet::Challenge { nonce: 1, cookie }.encode(&mut buf).unwrap();
         assert_eq!(request, CLIENT_HANDSHAKE_SIZE);
         assert!(challenge <= request, "the server must not amplify");
@@ -540,11 +624,11 @@ mod tests {
     fn bad_bytes_are_typed_errors() {
         assert_eq!(Packet::decode(&[]), Err(PacketError::Truncated { what: "packet type" }));
         assert_eq!(Packet::decode(&[0x99]), Err(PacketError::UnknownType(0x99)));
-        let mut stray = [0u8; 200];
+        let mut stray = [0u8; CLIENT_HANDSHAKE_SIZE];
         stray[0] = TYPE_CONNECT_REQUEST;
         assert!(matches!(Packet::decode(&stray), Err(PacketError::WrongProtocol(0))));
         let mut buf = [0u8; 1200];
-        let len = Packet::ConnectRequest { nonce: 1 }.encode(&mut buf).unwrap();
+        let len = Packet::ConnectRequest { nonce: 1, token: None }.encode(&mut buf).unwrap();
         assert_eq!(Packet::decode(&buf[..len - 1]), Err(PacketError::Unpadded(len - 1)));
         let bad_fragment = [FRAME_FRAGMENT, 0, 0, 0, 3, 3, 0];
         let first = Frames::new(&bad_fragment).next().unwrap();

@@ -86,8 +86,31 @@ impl Net {
     /// Connects every client and steps until all are connected or `timeout` passes; returns
     /// whether they all connected.
     pub fn connect_all(&mut self, timeout: Duration) -> bool {
-        for client in &mut self.clients {
-            client.handle = Some(client.endpoint.connect(self.now, self.server_addr));
+        let (now, server) = (self.now, self.server_addr);
+        self.connect_all_by(timeout, |_, endpoint| Some(endpoint.connect(now, server)))
+    }
+
+    /// [`Net::connect_all`], each client `i` presenting `tokens(i)` (a server with
+    /// `Security::Tokens`); returns false at once if a token names no server.
+    pub fn connect_all_with_tokens(
+        &mut self,
+        timeout: Duration,
+        mut tokens: impl FnMut(usize) -> rally_proto::ConnectToken,
+    ) -> bool {
+        let now = self.now;
+        self.connect_all_by(timeout, |i, endpoint| endpoint.connect_with_token(now, tokens(i)).ok())
+    }
+
+    fn connect_all_by(
+        &mut self,
+        timeout: Duration,
+        mut connect: impl FnMut(usize, &mut Endpoint) -> Option<ConnectionHandle>,
+    ) -> bool {
+        for (i, client) in self.clients.iter_mut().enumerate() {
+            client.handle = connect(i, &mut client.endpoint);
+            if client.handle.is_none() {
+                return false;
+            }
         }
         let deadline = self.now + timeout;
         loop {

@@ -66,7 +66,7 @@ fn broken_frames_disconnect_the_peer_with_a_reason() {
 #[test]
 fn strangers_cost_the_server_no_state() {
     let mut endpoint = Endpoint::new(EndpointConfig::default(), 4);
-    let mut request = vec![0u8; 200];
+    let mut request = vec![0u8; rally_proto::packet::CLIENT_HANDSHAKE_SIZE];
     request[0] = 0x10;
     request[1..5].copy_from_slice(&0x3159_4C52u32.to_le_bytes());
     for port in 0..10_000u16 {
@@ -77,7 +77,7 @@ fn strangers_cost_the_server_no_state() {
     }
     assert!(endpoint.poll_timeout().is_none(), "no timers means no per-stranger state");
     // A forged response is refused and counted.
-    let mut forged = vec![0u8; 200];
+    let mut forged = vec![0u8; rally_proto::packet::CLIENT_HANDSHAKE_SIZE];
     forged[0] = 0x12;
     forged[1..5].copy_from_slice(&0x3159_4C52u32.to_le_bytes());
     endpoint.handle_datagram(Instant::ZERO, stranger(), &forged);

@@ -1,0 +1,185 @@
+//! Goal: a server with `Security::Tokens` lets in exactly the holders of valid connect tokens,
+//! and nobody else can read, forge, replay or close their connections. Each refusal is
+//! counted with its reason.
+//! Method: a server and clients on emulated links in virtual time; datagrams taken from an
+//! endpoint by hand where the test plays the attacker.
+
+use rally_netem::LinkConfig;
+use rally_proto::token::{self, Grant, TokenRandomness, USER_DATA_LEN};
+use rally_proto::{
+    ConnectToken, DisconnectReason, EndpointConfig, Event, Instant, Security, TokenKey,
+};
+use rally_sim::{Net, VirtualClock};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const PROTOCOL: u64 = 77;
+/// Unix seconds at the start of virtual time.
+const EPOCH: u64 = 1_800_000_000;
+
+fn key() -> TokenKey {
+    TokenKey([5; 32])
+}
+
+fn server_addr() -> SocketAddr {
+    "10.0.0.2:7777".parse().unwrap()
+}
+
+fn config() -> EndpointConfig {
+    let security = Security::Tokens {
+        key: key(),
+        protocol_id: PROTOCOL,
+        address: server_addr(),
+        unix_at_zero: EPOCH,
+    };
+    EndpointConfig { security, ..EndpointConfig::default() }
+}
+
+/// A token for client `client`, valid for `ttl` seconds from the start, naming `server`.
+fn token_for(client: u64, ttl: u64, server: SocketAddr) -> ConnectToken {
+    let grant = Grant {
+        client_id: client,
+        room_id: 1,
+        user_data: [0; USER_DATA_LEN],
+        server_addresses: vec![server],
+        timeout_s: 5,
+    };
+    let seed = client as u8;
+    let random = TokenRandomness {
+        nonce: [seed; 24],
+        client_to_server_key: [seed.wrapping_add(100); 32],
+        server_to_client_key: [seed.wrapping_add(200); 32],
+    };
+    token::issue(&key(), PROTOCOL, &grant, EPOCH, ttl, &random).unwrap()
+}
+
+fn net(clients: usize) -> Net {
+    let link = LinkConfig { delay: Duration::from_millis(5), ..LinkConfig::default() };
+    Net::new(config(), link, clients, 1)
+}
+
+fn messages(events: &[(rally_proto::ConnectionHandle, Event)]) -> Vec<Vec<u8>> {
+    events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::Message { payload, .. } => Some(payload.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn token_holders_connect_and_their_packets_are_sealed() {
+    let mut net = net(1);
+    assert!(net.connect_all_with_tokens(Duration::from_secs(1), |i| token_for(
+        i as u64 + 1,
+        30,
+        server_addr()
+    )));
+    let client = net.clients[0].handle.unwrap();
+    assert!(net.clients[0].endpoint.connection(client).unwrap().is_encrypted());
+    // The test takes the client's next datagram off the wire: the payload is not in it.
+    let now = net.now();
+    net.clients[0].endpoint.send(client, 0, b"attack at dawn").unwrap();
+    let mut buf = vec![0u8; 1500];
+    let transmit = net.clients[0].endpoint.poll_transmit(now, &mut buf).unwrap();
+    let datagram = buf[..transmit.len].to_vec();
+    assert!(!datagram.windows(14).any(|w| w == b"attack at dawn"));
+    let from = net.clients[0].addr;
+    net.server.handle_datagram(now, from, &datagram);
+    net.drive();
+    assert_eq!(messages(&net.server_events), vec![b"attack at dawn".to_vec()]);
+    // Replayed, it is dropped and counted, and delivers nothing twice.
+    net.server.handle_datagram(now, from, &datagram);
+    net.drive();
+    assert_eq!(net.server.stats().replayed, 1);
+    assert_eq!(messages(&net.server_events).len(), 1);
+    // A new datagram altered in flight does not authenticate, and costs the real one nothing.
+    net.clients[0].endpoint.send(client, 0, b"retreat").unwrap();
+    let transmit = net.clients[0].endpoint.poll_transmit(now, &mut buf).unwrap();
+    let datagram = buf[..transmit.len].to_vec();
+    let mut altered = datagram.clone();
+    altered[transmit.len - 1] ^= 1;
+    net.server.handle_datagram(now, from, &altered);
+    assert_eq!(net.server.stats().unauthenticated, 1);
+    net.server.handle_datagram(now, from, &datagram);
+    net.drive();
+    assert_eq!(messages(&net.server_events).last().unwrap(), b"retreat");
+}
+
+#[test]
+fn nobody_else_gets_in() {
+    let mut forged = token_for(1, 30, server_addr());
+    forged.sealed[40] ^= 1;
+    let cases = [
+        ("missing", None),
+        ("expired", Some(token_for(1, 0, server_addr()))),
+        ("wrong server", Some(token_for(1, 30, "10.0.0.9:7777".parse().unwrap()))),
+        ("forged", Some(forged)),
+    ];
+    for (name, token) in cases {
+        let mut net = net(1);
+        let connected = match token {
+            // A client without a token connects in plaintext, which this server refuses.
+            None => net.connect_all(Duration::from_secs(2)),
+            Some(mut token) => {
+                // Present it at this server even when it names another.
+                token.server_addresses = vec![server_addr()];
+                net.connect_all_with_tokens(Duration::from_secs(2), |_| token.clone())
+            }
+        };
+        assert!(!connected, "{name}: got in");
+        let refused = net.server.stats().tokens_refused;
+        let counted = match name {
+            "missing" => refused.missing,
+            "expired" => refused.expired,
+            "wrong server" => refused.wrong_server,
+            _ => refused.forged,
+        };
+        assert!(counted > 0, "{name}: not counted: {refused:?}");
+        // Strangers cost the server nothing: no connection, no reply.
+        assert_eq!(net.server_wire_bytes, 0, "{name}: the server answered");
+        assert!(net.server_events.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn a_token_works_from_one_address_only() {
+    let mut net = net(2);
+    let token = token_for(1, 30, server_addr());
+    assert!(!net.connect_all_with_tokens(Duration::from_secs(2), |_| token.clone()));
+    let connected = net.server_events.iter().filter(|(_, e)| *e == Event::Connected).count();
+    assert_eq!(connected, 1, "the first address keeps it");
+    assert!(net.server.stats().tokens_refused.reused > 0);
+}
+
+#[test]
+fn only_the_peer_can_close_a_sealed_connection() {
+    let mut net = net(1);
+    assert!(net.connect_all_with_tokens(Duration::from_secs(1), |_| token_for(
+        1,
+        30,
+        server_addr()
+    )));
+    let (now, from) = (net.now(), net.clients[0].addr);
+    // A spoofed plaintext disconnect, and garbage, from the client's address: ignored.
+    let mut buf = [0u8; 64];
+    let len = rally_proto::packet::Packet::Disconnect { reason: DisconnectReason::Closed }
+        .encode(&mut buf)
+        .unwrap();
+    net.server.handle_datagram(now, from, &buf[..len]);
+    net.server.handle_datagram(now, from, &[0x13, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9]);
+    net.step_until(now + Duration::from_millis(200));
+    assert!(net.server.stats().unauthenticated >= 2);
+    let closed =
+        |net: &Net| net.server_events.iter().any(|(_, e)| matches!(e, Event::Disconnected { .. }));
+    assert!(!closed(&net), "a stranger closed the connection");
+    // The client's own (sealed) disconnect closes it.
+    let client = net.clients[0].handle.unwrap();
+    net.clients[0].endpoint.disconnect(client, DisconnectReason::Closed);
+    net.drive();
+    let later = net.now() + Duration::from_millis(200);
+    net.step_until(later);
+    assert!(closed(&net));
+    assert!(net.now() >= Instant::ZERO);
+}
