@@ -29,6 +29,7 @@
 use crate::config::ConnectionConfig;
 use crate::connection::{Connection, Event, SendError};
 use crate::crypto::{OpenError, PacketKeys};
+use crate::limit::{Rate, RateLimiter, Verdict};
 use crate::packet::{Cookie, DisconnectReason, Packet, SealedToken};
 use crate::time::Instant;
 use crate::token::{ConnectToken, TokenError, TokenKey};
@@ -69,6 +70,15 @@ pub struct EndpointConfig {
     pub replies_max: usize,
     /// Who may connect, and whether packets are sealed.
     pub security: Security,
+    /// Datagrams one address (IP and port) without a connection may send, checked before
+    /// decoding.
+    pub packet_rate: Rate,
+    /// Handshake packets one IP may send (requests and responses), checked after the packet
+    /// limit: a source of many connection attempts costs a server a hash lookup each.
+    pub handshake_rate: Rate,
+    /// Sources each rate limit tracks at most; past that, packets from new sources are dropped
+    /// until old ones go quiet.
+    pub rate_sources_max: usize,
 }
 
 /// Who may connect to an endpoint, and whether its packets are sealed.
@@ -102,6 +112,11 @@ impl Default for EndpointConfig {
             handshake_timeout: Duration::from_secs(5),
             replies_max: 1024,
             security: Security::DangerPlaintext,
+            // A game client sends a few hundred packets a second at most.
+            packet_rate: Rate { per_second: 4_000.0, burst: 8_000.0 },
+            // A client retries its handshake every 100 ms; twenty clients behind one NAT fit.
+            handshake_rate: Rate { per_second: 200.0, burst: 400.0 },
+            rate_sources_max: 65_536,
         }
     }
 }
@@ -127,6 +142,23 @@ pub struct EndpointStats {
     pub unauthenticated: u64,
     /// Authentic packets seen before (replays), dropped.
     pub replayed: u64,
+    /// Datagrams over their source's rate (`packet_rate` or `handshake_rate`), dropped.
+    pub rate_limited: u64,
+    /// Datagrams from new sources while a rate table was full, dropped.
+    pub rate_table_full: u64,
+}
+
+/// What an endpoint holds ([`Endpoint::footprint`]): each is bounded by its configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Connections and connection attempts (at most `connections_max` connections).
+    pub slots: usize,
+    /// Tokens in use (at most twice `connections_max`, or 64).
+    pub tokens_used: usize,
+    /// Sources the two rate limits track (at most `rate_sources_max` each).
+    pub rate_sources: usize,
+    /// Handshake replies waiting (at most `replies_max`).
+    pub replies: usize,
 }
 
 /// Handshakes refused for their connect token, by reason.
@@ -188,6 +220,8 @@ pub struct Endpoint {
     tokens_used: HashMap<[u8; 24], (SocketAddr, u64)>,
     /// Reused to open sealed packets.
     scratch: Vec<u8>,
+    packet_limiter: RateLimiter<SocketAddr>,
+    handshake_limiter: RateLimiter<std::net::IpAddr>,
 }
 
 impl Endpoint {
@@ -202,6 +236,8 @@ impl Endpoint {
         if let Err(e) = config.connection.validate() {
             panic!("invalid connection configuration: {e}");
         }
+        let packet_limiter = RateLimiter::new(config.packet_rate, config.rate_sources_max);
+        let handshake_limiter = RateLimiter::new(config.handshake_rate, config.rate_sources_max);
         let mut key = [0u8; 16];
         key[..8].copy_from_slice(&seed.to_le_bytes());
         key[8..].copy_from_slice(&(!seed).rotate_left(17).to_le_bytes());
@@ -217,12 +253,24 @@ impl Endpoint {
             stats: EndpointStats::default(),
             tokens_used: HashMap::new(),
             scratch: Vec::new(),
+            packet_limiter,
+            handshake_limiter,
         }
     }
 
     /// Datagrams dropped so far, by reason.
     pub fn stats(&self) -> EndpointStats {
         self.stats
+    }
+
+    /// What the endpoint holds, to check that it stays within its limits.
+    pub fn footprint(&self) -> Footprint {
+        Footprint {
+            slots: self.slots.iter().filter(|s| !matches!(s, Slot::Free)).count(),
+            tokens_used: self.tokens_used.len(),
+            rate_sources: self.packet_limiter.len() + self.handshake_limiter.len(),
+            replies: self.replies.len(),
+        }
     }
 
     /// The connection behind `handle`, once established.
@@ -329,6 +377,15 @@ impl Endpoint {
     /// Takes one datagram from `from`. Anything malformed or unexpected is counted and
     /// dropped; a connection whose peer breaks the protocol is closed with `PeerMisbehaved`.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        let slot = self.by_peer.get(&from).copied();
+        // Strangers are rate limited before anything else; a peer's packets are not, since a
+        // spoofer could then starve it: they must authenticate instead (sealed connections).
+        if slot.is_none() {
+            let verdict = self.packet_limiter.check(from, now);
+            if !self.admit(verdict) {
+                return;
+            }
+        }
         let packet = match Packet::decode(bytes) {
             Ok(packet) => packet,
             Err(_) => {
@@ -336,7 +393,6 @@ impl Endpoint {
                 return;
             }
         };
-        let slot = self.by_peer.get(&from).copied();
         match packet {
             Packet::Data { header, frames } => {
                 let header_len = bytes.len() - frames.len();
@@ -366,7 +422,10 @@ impl Endpoint {
                 }
             }
             Packet::ConnectRequest { nonce, token } => {
-                self.handle_request(now, from, nonce, token, slot)
+                let verdict = self.handshake_limiter.check(from.ip(), now);
+                if self.admit(verdict) {
+                    self.handle_request(now, from, nonce, token, slot)
+                }
             }
             Packet::Challenge { nonce, cookie } => match slot.map(|i| &mut self.slots[i]) {
                 Some(Slot::Connecting(attempt)) if attempt.nonce == nonce => {
@@ -376,7 +435,10 @@ impl Endpoint {
                 _ => self.stats.unexpected += 1,
             },
             Packet::ChallengeResponse { nonce, cookie, token } => {
-                self.handle_response(now, from, (nonce, cookie), token, slot)
+                let verdict = self.handshake_limiter.check(from.ip(), now);
+                if self.admit(verdict) {
+                    self.handle_response(now, from, (nonce, cookie), token, slot)
+                }
             }
         }
     }
@@ -435,6 +497,16 @@ impl Endpoint {
             }
             _ => self.stats.unknown_peer += 1,
         }
+    }
+
+    /// Counts a rate limit's refusal; whether the datagram may go on.
+    fn admit(&mut self, verdict: Verdict) -> bool {
+        match verdict {
+            Verdict::Pass => return true,
+            Verdict::Limited => self.stats.rate_limited += 1,
+            Verdict::TableFull => self.stats.rate_table_full += 1,
+        }
+        false
     }
 
     fn count_open_error(&mut self, error: OpenError) {

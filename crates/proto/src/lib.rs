@@ -86,13 +86,16 @@ pub mod config;
 pub mod connection;
 mod crypto;
 pub mod endpoint;
+pub mod limit;
 pub mod packet;
 pub mod time;
 pub mod token;
 
 pub use config::{ChannelConfig, ChannelKind, ConnectionConfig, Redundancy};
 pub use connection::{Connection, ConnectionStats, Event, SendError};
-pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Security, Transmit};
+pub use endpoint::{
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Footprint, Security, Transmit,
+};
 pub use packet::DisconnectReason;
 pub use time::Instant;
 pub use token::{ConnectToken, Grant, PrivateToken, TokenError, TokenKey, TokenRandomness};

@@ -51,7 +51,13 @@ pub struct Net {
     /// Seeds for rebinding clients' endpoints and links.
     rebinds: u64,
     seed: u64,
+    /// A wiretap: the last [`TAP_MAX`] datagrams the server received from clients, with their
+    /// source, when enabled (an attacker on the path, for security tests).
+    pub tap: Option<std::collections::VecDeque<(SocketAddr, Vec<u8>)>>,
 }
+
+/// Datagrams the wiretap keeps.
+pub const TAP_MAX: usize = 256;
 
 impl Net {
     /// `clients` clients, each with `link` both ways; all randomness derives from `seed`.
@@ -80,6 +86,7 @@ impl Net {
             config,
             rebinds: 0,
             seed,
+            tap: None,
         }
     }
 
@@ -184,6 +191,12 @@ impl VirtualClock for Net {
             for client in &mut self.clients {
                 while let Some(packet) = client.up.poll_deliver(self.now) {
                     self.server.handle_datagram(self.now, client.addr, &packet);
+                    if let Some(tap) = &mut self.tap {
+                        if tap.len() >= TAP_MAX {
+                            tap.pop_front();
+                        }
+                        tap.push_back((client.addr, packet));
+                    }
                     busy = true;
                 }
                 while let Some(packet) = client.down.poll_deliver(self.now) {

@@ -183,3 +183,31 @@ fn only_the_peer_can_close_a_sealed_connection() {
     assert!(closed(&net));
     assert!(net.now() >= Instant::ZERO);
 }
+
+#[test]
+fn a_source_flooding_handshakes_is_rate_limited_before_any_token_is_opened() {
+    let mut server = rally_proto::Endpoint::new(config(), 1);
+    let mut forged = token_for(1, 30, server_addr());
+    forged.sealed[0] ^= 1;
+    let sealed = rally_proto::packet::SealedToken {
+        protocol_id: forged.protocol_id,
+        expires_at: forged.expires_at,
+        nonce: &forged.nonce,
+        sealed: &forged.sealed,
+    };
+    let mut buf = vec![0u8; rally_proto::packet::CLIENT_HANDSHAKE_SIZE];
+    let request = rally_proto::packet::Packet::ConnectRequest { nonce: 1, token: Some(sealed) };
+    let len = request.encode(&mut buf).unwrap();
+    let from: SocketAddr = "192.168.1.1:5000".parse().unwrap();
+    // Ten thousand requests in one second from one address.
+    for i in 0..10_000u64 {
+        let now = Instant::ZERO + Duration::from_micros(i * 100);
+        server.handle_datagram(now, from, &buf[..len]);
+    }
+    let stats = server.stats();
+    let config = EndpointConfig::default();
+    let allowed = config.handshake_rate.burst + config.handshake_rate.per_second;
+    assert!(stats.tokens_refused.forged as f64 <= allowed, "{stats:?}");
+    assert_eq!(stats.tokens_refused.forged + stats.rate_limited, 10_000);
+    assert_eq!(server.footprint().slots, 0);
+}
