@@ -18,6 +18,7 @@ mod room;
 pub mod room_scenario;
 pub mod sandbox;
 pub mod scenario;
+pub mod secure;
 
 pub use clock::VirtualClock;
 pub use net::{Client, Net, DRIVE_STEPS_MAX};

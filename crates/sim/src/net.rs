@@ -54,6 +54,10 @@ pub struct Net {
     /// A wiretap: the last [`TAP_MAX`] datagrams the server received from clients, with their
     /// source, when enabled (an attacker on the path, for security tests).
     pub tap: Option<std::collections::VecDeque<(SocketAddr, Vec<u8>)>>,
+    /// Whether the server requires harness tokens ([`crate::secure`]) and clients present
+    /// them; and how many tokens were issued (each attempt gets its own).
+    secure: bool,
+    tokens_issued: u64,
 }
 
 /// Datagrams the wiretap keeps.
@@ -87,14 +91,42 @@ impl Net {
             rebinds: 0,
             seed,
             tap: None,
+            secure: false,
+            tokens_issued: 0,
         }
+    }
+
+    /// [`Net::new`] with a server that requires connect tokens ([`crate::secure`]): every
+    /// connection the harness makes presents a fresh one, and is sealed.
+    pub fn secure(config: EndpointConfig, link: LinkConfig, clients: usize, seed: u64) -> Self {
+        let mut net = Self::new(config.clone(), link, clients, seed);
+        let server_config = crate::secure::server_config(config, net.server_addr);
+        net.server = Endpoint::new(server_config, seed.wrapping_mul(5).wrapping_add(2));
+        net.secure = true;
+        net
+    }
+
+    /// Client `i` starts connecting: with a fresh harness token if the net is secure.
+    pub fn connect_client(&mut self, i: usize) {
+        let (now, server) = (self.now, self.server_addr);
+        let token = self.secure.then(|| {
+            self.tokens_issued += 1;
+            crate::secure::token(i as u64, self.tokens_issued, server)
+        });
+        let client = &mut self.clients[i];
+        client.handle = match token {
+            Some(token) => client.endpoint.connect_with_token(now, token).ok(),
+            None => Some(client.endpoint.connect(now, server)),
+        };
     }
 
     /// Connects every client and steps until all are connected or `timeout` passes; returns
     /// whether they all connected.
     pub fn connect_all(&mut self, timeout: Duration) -> bool {
-        let (now, server) = (self.now, self.server_addr);
-        self.connect_all_by(timeout, |_, endpoint| Some(endpoint.connect(now, server)))
+        for i in 0..self.clients.len() {
+            self.connect_client(i);
+        }
+        self.wait_connected(timeout)
     }
 
     /// [`Net::connect_all`], each client `i` presenting `tokens(i)` (a server with
@@ -119,6 +151,11 @@ impl Net {
                 return false;
             }
         }
+        self.wait_connected(timeout)
+    }
+
+    /// Steps until every client and the server report `Connected`, or `timeout` passes.
+    fn wait_connected(&mut self, timeout: Duration) -> bool {
         let deadline = self.now + timeout;
         loop {
             self.drive();

@@ -22,6 +22,12 @@ impl Pair {
         Self { net: Net::new(config, link, 1, seed) }
     }
 
+    /// [`Pair::new`] with a server that requires a connect token, which the client presents:
+    /// the connection is sealed ([`crate::secure`]).
+    pub fn secure(config: EndpointConfig, link: LinkConfig, seed: u64) -> Self {
+        Self { net: Net::secure(config, link, 1, seed) }
+    }
+
     /// Connects the client and steps until both sides report `Connected` or `timeout` passes;
     /// returns the client's and the server's handles, or `None` if the handshake did not
     /// finish.

@@ -47,7 +47,8 @@ impl<S: Simulation> RoomNet<S> {
         let client_config =
             ClientConfig { snapshot: room.config().snapshot, ..ClientConfig::default() };
         Self {
-            net: Net::new(endpoint, link, clients, seed),
+            // Rooms run as deployed: connect tokens and sealed packets.
+            net: Net::secure(endpoint, link, clients, seed),
             room,
             sessions: (0..clients).map(|_| ClientSession::new(client_config.clone())).collect(),
             room_events: Vec::new(),
@@ -67,10 +68,7 @@ impl<S: Simulation> RoomNet<S> {
             self.net.rebind(i);
             self.sessions[i].disconnected();
         }
-        let now = self.net.now;
-        let server = self.net.server_addr;
-        let client = &mut self.net.clients[i];
-        client.handle = Some(client.endpoint.connect(now, server));
+        self.net.connect_client(i);
         self.net.drive();
     }
 

@@ -163,7 +163,7 @@ impl Bench {
         }
         *room.simulation_mut() = game;
         let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
-        let mut net = Net::new(endpoint, LinkConfig::default(), CLIENTS, 1);
+        let mut net = Net::secure(endpoint, LinkConfig::default(), CLIENTS, 1);
         if !net.connect_all(Duration::from_secs(1)) {
             return Err("the reference clients did not connect".into());
         }

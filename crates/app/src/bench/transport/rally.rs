@@ -9,7 +9,8 @@ use std::error::Error;
 use std::time::Duration;
 
 pub fn run(link: &LinkConfig, seed: u64, duration: Duration) -> Result<Run, Box<dyn Error>> {
-    let mut pair = Pair::new(EndpointConfig::default(), *link, seed);
+    // Sealed, as deployed: a connect token and an AEAD tag on every packet.
+    let mut pair = Pair::secure(EndpointConfig::default(), *link, seed);
     let (client, server) = pair
         .connect(Duration::from_secs(10))
         .ok_or("rally: the handshake did not finish within 10 s of virtual time")?;

@@ -1,0 +1,54 @@
+//! Connect tokens for the harness: one fixed key, a fresh token for every connection attempt,
+//! so that simulated rooms and benchmarks run with tokens and encryption on, as a deployment
+//! would.
+
+use rally_proto::token::{self, Grant, TokenRandomness, USER_DATA_LEN};
+use rally_proto::{ConnectToken, EndpointConfig, Security, TokenKey};
+use std::net::SocketAddr;
+
+/// The protocol id of harness tokens.
+pub const PROTOCOL_ID: u64 = 0x5349_4d00;
+/// Unix seconds at the start of virtual time.
+pub const UNIX_AT_ZERO: u64 = 1_800_000_000;
+
+/// The key the harness's "backend" and server share.
+pub fn key() -> TokenKey {
+    TokenKey(*b"rally-sim harness key, not safe!")
+}
+
+/// `config` for a server at `server` that requires harness tokens.
+pub fn server_config(config: EndpointConfig, server: SocketAddr) -> EndpointConfig {
+    let security = Security::Tokens {
+        key: key(),
+        protocol_id: PROTOCOL_ID,
+        address: server,
+        unix_at_zero: UNIX_AT_ZERO,
+    };
+    EndpointConfig { security, ..config }
+}
+
+/// A token for connection attempt `attempt` (unique per run) of client `client`, valid for a
+/// day of virtual time.
+pub fn token(client: u64, attempt: u64, server: SocketAddr) -> ConnectToken {
+    let grant = Grant {
+        client_id: client,
+        room_id: 0,
+        user_data: [0; USER_DATA_LEN],
+        server_addresses: vec![server],
+        timeout_s: 5,
+    };
+    let mut nonce = [0u8; 24];
+    nonce[..8].copy_from_slice(&client.to_le_bytes());
+    nonce[8..16].copy_from_slice(&attempt.to_le_bytes());
+    let mut random = TokenRandomness {
+        nonce,
+        client_to_server_key: [0; 32],
+        server_to_client_key: [0; 32],
+    };
+    random.client_to_server_key[..24].copy_from_slice(&nonce);
+    random.server_to_client_key[..24].copy_from_slice(&nonce);
+    random.server_to_client_key[31] = 1;
+    // Issuing cannot fail: the grant names one server.
+    token::issue(&key(), PROTOCOL_ID, &grant, UNIX_AT_ZERO, 86_400, &random)
+        .expect("a harness token")
+}
