@@ -9,7 +9,6 @@ use rally_engine::{Pipeline, Room, RoomConfig};
 use rally_proto::{EndpointConfig, Event, Instant};
 use rally_sim::sandbox::HandInput;
 use std::error::Error;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -62,7 +61,10 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     let stop = Arc::new(AtomicBool::new(false));
     let (reports, received) = mpsc::channel();
     let config = EndpointConfig { connection: connection_config(), ..Default::default() };
-    let server = UdpDriver::bind("127.0.0.1:0", config.clone())?;
+    // The demo is its own backend: a key for this run, a token for each bot.
+    let key = crate::token::random_key()?;
+    let protocol = crate::token::LOCAL_PROTOCOL_ID;
+    let server = UdpDriver::bind_secure("127.0.0.1:0", config.clone(), key.clone(), protocol)?;
     let address = server.local_addr()?;
     println!("room on {address}: {} bots at {} Hz, {} pipeline", args.bots, args.hz, args.pipeline);
     let mut threads = Vec::new();
@@ -71,8 +73,9 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     for bot in 0..args.bots {
         let (stopped, to, config) = (stop.clone(), reports.clone(), config.clone());
         let defer = pipeline == Pipeline::Naive;
+        let token = crate::token::issue_local(&key, bot as u64, vec![address])?;
         threads
-            .push(std::thread::spawn(move || play(bot, address, config, hz, defer, &stopped, &to)));
+            .push(std::thread::spawn(move || play(bot, token, config, hz, defer, &stopped, &to)));
     }
     drop(reports);
     print_live(&received, args.duration, hz);
@@ -139,7 +142,7 @@ pub(crate) fn serve(
 /// A bot: joins, then each frame presents what arrived and sends a new hand pose.
 pub(crate) fn play(
     bot: usize,
-    server: SocketAddr,
+    token: rally_proto::ConnectToken,
     config: EndpointConfig,
     hz: u32,
     defer_inputs: bool,
@@ -149,7 +152,7 @@ pub(crate) fn play(
     let mut driver = UdpDriver::bind("127.0.0.1:0", config)?;
     // Frames start on time: sleep, then poll the last millisecond.
     driver.set_spin(SPIN);
-    driver.connect(server);
+    driver.connect_with_token(token)?;
     let clock = driver.clock();
     let client = ClientConfig { defer_inputs, ..ClientConfig::default() };
     let mut session: ClientSession<HandInput, ()> = ClientSession::new(client);
@@ -196,6 +199,7 @@ fn report(
 fn print_live(received: &mpsc::Receiver<Report>, duration: Option<f64>, hz: u32) {
     let started = std::time::Instant::now();
     let (mut latencies, mut ticks, mut rtts, mut clients) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    let mut last_ticks = crate::bench::stats::Summary::default();
     let mut printed = 0u64;
     loop {
         let elapsed = started.elapsed().as_secs_f64();
@@ -216,7 +220,8 @@ fn print_live(received: &mpsc::Receiver<Report>, duration: Option<f64>, hz: u32)
         }
         if elapsed as u64 > printed {
             printed = elapsed as u64;
-            print_line(printed, clients, &mut latencies, &mut rtts, &mut ticks, hz);
+            let (latencies, rtts) = (&mut latencies, &mut rtts);
+            print_line(printed, clients, latencies, rtts, &mut ticks, &mut last_ticks, hz);
         }
     }
 }
@@ -227,12 +232,15 @@ fn print_line(
     samples: &mut Vec<LatencySample>,
     rtts: &mut Vec<f64>,
     ticks: &mut Vec<f64>,
+    last_ticks: &mut crate::bench::stats::Summary,
     hz: u32,
 ) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let totals: Vec<f64> = samples.iter().map(|s| ms(s.total)).collect();
     let l = crate::bench::stats::summary(&totals);
     let t = crate::bench::stats::summary(ticks);
+    let t = if ticks.is_empty() { *last_ticks } else { t };
+    *last_ticks = t;
     let rtt = rtts.iter().sum::<f64>() / rtts.len().max(1) as f64;
     let dt = Duration::from_secs(1) / hz;
     // Each input against the model of the round trip it saw, as the meter split it.

@@ -14,7 +14,6 @@ use rally_proto::EndpointConfig;
 use serde::{Deserialize, Serialize};
 use std::error::Error;
 use std::io::{BufRead, Write};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -33,12 +32,16 @@ pub enum PeerCommand {
         /// Grab chain depth of each controller.
         #[arg(long, default_value_t = 1)]
         depth: usize,
+        /// The key its tokens are sealed with, hex.
+        #[arg(long)]
+        key: String,
     },
     /// Play in a room, printing latency samples.
     Player {
-        /// The server (or the relay in front of it).
+        /// Its connect token, hex: it connects to the first address the token names (the
+        /// relay in front of the server, say).
         #[arg(long)]
-        server: SocketAddr,
+        token: String,
         /// Frames per second.
         #[arg(long, default_value_t = 120)]
         hz: u32,
@@ -102,23 +105,27 @@ pub fn run(command: &PeerCommand) -> Result<(), Box<dyn Error>> {
     let config = EndpointConfig { connection: connection_config(), ..Default::default() };
     let (reports, received) = mpsc::channel();
     let worker = match command {
-        PeerCommand::Server { hz, pipeline: name, depth } => {
+        PeerCommand::Server { hz, pipeline: name, depth, key } => {
             let (hz, depth, pipeline) = (*hz, *depth, pipeline(name)?);
-            let driver = rally_driver::UdpDriver::bind("127.0.0.1:0", config)?;
+            let (key, protocol) =
+                (crate::token::key_from_hex(key)?, crate::token::LOCAL_PROTOCOL_ID);
+            let driver =
+                rally_driver::UdpDriver::bind_secure("127.0.0.1:0", config, key, protocol)?;
             println!("listening {}", driver.local_addr()?);
             std::io::stdout().flush()?;
             let stopped = stop.clone();
             std::thread::spawn(move || serve(driver, hz, pipeline, depth, &stopped, &reports))
         }
-        PeerCommand::Player { server, hz, defer, seconds } => {
-            let (server, hz, defer, seconds) = (*server, *hz, *defer, *seconds);
+        PeerCommand::Player { token, hz, defer, seconds } => {
+            let token = crate::token::token_from_hex(token)?;
+            let (hz, defer, seconds) = (*hz, *defer, *seconds);
             let stopped = stop.clone();
             let timer = stop.clone();
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_secs(seconds));
                 timer.store(true, Ordering::Relaxed);
             });
-            std::thread::spawn(move || play(0, server, config, hz, defer, &stopped, &reports))
+            std::thread::spawn(move || play(0, token, config, hz, defer, &stopped, &reports))
         }
     };
     for report in received {

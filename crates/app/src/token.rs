@@ -134,6 +134,58 @@ pub fn run(command: &TokenCommand) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+/// The protocol id of the demo's and the benchmarks' tokens.
+pub(crate) const LOCAL_PROTOCOL_ID: u64 = 0x5241_4c4c_5944_454d;
+
+/// A fresh random key, for a backend that lives as long as this process.
+pub(crate) fn random_key() -> Result<TokenKey, Box<dyn Error>> {
+    Ok(TokenKey(random()?))
+}
+
+/// Issues a token letting `client` in at `servers` (tried in order; the server checks that it
+/// is named) for an hour, as a backend would.
+pub(crate) fn issue_local(
+    key: &TokenKey,
+    client: u64,
+    servers: Vec<SocketAddr>,
+) -> Result<ConnectToken, Box<dyn Error>> {
+    let grant = Grant {
+        client_id: client,
+        room_id: 0,
+        user_data: [0; USER_DATA_LEN],
+        server_addresses: servers,
+        timeout_s: 5,
+    };
+    let randomness = TokenRandomness {
+        nonce: random()?,
+        client_to_server_key: random()?,
+        server_to_client_key: random()?,
+    };
+    let now = unix_now()?;
+    Ok(token::issue(key, LOCAL_PROTOCOL_ID, &grant, now, 3600, &randomness)?)
+}
+
+/// A token as hex, for a command line.
+pub(crate) fn token_to_hex(token: &ConnectToken) -> String {
+    to_hex(&token.encode())
+}
+
+/// A token from hex.
+pub(crate) fn token_from_hex(text: &str) -> Result<ConnectToken, Box<dyn Error>> {
+    let bytes = from_hex(text.trim()).ok_or("the token must be hex")?;
+    Ok(ConnectToken::decode(&bytes)?)
+}
+
+/// A key as hex, and back.
+pub(crate) fn key_to_hex(key: &TokenKey) -> String {
+    to_hex(&key.0)
+}
+
+pub(crate) fn key_from_hex(text: &str) -> Result<TokenKey, Box<dyn Error>> {
+    let bytes = from_hex(text.trim()).ok_or("the key must be 64 hex digits")?;
+    Ok(TokenKey(bytes.try_into().map_err(|_| "the key must be 64 hex digits")?))
+}
+
 fn random<const N: usize>() -> Result<[u8; N], Box<dyn Error>> {
     let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).map_err(|e| format!("the OS gave no randomness: {e}"))?;

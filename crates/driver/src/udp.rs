@@ -1,7 +1,8 @@
 //! A UDP socket driving one [`Endpoint`].
 
 use crate::clock::Clock;
-use rally_proto::{ConnectionHandle, Endpoint, EndpointConfig, Event, Instant};
+use rally_proto::{ConnectToken, ConnectionHandle, Endpoint, EndpointConfig, Event, Instant};
+use rally_proto::{Security, TokenError, TokenKey};
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::time::Duration;
@@ -32,12 +33,39 @@ pub struct UdpDriver {
 }
 
 impl UdpDriver {
-    /// Binds a socket at `address` (port 0 picks one) with an endpoint seeded from the clock
-    /// and the address, so that two servers never share a cookie secret.
+    /// Binds a socket at `address` (port 0 picks one) with an endpoint seeded from the OS's
+    /// randomness, so that no two servers share a cookie secret.
     pub fn bind(address: impl ToSocketAddrs, config: EndpointConfig) -> io::Result<Self> {
+        Self::bind_with(address, |_, _| config)
+    }
+
+    /// Binds a server that lets in only holders of connect tokens sealed with `key` for
+    /// `protocol_id` that name the bound address, and seals every packet.
+    pub fn bind_secure(
+        address: impl ToSocketAddrs,
+        config: EndpointConfig,
+        key: TokenKey,
+        protocol_id: u64,
+    ) -> io::Result<Self> {
+        Self::bind_with(address, |local, clock| {
+            let security = Security::Tokens {
+                key,
+                protocol_id,
+                address: local,
+                unix_at_zero: unix_at_zero(clock),
+            };
+            EndpointConfig { security, ..config }
+        })
+    }
+
+    fn bind_with(
+        address: impl ToSocketAddrs,
+        config: impl FnOnce(SocketAddr, &Clock) -> EndpointConfig,
+    ) -> io::Result<Self> {
         let socket = UdpSocket::bind(address)?;
         let clock = Clock::start();
         let local = socket.local_addr()?;
+        let config = config(local, &clock);
         let seed = seed_from(&clock, local);
         Ok(Self {
             socket,
@@ -78,10 +106,20 @@ impl UdpDriver {
         self.spin = spin;
     }
 
-    /// Starts connecting to `server`.
+    /// Starts connecting to `server`, in plaintext (a server bound with [`UdpDriver::bind`]
+    /// and `Security::DangerPlaintext`).
     pub fn connect(&mut self, server: SocketAddr) -> ConnectionHandle {
         let now = self.clock.now();
         self.endpoint.connect(now, server)
+    }
+
+    /// Starts connecting with a connect token to the first server it names.
+    pub fn connect_with_token(
+        &mut self,
+        token: ConnectToken,
+    ) -> Result<ConnectionHandle, TokenError> {
+        let now = self.clock.now();
+        self.endpoint.connect_with_token(now, token)
     }
 
     /// Runs the loop for `duration`: datagrams in, timers, datagrams out, and every event to
@@ -205,13 +243,27 @@ fn is_transient(e: &io::Error) -> bool {
 }
 
 /// A seed that differs per process start and per address.
+/// The OS's randomness; where it has none, the wall clock, the address and the process.
 fn seed_from(clock: &Clock, local: SocketAddr) -> u64 {
-    #[allow(clippy::disallowed_methods)] // Seeding from wall time is the driver's job.
-    let wall = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_ok() {
+        return u64::from_le_bytes(bytes);
+    }
     let port = u64::from(local.port());
-    wall ^ clock.now().as_nanos().rotate_left(17)
+    unix_nanos()
+        ^ clock.now().as_nanos().rotate_left(17)
         ^ port.rotate_left(48)
         ^ u64::from(std::process::id())
+}
+
+#[allow(clippy::disallowed_methods)] // Reading the wall clock is the driver's job.
+fn unix_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Unix seconds at `clock`'s zero, for checking token expiry on its time.
+fn unix_at_zero(clock: &Clock) -> u64 {
+    unix_nanos().saturating_sub(clock.now().as_nanos()) / 1_000_000_000
 }

@@ -40,11 +40,8 @@ pub fn token(client: u64, attempt: u64, server: SocketAddr) -> ConnectToken {
     let mut nonce = [0u8; 24];
     nonce[..8].copy_from_slice(&client.to_le_bytes());
     nonce[8..16].copy_from_slice(&attempt.to_le_bytes());
-    let mut random = TokenRandomness {
-        nonce,
-        client_to_server_key: [0; 32],
-        server_to_client_key: [0; 32],
-    };
+    let mut random =
+        TokenRandomness { nonce, client_to_server_key: [0; 32], server_to_client_key: [0; 32] };
     random.client_to_server_key[..24].copy_from_slice(&nonce);
     random.server_to_client_key[..24].copy_from_slice(&nonce);
     random.server_to_client_key[31] = 1;

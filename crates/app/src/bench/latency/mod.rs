@@ -371,8 +371,11 @@ impl Observer {
 /// connection measured.
 fn measure_real(setup: &Setup, seconds: u64) -> Result<(Vec<LatencySample>, f64), Box<dyn Error>> {
     let (hz, depth) = (setup.hz.to_string(), setup.depth.to_string());
-    let mut server =
-        Peer::spawn(&["server", "--hz", &hz, "--pipeline", setup.name, "--depth", &depth])?;
+    // This process is the backend: a key for the run, a token for the player.
+    let key = crate::token::random_key()?;
+    let key_hex = crate::token::key_to_hex(&key);
+    let server_args = ["server", "--hz", &hz, "--pipeline", setup.name, "--depth", &depth];
+    let mut server = Peer::spawn(&[&server_args[..], &["--key", &key_hex]].concat())?;
     let first = server.lines.next().ok_or("the server process said nothing")??;
     let address: std::net::SocketAddr = first
         .strip_prefix("listening ")
@@ -380,8 +383,10 @@ fn measure_real(setup: &Setup, seconds: u64) -> Result<(Vec<LatencySample>, f64)
         .parse()?;
     let one_way = Duration::from_secs_f64(setup.rtt_ms / 2000.0);
     let relay = rally_driver::DelayRelay::start(address, one_way)?;
-    let (to, run) = (relay.address().to_string(), (seconds + 1).to_string());
-    let mut args = vec!["player", "--server", &to, "--hz", &hz, "--seconds", &run];
+    // The player goes to the relay; the server checks that the token names it too.
+    let token = crate::token::issue_local(&key, 0, vec![relay.address(), address])?;
+    let (token, run) = (crate::token::token_to_hex(&token), (seconds + 1).to_string());
+    let mut args = vec!["player", "--token", &token, "--hz", &hz, "--seconds", &run];
     if setup.pipeline == Pipeline::Naive {
         args.push("--defer");
     }
