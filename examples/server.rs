@@ -2,11 +2,15 @@
 //!
 //! Run `cargo run --release --example server`, then `cargo run --release --example client` in
 //! another terminal (as many as you like). Ctrl-C stops it.
+//!
+//! It lets in only clients with a connect token sealed under `EXAMPLE_KEY`, and every packet
+//! is encrypted. In a real game your backend holds the key (as do your servers: load it from
+//! a secret store, or make one with `rally token keygen`) and hands each client a token.
 
 use rally_driver::UdpDriver;
 use rally_engine::{connection_config, ClientId, Entity, EntityId, Room, RoomConfig};
 use rally_engine::{Simulation, Transform, World};
-use rally_proto::{EndpointConfig, Event};
+use rally_proto::{EndpointConfig, Event, TokenKey};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -39,9 +43,15 @@ impl Simulation for Hands {
     }
 }
 
+/// The key this example's server and its clients' "backend" share. Never ship a key in code.
+pub const EXAMPLE_KEY: [u8; 32] = *b"example key: replace in your app";
+/// The example game's protocol id.
+pub const EXAMPLE_PROTOCOL: u64 = 7;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = EndpointConfig { connection: connection_config(), ..Default::default() };
-    let mut driver = UdpDriver::bind("127.0.0.1:7777", config)?;
+    let key = TokenKey(EXAMPLE_KEY);
+    let mut driver = UdpDriver::bind_secure("127.0.0.1:7777", config, key, EXAMPLE_PROTOCOL)?;
     let mut room = Room::new(RoomConfig::default(), Hands::default(), 1);
     let clock = driver.clock();
     println!("room listening on {}", driver.local_addr()?);

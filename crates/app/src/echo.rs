@@ -46,9 +46,12 @@ pub fn run(command: &EchoCommand) -> Result<(), Box<dyn Error>> {
 }
 
 fn server(bind: SocketAddr, duration: Option<u64>) -> Result<(), Box<dyn Error>> {
-    let mut driver = UdpDriver::bind(bind, EndpointConfig::default())
-        .map_err(|e| format!("binding {bind}: {e}"))?;
-    println!("echo server listening on {}", driver.local_addr()?);
+    let mut driver =
+        UdpDriver::bind(bind, plaintext()).map_err(|e| format!("binding {bind}: {e}"))?;
+    println!(
+        "echo server listening on {} (plaintext: for trying the transport)",
+        driver.local_addr()?
+    );
     let end = duration.map(|s| driver.now() + Duration::from_secs(s));
     while end.is_none_or(|end| driver.now() < end) {
         driver.run_for(Duration::from_millis(100), |endpoint, handle, event| match event {
@@ -67,7 +70,7 @@ fn client(server: SocketAddr, count: u32, rate: u32, size: usize) -> Result<(), 
     if size < 4 || rate == 0 {
         return Err("--size must be at least 4 and --rate above 0".into());
     }
-    let mut driver = UdpDriver::bind("0.0.0.0:0", EndpointConfig::default())?;
+    let mut driver = UdpDriver::bind("0.0.0.0:0", plaintext())?;
     let handle = driver.connect(server);
     let interval = Duration::from_secs(1) / rate;
     let (mut connected, mut sent, mut refused) = (false, 0u32, 0u32);
@@ -123,4 +126,9 @@ fn client(server: SocketAddr, count: u32, rate: u32, size: usize) -> Result<(), 
         );
     }
     Ok(())
+}
+
+/// The echo tries the transport without tokens: `Security::DangerPlaintext`, anyone can connect.
+fn plaintext() -> EndpointConfig {
+    EndpointConfig { security: rally_proto::Security::DangerPlaintext, ..EndpointConfig::default() }
 }

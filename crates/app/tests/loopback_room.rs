@@ -29,8 +29,10 @@ impl Simulation for Hands {
     }
 }
 
+/// Plaintext: this test is of the room over real sockets, not of the security.
 fn config() -> EndpointConfig {
-    EndpointConfig { connection: connection_config(), ..Default::default() }
+    let security = rally_proto::Security::DangerPlaintext;
+    EndpointConfig { connection: connection_config(), security, ..Default::default() }
 }
 
 #[test]

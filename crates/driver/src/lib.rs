@@ -7,10 +7,13 @@
 //!
 //! ```no_run
 //! use rally_driver::UdpDriver;
-//! use rally_proto::{EndpointConfig, Event};
+//! use rally_proto::{EndpointConfig, Event, TokenKey};
 //! use std::time::Duration;
 //!
-//! let mut server = UdpDriver::bind("127.0.0.1:7777", EndpointConfig::default()).unwrap();
+//! // Lets in holders of connect tokens the game's backend sealed with this key.
+//! let key = TokenKey(*b"32 secret bytes from your store!");
+//! let mut server =
+//!     UdpDriver::bind_secure("127.0.0.1:7777", EndpointConfig::default(), key, 42).unwrap();
 //! loop {
 //!     // Echo every message back on the channel it came in on.
 //!     server

@@ -81,9 +81,16 @@ pub struct EndpointConfig {
     pub rate_sources_max: usize,
 }
 
-/// Who may connect to an endpoint, and whether its packets are sealed.
-#[derive(Debug, Clone, PartialEq)]
+/// Who may connect to an endpoint, and whether its packets are sealed. Encryption is on by
+/// default: an endpoint serves only clients with connect tokens, and a server refuses
+/// everyone until it is given its key with [`Security::Tokens`].
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Security {
+    /// The default: connect tokens required, and no key yet. A server refuses every request
+    /// (counted as `tokens_refused.missing`); a client connects with
+    /// [`Endpoint::connect_with_token`] whatever its own setting.
+    #[default]
+    NoKey,
     /// **Danger**: no tokens and no encryption: anyone can connect, read every packet and close
     /// any connection. For debugging and for tests of the protocol's other parts only.
     DangerPlaintext,
@@ -111,7 +118,7 @@ impl Default for EndpointConfig {
             handshake_resend_interval: Duration::from_millis(100),
             handshake_timeout: Duration::from_secs(5),
             replies_max: 1024,
-            security: Security::DangerPlaintext,
+            security: Security::default(),
             // A game client sends a few hundred packets a second at most.
             packet_rate: Rate { per_second: 4_000.0, burst: 8_000.0 },
             // A client retries its handshake every 100 ms; twenty clients behind one NAT fit.

@@ -21,13 +21,32 @@
 //! ask `poll_timeout` and wait for a datagram or that deadline, whichever comes first.**
 //!
 //! ```
-//! use rally_proto::{Endpoint, EndpointConfig, Event, Instant};
+//! use rally_proto::token::{self, Grant, TokenRandomness, USER_DATA_LEN};
+//! use rally_proto::{Endpoint, EndpointConfig, Event, Instant, Security, TokenKey};
 //! use std::time::Duration;
 //!
-//! let mut client = Endpoint::new(EndpointConfig::default(), 1);
-//! let mut server = Endpoint::new(EndpointConfig::default(), 2);
 //! let (client_addr, server_addr) = ("10.0.0.1:4000".parse()?, "10.0.0.2:7777".parse()?);
-//! let handle = client.connect(Instant::ZERO, server_addr);
+//! // The game's backend and its server share a key; the backend issues the client a token.
+//! // (In production the key and the token's randomness come from the OS.)
+//! let (key, protocol_id, unix_now) = (TokenKey([7; 32]), 42, 1_800_000_000);
+//! let grant = Grant {
+//!     client_id: 1,
+//!     room_id: 0,
+//!     user_data: [0; USER_DATA_LEN],
+//!     server_addresses: vec![server_addr],
+//!     timeout_s: 5,
+//! };
+//! let random = TokenRandomness {
+//!     nonce: [1; 24],
+//!     client_to_server_key: [2; 32],
+//!     server_to_client_key: [3; 32],
+//! };
+//! let token = token::issue(&key, protocol_id, &grant, unix_now, 30, &random)?;
+//! let security =
+//!     Security::Tokens { key, protocol_id, address: server_addr, unix_at_zero: unix_now };
+//! let mut server = Endpoint::new(EndpointConfig { security, ..EndpointConfig::default() }, 2);
+//! let mut client = Endpoint::new(EndpointConfig::default(), 1);
+//! let handle = client.connect_with_token(Instant::ZERO, token)?;
 //!
 //! let mut now = Instant::ZERO;
 //! let mut buf = [0u8; 1500];

@@ -21,6 +21,6 @@ pub mod scenario;
 pub mod secure;
 
 pub use clock::VirtualClock;
-pub use net::{Client, Net, DRIVE_STEPS_MAX};
+pub use net::{Client, Net, DRIVE_STEPS_MAX, TAP_MAX};
 pub use pair::Pair;
 pub use room::{RoomNet, Session};

@@ -2,7 +2,7 @@
 //! clock: the harness for scenarios with more than one connection.
 
 use rally_netem::{Link, LinkConfig};
-use rally_proto::{ConnectionHandle, Endpoint, EndpointConfig, Event, Instant};
+use rally_proto::{ConnectionHandle, Endpoint, EndpointConfig, Event, Instant, Security};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -64,8 +64,16 @@ pub struct Net {
 pub const TAP_MAX: usize = 256;
 
 impl Net {
-    /// `clients` clients, each with `link` both ways; all randomness derives from `seed`.
+    /// `clients` clients, each with `link` both ways; all randomness derives from `seed`. A
+    /// `config` with the default security (no key) runs in plaintext
+    /// (`Security::DangerPlaintext`): the harness for the protocol's own tests; [`Net::secure`]
+    /// runs them as deployed.
     pub fn new(config: EndpointConfig, link: LinkConfig, clients: usize, seed: u64) -> Self {
+        let security = match config.security {
+            Security::NoKey => Security::DangerPlaintext,
+            security => security,
+        };
+        let config = EndpointConfig { security, ..config };
         // Client i's links use the seeds a benchmark's other peers use for their links (seed *
         // 7 + 3 and seed * 11 + 4 for the first), so that every peer meets the same link.
         let clients = (0..clients as u64)
