@@ -18,6 +18,7 @@ use crate::acks::{ReceivedPackets, RttEstimator, SentPackets};
 use crate::channel::{ReceiveChannel, Received, SendChannel};
 use crate::config::{ConnectionConfig, Redundancy};
 use crate::crypto::{OpenError, PacketKeys};
+use crate::observe::{Observer, Stage};
 use crate::packet::{
     fragment_frame_size, message_frame_size, sealed_disconnect_header, write_data_header,
     write_fragment, write_message, write_ping, Acks, DataHeader, DisconnectReason, Frame, Frames,
@@ -543,7 +544,12 @@ impl Connection {
     }
 
     /// Writes the next datagram into `buf` if one is due, and returns its length.
-    pub(crate) fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+    pub(crate) fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        observer: &mut Observer,
+    ) -> Option<usize> {
         self.now = self.now.max(now);
         match self.state {
             State::Closed => return None,
@@ -564,25 +570,15 @@ impl Connection {
         // A sealed packet keeps room for its tag within the MTU.
         let tag = if self.keys.is_some() { TAG_SIZE } else { 0 };
         let size = self.config.mtu.min(buf.len());
-        let header = DataHeader { seq: self.sent.next_seq, acks: self.received.ack_fields(now) };
-        debug_assert!(self.keys.as_ref().is_none_or(|k| k.next_seq() == header.seq));
-        let mut w = Writer::new(&mut buf[..size.saturating_sub(tag)]);
-        write_data_header(&mut w, &header).ok()?;
-        let header_len = w.len();
-        let last_copy = self.fill(now, &mut w, false);
-        self.fill(now, &mut w, true);
-        if probe_due {
-            self.probe_at = None;
-            // A header-only packet already elicits nothing; the ping makes the peer ack it.
-            let _ = write_ping(&mut w);
-        }
-        if last_copy && self.config.tail_probe {
-            self.probe_at = Some(now + self.config.repeat_interval);
-        }
-        let mut len = w.len();
+        observer.enter(Stage::Encode);
+        let written = self.write_packet(now, &mut buf[..size.saturating_sub(tag)], probe_due);
+        observer.exit(Stage::Encode);
+        let (header_len, mut len) = written?;
         if let Some(keys) = &mut self.keys {
             // The room for the tag was kept aside above, so sealing cannot fail.
-            len = keys.seal(&mut buf[..size], header_len, len)?;
+            let sealed =
+                observer.scope(Stage::Encrypt, || keys.seal(&mut buf[..size], header_len, len));
+            len = sealed?;
         }
         let mut units = std::mem::take(&mut self.units);
         self.sent.record(now, len, &mut units);
@@ -599,6 +595,32 @@ impl Connection {
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
         Some(len)
+    }
+
+    /// Writes a data packet's header and frames into `buf`; returns the header's length and
+    /// the packet's.
+    fn write_packet(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        probe_due: bool,
+    ) -> Option<(usize, usize)> {
+        let header = DataHeader { seq: self.sent.next_seq, acks: self.received.ack_fields(now) };
+        debug_assert!(self.keys.as_ref().is_none_or(|k| k.next_seq() == header.seq));
+        let mut w = Writer::new(buf);
+        write_data_header(&mut w, &header).ok()?;
+        let header_len = w.len();
+        let last_copy = self.fill(now, &mut w, false);
+        self.fill(now, &mut w, true);
+        if probe_due {
+            self.probe_at = None;
+            // A header-only packet already elicits nothing; the ping makes the peer ack it.
+            let _ = write_ping(&mut w);
+        }
+        if last_copy && self.config.tail_probe {
+            self.probe_at = Some(now + self.config.repeat_interval);
+        }
+        Some((header_len, w.len()))
     }
 
     /// Whether any unit must go out now: never sent, lost, or past its resend time.

@@ -30,9 +30,10 @@ use crate::config::ConnectionConfig;
 use crate::connection::{Connection, Event, SendError};
 use crate::crypto::{OpenError, PacketKeys};
 use crate::limit::{Rate, RateLimiter, Verdict};
+use crate::observe::{Observer, Stage, StageObserver};
 use crate::packet::{Cookie, DisconnectReason, Packet, SealedToken};
 use crate::time::Instant;
-use crate::token::{ConnectToken, TokenError, TokenKey};
+use crate::token::{ConnectToken, Grant, TokenError, TokenKey};
 use siphasher::sip128::{Hasher128, SipHasher24};
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hasher;
@@ -201,7 +202,7 @@ struct Attempt {
 enum Slot {
     Free,
     Connecting(Attempt),
-    Open { peer: SocketAddr, connection: Box<Connection> },
+    Open { peer: SocketAddr, connection: Box<Connection>, grant: Option<Box<Grant>> },
 }
 
 /// The protocol state of one socket. Sans-IO: feed it datagrams and time, drain what it wants
@@ -229,6 +230,7 @@ pub struct Endpoint {
     scratch: Vec<u8>,
     packet_limiter: RateLimiter<SocketAddr>,
     handshake_limiter: RateLimiter<std::net::IpAddr>,
+    observer: Observer,
 }
 
 impl Endpoint {
@@ -262,7 +264,14 @@ impl Endpoint {
             scratch: Vec::new(),
             packet_limiter,
             handshake_limiter,
+            observer: Observer::default(),
         }
+    }
+
+    /// Lets `observer` watch the stages of every packet (decrypt, decode, encode, encrypt), so
+    /// that a host can time them on its clock.
+    pub fn set_observer(&mut self, observer: Box<dyn StageObserver>) {
+        self.observer = Observer(Some(observer));
     }
 
     /// Datagrams dropped so far, by reason.
@@ -284,6 +293,16 @@ impl Endpoint {
     pub fn connection(&self, handle: ConnectionHandle) -> Option<&Connection> {
         match self.slots.get(handle.0) {
             Some(Slot::Open { connection, .. }) => Some(connection),
+            _ => None,
+        }
+    }
+
+    /// What the backend granted the client of a connection it opened with a connect token
+    /// (its client id, the room it may join, its user data); `None` for plaintext connections,
+    /// attempts and a client's own side.
+    pub fn grant(&self, handle: ConnectionHandle) -> Option<&Grant> {
+        match self.slots.get(handle.0) {
+            Some(Slot::Open { grant, .. }) => grant.as_deref(),
             _ => None,
         }
     }
@@ -393,7 +412,7 @@ impl Endpoint {
                 return;
             }
         }
-        let packet = match Packet::decode(bytes) {
+        let packet = match self.observer.scope(Stage::Decode, || Packet::decode(bytes)) {
             Ok(packet) => packet,
             Err(_) => {
                 self.stats.malformed += 1;
@@ -461,19 +480,28 @@ impl Endpoint {
         header_len: usize,
     ) {
         let scratch = &mut self.scratch;
+        let observer = &mut self.observer;
         match &mut self.slots[index] {
             Slot::Open { connection, .. } if connection.is_encrypted() => {
-                match connection.open_packet(bytes, header_len, header.seq, scratch) {
+                let opened = observer.scope(Stage::Decrypt, || {
+                    connection.open_packet(bytes, header_len, header.seq, scratch)
+                });
+                match opened {
                     // A protocol violation closes the connection inside; nothing more to do.
                     Ok(()) => {
-                        let _ = connection.handle_data(now, header, scratch, bytes.len());
+                        let len = bytes.len();
+                        observer.scope(Stage::Decode, || {
+                            let _ = connection.handle_data(now, header, scratch, len);
+                        });
                     }
                     Err(e) => self.count_open_error(e),
                 }
             }
             Slot::Open { connection, .. } => {
                 let frames = &bytes[header_len..];
-                let _ = connection.handle_data(now, header, frames, bytes.len());
+                observer.scope(Stage::Decode, || {
+                    let _ = connection.handle_data(now, header, frames, bytes.len());
+                });
             }
             Slot::Connecting(attempt) if attempt.cookie.is_some() => {
                 let server = attempt.server;
@@ -573,10 +601,14 @@ impl Endpoint {
             self.reply(from, Packet::Disconnect { reason: DisconnectReason::ServerFull });
             return;
         }
-        let Ok(keys) = self.check_token(now, from, token, true) else { return };
+        let Ok(sealed) = self.check_token(now, from, token, true) else { return };
         let index = self.allocate(Slot::Free);
         self.by_peer.insert(from, index);
+        let (keys, grant) = sealed.unzip();
         self.open(index, from, now, keys);
+        if let Slot::Open { grant: slot_grant, .. } = &mut self.slots[index] {
+            *slot_grant = grant;
+        }
         if let Slot::Open { connection, .. } = &mut self.slots[index] {
             connection.prompt();
         }
@@ -591,7 +623,7 @@ impl Endpoint {
         from: SocketAddr,
         token: Option<SealedToken<'_>>,
         claim: bool,
-    ) -> Result<Option<PacketKeys>, ()> {
+    ) -> Result<Option<(PacketKeys, Box<Grant>)>, ()> {
         let refusals = &mut self.stats.tokens_refused;
         let (key, protocol_id, address, unix_at_zero, token) = match (&self.config.security, token)
         {
@@ -628,7 +660,8 @@ impl Endpoint {
         if claim {
             self.claim_token(*token.nonce, from, token.expires_at, unix)?;
         }
-        Ok(Some(PacketKeys::new(&private.server_to_client_key, &private.client_to_server_key)))
+        let keys = PacketKeys::new(&private.server_to_client_key, &private.client_to_server_key);
+        Ok(Some((keys, Box::new(private.grant))))
     }
 
     /// Records that the token with `nonce` is `from`'s until `expires_at`; refused if another
@@ -674,7 +707,7 @@ impl Endpoint {
         if let Some(keys) = keys {
             connection.set_keys(keys);
         }
-        self.slots[index] = Slot::Open { peer, connection };
+        self.slots[index] = Slot::Open { peer, connection, grant: None };
     }
 
     fn close_attempt(&mut self, index: usize, reason: DisconnectReason) {
@@ -721,7 +754,7 @@ impl Endpoint {
 
     fn forget_drained(&mut self) {
         for slot in &mut self.slots {
-            if let Slot::Open { peer, connection } = slot {
+            if let Slot::Open { peer, connection, .. } = slot {
                 if connection.is_drained() {
                     self.by_peer.remove(peer);
                     *slot = Slot::Free;
@@ -773,6 +806,7 @@ impl Endpoint {
 
     fn transmit_slot(&mut self, index: usize, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let resend = self.config.handshake_resend_interval;
+        let observer = &mut self.observer;
         match &mut self.slots[index] {
             Slot::Connecting(a) if a.last_sent.is_none_or(|t| now >= t + resend) => {
                 a.last_sent = Some(now);
@@ -789,8 +823,8 @@ impl Endpoint {
                 let len = packet.encode(buf).ok()?;
                 Some(Transmit { destination: a.server, len })
             }
-            Slot::Open { peer, connection } => {
-                let len = connection.poll_transmit(now, buf)?;
+            Slot::Open { peer, connection, .. } => {
+                let len = connection.poll_transmit(now, buf, observer)?;
                 Some(Transmit { destination: *peer, len })
             }
             _ => None,

@@ -106,6 +106,7 @@ pub mod connection;
 mod crypto;
 pub mod endpoint;
 pub mod limit;
+pub mod observe;
 pub mod packet;
 pub mod time;
 pub mod token;
@@ -115,6 +116,7 @@ pub use connection::{Connection, ConnectionStats, Event, SendError};
 pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Footprint, Security, Transmit,
 };
+pub use observe::{Stage, StageObserver};
 pub use packet::DisconnectReason;
 pub use time::Instant;
 pub use token::{ConnectToken, Grant, PrivateToken, TokenError, TokenKey, TokenRandomness};

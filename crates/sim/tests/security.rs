@@ -78,6 +78,11 @@ fn token_holders_connect_and_their_packets_are_sealed() {
     )));
     let client = net.clients[0].handle.unwrap();
     assert!(net.clients[0].endpoint.connection(client).unwrap().is_encrypted());
+    // The server knows what the backend granted the connection: a host routes it by room.
+    let (server_side, _) = net.server_events.first().expect("the server saw the connection");
+    let grant = net.server.grant(*server_side).expect("a token connection carries its grant");
+    assert_eq!((grant.client_id, grant.room_id), (1, 1));
+    assert!(net.clients[0].endpoint.grant(client).is_none(), "a client's side holds no grant");
     // The test takes the client's next datagram off the wire: the payload is not in it.
     let now = net.now();
     net.clients[0].endpoint.send(client, 0, b"attack at dawn").unwrap();

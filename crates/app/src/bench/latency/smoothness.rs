@@ -11,7 +11,8 @@
 use super::stats::summary;
 use super::Setup;
 use glam::Vec3;
-use rally_engine::{ClientSession, EntityId, ObjectClass, World};
+use rally_engine::interpolation::CLASSES;
+use rally_engine::{ClientSession, EntityId, World};
 use rally_proto::Instant;
 use rally_sim::sandbox::HandInput;
 use serde::Serialize;
@@ -81,8 +82,7 @@ impl Smoothness {
     /// Watches the player's `hand`, the object it `held` and a `free` body; tells the
     /// observer's interpolator which is which.
     pub fn new(ids: [EntityId; 3], observer: &mut ClientSession<HandInput, ()>) -> Self {
-        let classes = [ObjectClass::Hand, ObjectClass::Held, ObjectClass::Free];
-        for (id, class) in ids.into_iter().zip(classes) {
+        for (id, class) in ids.into_iter().zip(CLASSES) {
             observer.interpolator_mut().set_class(id, class);
         }
         Self { classes: ids.map(|id| Frames { id, ..Frames::default() }) }
@@ -110,8 +110,7 @@ impl Smoothness {
 
     /// The run is over: note each class's buffer.
     pub fn finish_run(&mut self, observer: &mut ClientSession<HandInput, ()>) {
-        let classes = [ObjectClass::Hand, ObjectClass::Held, ObjectClass::Free];
-        for (frames, class) in self.classes.iter_mut().zip(classes) {
+        for (frames, class) in self.classes.iter_mut().zip(CLASSES) {
             frames.buffers_ms.push(observer.interpolator_mut().stats(class).buffer * 1e3);
         }
     }
