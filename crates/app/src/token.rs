@@ -139,7 +139,7 @@ pub(crate) const LOCAL_PROTOCOL_ID: u64 = 0x5241_4c4c_5944_454d;
 
 /// A fresh random key, for a backend that lives as long as this process.
 pub(crate) fn random_key() -> Result<TokenKey, Box<dyn Error>> {
-    Ok(TokenKey(random()?))
+    Ok(rally_driver::backend::random_key()?)
 }
 
 /// Issues a token letting `client` in at `servers` (tried in order; the server checks that it
@@ -149,20 +149,7 @@ pub(crate) fn issue_local(
     client: u64,
     servers: Vec<SocketAddr>,
 ) -> Result<ConnectToken, Box<dyn Error>> {
-    let grant = Grant {
-        client_id: client,
-        room_id: 0,
-        user_data: [0; USER_DATA_LEN],
-        server_addresses: servers,
-        timeout_s: 5,
-    };
-    let randomness = TokenRandomness {
-        nonce: random()?,
-        client_to_server_key: random()?,
-        server_to_client_key: random()?,
-    };
-    let now = unix_now()?;
-    Ok(token::issue(key, LOCAL_PROTOCOL_ID, &grant, now, 3600, &randomness)?)
+    Ok(rally_driver::backend::issue(key, LOCAL_PROTOCOL_ID, client, 0, servers, 3600)?)
 }
 
 /// A token as hex, for a command line.

@@ -28,10 +28,14 @@
 
 #![deny(missing_docs)]
 
+pub mod backend;
 mod clock;
+pub mod cpu;
+pub mod host;
 mod relay;
 mod udp;
 
 pub use clock::Clock;
+pub use host::{Host, HostConfig};
 pub use relay::DelayRelay;
 pub use udp::UdpDriver;

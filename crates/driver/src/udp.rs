@@ -1,10 +1,12 @@
 //! A UDP socket driving one [`Endpoint`].
 
 use crate::clock::Clock;
+use crate::host::telemetry::{Scope, ScopeClock};
 use rally_proto::{ConnectToken, ConnectionHandle, Endpoint, EndpointConfig, Event, Instant};
 use rally_proto::{Security, TokenError, TokenKey};
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The longest a receive may block, so that the loop notices new sends and deadlines.
@@ -30,6 +32,8 @@ pub struct UdpDriver {
     pub send_errors: u64,
     /// How long before a deadline `run_for` stops sleeping and polls instead (0: never).
     spin: Duration,
+    /// Where the socket's receive and send syscalls are timed, if anywhere.
+    scopes: Option<Arc<ScopeClock>>,
 }
 
 impl UdpDriver {
@@ -75,6 +79,7 @@ impl UdpDriver {
             send_buf: vec![0; 65_536],
             send_errors: 0,
             spin: Duration::ZERO,
+            scopes: None,
         })
     }
 
@@ -104,6 +109,12 @@ impl UdpDriver {
     /// cost is the CPU of the spin; a tick loop at 120 Hz spinning 1 ms uses 12% of a core.
     pub fn set_spin(&mut self, spin: Duration) {
         self.spin = spin;
+    }
+
+    /// Times the socket's syscalls into `scopes` ([`Scope::Receive`] for reads, polls that
+    /// find nothing included; [`Scope::Send`] for writes).
+    pub fn set_scopes(&mut self, scopes: Arc<ScopeClock>) {
+        self.scopes = Some(scopes);
     }
 
     /// Starts connecting to `server`, in plaintext (a server bound with [`UdpDriver::bind`]
@@ -167,7 +178,10 @@ impl UdpDriver {
             while let Some(transmit) = self.endpoint.poll_transmit(now, &mut self.send_buf) {
                 busy = true;
                 let datagram = &self.send_buf[..transmit.len];
-                match self.socket.send_to(datagram, transmit.destination) {
+                let started = self.scopes.as_ref().map(|_| self.clock.now());
+                let sent = self.socket.send_to(datagram, transmit.destination);
+                self.time(Scope::Send, started);
+                match sent {
                     Ok(_) => {}
                     // A full socket buffer or an unreachable peer is a lost packet, not a
                     // reason to stop; the protocol recovers from losses.
@@ -190,7 +204,10 @@ impl UdpDriver {
         self.socket.set_nonblocking(true)?;
         let mut read = 0;
         for _ in 0..RECEIVE_BATCH {
-            match self.socket.recv_from(&mut self.receive_buf) {
+            let started = self.scopes.as_ref().map(|_| self.clock.now());
+            let received = self.socket.recv_from(&mut self.receive_buf);
+            self.time(Scope::Receive, started);
+            match received {
                 Ok((len, from)) => {
                     let now = self.clock.now();
                     self.endpoint.handle_datagram(now, from, &self.receive_buf[..len]);
@@ -202,6 +219,13 @@ impl UdpDriver {
             }
         }
         Ok(read)
+    }
+
+    /// Adds the time since `started` to `scope`, when timing.
+    fn time(&self, scope: Scope, started: Option<Instant>) {
+        if let (Some(scopes), Some(started)) = (&self.scopes, started) {
+            scopes.add(scope, (self.clock.now() - started).as_nanos() as u64);
+        }
     }
 
     /// Waits up to `wait` for a datagram, then reads what else is ready, up to a batch.
@@ -257,7 +281,7 @@ fn seed_from(clock: &Clock, local: SocketAddr) -> u64 {
 }
 
 #[allow(clippy::disallowed_methods)] // Reading the wall clock is the driver's job.
-fn unix_nanos() -> u64 {
+pub(crate) fn unix_nanos() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)

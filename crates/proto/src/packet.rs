@@ -94,6 +94,9 @@ pub enum DisconnectReason {
     ServerFull,
     /// The server is shutting down.
     ServerShutdown,
+    /// The room the connection was in failed (its game code panicked) and was closed; the
+    /// server and its other rooms run on.
+    RoomFailed,
     /// A reason code this version does not know.
     Unknown(u8),
 }
@@ -106,6 +109,7 @@ impl DisconnectReason {
             DisconnectReason::PeerMisbehaved => 2,
             DisconnectReason::ServerFull => 3,
             DisconnectReason::ServerShutdown => 4,
+            DisconnectReason::RoomFailed => 5,
             DisconnectReason::Unknown(code) => code,
         }
     }
@@ -117,6 +121,7 @@ impl DisconnectReason {
             2 => DisconnectReason::PeerMisbehaved,
             3 => DisconnectReason::ServerFull,
             4 => DisconnectReason::ServerShutdown,
+            5 => DisconnectReason::RoomFailed,
             other => DisconnectReason::Unknown(other),
         }
     }

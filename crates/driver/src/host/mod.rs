@@ -1,0 +1,268 @@
+//! The host: many rooms on worker threads, one UDP socket each, ticks on time.
+//!
+//! Each worker owns a socket, the endpoint behind it and the rooms assigned to it, and runs
+//! one loop: datagrams in (each input reaches its room on arrival, and the room's answer, the
+//! fast path's poses say, goes out at once), every room's tick at its own deadline, datagrams
+//! out. Rooms' deadlines are spread over the tick so that a worker's rooms do not all tick at
+//! once; a deadline is met by sleeping, then polling for the last stretch
+//! ([`HostConfig::spin`]).
+//!
+//! **Routing.** A room lives on worker `room_id % workers`, and a worker's socket is its own
+//! port ([`Host::room_address`]): the game's backend puts that address in the connect token it
+//! issues, and the worker routes the connection to the room its token names, opening the room
+//! on the first connection. One port per worker rather than one shared port
+//! (`SO_REUSEPORT`): the kernel spreads a shared port's datagrams by their addresses, which
+//! know nothing of rooms, so a datagram would have to cross threads to reach its room.
+//!
+//! **Faults.** A panic in a room's game code closes that room only: its clients are
+//! disconnected with [`DisconnectReason::RoomFailed`] and the worker's other rooms tick on.
+//! [`Host::shutdown`] drains: no new connections, every room hands over what it queued, the
+//! worker waits until every reliable message is acknowledged or the drain timeout passes, then
+//! tells every client [`DisconnectReason::ServerShutdown`] and reports what was left.
+//!
+//! **Telemetry.** See [`telemetry`]: every scope of the work is timed, per room and per worker,
+//! against [`Budgets`]; [`Host::report`] gathers it.
+
+pub mod telemetry;
+mod worker;
+
+use crate::UdpDriver;
+use rally_engine::{Room, RoomEvent, Simulation};
+#[cfg(doc)]
+use rally_proto::DisconnectReason;
+use rally_proto::{EndpointConfig, Security, TokenKey};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+pub use telemetry::{Budgets, HostReport, RoomReport, Scope, Summary, WorkerReport};
+use worker::Worker;
+
+/// A host's settings.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Worker threads (0: one per core).
+    pub workers: usize,
+    /// The address workers bind to.
+    pub ip: IpAddr,
+    /// Worker `i` binds `port + i`; 0 lets the OS pick each worker's port.
+    pub port: u16,
+    /// How long before a tick's deadline a worker stops sleeping and polls, so that ticks
+    /// start on time (a sleeping thread can wake a millisecond late). Zero: never spin.
+    pub spin: Duration,
+    /// Rooms per worker at most; a connection to a room beyond it is refused (`ServerFull`).
+    pub rooms_per_worker_max: usize,
+    /// A room with no clients for this long is closed.
+    pub room_idle_close: Duration,
+    /// Budgets per room-tick, for the overrun counters.
+    pub budgets: Budgets,
+    /// The endpoints' settings (connection limits, rates; the engine's channels by default);
+    /// `security` is set from `key` and the worker's address.
+    pub endpoint: EndpointConfig,
+    /// The key connect tokens are sealed with (shared with the game's backend). `None` runs
+    /// in plaintext: for debugging only.
+    pub key: Option<TokenKey>,
+    /// The game's protocol id, which its tokens carry.
+    pub protocol_id: u64,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self {
+            workers: 0,
+            ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            spin: Duration::from_micros(300),
+            rooms_per_worker_max: 1024,
+            room_idle_close: Duration::from_secs(30),
+            budgets: Budgets::default(),
+            endpoint: EndpointConfig {
+                connection: rally_engine::connection_config(),
+                ..EndpointConfig::default()
+            },
+            key: None,
+            protocol_id: 0,
+        }
+    }
+}
+
+/// What a worker's drain left behind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DrainReport {
+    /// The worker.
+    pub worker: usize,
+    /// Connections told `ServerShutdown`.
+    pub connections: usize,
+    /// Connections whose every reliable message was acknowledged before they were told.
+    pub drained: usize,
+    /// Messages still unacknowledged when the drain timed out, over all connections.
+    pub undelivered: usize,
+}
+
+/// A game as a host runs it: it builds each room, and answers the rooms' events.
+pub trait Game: Send + Sync + 'static {
+    /// The rooms' game code.
+    type Simulation: Simulation;
+
+    /// Builds room `room_id` when its first client connects (on the room's worker thread, so
+    /// the simulation need not be `Send`).
+    fn open(&self, room_id: u64) -> Room<Self::Simulation>;
+
+    /// A room's event: joins and leaves, RPCs and requests (answer with [`Room::send`] and
+    /// [`Room::respond`]). Called on arrival and after every tick; the default ignores them.
+    fn on_event(&self, room: &mut Room<Self::Simulation>, event: GameEvent<Self>) {
+        let _ = (room, event);
+    }
+
+    /// After each of a room's ticks: game code that needs the room at hand (RPCs on a timer, a
+    /// round's end). What it sends leaves at once.
+    fn after_tick(&self, room: &mut Room<Self::Simulation>) {
+        let _ = room;
+    }
+}
+
+/// The events of a game's rooms.
+pub type GameEvent<G> = RoomEvent<<<G as Game>::Simulation as Simulation>::Message>;
+
+/// A function from room id to room is a game that ignores its rooms' events.
+impl<S, F> Game for F
+where
+    S: Simulation,
+    F: Fn(u64) -> Room<S> + Send + Sync + 'static,
+{
+    type Simulation = S;
+
+    fn open(&self, room_id: u64) -> Room<S> {
+        self(room_id)
+    }
+}
+
+/// What the host and its workers share.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Set by `shutdown`: drain and stop.
+    draining: AtomicBool,
+    /// How long a drain may wait, in microseconds.
+    drain_timeout_us: AtomicU64,
+    /// Bumped by `reset_telemetry`; a worker that sees a new value starts its figures afresh.
+    reset_epoch: AtomicU64,
+    /// Each worker's latest report.
+    reports: Mutex<Vec<Option<WorkerReport>>>,
+}
+
+/// Many rooms on worker threads. Dropping it drains with no wait.
+pub struct Host {
+    addresses: Vec<SocketAddr>,
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<io::Result<DrainReport>>>,
+    budgets: Budgets,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host").field("addresses", &self.addresses).finish()
+    }
+}
+
+impl Host {
+    /// Binds every worker's socket and starts the workers; `game` builds each room when its
+    /// first client connects.
+    pub fn start<G: Game>(config: HostConfig, game: G) -> io::Result<Self> {
+        let workers = match config.workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let game = Arc::new(game);
+        let shared = Arc::new(Shared::default());
+        *lock(&shared.reports) = vec![None; workers];
+        let mut addresses = Vec::new();
+        let mut drivers = Vec::new();
+        for index in 0..workers {
+            let port = if config.port == 0 { 0 } else { config.port + index as u16 };
+            let driver = bind(&config, SocketAddr::new(config.ip, port))?;
+            addresses.push(driver.local_addr()?);
+            drivers.push(driver);
+        }
+        let mut threads = Vec::new();
+        for (index, driver) in drivers.into_iter().enumerate() {
+            let (game, shared, config) = (game.clone(), shared.clone(), config.clone());
+            let thread = std::thread::Builder::new()
+                .name(format!("rally-worker-{index}"))
+                .spawn(move || Worker::new(index, driver, game, shared, config).run())?;
+            threads.push(thread);
+        }
+        Ok(Self { addresses, shared, threads, budgets: config.budgets })
+    }
+
+    /// Each worker's socket address, by worker index.
+    pub fn addresses(&self) -> &[SocketAddr] {
+        &self.addresses
+    }
+
+    /// The address of the worker that hosts `room_id`: the one to put in its clients' tokens.
+    pub fn room_address(&self, room_id: u64) -> SocketAddr {
+        self.addresses[(room_id % self.addresses.len() as u64) as usize]
+    }
+
+    /// The latest figures of every worker and room (workers publish ten times a second).
+    pub fn report(&self) -> HostReport {
+        let workers: Vec<WorkerReport> =
+            lock(&self.shared.reports).iter().flatten().cloned().collect();
+        let rooms = workers.iter().flat_map(|w| w.room_reports.iter().cloned()).collect();
+        HostReport { workers, rooms, budgets: self.budgets.clone() }
+    }
+
+    /// Starts every figure afresh (counters, histograms, CPU time), as of each worker's next
+    /// loop; [`Host::report`] then covers only what followed.
+    pub fn reset_telemetry(&self) {
+        self.shared.reset_epoch.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drains and stops: no new connections; every room hands over what it queued; each
+    /// worker waits up to `timeout` for its reliable messages to be acknowledged, then tells
+    /// every client `ServerShutdown`. Returns what each worker left.
+    pub fn shutdown(mut self, timeout: Duration) -> io::Result<Vec<DrainReport>> {
+        self.stop(timeout)
+    }
+
+    fn stop(&mut self, timeout: Duration) -> io::Result<Vec<DrainReport>> {
+        let micros = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
+        self.shared.drain_timeout_us.store(micros, Ordering::Relaxed);
+        self.shared.draining.store(true, Ordering::Release);
+        let mut reports = Vec::new();
+        for thread in self.threads.drain(..) {
+            let report = thread.join().map_err(|_| io::Error::other("a worker panicked"))??;
+            reports.push(report);
+        }
+        Ok(reports)
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.stop(Duration::ZERO);
+    }
+}
+
+fn bind(config: &HostConfig, address: SocketAddr) -> io::Result<UdpDriver> {
+    match &config.key {
+        Some(key) => UdpDriver::bind_secure(
+            address,
+            config.endpoint.clone(),
+            key.clone(),
+            config.protocol_id,
+        ),
+        None => {
+            let endpoint =
+                EndpointConfig { security: Security::DangerPlaintext, ..config.endpoint.clone() };
+            UdpDriver::bind(address, endpoint)
+        }
+    }
+}
+
+/// Locks a mutex that a panicking holder cannot leave broken (its data is replaced whole).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

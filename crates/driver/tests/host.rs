@@ -1,0 +1,273 @@
+//! Goal: the host runs many rooms on worker threads over real sockets: each connection reaches
+//! the room its token names on the worker that owns it; a room whose game code panics is closed
+//! alone, its clients told why, while the other rooms tick on; a shutdown delivers every
+//! reliable message already sent, through loss, before telling clients the server is going.
+//! Method: a host on loopback with sealed connections, players that are real client sessions
+//! on their own sockets, all in this process; a lossy relay thread where loss matters.
+
+use rally_driver::backend;
+use rally_driver::host::{Game, Scope};
+use rally_driver::{Host, HostConfig, UdpDriver};
+use rally_engine::{connection_config, ClientEvent, ClientSession, Delivery, Entity, EntityId};
+use rally_engine::{ClientId, Room, RoomConfig, Simulation, Target, Transform, World};
+use rally_proto::{DisconnectReason, EndpointConfig, Event, TokenKey};
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const PROTOCOL: u64 = 0x7e57;
+
+/// Each client's input moves its hand; the game panics at `panic_at` ticks if set.
+#[derive(Default)]
+struct Hands {
+    hands: BTreeMap<ClientId, EntityId>,
+    ticks: u32,
+    panic_at: Option<u32>,
+}
+
+impl Simulation for Hands {
+    type Input = [f32; 3];
+    type Message = u32;
+
+    fn apply_input(&mut self, world: &mut World, client: ClientId, input: &[f32; 3]) {
+        if let Some(hand) = self.hands.get(&client).and_then(|id| world.get_mut(*id)) {
+            hand.transform.position = glam::Vec3::from_array(*input);
+        }
+    }
+
+    fn step(&mut self, _world: &mut World, _dt: Duration) {
+        self.ticks += 1;
+        if self.panic_at == Some(self.ticks) {
+            panic!("the game's own bug (a test of containment)");
+        }
+    }
+
+    fn joined(&mut self, world: &mut World, client: ClientId) {
+        if let Ok(id) = world.spawn(Entity::at(Transform::IDENTITY)) {
+            self.hands.insert(client, id);
+        }
+    }
+}
+
+/// A player: a client session on its own socket.
+struct Player {
+    driver: UdpDriver,
+    session: ClientSession<[f32; 3], u32>,
+    joined: bool,
+    snapshots: u64,
+    messages: Vec<u32>,
+    ended: Option<DisconnectReason>,
+}
+
+impl Player {
+    /// Connects with a token for `room` naming `servers` (the first is where it sends).
+    fn join(key: &TokenKey, client: u64, room: u64, servers: Vec<SocketAddr>) -> Self {
+        let config = EndpointConfig { connection: connection_config(), ..Default::default() };
+        let mut driver = UdpDriver::bind("127.0.0.1:0", config).expect("binds");
+        let token = backend::issue(key, PROTOCOL, client, room, servers, 60).expect("issued");
+        driver.connect_with_token(token).expect("a valid token");
+        let session = ClientSession::new(Default::default());
+        Self { driver, session, joined: false, snapshots: 0, messages: Vec::new(), ended: None }
+    }
+
+    /// One frame: what arrived, then an input.
+    fn frame(&mut self, length: Duration) {
+        let clock = self.driver.clock();
+        let (session, ended) = (&mut self.session, &mut self.ended);
+        self.driver
+            .run_for(length, |_, connection, event| match event {
+                Event::Connected => session.connected(connection),
+                Event::Message { channel, payload } => {
+                    session.receive(clock.now(), channel, &payload)
+                }
+                Event::Disconnected { reason } => {
+                    *ended = Some(reason);
+                    session.disconnected();
+                }
+            })
+            .expect("the player's loop runs");
+        while let Some(event) = self.session.poll_event() {
+            match event {
+                ClientEvent::Joined { .. } => self.joined = true,
+                ClientEvent::Snapshot { .. } => self.snapshots += 1,
+                ClientEvent::Message(k) => self.messages.push(k),
+                _ => {}
+            }
+        }
+        if self.ended.is_none() {
+            let now = self.driver.now();
+            self.session.send_input(now, [now.as_secs_f64() as f32, 1.0, 0.0]);
+            self.session.transmit(self.driver.endpoint());
+        }
+    }
+}
+
+/// Runs every player's frames for `length` in all.
+fn play(players: &mut [Player], length: Duration) {
+    let frames = (length.as_millis() / 4).max(1);
+    let each = Duration::from_millis(4) / players.len() as u32;
+    for _ in 0..frames {
+        for player in players.iter_mut() {
+            player.frame(each);
+        }
+    }
+}
+
+fn host_config(workers: usize, key: &TokenKey) -> HostConfig {
+    HostConfig { workers, key: Some(key.clone()), protocol_id: PROTOCOL, ..HostConfig::default() }
+}
+
+fn room(panic_at: Option<u32>) -> Room<Hands> {
+    Room::new(RoomConfig::default(), Hands { panic_at, ..Hands::default() }, 1)
+}
+
+#[test]
+fn connections_reach_the_room_their_token_names_on_its_worker() {
+    let key = backend::random_key().expect("randomness");
+    let host = Host::start(host_config(2, &key), |_| room(None)).expect("starts");
+    let mut players: Vec<Player> = (0..6u64)
+        .map(|k| Player::join(&key, k, k % 3 + 1, vec![host.room_address(k % 3 + 1)]))
+        .collect();
+    play(&mut players, Duration::from_millis(600));
+    for (k, player) in players.iter().enumerate() {
+        assert!(player.joined && player.snapshots > 0, "player {k} joined and got snapshots");
+        assert_eq!(player.ended, None);
+    }
+    // Figures are published ten times a second.
+    std::thread::sleep(Duration::from_millis(150));
+    let report = host.report();
+    let mut rooms: Vec<(u64, usize, usize)> =
+        report.rooms.iter().map(|r| (r.room_id, r.worker, r.clients)).collect();
+    rooms.sort();
+    assert_eq!(rooms, vec![(1, 1, 2), (2, 0, 2), (3, 1, 2)], "(room, worker, clients)");
+    for worker in &report.workers {
+        for scope in [Scope::Receive, Scope::Decrypt, Scope::Replicate, Scope::Encrypt] {
+            assert!(
+                worker.scope_nanos[scope.index()] > 0,
+                "worker {} timed {scope:?}",
+                worker.worker
+            );
+        }
+    }
+    assert!(report.room_ticks() > 0 && report.workers.iter().all(|w| w.cpu_us > 0));
+    host.shutdown(Duration::from_millis(200)).expect("drains");
+}
+
+#[test]
+fn a_room_whose_game_panics_is_closed_alone() {
+    let key = backend::random_key().expect("randomness");
+    // Room 2's game panics at its 40th tick; room 1's never does. One worker runs both.
+    let game = |id: u64| room((id == 2).then_some(40));
+    let host = Host::start(host_config(1, &key), game).expect("starts");
+    let address = host.room_address(1);
+    let mut players: Vec<Player> =
+        (0..4u64).map(|k| Player::join(&key, k, k % 2 + 1, vec![address])).collect();
+    for _ in 0..100 {
+        play(&mut players, Duration::from_millis(40));
+        if players[1].ended.is_some() && players[3].ended.is_some() {
+            break;
+        }
+    }
+    assert_eq!(players[1].ended, Some(DisconnectReason::RoomFailed));
+    assert_eq!(players[3].ended, Some(DisconnectReason::RoomFailed));
+    let before: Vec<u64> = players.iter().map(|p| p.snapshots).collect();
+    play(&mut players, Duration::from_millis(300));
+    for k in [0, 2] {
+        assert_eq!(players[k].ended, None, "player {k} in the sound room stays");
+        assert!(players[k].snapshots > before[k], "player {k}'s room ticks on");
+    }
+    std::thread::sleep(Duration::from_millis(150));
+    let report = host.report();
+    assert_eq!(report.workers[0].rooms_failed, 1);
+    assert_eq!(report.rooms.iter().map(|r| r.room_id).collect::<Vec<_>>(), vec![1]);
+    host.shutdown(Duration::from_millis(200)).expect("drains");
+}
+
+/// Sends every client of every room a counter, reliably, after each tick; counts what it sent.
+struct Counter {
+    sent: Arc<AtomicU32>,
+}
+
+impl Game for Counter {
+    type Simulation = Hands;
+
+    fn open(&self, _room_id: u64) -> Room<Hands> {
+        room(None)
+    }
+
+    fn after_tick(&self, room: &mut Room<Hands>) {
+        if room.clients().next().is_none() {
+            return;
+        }
+        let next = self.sent.load(Ordering::Relaxed);
+        if room.send(Target::All, Delivery::Reliable, &next).is_ok() {
+            self.sent.store(next + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A relay that passes everything to the server and drops every third datagram back, and
+/// every one while `dark` is set.
+fn lossy_relay(server: SocketAddr, stop: Arc<AtomicBool>, dark: Arc<AtomicBool>) -> SocketAddr {
+    let front = UdpSocket::bind("127.0.0.1:0").expect("binds");
+    let back = UdpSocket::bind("127.0.0.1:0").expect("binds");
+    let address = front.local_addr().expect("bound");
+    for socket in [&front, &back] {
+        socket.set_nonblocking(true).expect("settable");
+    }
+    std::thread::spawn(move || {
+        let (mut buf, mut client, mut back_count) = (vec![0u8; 2048], None, 0u64);
+        while !stop.load(Ordering::Relaxed) {
+            while let Ok((len, from)) = front.recv_from(&mut buf) {
+                client = Some(from);
+                let _ = back.send_to(&buf[..len], server);
+            }
+            while let Ok((len, _)) = back.recv_from(&mut buf) {
+                back_count += 1;
+                let pass = back_count % 3 != 0 && !dark.load(Ordering::Relaxed);
+                if let (Some(client), true) = (client, pass) {
+                    let _ = front.send_to(&buf[..len], client);
+                }
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    });
+    address
+}
+
+#[test]
+fn a_shutdown_delivers_what_was_sent_through_loss_then_says_why() {
+    let key = backend::random_key().expect("randomness");
+    let sent = Arc::new(AtomicU32::new(0));
+    let host = Host::start(host_config(1, &key), Counter { sent: sent.clone() }).expect("starts");
+    let (stop, dark) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let relay = lossy_relay(host.room_address(1), stop.clone(), dark.clone());
+    // The token names the relay (where the player sends) and the worker (which checks it).
+    let mut players = vec![Player::join(&key, 1, 1, vec![relay, host.room_address(1)])];
+    play(&mut players, Duration::from_millis(300));
+    assert!(players[0].joined && !players[0].messages.is_empty(), "counting started");
+    // The way back goes dark: the messages sent now are lost, so they are still unacknowledged
+    // when the host starts draining, on another thread, while the player plays on. Only
+    // resends after the dark can deliver them; a goodbye that did not wait would be lost too.
+    dark.store(true, Ordering::Relaxed);
+    play(&mut players, Duration::from_millis(60));
+    let shutdown = std::thread::spawn(move || host.shutdown(Duration::from_secs(3)));
+    play(&mut players, Duration::from_millis(100));
+    dark.store(false, Ordering::Relaxed);
+    for _ in 0..200 {
+        play(&mut players, Duration::from_millis(20));
+        if players[0].ended.is_some() {
+            break;
+        }
+    }
+    let drained = shutdown.join().expect("no panic").expect("drains");
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(players[0].ended, Some(DisconnectReason::ServerShutdown));
+    let sent = sent.load(Ordering::Relaxed);
+    let expected: Vec<u32> = (0..sent).collect();
+    assert_eq!(players[0].messages, expected, "every message sent arrived once, in order");
+    assert_eq!(drained[0].connections, 1);
+    assert_eq!((drained[0].drained, drained[0].undelivered), (1, 0));
+}
