@@ -1,8 +1,9 @@
-//! The game the benchmarks and the demo play: controllers driven by inputs holding paddles,
-//! in a rapier3d world.
+//! The games the benchmarks, the demo and `rally server` play: controllers driven by inputs
+//! holding paddles in a rapier3d world ([`Paddles`]), and the W3 reference room
+//! ([`Reference`]).
 
 use glam::Vec3;
-use rally_engine::{ClientId, Entity, EntityId, Simulation, Transform, World};
+use rally_engine::{ClientId, Entity, EntityId, Room, RoomConfig, Simulation, Transform, World};
 use rally_physics::{Body, Physics};
 use rally_sim::sandbox::{HandInput, Sandbox};
 use std::collections::BTreeMap;
@@ -77,4 +78,72 @@ impl Paddles {
         self.ball = Some(ball);
         Ok(())
     }
+}
+
+/// Clients in the reference room.
+pub const CLIENTS: usize = 10;
+/// Bodies in the reference room, controllers included.
+pub const BODIES: usize = 256;
+/// Bodies that move every tick, controllers included.
+pub const MOVING: usize = 64;
+
+/// The W3 reference game (shared/DESIGN.md, section 5): inputs move controllers;
+/// `MOVING - CLIENTS` bodies orbit; the rest of the `BODIES` rest. No physics: the host's
+/// budget leaves the game's own cost apart.
+#[derive(Default)]
+pub struct Reference {
+    controllers: BTreeMap<ClientId, EntityId>,
+    orbiting: Vec<EntityId>,
+    t: f32,
+}
+
+impl Simulation for Reference {
+    type Input = HandInput;
+    type Message = ();
+
+    fn apply_input(&mut self, world: &mut World, client: ClientId, input: &HandInput) {
+        let Some(hand) = self.controllers.get(&client).and_then(|id| world.get_mut(*id)) else {
+            return;
+        };
+        hand.transform.position = input.position.into();
+        hand.transform.rotation = glam::Quat::from_array(input.rotation).normalize();
+    }
+
+    fn step(&mut self, world: &mut World, dt: Duration) {
+        self.t += dt.as_secs_f32();
+        for (k, id) in self.orbiting.iter().enumerate() {
+            let Some(body) = world.get_mut(*id) else { continue };
+            let phase = self.t * 2.0 + k as f32;
+            let radius = 1.0 + (k % 5) as f32 * 0.5;
+            body.transform.position = Vec3::new(phase.cos() * radius, 1.0, phase.sin() * radius);
+            body.linear_velocity = Vec3::new(-phase.sin(), 0.0, phase.cos()) * radius * 2.0;
+        }
+    }
+
+    fn joined(&mut self, world: &mut World, client: ClientId) {
+        if let Ok(id) = world.spawn(Entity::at(Transform::IDENTITY)) {
+            self.controllers.insert(client, id);
+        }
+    }
+}
+
+/// The reference room with its bodies spawned: `BODIES - CLIENTS` of them, of which
+/// `MOVING - CLIENTS` orbit; each client that joins adds its controller.
+/// `seed` makes the room's session secrets.
+pub fn reference_room(
+    mut config: RoomConfig,
+    seed: u64,
+) -> Result<Room<Reference>, rally_engine::WorldError> {
+    config.snapshot.entities_max = config.snapshot.entities_max.max(BODIES);
+    let mut game = Reference::default();
+    let mut room = Room::new(config, Reference::default(), seed);
+    for k in 0..BODIES - CLIENTS {
+        let at = Transform::from_position(Vec3::new(k as f32 * 0.1 - 10.0, 0.5, -3.0));
+        let id = room.world_mut().spawn(Entity::at(at))?;
+        if k < MOVING - CLIENTS {
+            game.orbiting.push(id);
+        }
+    }
+    *room.simulation_mut() = game;
+    Ok(room)
 }

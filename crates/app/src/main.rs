@@ -9,6 +9,7 @@ mod game;
 mod machine;
 mod peer;
 mod plot;
+mod server;
 mod sim;
 mod token;
 
@@ -35,6 +36,8 @@ enum Command {
     },
     /// A room with bot players swinging paddles over UDP on this machine, with live figures.
     Demo(demo::DemoArgs),
+    /// Host rooms: worker threads from a TOML config, telemetry on HTTP, drain on SIGTERM.
+    Server(server::ServerArgs),
     /// Run seeded deterministic simulations with invariant checkers; replay one with --seed.
     Sim(sim::SimArgs),
     /// Try the transport over real UDP: an echo server and a client that measures round trips.
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench { bench } => bench::run(bench),
         Command::Demo(args) => demo::run(&args),
+        Command::Server(args) => server::run(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Echo { side } => echo::run(&side),
         Command::Peer { side } => peer::run(&side),

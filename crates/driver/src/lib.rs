@@ -34,8 +34,10 @@ pub mod cpu;
 pub mod host;
 mod relay;
 mod udp;
+mod wait;
 
 pub use clock::Clock;
 pub use host::{Host, HostConfig};
 pub use relay::DelayRelay;
 pub use udp::UdpDriver;
+pub use wait::precise_timers;

@@ -11,12 +11,6 @@ use std::time::Duration;
 
 /// The longest a receive may block, so that the loop notices new sends and deadlines.
 const WAIT_MAX: Duration = Duration::from_millis(50);
-/// Waits shorter than this are not left to the socket's receive timeout, which Linux counts in
-/// kernel ticks (a 0.1 ms timeout measured 8 ms here): the loop polls the socket and sleeps in
-/// short steps instead, which the OS times to within microseconds.
-const COARSE_WAIT_MIN: Duration = Duration::from_millis(20);
-/// One step of a short wait: the most a datagram waits unread while the loop sleeps.
-const SLEEP_STEP: Duration = Duration::from_micros(200);
 /// Datagrams read per wake-up at most before timers and transmissions get a turn.
 const RECEIVE_BATCH: usize = 64;
 
@@ -67,6 +61,8 @@ impl UdpDriver {
         config: impl FnOnce(SocketAddr, &Clock) -> EndpointConfig,
     ) -> io::Result<Self> {
         let socket = UdpSocket::bind(address)?;
+        // Reads never block: the loop waits on `wait::readable`, which keeps time precisely.
+        socket.set_nonblocking(true)?;
         let clock = Clock::start();
         let local = socket.local_addr()?;
         let config = config(local, &clock);
@@ -140,6 +136,7 @@ impl UdpDriver {
         duration: Duration,
         mut on_event: impl FnMut(&mut Endpoint, ConnectionHandle, Event),
     ) -> io::Result<()> {
+        crate::precise_timers();
         let deadline = self.clock.now() + duration;
         loop {
             self.flush(&mut on_event)?;
@@ -155,11 +152,8 @@ impl UdpDriver {
                 let spin_from = deadline.as_nanos().saturating_sub(self.spin.as_nanos() as u64);
                 let sleep_until = wake.min(Instant::from_nanos(spin_from));
                 let wait = (sleep_until - now).min(WAIT_MAX);
-                if wait >= COARSE_WAIT_MIN {
-                    // Leave the kernel's tick of slack before the wake-up time.
-                    self.receive(wait - COARSE_WAIT_MIN / 2)?;
-                } else if self.poll_receive()? == 0 {
-                    std::thread::sleep(wait.min(SLEEP_STEP));
+                if crate::wait::readable(&self.socket, wait)? {
+                    self.poll_receive()?;
                 }
             }
             let now = self.clock.now();
@@ -201,7 +195,6 @@ impl UdpDriver {
 
     /// Reads whatever datagrams are ready, up to a batch, without waiting; returns how many.
     fn poll_receive(&mut self) -> io::Result<usize> {
-        self.socket.set_nonblocking(true)?;
         let mut read = 0;
         for _ in 0..RECEIVE_BATCH {
             let started = self.scopes.as_ref().map(|_| self.clock.now());
@@ -226,27 +219,6 @@ impl UdpDriver {
         if let (Some(scopes), Some(started)) = (&self.scopes, started) {
             scopes.add(scope, (self.clock.now() - started).as_nanos() as u64);
         }
-    }
-
-    /// Waits up to `wait` for a datagram, then reads what else is ready, up to a batch.
-    fn receive(&mut self, wait: Duration) -> io::Result<()> {
-        self.socket.set_nonblocking(false)?;
-        self.socket.set_read_timeout(Some(wait))?;
-        for n in 0..RECEIVE_BATCH {
-            if n == 1 {
-                self.socket.set_nonblocking(true)?;
-            }
-            match self.socket.recv_from(&mut self.receive_buf) {
-                Ok((len, from)) => {
-                    let now = self.clock.now();
-                    self.endpoint.handle_datagram(now, from, &self.receive_buf[..len]);
-                }
-                Err(e) if is_timeout(&e) => return Ok(()),
-                Err(e) if is_transient(&e) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
     }
 }
 

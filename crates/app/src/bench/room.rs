@@ -19,11 +19,11 @@
 
 use super::stats::{summary, Summary};
 use crate::alloc_counter;
+use crate::game::{reference_room, Reference, BODIES, CLIENTS, MOVING};
 use crate::machine::Machine;
 use crate::plot::{self, Panel};
 use rally_engine::{
-    connection_config, ClientConfig, ClientId, ClientSession, Entity, EntityId, Phase,
-    PhaseObserver, Room, RoomConfig, Simulation, Transform, World, PHASES,
+    connection_config, ClientConfig, ClientSession, Phase, PhaseObserver, Room, RoomConfig, PHASES,
 };
 use rally_netem::LinkConfig;
 use rally_proto::{EndpointConfig, Event};
@@ -35,12 +35,6 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Clients in the reference room.
-const CLIENTS: usize = 10;
-/// Bodies in the reference room, controllers included.
-const BODIES: usize = 256;
-/// Bodies that move every tick, controllers included.
-const MOVING: usize = 64;
 /// The host's target for a whole room-tick (all phases but physics).
 const TARGET_US: f64 = 25.0;
 
@@ -56,45 +50,6 @@ pub struct RoomArgs {
     /// Draw the per-phase plot into this directory.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
-}
-
-/// The reference game: inputs move controllers; `MOVING - CLIENTS` bodies orbit.
-#[derive(Default)]
-struct Reference {
-    controllers: BTreeMap<ClientId, EntityId>,
-    orbiting: Vec<EntityId>,
-    t: f32,
-}
-
-impl Simulation for Reference {
-    type Input = HandInput;
-    type Message = ();
-
-    fn apply_input(&mut self, world: &mut World, client: ClientId, input: &HandInput) {
-        let Some(hand) = self.controllers.get(&client).and_then(|id| world.get_mut(*id)) else {
-            return;
-        };
-        hand.transform.position = input.position.into();
-        hand.transform.rotation = glam::Quat::from_array(input.rotation).normalize();
-    }
-
-    fn step(&mut self, world: &mut World, dt: Duration) {
-        self.t += dt.as_secs_f32();
-        for (k, id) in self.orbiting.iter().enumerate() {
-            let Some(body) = world.get_mut(*id) else { continue };
-            let phase = self.t * 2.0 + k as f32;
-            let radius = 1.0 + (k % 5) as f32 * 0.5;
-            body.transform.position =
-                glam::Vec3::new(phase.cos() * radius, 1.0, phase.sin() * radius);
-            body.linear_velocity = glam::Vec3::new(-phase.sin(), 0.0, phase.cos()) * radius * 2.0;
-        }
-    }
-
-    fn joined(&mut self, world: &mut World, client: ClientId) {
-        if let Ok(id) = world.spawn(Entity::at(Transform::IDENTITY)) {
-            self.controllers.insert(client, id);
-        }
-    }
 }
 
 /// Times the phases of one tick with the OS clock.
@@ -150,18 +105,7 @@ struct Bench {
 impl Bench {
     /// The reference room with its clients connected and joined, the world in motion.
     fn new() -> Result<Self, Box<dyn Error>> {
-        let mut game = Reference::default();
-        let mut room_config = RoomConfig::default();
-        room_config.snapshot.entities_max = room_config.snapshot.entities_max.max(BODIES);
-        let mut room = Room::new(room_config, Reference::default(), 1);
-        for k in 0..BODIES - CLIENTS {
-            let at = Transform::from_position(glam::Vec3::new(k as f32 * 0.1 - 10.0, 0.5, -3.0));
-            let id = room.world_mut().spawn(Entity::at(at))?;
-            if k < MOVING - CLIENTS {
-                game.orbiting.push(id);
-            }
-        }
-        *room.simulation_mut() = game;
+        let room = reference_room(RoomConfig::default(), 1)?;
         let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
         let mut net = Net::secure(endpoint, LinkConfig::default(), CLIENTS, 1);
         if !net.connect_all(Duration::from_secs(1)) {

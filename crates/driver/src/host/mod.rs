@@ -4,8 +4,10 @@
 //! one loop: datagrams in (each input reaches its room on arrival, and the room's answer, the
 //! fast path's poses say, goes out at once), every room's tick at its own deadline, datagrams
 //! out. Rooms' deadlines are spread over the tick so that a worker's rooms do not all tick at
-//! once; a deadline is met by sleeping, then polling for the last stretch
-//! ([`HostConfig::spin`]).
+//! once. A worker waits for its socket or its next deadline, whichever comes first, on the
+//! kernel's high-resolution timers with a microsecond of slack, so ticks start on time without
+//! burning CPU; [`HostConfig::spin`] adds polling for the last stretch where a kernel wakes
+//! threads late.
 //!
 //! **Routing.** A room lives on worker `room_id % workers`, and a worker's socket is its own
 //! port ([`Host::room_address`]): the game's backend puts that address in the connect token it
@@ -49,8 +51,9 @@ pub struct HostConfig {
     pub ip: IpAddr,
     /// Worker `i` binds `port + i`; 0 lets the OS pick each worker's port.
     pub port: u16,
-    /// How long before a tick's deadline a worker stops sleeping and polls, so that ticks
-    /// start on time (a sleeping thread can wake a millisecond late). Zero: never spin.
+    /// How long before a tick's deadline a worker stops sleeping and polls, for kernels that
+    /// wake sleeping threads late (each microsecond costs CPU before every tick). Zero, the
+    /// default: never spin; the precise wait keeps ticks on time here.
     pub spin: Duration,
     /// Rooms per worker at most; a connection to a room beyond it is refused (`ServerFull`).
     pub rooms_per_worker_max: usize,
@@ -74,7 +77,7 @@ impl Default for HostConfig {
             workers: 0,
             ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
-            spin: Duration::from_micros(300),
+            spin: Duration::ZERO,
             rooms_per_worker_max: 1024,
             room_idle_close: Duration::from_secs(30),
             budgets: Budgets::default(),
@@ -152,6 +155,23 @@ struct Shared {
     reports: Mutex<Vec<Option<WorkerReport>>>,
 }
 
+/// Reads a host's figures from any thread.
+#[derive(Debug, Clone)]
+pub struct Reporter {
+    shared: Arc<Shared>,
+    budgets: Budgets,
+}
+
+impl Reporter {
+    /// The latest figures of every worker and room (workers publish ten times a second).
+    pub fn report(&self) -> HostReport {
+        let reports = lock(&self.shared.reports);
+        let workers: Vec<WorkerReport> = reports.iter().flatten().cloned().collect();
+        let rooms = workers.iter().flat_map(|w| w.room_reports.iter().cloned()).collect();
+        HostReport { workers, rooms, budgets: self.budgets.clone() }
+    }
+}
+
 /// Many rooms on worker threads. Dropping it drains with no wait.
 pub struct Host {
     addresses: Vec<SocketAddr>,
@@ -208,10 +228,12 @@ impl Host {
 
     /// The latest figures of every worker and room (workers publish ten times a second).
     pub fn report(&self) -> HostReport {
-        let workers: Vec<WorkerReport> =
-            lock(&self.shared.reports).iter().flatten().cloned().collect();
-        let rooms = workers.iter().flat_map(|w| w.room_reports.iter().cloned()).collect();
-        HostReport { workers, rooms, budgets: self.budgets.clone() }
+        self.reporter().report()
+    }
+
+    /// A handle that reads the figures from another thread (a metrics endpoint's).
+    pub fn reporter(&self) -> Reporter {
+        Reporter { shared: self.shared.clone(), budgets: self.budgets.clone() }
     }
 
     /// Starts every figure afresh (counters, histograms, CPU time), as of each worker's next

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// How often a worker publishes its report.
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
 /// The longest a worker with nothing due waits before looking at its flags again.
-const IDLE_WAIT: Duration = Duration::from_millis(5);
+const IDLE_WAIT: Duration = Duration::from_millis(20);
 /// How long a worker keeps sending after telling its clients it shuts down: the disconnect
 /// goes out three times, a keepalive interval apart at most.
 const GOODBYE: Duration = Duration::from_millis(60);

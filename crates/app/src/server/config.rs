@@ -1,0 +1,239 @@
+//! `rally server`'s configuration: embedded defaults (default.toml), overridden field by field
+//! by the operator's file. An unknown field, a wrong type or a value out of range is an error
+//! that names the field and says what it takes.
+
+use rally_driver::host::Budgets;
+use rally_engine::Pipeline;
+use serde::Deserialize;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+/// The defaults, as shipped.
+pub const DEFAULT: &str = include_str!("default.toml");
+
+/// The whole configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Workers and sockets.
+    pub host: HostSection,
+    /// Tokens and encryption.
+    pub security: SecuritySection,
+    /// The rooms' game.
+    pub room: RoomSection,
+    /// Per room-tick budgets.
+    pub budgets: BudgetSection,
+    /// The metrics endpoint.
+    pub telemetry: TelemetrySection,
+}
+
+/// `[host]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSection {
+    pub workers: usize,
+    pub ip: IpAddr,
+    pub port: u16,
+    pub spin_us: u64,
+    pub rooms_per_worker_max: usize,
+    pub room_idle_close_s: u64,
+    pub drain_timeout_ms: u64,
+    pub connections_per_worker_max: usize,
+}
+
+/// `[security]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecuritySection {
+    pub key: String,
+    pub protocol_id: u64,
+    pub danger_plaintext: bool,
+}
+
+/// `[room]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoomSection {
+    pub game: String,
+    pub tick_rate: u32,
+    pub pipeline: String,
+}
+
+/// `[budgets]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSection {
+    pub ingest_us: u64,
+    pub interact_us: u64,
+    pub simulate_us: u64,
+    pub replicate_us: u64,
+    pub transmit_us: u64,
+    pub lateness_us: u64,
+}
+
+/// `[telemetry]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySection {
+    pub listen: String,
+}
+
+/// The games a server can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GameKind {
+    /// The W3 reference room.
+    Reference,
+    /// Table tennis in rapier3d.
+    Paddles,
+}
+
+impl ServerConfig {
+    /// The defaults overridden by `text` (a TOML file's contents, named `source` in errors).
+    pub fn parse(text: &str, source: &str) -> Result<Self, String> {
+        let mut merged: toml::Table = DEFAULT.parse().map_err(|e| format!("defaults: {e}"))?;
+        let overrides: toml::Table = text.parse().map_err(|e| format!("{source}: {e}"))?;
+        merge(&mut merged, overrides, "", source)?;
+        let config: ServerConfig = merged.try_into().map_err(|e| format!("{source}: {e}"))?;
+        config.check().map_err(|e| format!("{source}: {e}"))?;
+        Ok(config)
+    }
+
+    /// Checks what types cannot: ranges and names.
+    fn check(&self) -> Result<(), String> {
+        if !(1..=1000).contains(&self.room.tick_rate) {
+            return Err("room.tick_rate must be 1 to 1000 ticks a second, such as 128".into());
+        }
+        self.pipeline()?;
+        self.game()?;
+        if !self.security.key.is_empty() {
+            crate::token::key_from_hex(&self.security.key)
+                .map_err(|e| format!("security.key: {e} (make one with `rally token keygen`)"))?;
+        }
+        if self.host.rooms_per_worker_max == 0 || self.host.connections_per_worker_max == 0 {
+            return Err("host.rooms_per_worker_max and host.connections_per_worker_max must be \
+                        at least 1"
+                .into());
+        }
+        if self.host.workers > 1 && self.host.port != 0 {
+            let last = u32::from(self.host.port) + self.host.workers as u32 - 1;
+            if last > u32::from(u16::MAX) {
+                return Err(format!("host.port: workers need ports up to {last}, past 65535"));
+            }
+        }
+        self.telemetry_address()?;
+        Ok(())
+    }
+
+    /// The rooms' pipeline.
+    pub fn pipeline(&self) -> Result<Pipeline, String> {
+        match self.room.pipeline.as_str() {
+            "fast" => Ok(Pipeline::Fast),
+            "greedy" => Ok(Pipeline::Greedy),
+            "naive" => Ok(Pipeline::Naive),
+            other => {
+                Err(format!("room.pipeline = {other:?}: use \"fast\", \"greedy\" or \"naive\""))
+            }
+        }
+    }
+
+    /// The rooms' game.
+    pub fn game(&self) -> Result<GameKind, String> {
+        match self.room.game.as_str() {
+            "reference" => Ok(GameKind::Reference),
+            "paddles" => Ok(GameKind::Paddles),
+            other => Err(format!("room.game = {other:?}: use \"reference\" or \"paddles\"")),
+        }
+    }
+
+    /// Where telemetry is served, if anywhere.
+    pub fn telemetry_address(&self) -> Result<Option<SocketAddr>, String> {
+        if self.telemetry.listen.is_empty() {
+            return Ok(None);
+        }
+        self.telemetry.listen.parse().map(Some).map_err(|_| {
+            format!(
+                "telemetry.listen = {:?}: use an address and port such as \"127.0.0.1:9100\", \
+                 or \"\" to serve nothing",
+                self.telemetry.listen
+            )
+        })
+    }
+
+    /// The budgets.
+    pub fn budgets(&self) -> Budgets {
+        let us = Duration::from_micros;
+        let b = &self.budgets;
+        Budgets {
+            ingest: us(b.ingest_us),
+            interact: us(b.interact_us),
+            simulate: us(b.simulate_us),
+            replicate: us(b.replicate_us),
+            transmit: us(b.transmit_us),
+            lateness: us(b.lateness_us),
+        }
+    }
+}
+
+/// Lays `overrides` over `base`, refusing keys `base` does not have (naming them and the keys
+/// that exist).
+fn merge(
+    base: &mut toml::Table,
+    overrides: toml::Table,
+    path: &str,
+    source: &str,
+) -> Result<(), String> {
+    for (key, value) in overrides {
+        let name = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        let Some(existing) = base.get_mut(&key) else {
+            let known: Vec<&str> = base.keys().map(String::as_str).collect();
+            return Err(format!(
+                "{source}: unknown field `{name}`; {} has: {}",
+                if path.is_empty() { "the config".to_string() } else { format!("[{path}]") },
+                known.join(", ")
+            ));
+        };
+        match (existing, value) {
+            (toml::Value::Table(inner), toml::Value::Table(value)) => {
+                merge(inner, value, &name, source)?
+            }
+            (toml::Value::Table(_), _) => {
+                return Err(format!("{source}: `{name}` must be a table ([{name}])"));
+            }
+            (existing, value) => *existing = value,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_parse_and_a_file_overrides_them_field_by_field() {
+        let config = ServerConfig::parse("", "empty").expect("defaults are valid");
+        assert_eq!((config.room.tick_rate, config.host.port), (128, 7777));
+        let config = ServerConfig::parse("[host]\nworkers = 3\n", "file").expect("valid");
+        assert_eq!((config.host.workers, config.host.port), (3, 7777));
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let cases = [
+            ("[host]\nwrkers = 2\n", "host.wrkers"),
+            ("[hots]\nworkers = 2\n", "hots"),
+            ("[host]\nworkers = \"two\"\n", "workers"),
+            ("[room]\ntick_rate = 0\n", "room.tick_rate"),
+            ("[room]\npipeline = \"quick\"\n", "room.pipeline"),
+            ("[room]\ngame = \"chess\"\n", "room.game"),
+            ("[security]\nkey = \"abc\"\n", "security.key"),
+            ("[telemetry]\nlisten = \"nowhere\"\n", "telemetry.listen"),
+            ("host = 3\n", "host"),
+            ("[host\n", "file"),
+        ];
+        for (text, field) in cases {
+            let error = ServerConfig::parse(text, "file").expect_err(text);
+            assert!(error.contains(field), "{text:?} gave {error:?}, which does not name {field}");
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! `rally server`: the host from a TOML config, its telemetry on HTTP, a graceful drain on
+//! SIGTERM or Ctrl-C.
+
+pub mod config;
+mod http;
+
+use crate::game::{reference_room, Paddles};
+use config::{GameKind, ServerConfig};
+use rally_driver::host::DrainReport;
+use rally_driver::{Host, HostConfig};
+use rally_engine::{Room, RoomConfig};
+use rally_proto::EndpointConfig;
+use std::error::Error;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Options of `rally server`.
+#[derive(Debug, clap::Args)]
+pub struct ServerArgs {
+    /// A TOML file overriding the embedded defaults (see `--print-config`).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Print the embedded defaults, with a comment on every field, and exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+/// Runs the server until SIGTERM or Ctrl-C, then drains.
+pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
+    if args.print_config {
+        print!("{}", config::DEFAULT);
+        return Ok(());
+    }
+    let config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("reading the config {}: {e}", path.display()))?;
+            ServerConfig::parse(&text, &path.display().to_string())?
+        }
+        None => ServerConfig::parse("", "the defaults")?,
+    };
+    // Registered before the host starts, so that no signal finds the default action.
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
+    let host_config = host_config(&config)?;
+    let host = start(&config, host_config)?;
+    for (worker, address) in host.addresses().iter().enumerate() {
+        println!(
+            "worker {worker} on {address} (rooms with id % {} = {worker})",
+            host.addresses().len()
+        );
+    }
+    let telemetry = match config.telemetry_address()? {
+        Some(address) => {
+            let server = http::Telemetry::start(address, host.reporter())?;
+            println!("telemetry on http://{}/metrics and /stats", server.address());
+            Some(server)
+        }
+        None => None,
+    };
+    println!("running; SIGTERM or Ctrl-C drains and stops");
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!("draining (up to {} ms)", config.host.drain_timeout_ms);
+    let reports = host.shutdown(Duration::from_millis(config.host.drain_timeout_ms))?;
+    print_drain(&reports);
+    drop(telemetry);
+    Ok(())
+}
+
+fn host_config(config: &ServerConfig) -> Result<HostConfig, Box<dyn Error>> {
+    let key = if config.security.danger_plaintext {
+        eprintln!(
+            "WARNING: security.danger_plaintext is set: no tokens, no encryption; anyone can \
+             connect, read and forge traffic. For debugging only."
+        );
+        None
+    } else if config.security.key.is_empty() {
+        let key = rally_driver::backend::random_key()?;
+        println!("backend key for this run: {}", crate::token::key_to_hex(&key));
+        Some(key)
+    } else {
+        Some(crate::token::key_from_hex(&config.security.key)?)
+    };
+    let mut endpoint =
+        EndpointConfig { connection: rally_engine::connection_config(), ..Default::default() };
+    endpoint.connections_max = config.host.connections_per_worker_max;
+    Ok(HostConfig {
+        workers: config.host.workers,
+        ip: config.host.ip,
+        port: config.host.port,
+        spin: Duration::from_micros(config.host.spin_us),
+        rooms_per_worker_max: config.host.rooms_per_worker_max,
+        room_idle_close: Duration::from_secs(config.host.room_idle_close_s),
+        budgets: config.budgets(),
+        endpoint,
+        key,
+        protocol_id: config.security.protocol_id,
+    })
+}
+
+/// Starts the host with the configured game.
+fn start(config: &ServerConfig, host: HostConfig) -> Result<Host, Box<dyn Error>> {
+    let room = RoomConfig {
+        tick_rate: config.room.tick_rate,
+        pipeline: config.pipeline()?,
+        ..RoomConfig::default()
+    };
+    let started = match config.game()? {
+        GameKind::Reference => Host::start(host, move |id| {
+            // reference_room raises the entity limit to fit its bodies, so spawning cannot fail.
+            reference_room(room.clone(), room_seed(id)).expect("the reference room fits")
+        })?,
+        GameKind::Paddles => {
+            Host::start(host, move |id| paddles_room(room.clone(), room_seed(id)))?
+        }
+    };
+    Ok(started)
+}
+
+/// A room's seed for its session secrets: from the OS's randomness, so that no two rooms
+/// (nor two runs) share them; the room id where the OS has none.
+fn room_seed(id: u64) -> u64 {
+    let mut bytes = [0u8; 8];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => u64::from_le_bytes(bytes),
+        Err(_) => id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    }
+}
+
+/// The demo's table-tennis room.
+fn paddles_room(config: RoomConfig, seed: u64) -> Room<Paddles> {
+    let mut room = Room::new(config, Paddles::new(1), seed);
+    let mut game = std::mem::replace(room.simulation_mut(), Paddles::new(1));
+    // A table and a ball in an empty world cannot exceed its entity limit.
+    game.set_table(room.world_mut()).expect("room for the table");
+    *room.simulation_mut() = game;
+    room
+}
+
+fn print_drain(reports: &[DrainReport]) {
+    let connections: usize = reports.iter().map(|r| r.connections).sum();
+    let drained: usize = reports.iter().map(|r| r.drained).sum();
+    let undelivered: usize = reports.iter().map(|r| r.undelivered).sum();
+    println!(
+        "drained: {connections} clients told the server is shutting down, {drained} with every \
+         reliable message acknowledged; {undelivered} messages left unacknowledged"
+    );
+}
