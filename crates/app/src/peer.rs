@@ -36,6 +36,8 @@ pub enum PeerCommand {
         #[arg(long)]
         key: String,
     },
+    /// The W3 load's bots: many client sessions on their own sockets, then one JSON report.
+    Bots(crate::bench::load::bots::BotsArgs),
     /// Play in a room, printing latency samples.
     Player {
         /// Its connect token, hex: it connects to the first address the token names (the
@@ -92,6 +94,9 @@ pub fn pipeline(name: &str) -> Result<Pipeline, Box<dyn Error>> {
 
 /// Runs one peer until its standard input closes.
 pub fn run(command: &PeerCommand) -> Result<(), Box<dyn Error>> {
+    if let PeerCommand::Bots(args) = command {
+        return crate::bench::load::bots::run(args);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = stop.clone();
     // The parent closes our standard input (or dies) to stop us.
@@ -116,6 +121,7 @@ pub fn run(command: &PeerCommand) -> Result<(), Box<dyn Error>> {
             let stopped = stop.clone();
             std::thread::spawn(move || serve(driver, hz, pipeline, depth, &stopped, &reports))
         }
+        PeerCommand::Bots(_) => unreachable!("bots ran above"),
         PeerCommand::Player { token, hz, defer, seconds } => {
             let token = crate::token::token_from_hex(token)?;
             let (hz, defer, seconds) = (*hz, *defer, *seconds);

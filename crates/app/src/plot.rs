@@ -192,3 +192,56 @@ pub fn cdf(
     root.present()?;
     Ok(())
 }
+
+/// Draws lines through points, one per series, with horizontal reference lines (a budget, a
+/// deadline), into a PNG at `path`.
+pub fn lines(
+    path: &Path,
+    title: &str,
+    (x_label, y_label): (&str, &str),
+    series: &[(String, Vec<(f64, f64)>)],
+    marks: &[(String, f64)],
+) -> Result<(), Box<dyn Error>> {
+    ensure_font();
+    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let points = series.iter().flat_map(|(_, p)| p.iter().copied());
+    let (x_max, y_max) = points.fold((1f64, 0f64), |(x, y), (px, py)| (x.max(px), y.max(py)));
+    let y_max = marks.iter().map(|(_, y)| *y).fold(y_max, f64::max).max(1e-9) * 1.15;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..x_max * 1.05, 0f64..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    for (i, (name, values)) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let line = LineSeries::new(values.iter().copied(), color.stroke_width(2));
+        chart.draw_series(line)?.label(name).legend(move |(x, y)| {
+            PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+        });
+        let dots = values.iter().map(|p| Circle::new(*p, 4, color.filled()));
+        chart.draw_series(dots)?;
+    }
+    for (name, y) in marks {
+        let line = [(0.0, *y), (x_max * 1.05, *y)];
+        chart.draw_series(LineSeries::new(line, BLACK.mix(0.6).stroke_width(1)))?;
+        let label = Text::new(name.clone(), (x_max * 0.02, *y * 1.02), ("sans-serif", 13));
+        chart.draw_series(std::iter::once(label))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

@@ -161,6 +161,19 @@ impl UdpDriver {
         }
     }
 
+    /// One turn without waiting: reads what datagrams are ready (a batch at most), runs due
+    /// timers, sends what is due and hands out the events. For loops that serve many drivers
+    /// from one thread (bots) and keep their own time.
+    pub fn pump(
+        &mut self,
+        mut on_event: impl FnMut(&mut Endpoint, ConnectionHandle, Event),
+    ) -> io::Result<()> {
+        self.poll_receive()?;
+        let now = self.clock.now();
+        self.endpoint.handle_timeout(now);
+        self.flush(&mut on_event)
+    }
+
     /// Sends what the endpoint has to send and hands out its events, until both are empty.
     fn flush(
         &mut self,

@@ -4,6 +4,7 @@
 
 mod harness;
 mod latency;
+pub mod load;
 mod reference_message;
 mod room;
 pub mod stats;
@@ -24,6 +25,8 @@ pub enum BenchCommand {
     Room(room::RoomArgs),
     /// W2: total latency of each pipeline against the latency model.
     Latency(latency::LatencyArgs),
+    /// W3 on real sockets: the host's CPU per room-tick and tick lateness as rooms ramp up.
+    Load(load::LoadArgs),
 }
 
 /// Options of `rally bench wire`.
@@ -50,6 +53,7 @@ pub fn run(command: BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Transport(args) => transport::run(&args),
         BenchCommand::Room(args) => room::run(&args),
         BenchCommand::Latency(args) => latency::run(&args),
+        BenchCommand::Load(args) => load::run(&args),
     }
 }
 

@@ -1,0 +1,189 @@
+//! `rally peer bots`: the W3 load's clients, in their own process. Each bot is a real client
+//! session on its own UDP socket with its own sealed connection; one thread serves many of
+//! them, each on its own frame schedule spread over the frame, so the host sees inputs arrive
+//! evenly rather than in one burst per frame.
+
+use crate::game::Reference;
+use rally_driver::UdpDriver;
+use rally_engine::{connection_config, ClientSession, Simulation};
+use rally_proto::{EndpointConfig, Event, TokenKey};
+use rally_sim::sandbox::HandInput;
+use serde::{Deserialize, Serialize};
+use std::error::Error;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// What the bots process was asked to do.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BotsArgs {
+    /// The key the host's tokens are sealed with, hex (the bots are their own backend).
+    #[arg(long)]
+    pub key: String,
+    /// The game's protocol id.
+    #[arg(long)]
+    pub protocol: u64,
+    /// The host's workers' addresses, comma-separated; room r is at address r % count.
+    #[arg(long, value_delimiter = ',')]
+    pub servers: Vec<SocketAddr>,
+    /// Rooms to fill, ids 0 to rooms - 1.
+    #[arg(long)]
+    pub rooms: u64,
+    /// Clients per room.
+    #[arg(long, default_value_t = 10)]
+    pub clients: u64,
+    /// Inputs per second per client (its frame rate).
+    #[arg(long, default_value_t = 128)]
+    pub hz: u32,
+    /// Threads serving the bots.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// How long to play.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+}
+
+/// What the bots process prints when it is done, as one JSON line.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct BotsReport {
+    /// Bots started.
+    pub clients: u64,
+    /// Bots the room welcomed.
+    pub joined: u64,
+    /// Inputs sent, over all bots.
+    pub inputs: u64,
+    /// Snapshots applied, over all bots.
+    pub snapshots: u64,
+    /// Bots whose connection ended before the run did.
+    pub disconnected: u64,
+    /// Frames that started more than a frame late (the bots' thread could not keep up).
+    pub frames_late: u64,
+    /// Frames in all.
+    pub frames: u64,
+    /// The process's CPU time, microseconds.
+    pub cpu_us: u64,
+}
+
+/// One bot.
+struct Bot {
+    index: u64,
+    driver: UdpDriver,
+    session: ClientSession<HandInput, <Reference as Simulation>::Message>,
+    /// On the thread's clock (each driver keeps its own).
+    next_frame: rally_proto::Instant,
+    inputs: u64,
+    ended: bool,
+}
+
+/// Runs the bots and prints their report.
+pub fn run(args: &BotsArgs) -> Result<(), Box<dyn Error>> {
+    if args.servers.is_empty() || args.threads == 0 || args.hz == 0 {
+        return Err("bots need --servers, at least one thread, and a frame rate".into());
+    }
+    let key = crate::token::key_from_hex(&args.key)?;
+    let total = args.rooms * args.clients;
+    let mut threads = Vec::new();
+    for thread in 0..args.threads as u64 {
+        let mine: Vec<u64> = (0..total).filter(|c| c % args.threads as u64 == thread).collect();
+        let (args, key) = (args.clone(), key.clone());
+        threads.push(std::thread::spawn(move || serve(&args, &key, &mine)));
+    }
+    let mut report = BotsReport { clients: total, ..BotsReport::default() };
+    for thread in threads {
+        let part =
+            thread.join().map_err(|_| "a bots thread panicked")?.map_err(|e| e.to_string())?;
+        report.joined += part.joined;
+        report.inputs += part.inputs;
+        report.snapshots += part.snapshots;
+        report.disconnected += part.disconnected;
+        report.frames_late += part.frames_late;
+        report.frames += part.frames;
+    }
+    report.cpu_us = rally_driver::cpu::process_cpu_us();
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}
+
+type Outcome = Result<BotsReport, Box<dyn Error + Send + Sync>>;
+
+/// One thread's bots: connect, then play each bot's frames on its schedule.
+fn serve(args: &BotsArgs, key: &TokenKey, clients: &[u64]) -> Outcome {
+    let config = EndpointConfig { connection: connection_config(), ..Default::default() };
+    let frame = Duration::from_secs(1) / args.hz;
+    let clock = rally_driver::Clock::start();
+    let mut bots = Vec::with_capacity(clients.len());
+    for (k, &client) in clients.iter().enumerate() {
+        let room = client / args.clients;
+        let server = args.servers[(room % args.servers.len() as u64) as usize];
+        let token =
+            rally_driver::backend::issue(key, args.protocol, client, room, vec![server], 600)?;
+        let mut driver = UdpDriver::bind("127.0.0.1:0", config.clone())?;
+        driver.connect_with_token(token)?;
+        // Frames spread evenly over the frame time.
+        let offset = frame.mul_f64(k as f64 / clients.len().max(1) as f64);
+        let next_frame = clock.now() + offset;
+        let session = ClientSession::new(Default::default());
+        bots.push(Bot { index: client, driver, session, next_frame, inputs: 0, ended: false });
+    }
+    let mut report = BotsReport::default();
+    let end = clock.now() + Duration::from_secs_f64(args.seconds);
+    rally_driver::precise_timers();
+    while clock.now() < end {
+        let mut next = end;
+        for bot in &mut bots {
+            let now = clock.now();
+            if now >= bot.next_frame {
+                if now - bot.next_frame > frame {
+                    report.frames_late += 1;
+                    bot.next_frame = now;
+                }
+                bot.frame()?;
+                report.frames += 1;
+                bot.next_frame += frame;
+            }
+            next = next.min(bot.next_frame);
+        }
+        let wait = next.saturating_duration_since(clock.now());
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+    }
+    for bot in &bots {
+        report.joined += u64::from(bot.session.client_id().is_some());
+        report.snapshots += bot.session.stats().snapshots;
+        report.inputs += bot.inputs;
+        report.disconnected += u64::from(bot.ended);
+    }
+    Ok(report)
+}
+
+impl Bot {
+    /// A frame: an input on its circle, sent, and whatever arrived taken in.
+    fn frame(&mut self) -> Result<(), Box<dyn Error + Send + Sync>> {
+        if self.ended {
+            return Ok(());
+        }
+        if self.session.client_id().is_some() {
+            let now = self.driver.now();
+            let input = HandInput::on_circle(self.index as usize, now.as_secs_f64());
+            self.session.send_input(now, input);
+            self.session.transmit(self.driver.endpoint());
+            self.inputs += 1;
+        }
+        let clock = self.driver.clock();
+        let (session, ended) = (&mut self.session, &mut self.ended);
+        self.driver.pump(|endpoint, connection, event| match event {
+            Event::Connected => {
+                session.connected(connection);
+                session.transmit(endpoint);
+            }
+            Event::Message { channel, payload } => session.receive(clock.now(), channel, &payload),
+            Event::Disconnected { .. } => {
+                *ended = true;
+                session.disconnected();
+            }
+        })?;
+        // The events are counted in the session's stats; nothing else reads them.
+        while self.session.poll_event().is_some() {}
+        Ok(())
+    }
+}

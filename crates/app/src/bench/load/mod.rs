@@ -1,0 +1,455 @@
+//! `rally bench load`: W3 on real sockets (shared/DESIGN.md, section 5). The host runs in this
+//! process with encryption on; its clients are bots in a separate process (`rally peer bots`),
+//! each a real client session on its own socket, many per thread. The bench ramps the number
+//! of reference rooms (10 clients each, 256 bodies of which 64 move, 128 Hz) and, at each step,
+//! reads the host's own telemetry over a measurement window after a warm-up: the workers'
+//! CPU time from getrusage, per room-tick and per scope, and tick lateness.
+//!
+//! The ramp stops where a budget breaks: the host's worker core full, tick lateness past its
+//! budget, or the bots unable to keep their frame rate (then it is the load generator, not the
+//! host, that ran out; the report says which). Rooms per core are extrapolated from the CPU
+//! per room-tick measured at the largest step the host sustained; the rooms actually run are
+//! reported beside them.
+
+pub mod bots;
+
+use super::stats::{summary, Summary};
+use crate::game::{reference_room, CLIENTS};
+use crate::machine::Machine;
+use rally_driver::cpu::process_cpu_us;
+use rally_driver::host::{HostReport, Scope};
+use rally_driver::{Host, HostConfig};
+use rally_engine::RoomConfig;
+use rally_proto::limit::Rate;
+use rally_proto::EndpointConfig;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Ticks per second of the reference room.
+const TICK_HZ: u32 = 128;
+/// The target: CPU per reference room-tick, all phases but physics, encryption on.
+const TARGET_US: f64 = 25.0;
+/// The lateness budget (p99).
+const LATENESS_BUDGET_MS: f64 = 0.5;
+/// The tokens' protocol id in this bench.
+const PROTOCOL: u64 = 0x10ad;
+
+/// Options of `rally bench load`.
+#[derive(Debug, clap::Args)]
+pub struct LoadArgs {
+    /// A short ramp (1 to 64 rooms, 4 s windows): under two minutes.
+    #[arg(long)]
+    pub quick: bool,
+    /// The room counts to step through (default: the quick or full ramp).
+    #[arg(long, value_delimiter = ',')]
+    pub rooms: Vec<u64>,
+    /// The host's worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// The bots' threads.
+    #[arg(long, default_value_t = 1)]
+    pub bot_threads: usize,
+    /// Write the report as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Draw the frame-time chart into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+}
+
+/// One step of the ramp, as measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub rooms: u64,
+    pub clients: u64,
+    pub tick_hz: u32,
+    /// Clients connected to the host when the window opened.
+    pub connected: usize,
+    /// Worker CPU (getrusage) per room-tick, microseconds.
+    pub cpu_us_per_room_tick: f64,
+    /// The same without the game's own simulate scope (the target's measure: all phases but
+    /// physics).
+    pub cpu_us_per_room_tick_without_simulate: f64,
+    /// Mean microseconds per room-tick of each scope, and `other` (the loop, timers, event
+    /// dispatch: CPU no scope covers).
+    pub phases_us: BTreeMap<String, f64>,
+    /// How late room-ticks started.
+    pub tick_lateness_ms: Lateness,
+    /// Room-ticks run per second, against rooms x tick rate.
+    pub room_ticks_per_second: f64,
+    /// The workers' CPU over the window's wall time (1.0: one core full).
+    pub worker_utilization: f64,
+    /// Room-ticks over a budget, per scope.
+    pub overruns: BTreeMap<String, u64>,
+    /// The host process's CPU over the window, microseconds (workers and everything else).
+    pub process_cpu_us: u64,
+    /// What the bots saw.
+    pub bots: bots::BotsReport,
+    /// Snapshots each bot applied per second, on average.
+    pub snapshots_per_client_second: f64,
+    /// Why the ramp stopped here, if it did.
+    pub limit: Option<String>,
+}
+
+/// Lateness quantiles, milliseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Lateness {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// The ramp's timing.
+struct Plan {
+    warmup: Duration,
+    window: Duration,
+}
+
+/// Runs the benchmark.
+pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
+    let ramp = match (&args.rooms, args.quick) {
+        (rooms, _) if !rooms.is_empty() => rooms.clone(),
+        (_, true) => vec![1, 4, 16, 32, 64],
+        (_, false) => vec![1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256],
+    };
+    if args.workers == 0 || args.bot_threads == 0 || ramp.contains(&0) {
+        return Err("--workers, --bot-threads and every --rooms step must be at least 1".into());
+    }
+    let plan = if args.quick {
+        Plan { warmup: Duration::from_secs(3), window: Duration::from_secs(4) }
+    } else {
+        Plan { warmup: Duration::from_secs(4), window: Duration::from_secs(10) }
+    };
+    println!(
+        "W3 load: reference rooms ({CLIENTS} clients, 256 bodies, 64 moving, {TICK_HZ} Hz, \
+         sealed), {} host worker(s), bots in a separate process on {} thread(s)",
+        args.workers, args.bot_threads
+    );
+    let progress = indicatif::ProgressBar::new(ramp.len() as u64);
+    let mut steps: Vec<Step> = Vec::new();
+    for rooms in ramp {
+        progress.set_message(format!("{rooms} rooms"));
+        let step = measure(rooms, args, &plan)?;
+        progress.println(line(&step));
+        progress.inc(1);
+        let stop = step.limit.is_some();
+        steps.push(step);
+        if stop {
+            break;
+        }
+    }
+    progress.finish_and_clear();
+    let verdict = verdict(&steps);
+    print(&steps, &verdict);
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "bench": "load",
+            "quick": args.quick,
+            "machine": Machine::detect(),
+            "workers": args.workers,
+            "bot_threads": args.bot_threads,
+            "target_us": TARGET_US,
+            "results": steps,
+            "rooms_per_core": verdict.rooms_per_core,
+            "rooms_sustained": verdict.rooms_sustained,
+            "cost_growth": verdict.cost_growth,
+            "limit": verdict.limit,
+        });
+        super::write_json(path, &json)?;
+    }
+    if let Some(dir) = &args.plot {
+        draw(dir, &steps)?;
+    }
+    Ok(())
+}
+
+/// One step: a fresh host, the bots, warm-up, the window, and the figures.
+fn measure(rooms: u64, args: &LoadArgs, plan: &Plan) -> Result<Step, Box<dyn Error>> {
+    let key = rally_driver::backend::random_key()?;
+    let clients = rooms * CLIENTS as u64;
+    let mut endpoint =
+        EndpointConfig { connection: rally_engine::connection_config(), ..Default::default() };
+    // Every bot connects from 127.0.0.1 at once: the per-address handshake limit, meant for
+    // strangers on the internet, would make the ramp wait minutes.
+    endpoint.handshake_rate = Rate { per_second: 1e6, burst: 1e6 };
+    endpoint.connections_max = clients as usize + 64;
+    let config = HostConfig {
+        workers: args.workers,
+        key: Some(key.clone()),
+        protocol_id: PROTOCOL,
+        endpoint,
+        ..HostConfig::default()
+    };
+    let room = RoomConfig { tick_rate: TICK_HZ, ..RoomConfig::default() };
+    let host = Host::start(config, move |id| {
+        // reference_room raises the entity limit to fit its bodies, so spawning cannot fail.
+        reference_room(room.clone(), id + 1).expect("the reference room fits")
+    })?;
+    let seconds = (plan.warmup + plan.window).as_secs_f64() + 1.0;
+    let mut bots = start_bots(&host, &key, rooms, args.bot_threads, seconds)?;
+    std::thread::sleep(plan.warmup);
+    let connected = host.report().workers.iter().map(|w| w.connections).sum();
+    host.reset_telemetry();
+    // Workers see the reset within a loop; the window starts after it.
+    std::thread::sleep(Duration::from_millis(50));
+    let cpu_before = process_cpu_us();
+    std::thread::sleep(plan.window);
+    let process_cpu_us = process_cpu_us() - cpu_before;
+    // The workers publish every 100 ms: wait for a report that covers the window.
+    std::thread::sleep(Duration::from_millis(120));
+    let report = host.report();
+    let bots_report = finish_bots(&mut bots)?;
+    host.shutdown(Duration::ZERO)?;
+    Ok(step(rooms, connected, &report, process_cpu_us, bots_report, seconds))
+}
+
+fn start_bots(
+    host: &Host,
+    key: &rally_proto::TokenKey,
+    rooms: u64,
+    threads: usize,
+    seconds: f64,
+) -> Result<Child, Box<dyn Error>> {
+    let servers: Vec<String> = host.addresses().iter().map(|a| a.to_string()).collect();
+    let child = Command::new(std::env::current_exe()?)
+        .args(["peer", "bots", "--key", &crate::token::key_to_hex(key)])
+        .args(["--protocol", &PROTOCOL.to_string(), "--servers", &servers.join(",")])
+        .args(["--rooms", &rooms.to_string(), "--clients", &CLIENTS.to_string()])
+        .args(["--hz", &TICK_HZ.to_string(), "--threads", &threads.to_string()])
+        .args(["--seconds", &format!("{seconds:.1}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting the bots (rally peer bots): {e}"))?;
+    Ok(child)
+}
+
+fn finish_bots(child: &mut Child) -> Result<bots::BotsReport, Box<dyn Error>> {
+    let status = child.wait()?;
+    let mut out = String::new();
+    if let Some(stdout) = child.stdout.as_mut() {
+        stdout.read_to_string(&mut out)?;
+    }
+    if !status.success() {
+        return Err(format!("the bots failed ({status}); they said: {out}").into());
+    }
+    let last = out.lines().last().ok_or("the bots printed no report")?;
+    Ok(serde_json::from_str(last).map_err(|e| format!("the bots' report {last:?}: {e}"))?)
+}
+
+/// The step's figures from the host's report over the window.
+fn step(
+    rooms: u64,
+    connected: usize,
+    report: &HostReport,
+    process_cpu_us: u64,
+    bots: bots::BotsReport,
+    bot_seconds: f64,
+) -> Step {
+    let room_ticks = report.room_ticks().max(1) as f64;
+    let cpu_us: u64 = report.workers.iter().map(|w| w.cpu_us).sum();
+    let wall_us: u64 = report.workers.iter().map(|w| w.wall_us).max().unwrap_or(1).max(1);
+    let cpu_per_tick = cpu_us as f64 / room_ticks;
+    let mut phases_us = BTreeMap::new();
+    let mut covered = 0.0;
+    let mut simulate = 0.0;
+    for (scope, us) in report.scope_us_per_room_tick() {
+        phases_us.insert(scope.name().to_string(), us);
+        covered += us;
+        if scope == Scope::Simulate {
+            simulate = us;
+        }
+    }
+    phases_us.insert("other".to_string(), (cpu_per_tick - covered).max(0.0));
+    let lateness = lateness(report);
+    let mut overruns = BTreeMap::new();
+    for (k, scope) in rally_driver::host::telemetry::ROOM_SCOPES.iter().enumerate() {
+        overruns
+            .insert(scope.name().to_string(), report.workers.iter().map(|w| w.overruns[k]).sum());
+    }
+    let workers = report.workers.len().max(1) as f64;
+    let mut step = Step {
+        rooms,
+        clients: rooms * CLIENTS as u64,
+        tick_hz: TICK_HZ,
+        connected,
+        cpu_us_per_room_tick: cpu_per_tick,
+        cpu_us_per_room_tick_without_simulate: cpu_per_tick - simulate,
+        phases_us,
+        tick_lateness_ms: lateness,
+        room_ticks_per_second: room_ticks / (wall_us as f64 / 1e6),
+        worker_utilization: cpu_us as f64 / wall_us as f64 / workers,
+        overruns,
+        process_cpu_us,
+        snapshots_per_client_second: bots.snapshots as f64
+            / bots.clients.max(1) as f64
+            / bot_seconds,
+        bots,
+        limit: None,
+    };
+    step.limit = limit(&step);
+    step
+}
+
+fn lateness(report: &HostReport) -> Lateness {
+    let worst = |f: fn(&rally_driver::host::Summary) -> f64| {
+        report.workers.iter().map(|w| f(&w.lateness)).fold(0.0, f64::max) / 1e3
+    };
+    Lateness { p50: worst(|s| s.p50_us), p99: worst(|s| s.p99_us), max: worst(|s| s.max_us) }
+}
+
+/// Why the ramp stops at this step, if it does.
+fn limit(step: &Step) -> Option<String> {
+    let expected_ticks = step.rooms as f64 * f64::from(step.tick_hz);
+    if step.connected < step.clients as usize {
+        return Some(format!(
+            "only {} of {} bots connected during the warm-up",
+            step.connected, step.clients
+        ));
+    }
+    if step.worker_utilization > 0.9 || step.room_ticks_per_second < expected_ticks * 0.98 {
+        return Some("host saturated: its worker core is full".into());
+    }
+    if step.tick_lateness_ms.p99 > LATENESS_BUDGET_MS {
+        return Some(format!("tick lateness p99 over its budget of {LATENESS_BUDGET_MS} ms"));
+    }
+    let late = step.bots.frames_late as f64 / step.bots.frames.max(1) as f64;
+    if late > 0.01 {
+        return Some(format!(
+            "bots saturated: {:.0}% of their frames late (the load generator ran out, not the \
+             host)",
+            late * 100.0
+        ));
+    }
+    None
+}
+
+/// What the ramp shows.
+#[derive(Debug, Serialize)]
+struct Verdict {
+    /// Rooms one core would run at 128 Hz at the CPU per room-tick measured at the largest
+    /// step the host sustained.
+    rooms_per_core: f64,
+    /// The most rooms run within every budget.
+    rooms_sustained: u64,
+    /// CPU per room-tick at the largest sustained step over that at the smallest.
+    cost_growth: f64,
+    /// Why the ramp stopped.
+    limit: Option<String>,
+}
+
+fn verdict(steps: &[Step]) -> Verdict {
+    let host_held = |s: &&Step| s.limit.as_deref().is_none_or(|l| l.starts_with("bots"));
+    let sustained: Vec<&Step> = steps.iter().filter(host_held).collect();
+    let (first, last) = (sustained.first(), sustained.last());
+    let per_tick = last.map_or(0.0, |s| s.cpu_us_per_room_tick);
+    Verdict {
+        rooms_per_core: if per_tick > 0.0 { 1e6 / f64::from(TICK_HZ) / per_tick } else { 0.0 },
+        rooms_sustained: last.map_or(0, |s| s.rooms),
+        cost_growth: match (first, last) {
+            (Some(a), Some(b)) if a.cpu_us_per_room_tick > 0.0 => {
+                b.cpu_us_per_room_tick / a.cpu_us_per_room_tick
+            }
+            _ => 0.0,
+        },
+        limit: steps.last().and_then(|s| s.limit.clone()),
+    }
+}
+
+fn line(step: &Step) -> String {
+    let p = &step.phases_us;
+    let get = |name: &str| p.get(name).copied().unwrap_or(0.0);
+    format!(
+        "{:>4} rooms {:>5} clients: {:>6.1} us CPU per room-tick ({:>5.1} without simulate), \
+         worker {:>4.0}% busy, lateness p50 {:.3} p99 {:.3} max {:.2} ms, replicate {:.1} \
+         decrypt {:.1} encrypt {:.1} other {:.1} us; bots {} of {} joined, {:.0} snapshots/s \
+         each{}",
+        step.rooms,
+        step.clients,
+        step.cpu_us_per_room_tick,
+        step.cpu_us_per_room_tick_without_simulate,
+        step.worker_utilization * 100.0,
+        step.tick_lateness_ms.p50,
+        step.tick_lateness_ms.p99,
+        step.tick_lateness_ms.max,
+        get("replicate"),
+        get("decrypt"),
+        get("encrypt"),
+        get("other"),
+        step.bots.joined,
+        step.bots.clients,
+        step.snapshots_per_client_second,
+        step.limit.as_ref().map_or(String::new(), |l| format!(" -- stop: {l}")),
+    )
+}
+
+fn print(steps: &[Step], verdict: &Verdict) {
+    let scopes: Vec<&str> =
+        rally_driver::host::telemetry::SCOPES.iter().map(|s| s.name()).chain(["other"]).collect();
+    println!("\nus per room-tick by scope (mean over the window):");
+    print!("{:>6}", "rooms");
+    for s in &scopes {
+        print!(" {:>9}", s);
+    }
+    println!(" {:>9}", "total");
+    for step in steps {
+        print!("{:>6}", step.rooms);
+        for s in &scopes {
+            print!(" {:>9.2}", step.phases_us.get(*s).copied().unwrap_or(0.0));
+        }
+        println!(" {:>9.2}", step.cpu_us_per_room_tick);
+    }
+    let costs: Vec<f64> = steps.iter().map(|s| s.cpu_us_per_room_tick_without_simulate).collect();
+    let c: Summary = summary(&costs);
+    println!(
+        "\nCPU per room-tick without simulate over the ramp: mean {:.1}, min {:.1}, max {:.1} us \
+         (target <= {TARGET_US})",
+        c.mean,
+        costs.iter().copied().fold(f64::MAX, f64::min),
+        c.max
+    );
+    println!(
+        "rooms per core at {TICK_HZ} Hz (from the CPU per room-tick at the largest sustained \
+         step): {:.0}; rooms run within every budget: {}; cost growth from the first to that \
+         step: {:.2}x (target <= 1.3)",
+        verdict.rooms_per_core, verdict.rooms_sustained, verdict.cost_growth
+    );
+    if let Some(limit) = &verdict.limit {
+        println!("the ramp stopped: {limit}");
+    }
+}
+
+fn draw(dir: &std::path::Path, steps: &[Step]) -> Result<(), Box<dyn Error>> {
+    std::fs::create_dir_all(dir)?;
+    let dt_ms = 1e3 / f64::from(TICK_HZ);
+    // Frame time: the CPU a worker spends per tick period, against the tick itself.
+    let frame: Vec<(f64, f64)> =
+        steps.iter().map(|s| (s.rooms as f64, s.worker_utilization * dt_ms)).collect();
+    let per_room: Vec<(f64, f64)> =
+        steps.iter().map(|s| (s.rooms as f64, s.cpu_us_per_room_tick / 1e3)).collect();
+    let path = dir.join("load-frame-time.png");
+    crate::plot::lines(
+        &path,
+        "W3: a worker's CPU per tick against rooms (128 Hz, sealed)",
+        ("reference rooms on one worker", "milliseconds per tick period"),
+        &[("frame time (CPU per 7.8 ms tick)".to_string(), frame)],
+        &[("the tick: 7.8 ms".to_string(), dt_ms)],
+    )?;
+    println!("wrote {}", path.display());
+    let path = dir.join("load-room-cost.png");
+    let target = TARGET_US / 1e3;
+    crate::plot::lines(
+        &path,
+        "W3: CPU per room-tick against rooms",
+        ("reference rooms on one worker", "milliseconds of CPU per room-tick"),
+        &[("CPU per room-tick".to_string(), per_room)],
+        &[("target: 25 us".to_string(), target)],
+    )?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
