@@ -40,6 +40,10 @@ pub struct ClientConfig {
     pub defer_inputs: bool,
     /// How remote entities are buffered for [`ClientSession::interpolated`].
     pub interpolation: InterpolationConfig,
+    /// Whether to feed the interpolator at all. A client that shows the newest state as it is
+    /// ([`ClientSession::entities`]) or interpolates in its game engine turns it off and saves
+    /// the work per entity per snapshot; [`ClientSession::interpolated`] then has nothing.
+    pub interpolate: bool,
 }
 
 impl Default for ClientConfig {
@@ -54,6 +58,7 @@ impl Default for ClientConfig {
             codec: MessageCodec::default(),
             defer_inputs: false,
             interpolation: InterpolationConfig::default(),
+            interpolate: true,
         }
     }
 }
@@ -414,6 +419,9 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     /// Hands view `slot`'s entities to the interpolator, as of `tick` plus `offset`; a full
     /// view (a snapshot, not a fast-path chain) also tells it which entities are gone.
     fn interpolate(&mut self, now: Instant, tick: u32, offset: Duration, slot: usize) {
+        if !self.config.interpolate {
+            return;
+        }
         let time = self.server_time(tick, offset);
         let view = &self.views[slot];
         let config = &self.config.snapshot;
@@ -438,7 +446,10 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             return;
         }
         let (time, config) = (self.server_time(sent, offset), &self.config.snapshot);
-        self.interpolator.update(now, time, chain.entities().iter().map(|e| config.dequantize(e)));
+        if self.config.interpolate {
+            let states = chain.entities().iter().map(|e| config.dequantize(e));
+            self.interpolator.update(now, time, states);
+        }
         let slot = self.overlays.iter().position(|(c, _, _)| *c == client);
         match slot {
             Some(i) if seq32_newer(self.overlays[i].1, sent) => return,

@@ -32,6 +32,7 @@ use crate::crypto::{OpenError, PacketKeys};
 use crate::limit::{Rate, RateLimiter, Verdict};
 use crate::observe::{Observer, Stage, StageObserver};
 use crate::packet::{Cookie, DisconnectReason, Packet, SealedToken};
+use crate::schedule::Schedule;
 use crate::time::Instant;
 use crate::token::{ConnectToken, Grant, TokenError, TokenKey};
 use siphasher::sip128::{Hasher128, SipHasher24};
@@ -220,8 +221,12 @@ pub struct Endpoint {
     by_peer: HashMap<SocketAddr, usize>,
     replies: VecDeque<(SocketAddr, Packet<'static>)>,
     events: VecDeque<(ConnectionHandle, Event)>,
-    /// Where `poll_transmit` resumes, so no connection starves the others.
-    cursor: usize,
+    /// Which slots need a look, and when.
+    schedule: Schedule,
+    /// Slots whose events were gathered: freed once drained and everything was told.
+    drain_check: Vec<usize>,
+    /// Reused by `handle_timeout`.
+    scratch_slots: Vec<usize>,
     stats: EndpointStats,
     /// Tokens in use (by their nonce): the address each came from and when it expires, so
     /// that a token is used from one address only.
@@ -258,7 +263,9 @@ impl Endpoint {
             by_peer: HashMap::new(),
             replies: VecDeque::new(),
             events: VecDeque::new(),
-            cursor: 0,
+            schedule: Schedule::default(),
+            drain_check: Vec::new(),
+            scratch_slots: Vec::new(),
             stats: EndpointStats::default(),
             tokens_used: HashMap::new(),
             scratch: Vec::new(),
@@ -343,6 +350,7 @@ impl Endpoint {
         let attempt = Attempt { server, nonce, cookie: None, started: now, last_sent: None, token };
         let index = self.allocate(Slot::Connecting(attempt));
         self.by_peer.insert(server, index);
+        self.touch(index);
         ConnectionHandle(index)
     }
 
@@ -353,10 +361,12 @@ impl Endpoint {
         channel: u8,
         payload: &[u8],
     ) -> Result<(), SendError> {
-        match self.slots.get_mut(handle.0) {
+        let sent = match self.slots.get_mut(handle.0) {
             Some(Slot::Open { connection, .. }) => connection.send(channel, payload),
             _ => Err(SendError::Closed),
-        }
+        };
+        self.touch(handle.0);
+        sent
     }
 
     /// Closes a connection (or abandons an attempt), telling the peer why.
@@ -364,7 +374,41 @@ impl Endpoint {
         match self.slots.get_mut(handle.0) {
             Some(Slot::Open { connection, .. }) => connection.disconnect(reason),
             Some(Slot::Connecting(_)) => self.close_attempt(handle.0, reason),
-            _ => {}
+            _ => return,
+        }
+        self.touch(handle.0);
+    }
+
+    /// Something happened to `slot`: its deadline is recomputed now, its events gathered at
+    /// the next `poll_event`.
+    fn touch(&mut self, slot: usize) {
+        if slot < self.slots.len() {
+            self.schedule.touch(slot);
+            self.settle();
+        }
+    }
+
+    /// Recomputes the deadlines of touched slots.
+    fn settle(&mut self) {
+        let touched = self.schedule.take_touched();
+        for &slot in &touched {
+            let deadline = self.slot_deadline(slot);
+            self.schedule.set(slot, deadline);
+        }
+        self.schedule.return_touched(touched);
+    }
+
+    /// When `slot` next needs `handle_timeout` or `poll_transmit`.
+    fn slot_deadline(&self, slot: usize) -> Option<Instant> {
+        match self.slots.get(slot)? {
+            Slot::Connecting(a) => {
+                let timeout = a.started + self.config.handshake_timeout;
+                let resend =
+                    a.last_sent.map_or(a.started, |t| t + self.config.handshake_resend_interval);
+                Some(timeout.min(resend))
+            }
+            Slot::Open { connection, .. } => connection.poll_timeout(),
+            Slot::Free => None,
         }
     }
 
@@ -403,6 +447,14 @@ impl Endpoint {
     /// Takes one datagram from `from`. Anything malformed or unexpected is counted and
     /// dropped; a connection whose peer breaks the protocol is closed with `PeerMisbehaved`.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        self.receive(now, from, bytes);
+        // The slot the datagram concerned (new, if it opened one) needs a look.
+        if let Some(slot) = self.by_peer.get(&from).copied() {
+            self.touch(slot);
+        }
+    }
+
+    fn receive(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
         let slot = self.by_peer.get(&from).copied();
         // Strangers are rate limited before anything else; a peer's packets are not, since a
         // spoofer could then starve it: they must authenticate instead (sealed connections).
@@ -712,22 +764,32 @@ impl Endpoint {
 
     fn close_attempt(&mut self, index: usize, reason: DisconnectReason) {
         if let Slot::Connecting(attempt) = std::mem::replace(&mut self.slots[index], Slot::Free) {
+            self.schedule.forget(index);
             self.by_peer.remove(&attempt.server);
             self.events.push_back((ConnectionHandle(index), Event::Disconnected { reason }));
         }
     }
 
-    /// Advances timers: handshake timeouts and each connection's idle timeout.
+    /// Advances timers: handshake timeouts and each connection's idle timeout. Only slots whose
+    /// deadline has come are visited.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for index in 0..self.slots.len() {
+        self.schedule.collect_due(now);
+        let mut due = std::mem::take(&mut self.scratch_slots);
+        due.clear();
+        due.extend(self.schedule.due_slots());
+        for &index in &due {
             match &mut self.slots[index] {
                 Slot::Connecting(a) if now - a.started >= self.config.handshake_timeout => {
                     self.close_attempt(index, DisconnectReason::TimedOut);
                 }
-                Slot::Open { connection, .. } => connection.handle_timeout(now),
+                Slot::Open { connection, .. } => {
+                    connection.handle_timeout(now);
+                    self.schedule.mark_eventful(index);
+                }
                 _ => {}
             }
         }
+        self.scratch_slots = due;
     }
 
     /// The next event of any connection.
@@ -735,13 +797,14 @@ impl Endpoint {
         if let Some(event) = self.events.pop_front() {
             return Some(event);
         }
-        // One pass gathers every connection's events, so that draining n events costs one pass
-        // over the connections, not n.
-        for (index, slot) in self.slots.iter_mut().enumerate() {
-            if let Slot::Open { connection, .. } = slot {
+        // One pass gathers the events of every connection something happened to.
+        let eventful = self.schedule.take_eventful();
+        for &index in &eventful {
+            if let Some(Slot::Open { connection, .. }) = self.slots.get_mut(index) {
                 while let Some(event) = connection.poll_event() {
                     self.events.push_back((ConnectionHandle(index), event));
                 }
+                self.drain_check.push(index);
             }
         }
         let event = self.events.pop_front();
@@ -753,11 +816,12 @@ impl Endpoint {
     }
 
     fn forget_drained(&mut self) {
-        for slot in &mut self.slots {
-            if let Slot::Open { peer, connection, .. } = slot {
+        for index in std::mem::take(&mut self.drain_check) {
+            if let Slot::Open { peer, connection, .. } = &self.slots[index] {
                 if connection.is_drained() {
                     self.by_peer.remove(peer);
-                    *slot = Slot::Free;
+                    self.slots[index] = Slot::Free;
+                    self.schedule.forget(index);
                 }
             }
         }
@@ -765,26 +829,7 @@ impl Endpoint {
 
     /// The earliest time a timer needs [`Endpoint::handle_timeout`] or [`Endpoint::poll_transmit`].
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut next: Option<Instant> = None;
-        let mut consider = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
-        for slot in &self.slots {
-            match slot {
-                Slot::Connecting(a) => {
-                    consider(a.started + self.config.handshake_timeout);
-                    consider(
-                        a.last_sent
-                            .map_or(a.started, |t| t + self.config.handshake_resend_interval),
-                    );
-                }
-                Slot::Open { connection, .. } => {
-                    if let Some(t) = connection.poll_timeout() {
-                        consider(t);
-                    }
-                }
-                Slot::Free => {}
-            }
-        }
-        next
+        self.schedule.earliest()
     }
 
     /// Writes the next datagram into `buf` and says where it goes.
@@ -793,13 +838,18 @@ impl Endpoint {
             let len = packet.encode(buf).ok()?;
             return Some(Transmit { destination, len });
         }
-        let count = self.slots.len();
-        for step in 0..count {
-            let index = (self.cursor + step) % count;
+        self.schedule.collect_due(now);
+        while let Some(index) = self.schedule.next_due() {
             if let Some(transmit) = self.transmit_slot(index, now, buf) {
-                self.cursor = (index + 1) % count;
+                self.schedule.rotate();
                 return Some(transmit);
             }
+            self.schedule.leave();
+            self.schedule.mark_eventful(index);
+            // Nothing more to send now: its next deadline is later than now, whatever its
+            // timers say, so that a slot never comes due twice at one instant.
+            let deadline = self.slot_deadline(index).map(|t| t.max(now + Duration::from_nanos(1)));
+            self.schedule.set(index, deadline);
         }
         None
     }

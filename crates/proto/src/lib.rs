@@ -108,6 +108,7 @@ pub mod endpoint;
 pub mod limit;
 pub mod observe;
 pub mod packet;
+mod schedule;
 pub mod time;
 pub mod token;
 

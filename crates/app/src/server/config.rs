@@ -35,6 +35,8 @@ pub struct HostSection {
     pub ip: IpAddr,
     pub port: u16,
     pub spin_us: u64,
+    pub worker_cores: Vec<usize>,
+    pub sleep_step_us: u64,
     pub rooms_per_worker_max: usize,
     pub room_idle_close_s: u64,
     pub drain_timeout_ms: u64,

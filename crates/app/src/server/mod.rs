@@ -95,6 +95,8 @@ fn host_config(config: &ServerConfig) -> Result<HostConfig, Box<dyn Error>> {
         ip: config.host.ip,
         port: config.host.port,
         spin: Duration::from_micros(config.host.spin_us),
+        worker_cores: config.host.worker_cores.clone(),
+        sleep_step: Duration::from_micros(config.host.sleep_step_us),
         rooms_per_worker_max: config.host.rooms_per_worker_max,
         room_idle_close: Duration::from_secs(config.host.room_idle_close_s),
         budgets: config.budgets(),

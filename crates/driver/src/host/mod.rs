@@ -55,6 +55,13 @@ pub struct HostConfig {
     /// wake sleeping threads late (each microsecond costs CPU before every tick). Zero, the
     /// default: never spin; the precise wait keeps ticks on time here.
     pub spin: Duration,
+    /// The longest a worker with rooms sleeps at once (it wakes, looks, and sleeps again).
+    /// On virtual machines a core idle for longer than the hypervisor's halt-polling window
+    /// may wake a millisecond late; short steps keep ticks on time for a little CPU per wake.
+    pub sleep_step: Duration,
+    /// Cores to pin workers to, worker `i` to `worker_cores[i % len]`; empty: the OS decides.
+    /// Pinning keeps a worker's caches warm and its wake-ups prompt on a busy machine.
+    pub worker_cores: Vec<usize>,
     /// Rooms per worker at most; a connection to a room beyond it is refused (`ServerFull`).
     pub rooms_per_worker_max: usize,
     /// A room with no clients for this long is closed.
@@ -78,6 +85,8 @@ impl Default for HostConfig {
             ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
             spin: Duration::ZERO,
+            sleep_step: Duration::from_micros(200),
+            worker_cores: Vec::new(),
             rooms_per_worker_max: 1024,
             room_idle_close: Duration::from_secs(30),
             budgets: Budgets::default(),

@@ -5,7 +5,7 @@ use super::telemetry::{WorkerReport, ROOM_SCOPES, SCOPES};
 use super::{lock, DrainReport, Game, HostConfig, Shared};
 use crate::{Clock, UdpDriver};
 use hdrhistogram::Histogram;
-use rally_engine::{Phase, PhaseObserver, Room, Simulation};
+use rally_engine::{Phase, PhaseObserver, Pipeline, Room, Simulation};
 use rally_proto::{ConnectionHandle, DisconnectReason, Endpoint, Event, Instant};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -53,6 +53,8 @@ pub(super) struct Rooms<G: Game> {
     rooms_failed: u64,
     /// Rooms opened so far: spreads their tick deadlines over the tick.
     opened: u64,
+    /// Rooms on the fast pipeline, which answer each input the moment it arrives.
+    fast_rooms: usize,
     draining: bool,
 }
 
@@ -137,6 +139,7 @@ impl<G: Game> Rooms<G> {
         self.opened += 1;
         let next_tick = now + dt.mul_f64(spread);
         let report = RoomReport { room_id: id, worker: self.worker, ..RoomReport::default() };
+        self.fast_rooms += usize::from(room.config().pipeline == Pipeline::Fast);
         let hosted = Hosted { room, next_tick, ingest_pending: 0, empty_since: None, report };
         self.rooms.insert(id, hosted);
         self.schedule.push(Reverse((next_tick, id)));
@@ -160,7 +163,7 @@ impl<G: Game> Rooms<G> {
 
     /// Closes a room whose code panicked: its clients are told why; other rooms go on.
     fn fail(&mut self, endpoint: &mut Endpoint, id: u64) {
-        if self.rooms.remove(&id).is_none() {
+        if !self.close(id) {
             return;
         }
         self.rooms_failed += 1;
@@ -258,9 +261,16 @@ impl<G: Game> Rooms<G> {
         }
         let since = *hosted.empty_since.get_or_insert(now);
         if now.saturating_duration_since(since) >= self.config.room_idle_close {
-            self.rooms.remove(&id);
+            self.close(id);
             self.routes.retain(|_, room| *room != id);
         }
+    }
+
+    /// Removes room `id`; whether it was there.
+    fn close(&mut self, id: u64) -> bool {
+        let Some(hosted) = self.rooms.remove(&id) else { return false };
+        self.fast_rooms -= usize::from(hosted.room.config().pipeline == Pipeline::Fast);
+        true
     }
 
     /// Starts every figure afresh.
@@ -318,6 +328,7 @@ impl<G: Game> Worker<G> {
             room_ticks: 0,
             rooms_failed: 0,
             opened: 0,
+            fast_rooms: 0,
             draining: false,
         };
         let now = clock.now();
@@ -327,13 +338,29 @@ impl<G: Game> Worker<G> {
 
     /// The loop, until the host drains.
     pub(super) fn run(mut self) -> io::Result<DrainReport> {
+        let cores = &self.rooms.config.worker_cores;
+        if !cores.is_empty() {
+            crate::cpu::pin_current_thread(&[cores[self.index % cores.len()]])?;
+        }
         while !self.shared.draining.load(Ordering::Acquire) {
             let now = self.driver.now();
             let next = self.rooms.next_deadline().unwrap_or(now + IDLE_WAIT).min(now + IDLE_WAIT);
-            let rooms = &mut self.rooms;
             let wait = next.saturating_duration_since(now);
-            self.driver
-                .run_for(wait, |endpoint, handle, event| rooms.on_event(endpoint, handle, event))?;
+            let fast = self.rooms.fast_rooms > 0;
+            // A worker without rooms has no deadline to keep: it sleeps in one go.
+            let idle = self.rooms.rooms.is_empty();
+            let step = if idle { Duration::MAX } else { self.rooms.config.sleep_step };
+            self.driver.set_sleep_step(step);
+            let rooms = &mut self.rooms;
+            let handler =
+                |endpoint: &mut Endpoint, handle, event| rooms.on_event(endpoint, handle, event);
+            // Fast-path rooms answer each input on arrival: wake for every datagram. Other
+            // rooms answer at their ticks: take what arrived in one go at each wake.
+            if fast {
+                self.driver.run_for(wait, handler)?;
+            } else {
+                self.driver.run_batched(wait, handler)?;
+            }
             self.rooms.tick_due(self.driver.endpoint());
             self.housekeeping();
         }

@@ -5,7 +5,7 @@
 
 use crate::game::Reference;
 use rally_driver::UdpDriver;
-use rally_engine::{connection_config, ClientSession, Simulation};
+use rally_engine::{connection_config, ClientConfig, ClientSession, Simulation};
 use rally_proto::{EndpointConfig, Event, TokenKey};
 use rally_sim::sandbox::HandInput;
 use serde::{Deserialize, Serialize};
@@ -37,6 +37,9 @@ pub struct BotsArgs {
     /// Threads serving the bots.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Cores to run on (comma-separated); empty: wherever the OS puts the threads.
+    #[arg(long, value_delimiter = ',')]
+    pub cores: Vec<usize>,
     /// How long to play.
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
@@ -78,6 +81,9 @@ struct Bot {
 pub fn run(args: &BotsArgs) -> Result<(), Box<dyn Error>> {
     if args.servers.is_empty() || args.threads == 0 || args.hz == 0 {
         return Err("bots need --servers, at least one thread, and a frame rate".into());
+    }
+    if !args.cores.is_empty() {
+        rally_driver::cpu::pin_current_thread(&args.cores)?;
     }
     let key = crate::token::key_from_hex(&args.key)?;
     let total = args.rooms * args.clients;
@@ -121,7 +127,8 @@ fn serve(args: &BotsArgs, key: &TokenKey, clients: &[u64]) -> Outcome {
         // Frames spread evenly over the frame time.
         let offset = frame.mul_f64(k as f64 / clients.len().max(1) as f64);
         let next_frame = clock.now() + offset;
-        let session = ClientSession::new(Default::default());
+        // Bots show nothing: interpolation would cost them more than everything else.
+        let session = ClientSession::new(ClientConfig { interpolate: false, ..Default::default() });
         bots.push(Bot { index: client, driver, session, next_frame, inputs: 0, ended: false });
     }
     let mut report = BotsReport::default();

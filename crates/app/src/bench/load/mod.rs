@@ -54,6 +54,10 @@ pub struct LoadArgs {
     /// The bots' threads.
     #[arg(long, default_value_t = 1)]
     pub bot_threads: usize,
+    /// Let the OS place the host's workers and the bots instead of pinning the workers to the
+    /// last cores and the bots to the others.
+    #[arg(long)]
+    pub no_pin: bool,
     /// Write the report as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -178,8 +182,10 @@ fn measure(rooms: u64, args: &LoadArgs, plan: &Plan) -> Result<Step, Box<dyn Err
     // strangers on the internet, would make the ramp wait minutes.
     endpoint.handshake_rate = Rate { per_second: 1e6, burst: 1e6 };
     endpoint.connections_max = clients as usize + 64;
+    let (worker_cores, bot_cores) = cores(args);
     let config = HostConfig {
         workers: args.workers,
+        worker_cores,
         key: Some(key.clone()),
         protocol_id: PROTOCOL,
         endpoint,
@@ -191,7 +197,7 @@ fn measure(rooms: u64, args: &LoadArgs, plan: &Plan) -> Result<Step, Box<dyn Err
         reference_room(room.clone(), id + 1).expect("the reference room fits")
     })?;
     let seconds = (plan.warmup + plan.window).as_secs_f64() + 1.0;
-    let mut bots = start_bots(&host, &key, rooms, args.bot_threads, seconds)?;
+    let mut bots = start_bots(&host, &key, rooms, (args.bot_threads, &bot_cores), seconds)?;
     std::thread::sleep(plan.warmup);
     let connected = host.report().workers.iter().map(|w| w.connections).sum();
     host.reset_telemetry();
@@ -208,20 +214,34 @@ fn measure(rooms: u64, args: &LoadArgs, plan: &Plan) -> Result<Step, Box<dyn Err
     Ok(step(rooms, connected, &report, process_cpu_us, bots_report, seconds))
 }
 
+/// The host's workers get the last cores, one each; the bots get the rest (all cores, if the
+/// workers would take every one). Empty lists: no pinning.
+fn cores(args: &LoadArgs) -> (Vec<usize>, Vec<usize>) {
+    let count = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if args.no_pin || count < 2 {
+        return (Vec::new(), Vec::new());
+    }
+    let workers = args.workers.min(count - 1);
+    let worker_cores: Vec<usize> = (count - workers..count).collect();
+    (worker_cores, (0..count - workers).collect())
+}
+
 fn start_bots(
     host: &Host,
     key: &rally_proto::TokenKey,
     rooms: u64,
-    threads: usize,
+    (threads, cores): (usize, &[usize]),
     seconds: f64,
 ) -> Result<Child, Box<dyn Error>> {
     let servers: Vec<String> = host.addresses().iter().map(|a| a.to_string()).collect();
+    let cores: Vec<String> = cores.iter().map(|c| c.to_string()).collect();
     let child = Command::new(std::env::current_exe()?)
         .args(["peer", "bots", "--key", &crate::token::key_to_hex(key)])
         .args(["--protocol", &PROTOCOL.to_string(), "--servers", &servers.join(",")])
         .args(["--rooms", &rooms.to_string(), "--clients", &CLIENTS.to_string()])
         .args(["--hz", &TICK_HZ.to_string(), "--threads", &threads.to_string()])
         .args(["--seconds", &format!("{seconds:.1}")])
+        .args(if cores.is_empty() { vec![] } else { vec!["--cores".to_string(), cores.join(",")] })
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()

@@ -1,0 +1,231 @@
+//! Which of an endpoint's slots need looking at, and when, so that the endpoint's work follows
+//! what happened rather than how many connections it holds: a host with thousands of
+//! connections must not visit each one for every datagram it receives.
+//!
+//! A slot is *touched* when something happens to it (a datagram, a send, a close); at the end
+//! of the endpoint's method its deadline is recomputed and its events gathered later. Deadlines
+//! sit in a heap; an entry is current only while it equals the slot's recorded deadline, so a
+//! changed deadline just leaves a stale entry behind, skipped when it surfaces. Slots whose
+//! deadline has come move to the *due* queue, which `poll_transmit` works through in turn.
+
+use crate::time::Instant;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Per-slot bookkeeping of an endpoint.
+#[derive(Debug, Default)]
+pub(crate) struct Schedule {
+    /// Slots touched since their deadline was last computed.
+    touched: Vec<usize>,
+    /// Slots that may have events to gather, or may have drained.
+    eventful: Vec<usize>,
+    /// Deadlines, earliest first, possibly stale.
+    heap: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Slots whose deadline has come, in the order they are served.
+    due: VecDeque<usize>,
+    /// Per slot: its current deadline (`None` while due or idle) and its list memberships.
+    slots: Vec<SlotState>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct SlotState {
+    deadline: Option<Instant>,
+    touched: bool,
+    eventful: bool,
+    due: bool,
+}
+
+impl Schedule {
+    fn state(&mut self, slot: usize) -> &mut SlotState {
+        if slot >= self.slots.len() {
+            self.slots.resize(slot + 1, SlotState::default());
+        }
+        &mut self.slots[slot]
+    }
+
+    /// Something happened to `slot`: its deadline and events need a look.
+    pub(crate) fn touch(&mut self, slot: usize) {
+        let state = self.state(slot);
+        let (touched, eventful) = (state.touched, state.eventful);
+        state.touched = true;
+        state.eventful = true;
+        if !touched {
+            self.touched.push(slot);
+        }
+        if !eventful {
+            self.eventful.push(slot);
+        }
+    }
+
+    /// `slot` may have events to gather (or may have drained).
+    pub(crate) fn mark_eventful(&mut self, slot: usize) {
+        let state = self.state(slot);
+        if !state.eventful {
+            state.eventful = true;
+            self.eventful.push(slot);
+        }
+    }
+
+    /// The due slots, in turn order.
+    pub(crate) fn due_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.due.iter().copied()
+    }
+
+    /// Takes the touched slots, for their deadlines to be recomputed with [`Schedule::set`].
+    pub(crate) fn take_touched(&mut self) -> Vec<usize> {
+        for &slot in &self.touched {
+            self.slots[slot].touched = false;
+        }
+        std::mem::take(&mut self.touched)
+    }
+
+    /// Gives back the (emptied) list `take_touched` returned, to keep its allocation.
+    pub(crate) fn return_touched(&mut self, mut list: Vec<usize>) {
+        list.clear();
+        if self.touched.is_empty() {
+            self.touched = list;
+        }
+    }
+
+    /// Takes the slots that may have events.
+    pub(crate) fn take_eventful(&mut self) -> Vec<usize> {
+        for &slot in &self.eventful {
+            self.slots[slot].eventful = false;
+        }
+        std::mem::take(&mut self.eventful)
+    }
+
+    /// Records `slot`'s deadline (`None`: nothing to do until something happens). A slot in
+    /// the due queue keeps its place there instead; it is set again when it leaves.
+    pub(crate) fn set(&mut self, slot: usize, deadline: Option<Instant>) {
+        let state = self.state(slot);
+        if state.due || state.deadline == deadline {
+            return;
+        }
+        state.deadline = deadline;
+        if let Some(at) = deadline {
+            self.heap.push(Reverse((at, slot)));
+        }
+        self.drop_stale();
+    }
+
+    /// Forgets `slot` (freed): it leaves the due queue and its deadline goes.
+    pub(crate) fn forget(&mut self, slot: usize) {
+        let state = self.state(slot);
+        state.deadline = None;
+        if state.due {
+            state.due = false;
+            self.due.retain(|s| *s != slot);
+        }
+        self.drop_stale();
+    }
+
+    /// Moves every slot whose deadline is at or before `now` to the due queue.
+    pub(crate) fn collect_due(&mut self, now: Instant) {
+        while let Some(&Reverse((at, slot))) = self.heap.peek() {
+            if at > now {
+                break;
+            }
+            self.heap.pop();
+            let state = &mut self.slots[slot];
+            if state.deadline == Some(at) && !state.due {
+                state.deadline = None;
+                state.due = true;
+                self.due.push_back(slot);
+            }
+        }
+        self.drop_stale();
+    }
+
+    /// The slot to serve next, if any is due.
+    pub(crate) fn next_due(&self) -> Option<usize> {
+        self.due.front().copied()
+    }
+
+    /// The slot at the front sent something: it goes to the back, so that no slot starves the
+    /// others.
+    pub(crate) fn rotate(&mut self) {
+        if let Some(slot) = self.due.pop_front() {
+            self.due.push_back(slot);
+        }
+    }
+
+    /// The slot at the front has nothing more to send: it leaves the queue.
+    pub(crate) fn leave(&mut self) -> Option<usize> {
+        let slot = self.due.pop_front()?;
+        self.slots[slot].due = false;
+        Some(slot)
+    }
+
+    /// The earliest deadline: now, if a slot is due or touched.
+    pub(crate) fn earliest(&self) -> Option<Instant> {
+        if !self.due.is_empty() || !self.touched.is_empty() {
+            return Some(Instant::ZERO);
+        }
+        self.heap.peek().map(|Reverse((at, _))| *at)
+    }
+
+    /// Pops stale entries off the top, so that `earliest` reads a current one.
+    fn drop_stale(&mut self) {
+        while let Some(&Reverse((at, slot))) = self.heap.peek() {
+            if self.slots[slot].deadline == Some(at) {
+                return;
+            }
+            self.heap.pop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn at(ms: u64) -> Instant {
+        Instant::ZERO + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn deadlines_come_due_in_order_and_changed_ones_leave_no_trace() {
+        let mut s = Schedule::default();
+        s.set(0, Some(at(30)));
+        s.set(1, Some(at(10)));
+        s.set(2, Some(at(20)));
+        // Slot 1 moves later: its old entry is stale.
+        s.set(1, Some(at(40)));
+        assert_eq!(s.earliest(), Some(at(20)));
+        s.collect_due(at(30));
+        assert_eq!((s.leave(), s.leave(), s.leave()), (Some(2), Some(0), None));
+        assert_eq!(s.earliest(), Some(at(40)));
+        s.forget(1);
+        assert_eq!(s.earliest(), None);
+    }
+
+    #[test]
+    fn a_due_slot_is_served_in_turn_and_keeps_its_place() {
+        let mut s = Schedule::default();
+        s.set(0, Some(at(1)));
+        s.set(1, Some(at(1)));
+        s.collect_due(at(5));
+        assert_eq!(s.next_due(), Some(0));
+        s.rotate();
+        assert_eq!(s.next_due(), Some(1));
+        // While due, a new deadline does not take it out of the queue.
+        s.set(1, Some(at(50)));
+        assert_eq!(s.earliest(), Some(Instant::ZERO));
+        assert_eq!((s.leave(), s.leave()), (Some(1), Some(0)));
+        s.set(1, Some(at(50)));
+        assert_eq!(s.earliest(), Some(at(50)));
+    }
+
+    #[test]
+    fn touched_slots_are_listed_once() {
+        let mut s = Schedule::default();
+        s.touch(3);
+        s.touch(3);
+        s.touch(1);
+        assert_eq!(s.take_touched(), vec![3, 1]);
+        assert_eq!(s.take_eventful(), vec![3, 1]);
+        assert!(s.take_touched().is_empty());
+    }
+}
