@@ -41,6 +41,8 @@ step "bench smoke: room" cargo run --release --locked -- bench room --quick \
     --json target/ci/room.json --plot target/ci
 step "bench smoke: latency" cargo run --release --locked -- bench latency --quick \
     --json target/ci/latency.json --plot target/ci
+step "bench smoke: load" cargo run --release --locked -- bench load --quick \
+    --json target/ci/load.json --plot target/ci
 step "bench smoke: latency, real processes" cargo run --release --locked -- bench latency \
     --mode real --quick --hz 120 --json target/ci/latency-real.json
 # A short fuzzing smoke of every decoder and of handle_datagram on fresh and connected

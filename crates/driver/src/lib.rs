@@ -5,6 +5,16 @@
 //! [`Endpoint`](rally_proto::Endpoint). Protocol
 //! logic stays in `rally-proto`; this crate is a loop.
 //!
+//! - [`UdpDriver`]: one socket and its endpoint, with waits that start ticks and frames on time;
+//! - [`Host`]: many rooms on worker threads, each with a socket, connections routed by the room
+//!   their connect token names, telemetry per scope against budgets, a room whose game panics
+//!   closed alone, a graceful drain (see [`host`]);
+//! - [`backend`]: what a game's backend calls to issue connect tokens;
+//! - [`DelayRelay`]: a loopback relay with a fixed delay, for real-time benchmarks;
+//! - [`cpu`]: CPU time from the OS, and pinning threads to cores.
+//!
+//! A server for one room:
+//!
 //! ```no_run
 //! use rally_driver::UdpDriver;
 //! use rally_proto::{EndpointConfig, Event, TokenKey};

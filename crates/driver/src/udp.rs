@@ -208,7 +208,7 @@ impl UdpDriver {
     }
 
     /// Makes [`UdpDriver::run_batched`] sleep at most `step` at a time over the last
-    /// [`STEPPED_STRETCH`] before a wake-up (before that, in one go). On virtual machines a
+    /// `STEPPED_STRETCH` (2 ms) before a wake-up (before that, in one go). On virtual machines a
     /// core that stays idle longer than the hypervisor's halt-polling window (a few hundred
     /// microseconds) can be handed to another guest, and its timer then fires a millisecond or
     /// more late; waking every `step` near a deadline keeps it. `Duration::MAX` (the default):
@@ -281,7 +281,7 @@ impl UdpDriver {
 /// How long before a wake-up [`UdpDriver::run_batched`] sleeps in steps: more than a late
 /// wake-up from a long sleep takes (about a millisecond measured here), so that it still
 /// lands before the deadline.
-pub const STEPPED_STRETCH: Duration = Duration::from_millis(2);
+const STEPPED_STRETCH: Duration = Duration::from_millis(2);
 
 /// One sleep toward a wake-up `wait` away: all but the last stretch in one go, then `step`s.
 fn stepped(wait: Duration, step: Duration) -> Duration {

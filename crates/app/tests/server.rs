@@ -1,0 +1,170 @@
+//! Goal: `rally server` runs the host from a config file, serves its metrics, and on SIGTERM
+//! drains: its client is told the server is shutting down and the process exits cleanly; a
+//! config with a misspelled field is refused with the field named.
+//! Method: the real binary in a child process on loopback, a client session in the test with a
+//! token from the config's key, the metrics read over plain HTTP, `kill -TERM`.
+
+use rally_driver::{backend, UdpDriver};
+use rally_engine::{connection_config, ClientEvent, ClientSession};
+use rally_proto::{DisconnectReason, EndpointConfig, Event, TokenKey};
+use rally_sim::sandbox::HandInput;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const KEY: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+const PROTOCOL: u64 = 9;
+
+/// Writes `text` as a config file in a fresh directory under the target directory.
+fn config_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join("server.toml");
+    std::fs::write(&path, text).expect("the config is written");
+    path
+}
+
+/// Starts the server; returns it with the lines it prints, as they come.
+fn start(config: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rally"))
+        .args(["server", "--config"])
+        .arg(config)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the server starts");
+    let stdout = child.stdout.take().expect("piped");
+    let (lines, received) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    (child, received)
+}
+
+/// The next line that starts with `prefix`, within a few seconds.
+fn line_starting(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
+    loop {
+        let line = lines.recv_timeout(Duration::from_secs(10)).expect("the server says more");
+        if line.starts_with(prefix) {
+            return line;
+        }
+    }
+}
+
+fn http_get(address: &str, path: &str) -> String {
+    let mut stream = TcpStream::connect(address).expect("the telemetry endpoint listens");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n")
+        .expect("request sent");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("a response");
+    response
+}
+
+/// A player of the reference room.
+struct Client {
+    driver: UdpDriver,
+    session: ClientSession<HandInput, ()>,
+    snapshots: u32,
+    ended: Option<DisconnectReason>,
+}
+
+impl Client {
+    fn join(token: rally_proto::ConnectToken) -> Self {
+        let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
+        let mut driver = UdpDriver::bind("127.0.0.1:0", endpoint).expect("binds");
+        driver.connect_with_token(token).expect("a valid token");
+        let session = ClientSession::new(Default::default());
+        Self { driver, session, snapshots: 0, ended: None }
+    }
+
+    /// One frame: what arrived, then an input.
+    fn step(&mut self) {
+        let clock = self.driver.clock();
+        let (session, ended) = (&mut self.session, &mut self.ended);
+        self.driver
+            .run_for(Duration::from_millis(8), |_, connection, event| match event {
+                Event::Connected => session.connected(connection),
+                Event::Message { channel, payload } => {
+                    session.receive(clock.now(), channel, &payload)
+                }
+                Event::Disconnected { reason } => *ended = Some(reason),
+            })
+            .expect("the client runs");
+        while let Some(event) = self.session.poll_event() {
+            self.snapshots += u32::from(matches!(event, ClientEvent::Snapshot { .. }));
+        }
+        let now = self.driver.now();
+        self.session.send_input(now, HandInput::on_circle(0, now.as_secs_f64()));
+        self.session.transmit(self.driver.endpoint());
+    }
+}
+
+#[test]
+fn sigterm_drains_the_server_and_its_client_is_told_why() {
+    let config = format!(
+        "[host]\nworkers = 1\nport = 0\ndrain_timeout_ms = 1000\n[security]\nkey = \"{KEY}\"\n\
+         protocol_id = {PROTOCOL}\n[telemetry]\nlisten = \"127.0.0.1:0\"\n"
+    );
+    let (mut server, lines) = start(&config_file("sigterm", &config));
+    let worker = line_starting(&lines, "worker 0 on ");
+    let address: SocketAddr =
+        worker.split_whitespace().nth(3).expect("an address").parse().expect("an address");
+    let telemetry = line_starting(&lines, "telemetry on http://");
+    let telemetry = telemetry.trim_start_matches("telemetry on http://");
+    let telemetry = telemetry.split('/').next().expect("host and port").to_string();
+
+    let key = TokenKey(
+        (0..32)
+            .map(|i| u8::from_str_radix(&KEY[2 * i..2 * i + 2], 16).expect("hex"))
+            .collect::<Vec<u8>>()
+            .try_into()
+            .expect("32 bytes"),
+    );
+    let token = backend::issue(&key, PROTOCOL, 1, 0, vec![address], 60).expect("issued");
+    let mut client = Client::join(token);
+    for _ in 0..250 {
+        client.step();
+        if client.snapshots > 20 {
+            break;
+        }
+    }
+    assert!(client.snapshots > 20, "the client joined its room and gets snapshots");
+    // Figures are published ten times a second.
+    std::thread::sleep(Duration::from_millis(150));
+    let metrics = http_get(&telemetry, "/metrics");
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(metrics.contains("rally_connections{worker=\"0\"} 1"), "{metrics}");
+    assert!(metrics.contains("rally_room_ticks_total{worker=\"0\"}"), "{metrics}");
+    assert!(http_get(&telemetry, "/stats").contains("\"room_ticks\""));
+
+    let pid = server.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
+    assert!(killed.success());
+    for _ in 0..300 {
+        client.step();
+        if client.ended.is_some() {
+            break;
+        }
+    }
+    assert_eq!(client.ended, Some(DisconnectReason::ServerShutdown));
+    let status = server.wait().expect("the server exits");
+    assert!(status.success(), "a drained server exits cleanly: {status}");
+    let drained = line_starting(&lines, "drained:");
+    assert!(drained.starts_with("drained: 1 clients"), "{drained}");
+}
+
+#[test]
+fn a_misspelled_field_is_refused_by_name() {
+    let path = config_file("misspelled", "[host]\nwrkers = 2\n");
+    let output = Command::new(env!("CARGO_BIN_EXE_rally"))
+        .args(["server", "--config"])
+        .arg(&path)
+        .output()
+        .expect("the server runs");
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("host.wrkers") && error.contains("workers"), "{error}");
+}
