@@ -216,3 +216,32 @@ fn a_source_flooding_handshakes_is_rate_limited_before_any_token_is_opened() {
     assert_eq!(stats.tokens_refused.forged + stats.rate_limited, 10_000);
     assert_eq!(server.footprint().slots, 0);
 }
+
+#[test]
+fn the_server_never_answers_an_unverified_address_with_more_than_it_received() {
+    let mut server = rally_proto::Endpoint::new(config(), 1);
+    let token = token_for(1, 30, server_addr());
+    let sealed = rally_proto::packet::SealedToken {
+        protocol_id: token.protocol_id,
+        expires_at: token.expires_at,
+        nonce: &token.nonce,
+        sealed: &token.sealed,
+    };
+    let mut request = vec![0u8; 1500];
+    let packet = rally_proto::packet::Packet::ConnectRequest { nonce: 1, token: Some(sealed) };
+    let len = packet.encode(&mut request).unwrap();
+    let mut reply = vec![0u8; 1500];
+    // A valid request is answered with a challenge no larger than itself.
+    let from: SocketAddr = "192.168.1.2:5000".parse().unwrap();
+    server.handle_datagram(Instant::ZERO, from, &request[..len]);
+    let challenge = server.poll_transmit(Instant::ZERO, &mut reply).expect("a challenge");
+    assert!(challenge.len <= len, "challenge {} bytes for a request of {len}", challenge.len);
+    // The same request without its padding, from a spoofed victim, gets no answer at all: a
+    // reflector must send as much as it would make the server send.
+    let victim: SocketAddr = "192.168.1.3:5000".parse().unwrap();
+    let unpadded = request[..len].iter().rposition(|b| *b != 0).unwrap() + 1;
+    assert!(unpadded < len, "the request was padded");
+    server.handle_datagram(Instant::ZERO, victim, &request[..unpadded]);
+    assert!(server.poll_transmit(Instant::ZERO, &mut reply).is_none());
+    assert_eq!(server.stats().malformed, 1);
+}
