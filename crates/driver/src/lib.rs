@@ -39,6 +39,7 @@
 #![deny(missing_docs)]
 
 pub mod backend;
+mod batch;
 mod clock;
 pub mod cpu;
 pub mod host;

@@ -1,5 +1,6 @@
 //! A UDP socket driving one [`Endpoint`].
 
+use crate::batch::Batch;
 use crate::clock::Clock;
 use crate::host::telemetry::{Scope, ScopeClock};
 use rally_proto::{ConnectToken, ConnectionHandle, Endpoint, EndpointConfig, Event, Instant};
@@ -12,7 +13,9 @@ use std::time::Duration;
 /// The longest a receive may block, so that the loop notices new sends and deadlines.
 const WAIT_MAX: Duration = Duration::from_millis(50);
 /// Datagrams read per wake-up at most before timers and transmissions get a turn.
-const RECEIVE_BATCH: usize = 64;
+const RECEIVE_BATCH: usize = 32;
+/// Datagrams written per syscall at most.
+const SEND_BATCH: usize = 32;
 
 /// One UDP socket and its endpoint, with the OS clock.
 #[derive(Debug)]
@@ -20,10 +23,13 @@ pub struct UdpDriver {
     socket: UdpSocket,
     endpoint: Endpoint,
     clock: Clock,
-    receive_buf: Vec<u8>,
-    send_buf: Vec<u8>,
+    received: Batch,
+    to_send: Batch,
     /// Datagrams the socket refused to send (counted, then dropped like a lost packet).
     pub send_errors: u64,
+    /// Datagrams received too long for any Rally packet or from an unknown address family
+    /// (counted, then dropped).
+    pub oversized: u64,
     /// How long before a deadline `run_for` stops sleeping and polls instead (0: never).
     spin: Duration,
     /// Where the socket's receive and send syscalls are timed, if anywhere.
@@ -73,9 +79,10 @@ impl UdpDriver {
             socket,
             endpoint: Endpoint::new(config, seed),
             clock,
-            receive_buf: vec![0; 65_536],
-            send_buf: vec![0; 65_536],
+            received: Batch::new(RECEIVE_BATCH),
+            to_send: Batch::new(SEND_BATCH),
             send_errors: 0,
+            oversized: 0,
             spin: Duration::ZERO,
             scopes: None,
             sleep_step: Duration::MAX,
@@ -225,20 +232,17 @@ impl UdpDriver {
         loop {
             let now = self.clock.now();
             let mut busy = false;
-            while let Some(transmit) = self.endpoint.poll_transmit(now, &mut self.send_buf) {
+            let mut queued = 0;
+            while let Some(t) = self.endpoint.poll_transmit(now, self.to_send.slot_mut(queued)) {
                 busy = true;
-                let datagram = &self.send_buf[..transmit.len];
-                let started = self.scopes.as_ref().map(|_| self.clock.now());
-                let sent = self.socket.send_to(datagram, transmit.destination);
-                self.time(Scope::Send, started);
-                match sent {
-                    Ok(_) => {}
-                    // A full socket buffer or an unreachable peer is a lost packet, not a
-                    // reason to stop; the protocol recovers from losses.
-                    Err(e) if is_transient(&e) => self.send_errors += 1,
-                    Err(e) => return Err(e),
+                self.to_send.set(queued, t.len, t.destination);
+                queued += 1;
+                if queued == SEND_BATCH {
+                    self.send_queued(queued)?;
+                    queued = 0;
                 }
             }
+            self.send_queued(queued)?;
             while let Some((handle, event)) = self.endpoint.poll_event() {
                 busy = true;
                 on_event(&mut self.endpoint, handle, event);
@@ -251,23 +255,53 @@ impl UdpDriver {
 
     /// Reads whatever datagrams are ready, up to a batch, without waiting; returns how many.
     fn poll_receive(&mut self) -> io::Result<usize> {
-        let mut read = 0;
-        for _ in 0..RECEIVE_BATCH {
-            let started = self.scopes.as_ref().map(|_| self.clock.now());
-            let received = self.socket.recv_from(&mut self.receive_buf);
-            self.time(Scope::Receive, started);
-            match received {
-                Ok((len, from)) => {
-                    let now = self.clock.now();
-                    self.endpoint.handle_datagram(now, from, &self.receive_buf[..len]);
-                    read += 1;
-                }
-                Err(e) if is_timeout(&e) => return Ok(read),
-                Err(e) if is_transient(&e) => {}
-                Err(e) => return Err(e),
+        let started = self.scopes.as_ref().map(|_| self.clock.now());
+        let mut received = self.received.receive(&self.socket);
+        if received.as_ref().is_err_and(is_transient) {
+            // An error about an earlier send (an ICMP unreachable) is reported once; read on.
+            received = self.received.receive(&self.socket);
+        }
+        self.time(Scope::Receive, started);
+        let read = match received {
+            Ok(read) => read,
+            Err(e) if is_transient(&e) => 0,
+            Err(e) => return Err(e),
+        };
+        let now = self.clock.now();
+        for k in 0..read {
+            match self.received.datagram(k) {
+                (Some(from), bytes) => self.endpoint.handle_datagram(now, from, bytes),
+                // Longer than any Rally packet, or from an address family Rally does not
+                // speak: dropped and counted.
+                (None, _) => self.oversized += 1,
             }
         }
         Ok(read)
+    }
+
+    /// Sends the first `count` datagrams of the batch, as few syscalls as the kernel allows.
+    fn send_queued(&mut self, count: usize) -> io::Result<()> {
+        let mut from = 0;
+        while from < count {
+            let started = self.scopes.as_ref().map(|_| self.clock.now());
+            let sent = self.to_send.send(&self.socket, from, count);
+            self.time(Scope::Send, started);
+            match sent {
+                Ok(sent) if sent > 0 => from += sent,
+                // A full socket buffer or an unreachable peer is a lost packet, not a reason
+                // to stop; the protocol recovers from losses. The datagram goes; the rest go on.
+                Err(e) if is_transient(&e) => {
+                    self.send_errors += 1;
+                    from += 1;
+                }
+                Err(e) => return Err(e),
+                Ok(_) => {
+                    self.send_errors += 1;
+                    from += 1;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Adds the time since `started` to `scope`, when timing.
@@ -292,10 +326,6 @@ fn stepped(wait: Duration, step: Duration) -> Duration {
     } else {
         wait.min(step)
     }
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
 }
 
 /// Errors a UDP socket reports about one datagram (an ICMP unreachable from an earlier send,
