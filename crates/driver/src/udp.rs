@@ -198,7 +198,9 @@ impl UdpDriver {
         crate::precise_timers();
         let deadline = self.clock.now() + duration;
         loop {
-            while self.poll_receive()? == RECEIVE_BATCH {}
+            // Everything that arrived, a batch at a time, but not past the deadline: a burst of
+            // datagrams must not hold a tick back (the rest is read right after it).
+            while self.poll_receive()? == RECEIVE_BATCH && self.clock.now() < deadline {}
             let now = self.clock.now();
             self.endpoint.handle_timeout(now);
             self.flush(&mut on_event)?;
