@@ -208,7 +208,12 @@ impl UdpDriver {
             if now >= deadline {
                 return Ok(());
             }
-            let wake = self.endpoint.poll_timeout().unwrap_or(deadline).min(deadline);
+            if deadline - now <= self.spin {
+                // The last stretch: look again without sleeping, so as to return on time.
+                continue;
+            }
+            let spin_from = Instant::from_nanos(deadline.as_nanos() - self.spin.as_nanos() as u64);
+            let wake = self.endpoint.poll_timeout().unwrap_or(deadline).min(spin_from);
             let wait = stepped(wake.saturating_duration_since(now).min(WAIT_MAX), self.sleep_step);
             if !wait.is_zero() {
                 std::thread::sleep(wait);
@@ -291,7 +296,7 @@ impl UdpDriver {
             match sent {
                 Ok(sent) if sent > 0 => from += sent,
                 // A full socket buffer or an unreachable peer is a lost packet, not a reason
-                // to stop; the protocol recovers from losses. The datagram goes; the rest go on.
+                // to stop; the protocol recovers from losses. That datagram is dropped; the rest go on.
                 Err(e) if is_transient(&e) => {
                     self.send_errors += 1;
                     from += 1;

@@ -91,16 +91,14 @@ impl<G: Game> Rooms<G> {
                     hosted.ingest_pending += ingest;
                 }
                 // What the room answered (the fast path's poses) goes now, not at its tick.
-                if ok && self.guarded(id, |room| room.transmit(endpoint)) {
-                    return;
-                }
-                if !ok {
+                if !(ok && self.guarded(id, |room| room.transmit(endpoint))) {
                     self.fail(endpoint, id);
                 }
             }
             Event::Disconnected { reason } => {
-                if let Some(id) = self.routes.remove(&handle) {
-                    self.guarded(id, |room| room.disconnected(now, handle, reason));
+                let Some(id) = self.routes.remove(&handle) else { return };
+                if !self.guarded(id, |room| room.disconnected(now, handle, reason)) {
+                    self.fail(endpoint, id);
                 }
             }
         }
