@@ -296,7 +296,8 @@ impl UdpDriver {
             match sent {
                 Ok(sent) if sent > 0 => from += sent,
                 // A full socket buffer or an unreachable peer is a lost packet, not a reason
-                // to stop; the protocol recovers from losses. That datagram is dropped; the rest go on.
+                // to stop; the protocol recovers from losses. That datagram is dropped; the
+                // rest go on.
                 Err(e) if is_transient(&e) => {
                     self.send_errors += 1;
                     from += 1;
