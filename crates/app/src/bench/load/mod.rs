@@ -452,12 +452,24 @@ fn draw(dir: &std::path::Path, steps: &[Step]) -> Result<(), Box<dyn Error>> {
         steps.iter().map(|s| (s.rooms as f64, s.worker_utilization * dt_ms)).collect();
     let per_room: Vec<(f64, f64)> =
         steps.iter().map(|s| (s.rooms as f64, s.cpu_us_per_room_tick / 1e3)).collect();
+    // Where the last step's cost per room-tick, held, would fill the tick.
+    let mut series = vec![("frame time (CPU per 7.8 ms tick)".to_string(), frame.clone())];
+    if let (Some(&(rooms, used)), Some(last)) = (frame.last(), steps.last()) {
+        let per_room_ms = last.cpu_us_per_room_tick / 1e3;
+        if per_room_ms > 0.0 {
+            let full = dt_ms / per_room_ms;
+            series.push((
+                "extrapolated at that cost".to_string(),
+                vec![(rooms, used), (full, dt_ms)],
+            ));
+        }
+    }
     let path = dir.join("load-frame-time.png");
     crate::plot::lines(
         &path,
         "W3: a worker's CPU per tick against rooms (128 Hz, sealed)",
         ("reference rooms on one worker", "milliseconds per tick period"),
-        &[("frame time (CPU per 7.8 ms tick)".to_string(), frame)],
+        &series,
         &[("the tick: 7.8 ms".to_string(), dt_ms)],
     )?;
     println!("wrote {}", path.display());
