@@ -2,6 +2,7 @@
 //! free license in assets/fonts/) is compiled in, so plots look the same on every machine and
 //! need no system font library.
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 use std::error::Error;
@@ -182,13 +183,7 @@ pub fn cdf(
         let label = Text::new(name.clone(), (*x, 0.98), ("sans-serif", 13));
         chart.draw_series(std::iter::once(label))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     root.present()?;
     Ok(())
 }
@@ -235,13 +230,25 @@ pub fn lines(
         let label = Text::new(name.clone(), (x_max * 0.02, *y * 1.02), ("sans-serif", 13));
         chart.draw_series(std::iter::once(label))?;
     }
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+    root.present()?;
+    Ok(())
+}
+
+type Chart<'a, 'b> =
+    ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The series' names in a framed box at `position`.
+fn legend<'a: 'b, 'b>(
+    chart: &mut Chart<'b, 'a>,
+    position: SeriesLabelPosition,
+) -> Result<(), Box<dyn Error>> {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(position)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
         .draw()?;
-    root.present()?;
     Ok(())
 }
