@@ -19,12 +19,14 @@ use std::time::Duration;
 
 const PROTOCOL: u64 = 0x7e57;
 
-/// Each client's input moves its hand; the game panics at `panic_at` ticks if set.
+/// Each client's input moves its hand; the game panics at `panic_at` ticks if set, and takes
+/// `slow` of real time over each step.
 #[derive(Default)]
 struct Hands {
     hands: BTreeMap<ClientId, EntityId>,
     ticks: u32,
     panic_at: Option<u32>,
+    slow: Duration,
 }
 
 impl Simulation for Hands {
@@ -38,6 +40,7 @@ impl Simulation for Hands {
     }
 
     fn step(&mut self, _world: &mut World, _dt: Duration) {
+        std::thread::sleep(self.slow);
         self.ticks += 1;
         if self.panic_at == Some(self.ticks) {
             panic!("the game's own bug (a test of containment)");
@@ -182,6 +185,34 @@ fn a_room_whose_game_panics_is_closed_alone() {
     let report = host.report();
     assert_eq!(report.workers[0].rooms_failed, 1);
     assert_eq!(report.rooms.iter().map(|r| r.room_id).collect::<Vec<_>>(), vec![1]);
+    host.shutdown(Duration::from_millis(200)).expect("drains");
+}
+
+#[test]
+fn a_room_over_its_budget_is_counted_on_every_tick() {
+    let key = backend::random_key().expect("randomness");
+    let mut config = host_config(1, &key);
+    config.budgets.simulate = Duration::from_micros(500);
+    // Room 2's game takes 2 ms per step, four times its budget; room 1's takes nothing.
+    let game = |id: u64| {
+        let slow = if id == 2 { Duration::from_millis(2) } else { Duration::ZERO };
+        Room::new(RoomConfig::default(), Hands { slow, ..Hands::default() }, 1)
+    };
+    let host = Host::start(config, game).expect("starts");
+    let address = host.room_address(1);
+    let mut players: Vec<Player> =
+        (0..2u64).map(|k| Player::join(&key, k, k + 1, vec![address])).collect();
+    play(&mut players, Duration::from_millis(400));
+    std::thread::sleep(Duration::from_millis(150));
+    let report = host.report();
+    let room = |id: u64| report.rooms.iter().find(|r| r.room_id == id).expect("open").clone();
+    let simulate = 2; // the index of simulate in ROOM_SCOPES
+    assert_eq!(rally_driver::host::telemetry::ROOM_SCOPES[simulate], Scope::Simulate);
+    let (sound, slow) = (room(1), room(2));
+    assert!(slow.ticks > 10, "the slow room ticked: {slow:?}");
+    assert_eq!(slow.overruns[simulate], slow.ticks, "every slow tick is over budget");
+    assert!(slow.scope_max_nanos[simulate] >= 2_000_000);
+    assert!(sound.overruns[simulate] * 2 < sound.ticks, "the sound room is mostly within");
     host.shutdown(Duration::from_millis(200)).expect("drains");
 }
 
