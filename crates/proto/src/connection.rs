@@ -115,6 +115,15 @@ enum State {
     Closed,
 }
 
+/// What a pass over the send queues needs to know, computed once per pass.
+#[derive(Debug, Clone, Copy)]
+struct Gate {
+    /// Whether the delivery-rate window admits new data and copies.
+    open: bool,
+    /// Copies a reliable unit may have before its first ack could arrive.
+    copies: u8,
+}
+
 /// Disconnect packets sent, so that one lost packet does not leave the peer waiting for the
 /// idle timeout.
 const DISCONNECT_COPIES: u8 = 3;
@@ -457,15 +466,16 @@ impl Connection {
         if let Some(probe) = self.probe_at {
             next = next.min(probe);
         }
+        let gate = self.gate();
         for channel in &self.send {
             for unit in channel.units.iter().filter(|u| !u.acked) {
                 let due = match unit.last_sent {
-                    None if self.window_open() => return Some(self.last_sent.min(next)),
+                    None if gate.open => return Some(self.last_sent.min(next)),
                     None => continue,
                     Some(_) if unit.lost => return Some(self.last_sent.min(next)),
-                    Some(_) if unit.sends < self.copies() && !self.window_open() => continue,
+                    Some(_) if unit.sends < gate.copies && !gate.open => continue,
                     Some(at) if channel.config.kind.is_reliable() => {
-                        at + self.next_send_gap(unit.sends)
+                        at + self.next_send_gap(unit.sends, gate.copies)
                     }
                     Some(_) => continue,
                 };
@@ -625,27 +635,40 @@ impl Connection {
 
     /// Whether any unit must go out now: never sent, lost, or past its resend time.
     fn has_urgent(&self, now: Instant) -> bool {
+        let gate = self.gate();
         self.send.iter().any(|channel| {
             let reliable = channel.config.kind.is_reliable();
-            channel.units.iter().any(|u| self.is_due(u, reliable, now))
+            channel.units.iter().any(|u| self.is_due(u, reliable, now, gate))
         })
     }
 
-    fn is_due(&self, unit: &crate::channel::Unit, reliable: bool, now: Instant) -> bool {
+    /// The window and the copies, once for a pass over the queues (a long queue would
+    /// otherwise recompute them per unit).
+    fn gate(&self) -> Gate {
+        Gate { open: self.window_open(), copies: self.copies() }
+    }
+
+    fn is_due(
+        &self,
+        unit: &crate::channel::Unit,
+        reliable: bool,
+        now: Instant,
+        gate: Gate,
+    ) -> bool {
         match unit.last_sent {
             _ if unit.acked => false,
             // New data waits while the window is full; acks reopen it.
-            None => self.window_open(),
+            None => gate.open,
             Some(_) if unit.lost => true,
-            Some(_) if reliable && unit.sends < self.copies() && !self.window_open() => false,
-            Some(at) => reliable && now >= at + self.next_send_gap(unit.sends),
+            Some(_) if reliable && unit.sends < gate.copies && !gate.open => false,
+            Some(at) => reliable && now >= at + self.next_send_gap(unit.sends, gate.copies),
         }
     }
 
     /// How long after its last send an unacknowledged unit goes out again: soon, as a copy,
     /// while redundancy calls for more copies; otherwise when its resend timer expires.
-    fn next_send_gap(&self, sends: u8) -> Duration {
-        if sends < self.copies() {
+    fn next_send_gap(&self, sends: u8, copies: u8) -> Duration {
+        if sends < copies {
             self.config.repeat_interval
         } else {
             self.resend_interval(sends)
@@ -657,7 +680,8 @@ impl Connection {
     /// the last redundant copy of some unit, after which a tail-loss probe is scheduled.
     fn fill(&mut self, now: Instant, w: &mut Writer<'_>, redundant: bool) -> bool {
         let mut last_copy = false;
-        let copies = self.copies();
+        let gate = self.gate();
+        let copies = gate.copies;
         let mut order: Vec<usize> = (0..self.send.len()).collect();
         order.sort_by_key(|i| std::cmp::Reverse(self.send[*i].config.priority));
         for c in order {
@@ -671,7 +695,7 @@ impl Connection {
                         && unit.sends < copies
                         && unit.last_sent != Some(now)
                 } else {
-                    self.is_due(unit, reliable, now)
+                    self.is_due(unit, reliable, now, gate)
                 };
                 if !wanted {
                     continue;

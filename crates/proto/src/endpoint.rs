@@ -379,12 +379,12 @@ impl Endpoint {
         self.touch(handle.0);
     }
 
-    /// Something happened to `slot`: its deadline is recomputed now, its events gathered at
-    /// the next `poll_event`.
+    /// Something happened to `slot`: its deadline is recomputed at the next `poll_transmit`
+    /// or `handle_timeout` (once for any number of sends; until then `poll_timeout` says
+    /// "now"), its events gathered at the next `poll_event`.
     fn touch(&mut self, slot: usize) {
         if slot < self.slots.len() {
             self.schedule.touch(slot);
-            self.settle();
         }
     }
 
@@ -773,6 +773,7 @@ impl Endpoint {
     /// Advances timers: handshake timeouts and each connection's idle timeout. Only slots whose
     /// deadline has come are visited.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.settle();
         self.schedule.collect_due(now);
         let mut due = std::mem::take(&mut self.scratch_slots);
         due.clear();
@@ -838,6 +839,7 @@ impl Endpoint {
             let len = packet.encode(buf).ok()?;
             return Some(Transmit { destination, len });
         }
+        self.settle();
         self.schedule.collect_due(now);
         while let Some(index) = self.schedule.next_due() {
             if let Some(transmit) = self.transmit_slot(index, now, buf) {

@@ -186,13 +186,15 @@ impl<G: Game> Rooms<G> {
 
     /// Ticks every room whose deadline has come, earliest first.
     fn tick_due(&mut self, endpoint: &mut Endpoint) {
+        // Only what was due when this pass began, each room once: ticks that outlast the next
+        // deadline must not keep the worker from its socket (acks, timeouts, the drain flag).
+        let due_by = self.clock.now();
         while let Some(at) = self.next_deadline() {
-            let now = self.clock.now();
-            if at > now {
+            if at > due_by {
                 return;
             }
             let Some(Reverse((_, id))) = self.schedule.pop() else { return };
-            self.tick(endpoint, id, at, now);
+            self.tick(endpoint, id, at, self.clock.now());
         }
     }
 
