@@ -363,8 +363,12 @@ struct Verdict {
     limit: Option<String>,
 }
 
+/// Whether the host kept every budget at this step (the bots may have run out).
+fn host_held(step: &&Step) -> bool {
+    step.limit.as_deref().is_none_or(|l| l.starts_with("bots"))
+}
+
 fn verdict(steps: &[Step]) -> Verdict {
-    let host_held = |s: &&Step| s.limit.as_deref().is_none_or(|l| l.starts_with("bots"));
     let sustained: Vec<&Step> = steps.iter().filter(host_held).collect();
     let (first, last) = (sustained.first(), sustained.last());
     let per_tick = last.map_or(0.0, |s| s.cpu_us_per_room_tick);
@@ -452,16 +456,15 @@ fn draw(dir: &std::path::Path, steps: &[Step]) -> Result<(), Box<dyn Error>> {
         steps.iter().map(|s| (s.rooms as f64, s.worker_utilization * dt_ms)).collect();
     let per_room: Vec<(f64, f64)> =
         steps.iter().map(|s| (s.rooms as f64, s.cpu_us_per_room_tick / 1e3)).collect();
-    // Where the last step's cost per room-tick, held, would fill the tick.
-    let mut series = vec![("frame time (CPU per 7.8 ms tick)".to_string(), frame.clone())];
-    if let (Some(&(rooms, used)), Some(last)) = (frame.last(), steps.last()) {
+    // Where the cost per room-tick of the largest step the host sustained, held, would fill
+    // the tick.
+    let mut series = vec![("frame time (CPU per 7.8 ms tick)".to_string(), frame)];
+    if let Some(last) = steps.iter().rfind(host_held) {
         let per_room_ms = last.cpu_us_per_room_tick / 1e3;
         if per_room_ms > 0.0 {
-            let full = dt_ms / per_room_ms;
-            series.push((
-                "extrapolated at that cost".to_string(),
-                vec![(rooms, used), (full, dt_ms)],
-            ));
+            let from = (last.rooms as f64, last.worker_utilization * dt_ms);
+            let line = vec![from, (dt_ms / per_room_ms, dt_ms)];
+            series.push(("extrapolated from the largest sustained step".to_string(), line));
         }
     }
     let path = dir.join("load-frame-time.png");
