@@ -27,11 +27,7 @@ impl Simulation for Paddles {
     type Message = ();
 
     fn apply_input(&mut self, world: &mut World, client: ClientId, input: &HandInput) {
-        let Some(hand) = self.controllers.get(&client).and_then(|id| world.get_mut(*id)) else {
-            return;
-        };
-        hand.transform.position = Vec3::from_array(input.position);
-        hand.transform.rotation = glam::Quat::from_array(input.rotation).normalize();
+        move_hand(&self.controllers, world, client, input);
     }
 
     fn step(&mut self, world: &mut World, dt: Duration) {
@@ -102,11 +98,7 @@ impl Simulation for Reference {
     type Message = ();
 
     fn apply_input(&mut self, world: &mut World, client: ClientId, input: &HandInput) {
-        let Some(hand) = self.controllers.get(&client).and_then(|id| world.get_mut(*id)) else {
-            return;
-        };
-        hand.transform.position = input.position.into();
-        hand.transform.rotation = glam::Quat::from_array(input.rotation).normalize();
+        move_hand(&self.controllers, world, client, input);
     }
 
     fn step(&mut self, world: &mut World, dt: Duration) {
@@ -146,4 +138,16 @@ pub fn reference_room(
     }
     *room.simulation_mut() = game;
     Ok(room)
+}
+
+/// Puts `client`'s controller where its input says, if it has one.
+fn move_hand(
+    controllers: &BTreeMap<ClientId, EntityId>,
+    world: &mut World,
+    client: ClientId,
+    input: &HandInput,
+) {
+    let Some(hand) = controllers.get(&client).and_then(|id| world.get_mut(*id)) else { return };
+    hand.transform.position = Vec3::from_array(input.position);
+    hand.transform.rotation = glam::Quat::from_array(input.rotation).normalize();
 }
