@@ -159,21 +159,17 @@ impl Budgets {
 #[derive(Debug, Default)]
 pub struct ScopeClock {
     nanos: [AtomicU64; SCOPES.len()],
-    calls: [AtomicU64; SCOPES.len()],
 }
 
 impl ScopeClock {
     /// Adds `nanos` to `scope`.
     pub fn add(&self, scope: Scope, nanos: u64) {
         self.nanos[scope.index()].fetch_add(nanos, Ordering::Relaxed);
-        self.calls[scope.index()].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Nanoseconds and calls so far, per scope.
-    pub fn read(&self) -> ([u64; SCOPES.len()], [u64; SCOPES.len()]) {
-        let load =
-            |a: &[AtomicU64; SCOPES.len()]| std::array::from_fn(|k| a[k].load(Ordering::Relaxed));
-        (load(&self.nanos), load(&self.calls))
+    /// Nanoseconds so far, per scope.
+    pub fn read(&self) -> [u64; SCOPES.len()] {
+        std::array::from_fn(|k| self.nanos[k].load(Ordering::Relaxed))
     }
 }
 

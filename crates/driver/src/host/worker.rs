@@ -373,7 +373,7 @@ impl<G: Game> Worker<G> {
         if epoch != self.epoch {
             self.epoch = epoch;
             self.rooms.reset();
-            let (nanos, _) = self.rooms.scopes.read();
+            let nanos = self.rooms.scopes.read();
             let send_errors = self.driver.send_errors;
             self.baseline = (crate::cpu::thread_cpu_us(), nanos, self.driver.now(), send_errors);
         }
@@ -387,11 +387,10 @@ impl<G: Game> Worker<G> {
 
     fn report(&mut self, now: Instant) -> WorkerReport {
         let (cpu0, nanos0, since, errors0) = self.baseline;
-        let (nanos, _) = self.rooms.scopes.read();
+        let nanos = self.rooms.scopes.read();
         let rooms = &self.rooms;
-        let mut per_room_tick: Vec<(Scope, Summary)> =
+        let per_room_tick: Vec<(Scope, Summary)> =
             ROOM_SCOPES.iter().zip(&rooms.histograms).map(|(s, h)| (*s, Summary::of(h))).collect();
-        per_room_tick.sort_by_key(|(s, _)| *s);
         let stats = self.driver.endpoint().stats();
         WorkerReport {
             worker: self.index,
