@@ -94,9 +94,6 @@ pub fn pipeline(name: &str) -> Result<Pipeline, Box<dyn Error>> {
 
 /// Runs one peer until its standard input closes.
 pub fn run(command: &PeerCommand) -> Result<(), Box<dyn Error>> {
-    if let PeerCommand::Bots(args) = command {
-        return crate::bench::load::bots::run(args);
-    }
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = stop.clone();
     // The parent closes our standard input (or dies) to stop us.
@@ -121,7 +118,8 @@ pub fn run(command: &PeerCommand) -> Result<(), Box<dyn Error>> {
             let stopped = stop.clone();
             std::thread::spawn(move || serve(driver, hz, pipeline, depth, &stopped, &reports))
         }
-        PeerCommand::Bots(_) => unreachable!("bots ran above"),
+        // The bots report once, at the end, on their own.
+        PeerCommand::Bots(args) => return crate::bench::load::bots::run(args),
         PeerCommand::Player { token, hz, defer, seconds } => {
             let token = crate::token::token_from_hex(token)?;
             let (hz, defer, seconds) = (*hz, *defer, *seconds);
