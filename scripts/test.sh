@@ -45,6 +45,10 @@ step "bench smoke: load" cargo run --release --locked -- bench load --quick \
     --json target/ci/load.json --plot target/ci
 step "bench smoke: latency, real processes" cargo run --release --locked -- bench latency \
     --mode real --quick --hz 120 --json target/ci/latency-real.json
+# The dashboard in a real browser: headless Chromium (Debian's, installed here when missing)
+# opens `rally demo`'s page, checks that its figures update and its canvas draws, saves a
+# screenshot; then the demo must stop cleanly on SIGINT.
+step "browser: dashboard" bash scripts/browser-test.sh target/ci/dashboard.png
 # A short fuzzing smoke of every decoder and of handle_datagram on fresh and connected
 # endpoints, where a nightly toolchain is present (scripts/fuzz.sh says so when it is not).
 step "fuzz smoke" bash scripts/fuzz.sh 10

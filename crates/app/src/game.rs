@@ -53,6 +53,13 @@ impl Simulation for Paddles {
     }
 }
 
+impl Default for Paddles {
+    /// A paddle in every hand.
+    fn default() -> Self {
+        Self::new(1)
+    }
+}
+
 impl Paddles {
     /// A world with gravity and nothing in it yet.
     pub fn new(chain_depth: usize) -> Self {

@@ -6,6 +6,7 @@ mod bench;
 mod demo;
 mod echo;
 mod game;
+mod inspect;
 mod machine;
 mod peer;
 mod plot;
@@ -34,8 +35,10 @@ enum Command {
         #[command(subcommand)]
         bench: bench::BenchCommand,
     },
-    /// A room with bot players swinging paddles over UDP on this machine, with live figures.
+    /// Table tennis played by bots over UDP on this machine, with a live web dashboard.
     Demo(demo::DemoArgs),
+    /// Decode Rally datagrams (hex, or a pcap/pcapng capture) into their JSON debug form.
+    Inspect(inspect::InspectArgs),
     /// Host rooms: worker threads from a TOML config, telemetry on HTTP, drain on SIGTERM.
     Server(server::ServerArgs),
     /// Run seeded deterministic simulations with invariant checkers; replay one with --seed.
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench { bench } => bench::run(bench),
         Command::Demo(args) => demo::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
         Command::Server(args) => server::run(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Echo { side } => echo::run(&side),

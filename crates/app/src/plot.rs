@@ -3,6 +3,7 @@
 //! need no system font library.
 
 use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 use std::error::Error;
@@ -12,6 +13,28 @@ use std::sync::Once;
 const FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 const COLORS: [RGBColor; 4] =
     [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44), RGBColor(214, 39, 40)];
+
+/// Draws a `size` picture with `draw` and writes it to `path` as a PNG (encoded by the png
+/// crate: plotters' own encoder would pull in the whole image crate).
+fn png(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), Box<dyn Error>>,
+) -> Result<(), Box<dyn Error>> {
+    let mut pixels = vec![0u8; size.0 as usize * size.1 as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
+        draw(&root)?;
+        root.present()?;
+    }
+    let file = std::fs::File::create(path)
+        .map_err(|e| format!("writing the plot {}: {e}", path.display()))?;
+    let mut encoder = ::png::Encoder::new(std::io::BufWriter::new(file), size.0, size.1);
+    encoder.set_color(::png::ColorType::Rgb);
+    encoder.set_depth(::png::BitDepth::Eight);
+    encoder.write_header()?.write_image_data(&pixels)?;
+    Ok(())
+}
 
 fn ensure_font() {
     static REGISTER: Once = Once::new();
@@ -39,19 +62,19 @@ pub fn grouped_bars(
     ensure_font();
     let rows = panels.len().div_ceil(columns);
     let size = (560 * columns as u32, 400 * rows as u32 + 50);
-    let root = BitMapBackend::new(path, size).into_drawing_area();
-    root.fill(&WHITE)?;
-    let root = root.titled(title, ("sans-serif", 26))?;
-    for (panel, area) in panels.iter().zip(root.split_evenly((rows, columns)).iter()) {
-        draw_panel(panel, area)?;
-    }
-    root.present()?;
-    Ok(())
+    png(path, size, |root| {
+        root.fill(&WHITE)?;
+        let root = root.titled(title, ("sans-serif", 26))?;
+        for (panel, area) in panels.iter().zip(root.split_evenly((rows, columns)).iter()) {
+            draw_panel(panel, area)?;
+        }
+        Ok(())
+    })
 }
 
 fn draw_panel(
     panel: &Panel,
-    area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    area: &DrawingArea<BitMapBackend<'_>, Shift>,
 ) -> Result<(), Box<dyn Error>> {
     let values = panel.series.iter().flat_map(|(_, v)| v.iter().copied()).filter(|v| *v > 0.0);
     let (lo, hi) = values.fold((f64::MAX, 0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
@@ -140,52 +163,52 @@ pub fn cdf(
     marks: &[(String, f64)],
 ) -> Result<(), Box<dyn Error>> {
     ensure_font();
-    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let sorted: Vec<(String, Vec<f64>)> = series
-        .iter()
-        .map(|(name, values)| {
-            let mut v = values.clone();
-            v.sort_by(f64::total_cmp);
-            (name.clone(), v)
-        })
-        .collect();
-    let x_max = sorted
-        .iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(_, v)| v[((v.len() as f64 * 0.999) as usize).min(v.len() - 1)])
-        .fold(1.0f64, f64::max);
-    let x_max = marks.iter().map(|(_, x)| *x).fold(x_max, f64::max);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(16)
-        .x_label_area_size(40)
-        .y_label_area_size(56)
-        .build_cartesian_2d(0f64..x_max * 1.05, 0f64..1f64)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc("fraction of samples")
-        .label_style(("sans-serif", 14))
-        .draw()?;
-    for (i, (name, values)) in sorted.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let n = values.len().max(1) as f64;
-        let points = values.iter().enumerate().map(|(k, v)| (*v, (k + 1) as f64 / n));
-        chart.draw_series(LineSeries::new(points, color.stroke_width(2)))?.label(name).legend(
-            move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)),
-        );
-    }
-    for (name, x) in marks {
-        // A vertical line with its name at the top: a bound the curves are judged against.
-        let line = [(*x, 0.0), (*x, 1.0)];
-        chart.draw_series(LineSeries::new(line, BLACK.mix(0.6).stroke_width(1)))?;
-        let label = Text::new(name.clone(), (*x, 0.98), ("sans-serif", 13));
-        chart.draw_series(std::iter::once(label))?;
-    }
-    legend(&mut chart, SeriesLabelPosition::LowerRight)?;
-    root.present()?;
-    Ok(())
+    png(path, (900, 560), |root| {
+        root.fill(&WHITE)?;
+        let sorted: Vec<(String, Vec<f64>)> = series
+            .iter()
+            .map(|(name, values)| {
+                let mut v = values.clone();
+                v.sort_by(f64::total_cmp);
+                (name.clone(), v)
+            })
+            .collect();
+        let x_max = sorted
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(_, v)| v[((v.len() as f64 * 0.999) as usize).min(v.len() - 1)])
+            .fold(1.0f64, f64::max);
+        let x_max = marks.iter().map(|(_, x)| *x).fold(x_max, f64::max);
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 22))
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0f64..x_max * 1.05, 0f64..1f64)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc("fraction of samples")
+            .label_style(("sans-serif", 14))
+            .draw()?;
+        for (i, (name, values)) in sorted.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let n = values.len().max(1) as f64;
+            let points = values.iter().enumerate().map(|(k, v)| (*v, (k + 1) as f64 / n));
+            chart.draw_series(LineSeries::new(points, color.stroke_width(2)))?.label(name).legend(
+                move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)),
+            );
+        }
+        for (name, x) in marks {
+            // A vertical line with its name at the top: a bound the curves are judged against.
+            let line = [(*x, 0.0), (*x, 1.0)];
+            chart.draw_series(LineSeries::new(line, BLACK.mix(0.6).stroke_width(1)))?;
+            let label = Text::new(name.clone(), (*x, 0.98), ("sans-serif", 13));
+            chart.draw_series(std::iter::once(label))?;
+        }
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+        Ok(())
+    })
 }
 
 /// Draws lines through points, one per series, with horizontal reference lines (a budget, a
@@ -198,41 +221,41 @@ pub fn lines(
     marks: &[(String, f64)],
 ) -> Result<(), Box<dyn Error>> {
     ensure_font();
-    let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let points = series.iter().flat_map(|(_, p)| p.iter().copied());
-    let (x_max, y_max) = points.fold((1f64, 0f64), |(x, y), (px, py)| (x.max(px), y.max(py)));
-    let y_max = marks.iter().map(|(_, y)| *y).fold(y_max, f64::max).max(1e-9) * 1.15;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(16)
-        .x_label_area_size(40)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0f64..x_max * 1.05, 0f64..y_max)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .label_style(("sans-serif", 14))
-        .draw()?;
-    for (i, (name, values)) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let line = LineSeries::new(values.iter().copied(), color.stroke_width(2));
-        chart.draw_series(line)?.label(name).legend(move |(x, y)| {
-            PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
-        });
-        let dots = values.iter().map(|p| Circle::new(*p, 4, color.filled()));
-        chart.draw_series(dots)?;
-    }
-    for (name, y) in marks {
-        let line = [(0.0, *y), (x_max * 1.05, *y)];
-        chart.draw_series(LineSeries::new(line, BLACK.mix(0.6).stroke_width(1)))?;
-        let label = Text::new(name.clone(), (x_max * 0.02, *y * 1.02), ("sans-serif", 13));
-        chart.draw_series(std::iter::once(label))?;
-    }
-    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
-    root.present()?;
-    Ok(())
+    png(path, (900, 560), |root| {
+        root.fill(&WHITE)?;
+        let points = series.iter().flat_map(|(_, p)| p.iter().copied());
+        let (x_max, y_max) = points.fold((1f64, 0f64), |(x, y), (px, py)| (x.max(px), y.max(py)));
+        let y_max = marks.iter().map(|(_, y)| *y).fold(y_max, f64::max).max(1e-9) * 1.15;
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 22))
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..x_max * 1.05, 0f64..y_max)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc(y_label)
+            .label_style(("sans-serif", 14))
+            .draw()?;
+        for (i, (name, values)) in series.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let line = LineSeries::new(values.iter().copied(), color.stroke_width(2));
+            chart.draw_series(line)?.label(name).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
+            let dots = values.iter().map(|p| Circle::new(*p, 4, color.filled()));
+            chart.draw_series(dots)?;
+        }
+        for (name, y) in marks {
+            let line = [(0.0, *y), (x_max * 1.05, *y)];
+            chart.draw_series(LineSeries::new(line, BLACK.mix(0.6).stroke_width(1)))?;
+            let label = Text::new(name.clone(), (x_max * 0.02, *y * 1.02), ("sans-serif", 13));
+            chart.draw_series(std::iter::once(label))?;
+        }
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+        Ok(())
+    })
 }
 
 type Chart<'a, 'b> =

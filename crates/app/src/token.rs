@@ -184,11 +184,11 @@ fn unix_now() -> Result<u64, Box<dyn Error>> {
     Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs())
 }
 
-fn to_hex(bytes: &[u8]) -> String {
+pub(crate) fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn from_hex(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn from_hex(text: &str) -> Option<Vec<u8>> {
     if text.len() % 2 != 0 {
         return None;
     }

@@ -577,7 +577,7 @@ const OVERLAYS_MAX: usize = 64;
 
 /// Splits a fast-path message into its sender, its input, how long after its tick it was
 /// sent, and its snapshot bytes.
-fn parse_fast(payload: &[u8]) -> Option<(ClientId, Option<u32>, Duration, &[u8])> {
+pub(crate) fn parse_fast(payload: &[u8]) -> Option<(ClientId, Option<u32>, Duration, &[u8])> {
     let (client, a) = read_varint(payload).ok()?;
     let (seq, b) = read_varint(payload.get(a..)?).ok()?;
     let (offset, c) = read_varint(payload.get(a + b..)?).ok()?;

@@ -162,6 +162,112 @@ pub(crate) fn hold_micros(hold: Duration) -> u32 {
     u32::try_from(hold.as_micros()).unwrap_or(u32::MAX)
 }
 
+/// Which way a message went: [`STATE`] carries snapshots one way and input frames the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Client to server.
+    ToServer,
+    /// Server to client.
+    ToClient,
+}
+
+/// The debug (JSON) form of one engine message, as `rally inspect` prints each frame of a
+/// datagram: envelopes by kind, snapshots with their prefix and entities (see
+/// [`rally_wire::debug::inspect_snapshot`]), input frames and fast-path poses by their
+/// fields. A game's own types (its inputs, its RPC payloads) show as bytes: the engine does
+/// not know them. What does not decode shows as an error beside its bytes in hex.
+pub fn inspect(
+    channel: u8,
+    direction: Direction,
+    payload: &[u8],
+    snapshot: &rally_wire::SnapshotConfig,
+) -> serde_json::Value {
+    let result = match (channel, direction) {
+        (RELIABLE | UNRELIABLE, _) => rally_wire::MessageCodec::default()
+            .decode::<Envelope>(payload)
+            .map(|e| envelope_json(&e))
+            .map_err(|e| e.to_string()),
+        (STATE, Direction::ToClient) => state_json(payload, snapshot),
+        (STATE, Direction::ToServer) => input_frame_json(payload),
+        (FAST, _) => fast_json(payload, snapshot),
+        _ => Err(format!("channel {channel} is not one of the engine's")),
+    };
+    result.unwrap_or_else(
+        |error| serde_json::json!({ "error": error, "bytes": payload.len(), "hex": hex(payload) }),
+    )
+}
+
+fn envelope_json(envelope: &Envelope) -> serde_json::Value {
+    use serde_json::json;
+    match envelope {
+        Envelope::Hello { resume } => json!({ "hello": { "resume": resume } }),
+        Envelope::Welcome { ticket, tick_rate, resumed } => json!({
+            "welcome": { "client": ticket.client, "tick_rate": tick_rate, "resumed": resumed }
+        }),
+        Envelope::Message(payload) => json!({ "message": { "payload_hex": hex(payload) } }),
+        Envelope::Request { id, payload } => {
+            json!({ "request": { "id": id, "payload_hex": hex(payload) } })
+        }
+        Envelope::Response { id, payload } => {
+            json!({ "response": { "id": id, "payload_hex": hex(payload) } })
+        }
+    }
+}
+
+fn state_json(
+    payload: &[u8],
+    config: &rally_wire::SnapshotConfig,
+) -> Result<serde_json::Value, String> {
+    let (prefix, len) =
+        StatePrefix::read(payload).ok_or("a snapshot prefix that does not parse")?;
+    let snapshot = rally_wire::debug::inspect_snapshot(config, &payload[len..])
+        .map_err(|e| format!("snapshot: {e}"))?;
+    Ok(serde_json::json!({
+        "snapshot": {
+            "reflects_input": prefix.reflected,
+            "holds_us": &prefix.holds[..prefix.holds_len],
+            "state": snapshot,
+        }
+    }))
+}
+
+fn input_frame_json(payload: &[u8]) -> Result<serde_json::Value, String> {
+    let ((snapshot_ack, first_seq), rest) =
+        postcard::take_from_bytes::<(Option<u32>, u32)>(payload).map_err(|e| e.to_string())?;
+    let (inputs, used) = read_varint(rest).map_err(|e| format!("input count: {e}"))?;
+    Ok(serde_json::json!({
+        "input_frame": {
+            "snapshot_ack": snapshot_ack,
+            "first_seq": first_seq,
+            "inputs": inputs,
+            "inputs_hex": hex(&rest[used..]),
+        }
+    }))
+}
+
+fn fast_json(
+    payload: &[u8],
+    config: &rally_wire::SnapshotConfig,
+) -> Result<serde_json::Value, String> {
+    let (client, seq, offset, chain) =
+        crate::client::parse_fast(payload).ok_or("a fast-path header that does not parse")?;
+    let chain =
+        rally_wire::debug::inspect_snapshot(config, chain).map_err(|e| format!("chain: {e}"))?;
+    Ok(serde_json::json!({
+        "fast_path": {
+            "client": client,
+            "input": seq,
+            "after_tick_us": offset.as_micros() as u64,
+            "chain": chain,
+        }
+    }))
+}
+
+/// Bytes as lowercase hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +290,50 @@ mod tests {
         assert_eq!(StatePrefix::read(&bytes[..3]), None);
         let none = StatePrefix::read(&[0, 0]).unwrap().0;
         assert_eq!((none.reflected, none.hold(0)), (None, None));
+    }
+
+    #[test]
+    fn every_message_kind_inspects_and_garbage_says_so() {
+        let config = rally_wire::SnapshotConfig::default();
+        let codec = rally_wire::MessageCodec::default();
+        let welcome = Envelope::Welcome {
+            ticket: SessionTicket { client: 3, secret: 9 },
+            tick_rate: 120,
+            resumed: false,
+        };
+        let bytes = codec.encode(&welcome).unwrap();
+        let value = inspect(RELIABLE, Direction::ToClient, &bytes, &config);
+        assert_eq!(value["welcome"]["client"], 3);
+        assert_eq!(value["welcome"]["tick_rate"], 120);
+        let input = [1u8, 2];
+        let frame = InputFrame { snapshot_ack: Some(7), first_seq: 40, inputs: vec![&input] };
+        let bytes = encode_frame(&frame).unwrap();
+        let value = inspect(STATE, Direction::ToServer, &bytes, &config);
+        assert_eq!(value["input_frame"]["snapshot_ack"], 7);
+        assert_eq!(value["input_frame"]["first_seq"], 40);
+        assert_eq!(value["input_frame"]["inputs"], 1);
+        let mut bytes = Vec::new();
+        StatePrefix { reflected: Some(5), holds: [250, 0, 0, 0], holds_len: 1 }.write(&mut bytes);
+        let mut snapshot = rally_wire::Snapshot::new(12);
+        let state = rally_wire::EntityState {
+            id: 4,
+            position: glam::Vec3::new(1.0, 2.0, 3.0),
+            rotation: glam::Quat::IDENTITY,
+            linear_velocity: glam::Vec3::ZERO,
+            angular_velocity: glam::Vec3::ZERO,
+        };
+        snapshot.push(config.quantize(&state)).unwrap();
+        let mut buf = [0u8; 256];
+        let len = config.encode_full(&snapshot, &mut buf).unwrap();
+        bytes.extend_from_slice(&buf[..len]);
+        let value = inspect(STATE, Direction::ToClient, &bytes, &config);
+        assert_eq!(value["snapshot"]["reflects_input"], 5);
+        assert_eq!(value["snapshot"]["holds_us"][0], 250);
+        assert_eq!(value["snapshot"]["state"]["entities"][0]["id"], 4);
+        for channel in [RELIABLE, STATE, FAST, 9] {
+            let value = inspect(channel, Direction::ToClient, &[0xff, 0xfe, 0x01], &config);
+            assert!(value["error"].is_string(), "channel {channel}: {value}");
+            assert_eq!(value["hex"], "fffe01");
+        }
     }
 }

@@ -124,6 +124,29 @@ impl PacketKeys {
     }
 }
 
+/// Opens one sealed data packet of a capture, as a tool reading traffic does (`rally inspect`
+/// with the servers' token key): `key` is its direction's key (from the connect token),
+/// `header` the packet's clear header, which carried sequence `seq`, and `sealed` the rest.
+/// `largest` is the largest number opened before in the same direction: the full number is
+/// restored from it as a receiver does. Returns the frames and the packet's number, or `None`
+/// if the packet does not authenticate under `key`. No replay window: a tool sees copies too.
+pub fn open_captured(
+    key: &[u8; 32],
+    largest: Option<u64>,
+    header: &[u8],
+    seq: u16,
+    sealed: &[u8],
+) -> Option<(Vec<u8>, u64)> {
+    let body_len = sealed.len().checked_sub(TAG_SIZE)?;
+    let number = expand(largest, seq);
+    let mut body = sealed[..body_len].to_vec();
+    let tag = Tag::from_slice(&sealed[body_len..]);
+    ChaCha20Poly1305::new(Key::from_slice(key))
+        .decrypt_in_place_detached(&nonce(number), header, &mut body, tag)
+        .ok()?;
+    Some((body, number))
+}
+
 /// The nonce of packet `number`.
 fn nonce(number: u64) -> Nonce {
     let mut bytes = [0u8; 12];

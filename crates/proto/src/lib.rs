@@ -114,6 +114,7 @@ pub mod token;
 
 pub use config::{ChannelConfig, ChannelKind, ConnectionConfig, Redundancy};
 pub use connection::{Connection, ConnectionStats, Event, SendError};
+pub use crypto::open_captured;
 pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Footprint, Security, Transmit,
 };

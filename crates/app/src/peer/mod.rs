@@ -8,7 +8,9 @@
 //!   latency samples its meter took (microseconds) and its connection's RTT, until its
 //!   standard input closes or `--seconds` pass.
 
-use crate::demo::{play, serve, Report};
+mod latency;
+
+use latency::{play, serve, Report};
 use rally_engine::{connection_config, LatencySample, Pipeline};
 use rally_proto::EndpointConfig;
 use serde::{Deserialize, Serialize};
@@ -116,7 +118,8 @@ pub fn run(command: &PeerCommand) -> Result<(), Box<dyn Error>> {
             println!("listening {}", driver.local_addr()?);
             std::io::stdout().flush()?;
             let stopped = stop.clone();
-            std::thread::spawn(move || serve(driver, hz, pipeline, depth, &stopped, &reports))
+            drop(reports);
+            std::thread::spawn(move || serve(driver, hz, pipeline, depth, &stopped))
         }
         // The bots report once, at the end, on their own.
         PeerCommand::Bots(args) => return crate::bench::load::bots::run(args),
@@ -132,10 +135,8 @@ pub fn run(command: &PeerCommand) -> Result<(), Box<dyn Error>> {
             std::thread::spawn(move || play(0, token, config, hz, defer, &stopped, &reports))
         }
     };
-    for report in received {
-        if let Report::Bot { samples, rtt } = report {
-            print_line(&samples, rtt)?;
-        }
+    for Report { samples, rtt } in received {
+        print_line(&samples, rtt)?;
     }
     worker.join().map_err(|_| "the peer's thread panicked")?.map_err(|e| e.to_string())?;
     Ok(())

@@ -1,0 +1,254 @@
+//! `rally demo`: table tennis in a rapier3d world on a Rally host on this machine, played by
+//! bot players over real UDP on loopback with sealed connections, and a live web dashboard
+//! served by the demo itself: the host's tick by phase against its budgets, each player's
+//! RTT and loss, the total-latency histogram against the latency model, and the table seen
+//! from above as a player's replicated state shows it. `--headless` prints the same figures.
+//!
+//! The threads: the host's worker ticks the room; each bot has its own thread, socket and
+//! client session; the main thread collects the bots' reports and the host's telemetry into
+//! one [`live::View`] ten times a second; the dashboard's thread serves it.
+
+mod bots;
+mod dashboard;
+mod live;
+mod table;
+
+use bots::BotReport;
+use dashboard::{Dashboard, Shared};
+use live::{Live, View};
+use rally_driver::cpu::thread_cpu_us;
+use rally_driver::host::Budgets;
+use rally_driver::{Host, HostConfig};
+use rally_engine::{connection_config, RoomConfig};
+use rally_proto::EndpointConfig;
+use std::error::Error;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+use table::{Roles, TableTennis};
+
+/// Options of `rally demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// No dashboard: print the figures to the terminal only.
+    #[arg(long)]
+    pub headless: bool,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Bot players (even ones at the near end of the table, odd ones at the far end).
+    #[arg(long, default_value_t = 4)]
+    pub bots: usize,
+    /// Server ticks and client frames per second.
+    #[arg(long, default_value_t = 120)]
+    pub hz: u32,
+    /// `fast`, `greedy` or `naive`.
+    #[arg(long, default_value = "fast")]
+    pub pipeline: String,
+    /// The dashboard's port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = 7480)]
+    pub port: u16,
+    /// Write this run's token key (hex) to PATH, so that `rally inspect --key-file PATH`
+    /// can open a capture of the demo's sealed traffic.
+    #[arg(long, value_name = "PATH")]
+    pub key_log: Option<std::path::PathBuf>,
+}
+
+/// How often the collector builds a view (and the page asks for one).
+const VIEW_EVERY: Duration = Duration::from_millis(100);
+/// How often the host's telemetry is read (and started afresh) and a line printed.
+const WINDOW: Duration = Duration::from_secs(1);
+
+/// Runs the demo until `--duration` passes, Ctrl-C or SIGTERM.
+pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
+    let pipeline = crate::peer::pipeline(&args.pipeline)?;
+    if !(10..=1000).contains(&args.hz) || args.bots == 0 || args.bots > 64 {
+        return Err("--hz must be 10 to 1000 and --bots 1 to 64, such as --hz 120 --bots 4".into());
+    }
+    if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
+        return Err("--duration must be a positive number of seconds, such as --duration 20".into());
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
+    // The dashboard first: a port in use is the likeliest failure and should cost nothing.
+    let shared = Arc::new(Shared::default());
+    let dashboard = match args.headless {
+        true => None,
+        false => Some(Dashboard::start(args.port, shared.clone())?),
+    };
+    let roles = Arc::new(Mutex::new(Roles::default()));
+    let key = rally_driver::backend::random_key()?;
+    if let Some(path) = &args.key_log {
+        std::fs::write(path, crate::token::key_to_hex(&key) + "\n")
+            .map_err(|e| format!("--key-log {}: {e}", path.display()))?;
+    }
+    let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
+    let host_config = HostConfig {
+        workers: 1,
+        key: Some(key.clone()),
+        protocol_id: crate::token::LOCAL_PROTOCOL_ID,
+        endpoint: endpoint.clone(),
+        budgets: budgets(),
+        ..HostConfig::default()
+    };
+    let room = RoomConfig { tick_rate: args.hz, pipeline, ..RoomConfig::default() };
+    let host = Host::start(host_config, TableTennis::new(room, roles.clone()))?;
+    let address = host.room_address(0);
+    println!(
+        "rally demo: a table-tennis room on {address}, {} bots at {} Hz, {} pipeline",
+        args.bots, args.hz, args.pipeline
+    );
+    if let Some(dashboard) = &dashboard {
+        println!("dashboard: {}  (Ctrl-C stops)", dashboard.url());
+    }
+    let (reports, received) = mpsc::channel();
+    let mut threads = Vec::new();
+    for bot in 0..args.bots {
+        // The demo is its own backend: a token per bot for room 0.
+        let protocol = crate::token::LOCAL_PROTOCOL_ID;
+        let token =
+            rally_driver::backend::issue(&key, protocol, bot as u64, 0, vec![address], 3600)?;
+        let (config, roles, stop, reports) =
+            (endpoint.clone(), roles.clone(), stop.clone(), reports.clone());
+        let (bots, hz) = (args.bots, args.hz);
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("rally-bot-{bot}"))
+                .spawn(move || bots::play(bot, bots, token, config, hz, roles, stop, reports))?,
+        );
+    }
+    drop(reports);
+    let collector = Collector { live: Live::new(args.hz, &args.pipeline, args.bots), host: &host };
+    collector.run(&received, &roles, dashboard.as_ref().map(|_| &*shared), args.duration, &stop);
+    stop.store(true, Ordering::Relaxed);
+    let mut failures = Vec::new();
+    for (bot, thread) in threads.into_iter().enumerate() {
+        match thread.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failures.push(format!("bot {bot}: {e}")),
+            Err(_) => failures.push(format!("bot {bot} panicked")),
+        }
+    }
+    host.shutdown(Duration::from_millis(200))?;
+    drop(dashboard);
+    match failures.is_empty() {
+        true => Ok(()),
+        false => Err(failures.join("; ").into()),
+    }
+}
+
+/// Budgets for the demo's room: one table with physics and four players on the fast path
+/// (inputs applied and poses sent on arrival, counted in ingest), about twice the p99 this
+/// machine measured for each phase. The host's defaults are the W3 reference room's, a room
+/// without physics sized for hundreds per core.
+fn budgets() -> Budgets {
+    let us = Duration::from_micros;
+    Budgets {
+        ingest: us(100),
+        interact: us(10),
+        simulate: us(250),
+        replicate: us(60),
+        transmit: us(20),
+        ..Budgets::default()
+    }
+}
+
+/// Gathers the bots' reports and the host's telemetry into views.
+struct Collector<'a> {
+    live: Live,
+    host: &'a Host,
+}
+
+impl Collector<'_> {
+    /// Until `duration`, `stop`, or every bot is gone: a view every [`VIEW_EVERY`] (as JSON
+    /// into `shared` when the dashboard runs), a line every [`WINDOW`].
+    #[allow(clippy::disallowed_methods)] // the demo runs on the OS clock
+    fn run(
+        mut self,
+        received: &mpsc::Receiver<BotReport>,
+        roles: &Mutex<Roles>,
+        shared: Option<&Shared>,
+        duration: Option<f64>,
+        stop: &AtomicBool,
+    ) {
+        let started = Instant::now();
+        let (mut next_view, mut window_start) = (started + VIEW_EVERY, started);
+        // CPU the dashboard cost: its server thread's, and this thread's JSON making.
+        let (mut json_cpu_us, mut cpu_at_window) = (0u64, 0u64);
+        while !stop.load(Ordering::Relaxed) {
+            let seconds = started.elapsed().as_secs_f64();
+            if duration.is_some_and(|d| seconds >= d) {
+                return;
+            }
+            match received.recv_timeout(next_view.saturating_duration_since(Instant::now())) {
+                Ok(report) => self.live.bot(seconds, report),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+            if Instant::now() < next_view {
+                continue;
+            }
+            next_view += VIEW_EVERY;
+            let window_over = window_start.elapsed() >= WINDOW;
+            if window_over {
+                self.live.host(&self.host.report(), window_start.elapsed());
+                self.host.reset_telemetry();
+                let cpu = json_cpu_us + shared.map_or(0, |s| s.cpu_us.load(Ordering::Relaxed));
+                let percent =
+                    (cpu - cpu_at_window) as f64 / window_start.elapsed().as_micros() as f64;
+                self.live.set_dashboard_cpu(percent * 100.0);
+                (cpu_at_window, window_start) = (cpu, Instant::now());
+            }
+            let roles = table::lock(roles).clone();
+            let before = thread_cpu_us();
+            let view = self.live.view(seconds, &roles);
+            if let Some(shared) = shared {
+                let json = serde_json::to_string(view)
+                    .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+                *shared.json.lock().unwrap_or_else(|p| p.into_inner()) = json;
+                json_cpu_us += thread_cpu_us() - before;
+            }
+            if window_over {
+                print_lines(view);
+            }
+        }
+    }
+}
+
+/// The view as two lines: what the players feel, and what the server spends.
+fn print_lines(view: &View) {
+    let l = &view.latency;
+    let joined = view.clients.iter().filter(|c| c.client.is_some()).count();
+    let rtt = view.clients.iter().map(|c| c.rtt_ms).sum::<f64>() / view.clients.len().max(1) as f64;
+    let loss = view.clients.iter().map(|c| c.loss_percent).fold(0.0, f64::max);
+    println!(
+        "{:>5.0} s  {joined}/{} players  latency mean {:.1} p99 {:.1} max {:.1} ms, {:.0}% within \
+         model ({:.1} to {:.1})  RTT {rtt:.2} ms  loss {loss:.1}%  serves {} hits {}",
+        view.seconds,
+        view.clients.len(),
+        l.mean_ms,
+        l.p99_ms,
+        l.max_ms,
+        l.within_percent,
+        l.best_ms,
+        l.worst_ms,
+        view.sandbox.serves,
+        view.sandbox.hits,
+    );
+    let phases: Vec<String> = view
+        .phases
+        .iter()
+        .map(|p| format!("{} {:.0}/{:.0} ({:.0})", p.name, p.mean_us, p.p99_us, p.budget_us))
+        .collect();
+    let overruns: u64 = view.phases.iter().map(|p| p.overruns).sum();
+    println!(
+        "         tick us mean/p99 (budget): {}  overruns {overruns}  late p99 {:.2} ms  \
+         host {:.1}% of a core  dashboard {:.2}%",
+        phases.join(", "),
+        view.lateness_ms.p99,
+        view.host_cpu_percent,
+        view.dashboard_cpu_percent,
+    );
+}

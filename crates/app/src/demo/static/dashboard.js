@@ -1,0 +1,207 @@
+// The Rally demo's dashboard: asks /api/live ten times a second and draws what it says.
+// Plain script, no framework and no build step: the binary serves this file as it is.
+"use strict";
+
+const POLL_MS = 100;
+const COLORS = ["#4cc2ff", "#ff9f43", "#a78bfa", "#5ad48a", "#ff6b9d", "#ffd166"];
+let updates = 0;
+let lastVersion = -1;
+
+const $ = (id) => document.getElementById(id);
+const fmt = (v, digits = 1) => (Number.isFinite(v) ? v.toFixed(digits) : "-");
+
+async function poll() {
+  try {
+    const response = await fetch("/api/live", { cache: "no-store" });
+    const view = await response.json();
+    if (view.version !== lastVersion) {
+      lastVersion = view.version;
+      render(view);
+      updates += 1;
+      document.body.dataset.updates = String(updates);
+    }
+    $("status").textContent = `live: ${updates} updates`;
+    $("status").className = "status live";
+  } catch (err) {
+    $("status").textContent = "the demo is not answering (stopped?)";
+    $("status").className = "status";
+  }
+  setTimeout(poll, POLL_MS);
+}
+
+function render(view) {
+  const joined = view.clients.filter((c) => c.client !== null).length;
+  $("summary").textContent =
+    `${fmt(view.seconds, 0)} s · ${view.rooms} room · ${joined}/${view.clients.length} players · ` +
+    `${view.hz} Hz · ${view.pipeline} pipeline`;
+  drawSandbox(view.sandbox);
+  drawLatency(view.latency);
+  drawPhases(view);
+  drawClients(view.clients);
+}
+
+// The table from above: its long axis (z) across the canvas, its width (x) down it.
+function drawSandbox(sandbox) {
+  const canvas = $("sandbox");
+  const g = canvas.getContext("2d");
+  const [hx, hz] = sandbox.table_half;
+  const scale = Math.min(canvas.width / (2 * hz + 1.7), canvas.height / (2 * hx + 0.7));
+  const at = (x, z) => [canvas.width / 2 + z * scale, canvas.height / 2 + x * scale];
+  g.clearRect(0, 0, canvas.width, canvas.height);
+  let drawn = 0;
+  const table = sandbox.entities.find((e) => e.role === "table");
+  if (table) {
+    const [left, top] = at(table.position[0] - hx, table.position[2] - hz);
+    g.fillStyle = "#1d4e89";
+    g.fillRect(left, top, 2 * hz * scale, 2 * hx * scale);
+    g.strokeStyle = "#e6edf3";
+    g.lineWidth = 2;
+    g.strokeRect(left, top, 2 * hz * scale, 2 * hx * scale);
+    g.beginPath();
+    g.moveTo(...at(0, -hz));
+    g.lineTo(...at(0, hz));
+    g.lineWidth = 1;
+    g.stroke();
+    drawn += 1;
+  }
+  for (const e of sandbox.entities) {
+    const [x, y, z] = e.position;
+    const [cx, cy] = at(x, z);
+    const color = COLORS[(e.player ?? 0) % COLORS.length];
+    if (e.role === "net") {
+      g.strokeStyle = "#f0f0f0";
+      g.lineWidth = 3;
+      g.beginPath();
+      g.moveTo(...at(-hx - 0.15, z));
+      g.lineTo(...at(hx + 0.15, z));
+      g.stroke();
+    } else if (e.role === "paddle") {
+      g.save();
+      g.translate(cx, cy);
+      g.rotate(-e.yaw);
+      g.fillStyle = color;
+      g.fillRect(-0.02 * scale, -0.08 * scale, 0.04 * scale, 0.16 * scale);
+      g.restore();
+    } else if (e.role === "hand") {
+      g.strokeStyle = color;
+      g.lineWidth = 2;
+      g.beginPath();
+      g.arc(cx, cy, 0.04 * scale, 0, 2 * Math.PI);
+      g.stroke();
+      g.fillStyle = color;
+      g.font = "12px system-ui";
+      g.fillText(`P${e.player}`, cx + (z < 0 ? -28 : 10), cy + 4);
+    } else if (e.role === "ball") {
+      // Its shadow on the table, and the ball bigger the higher it flies.
+      const lift = Math.max(0, y - sandbox.table_top);
+      g.fillStyle = "rgba(0,0,0,0.35)";
+      g.beginPath();
+      g.arc(cx, cy, 0.025 * scale, 0, 2 * Math.PI);
+      g.fill();
+      g.fillStyle = "#ffffff";
+      g.beginPath();
+      g.arc(cx, cy - lift * 20, (0.025 + lift * 0.03) * scale, 0, 2 * Math.PI);
+      g.fill();
+    } else if (e.role !== "table") {
+      g.fillStyle = "#8b97a6";
+      g.fillRect(cx - 3, cy - 3, 6, 6);
+    }
+    if (e.role !== "table") drawn += 1;
+  }
+  canvas.dataset.entities = String(drawn);
+  $("score").textContent =
+    `${drawn} entities drawn · serves ${sandbox.serves} · paddle hits ${sandbox.hits} · ` +
+    "circles are hands, bars the paddles they hold through the grab graph";
+}
+
+// The histogram of total latency, with the model's best and worst as lines.
+function drawLatency(latency) {
+  const canvas = $("latency");
+  const g = canvas.getContext("2d");
+  const pad = { left: 36, right: 10, top: 10, bottom: 26 };
+  const w = canvas.width - pad.left - pad.right;
+  const h = canvas.height - pad.top - pad.bottom;
+  g.clearRect(0, 0, canvas.width, canvas.height);
+  // Show up to a little past the larger of the worst bound and the largest sample.
+  const top = Math.max(latency.worst_ms, latency.max_ms, 5) * 1.25;
+  const bins = latency.bins.slice(0, Math.ceil(top / latency.bin_ms));
+  const peak = Math.max(1, ...bins);
+  const xOf = (ms) => pad.left + (ms / (bins.length * latency.bin_ms)) * w;
+  g.fillStyle = "#4cc2ff";
+  bins.forEach((count, k) => {
+    const barH = (count / peak) * h;
+    const x = xOf(k * latency.bin_ms);
+    g.fillRect(x, pad.top + h - barH, Math.max(1, xOf(latency.bin_ms) - pad.left - 1), barH);
+  });
+  g.strokeStyle = "#3a4656";
+  g.beginPath();
+  g.moveTo(pad.left, pad.top + h);
+  g.lineTo(pad.left + w, pad.top + h);
+  g.stroke();
+  g.fillStyle = "#8b97a6";
+  g.font = "11px system-ui";
+  const step = top > 40 ? 10 : top > 15 ? 5 : 2;
+  for (let ms = 0; ms <= bins.length * latency.bin_ms; ms += step) {
+    g.fillText(String(ms), xOf(ms) - 4, pad.top + h + 14);
+  }
+  g.fillText("ms", pad.left + w - 14, pad.top + h + 24);
+  const bound = (ms, color, label) => {
+    if (!(ms > 0)) return;
+    g.strokeStyle = color;
+    g.setLineDash([4, 3]);
+    g.beginPath();
+    g.moveTo(xOf(ms), pad.top);
+    g.lineTo(xOf(ms), pad.top + h);
+    g.stroke();
+    g.setLineDash([]);
+    g.fillStyle = color;
+    g.fillText(label, xOf(ms) + 3, pad.top + 10);
+  };
+  bound(latency.best_ms, "#5ad48a", "L best");
+  bound(latency.worst_ms, "#ffb347", "L worst");
+  $("latency-figures").innerHTML = figures([
+    ["mean", `${fmt(latency.mean_ms)} ms`],
+    ["p99", `${fmt(latency.p99_ms)} ms`],
+    ["max", `${fmt(latency.max_ms)} ms`],
+    ["within model", `${fmt(latency.within_percent, 0)}%`],
+    ["round trip", `${fmt(latency.round_trip_ms, 2)} ms`],
+    ["server hold", `${fmt(latency.server_hold_ms, 2)} ms`],
+  ]);
+}
+
+function drawPhases(view) {
+  const rows = view.phases.map((p) => {
+    const full = Math.max(p.budget_us, p.p99_us) || 1;
+    const over = p.p99_us > p.budget_us ? " over" : "";
+    return `<div class="phase"><span>${p.name}</span>` +
+      `<div class="bar${over}"><div class="mean" style="width:${(p.mean_us / full) * 100}%"></div>` +
+      `<div class="p99" style="left:${(p.p99_us / full) * 100}%"></div></div>` +
+      `<span>${fmt(p.mean_us)} / ${fmt(p.p99_us)} of ${fmt(p.budget_us, 0)} us</span></div>`;
+  });
+  $("phases").innerHTML = rows.join("") ||
+    "<p class=\"legend\">waiting for the host's first second of telemetry</p>";
+  const overruns = view.phases.reduce((sum, p) => sum + p.overruns, 0);
+  $("host-figures").innerHTML = figures([
+    ["tick late p99", `${fmt(view.lateness_ms.p99, 2)} ms`],
+    ["host CPU", `${fmt(view.host_cpu_percent)}% of a core`],
+    ["overruns", String(overruns)],
+    ["connections", String(view.connections)],
+    ["dashboard CPU", `${fmt(view.dashboard_cpu_percent, 2)}%`],
+    ["bars", "mean, p99 line"],
+  ]);
+}
+
+function drawClients(clients) {
+  $("clients").querySelector("tbody").innerHTML = clients.map((c) =>
+    (c.client === null
+      ? `<tr><td>bot ${c.bot} (joining)</td>`
+      : `<tr><td style="color:${COLORS[c.client % COLORS.length]}">P${c.client}</td>`) +
+    `<td>${c.end}</td><td>${fmt(c.rtt_ms, 2)}</td><td>${fmt(c.loss_percent)}</td>` +
+    `<td>${fmt(c.latency_ms)}</td></tr>`).join("");
+}
+
+function figures(pairs) {
+  return pairs.map(([name, value]) => `<div><dt>${name}</dt><dd>${value}</dd></div>`).join("");
+}
+
+poll();

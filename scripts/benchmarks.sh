@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Regenerates docs/benchmarks.md and the JSON and PNG plots in docs/plots/: every benchmark in
+# one go, each one's printed table kept under the command that printed it.
+# Usage: scripts/benchmarks.sh [--quick]   (--quick: each benchmark's smoke size, a few minutes)
+# Run it on a quiet machine: the load benchmark pins its host and bots to separate cores, and
+# every other process on them shows in its figures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=()
+[ "${1:-}" = "--quick" ] && quick=(--quick)
+plots=docs/plots
+page=docs/benchmarks.md
+mkdir -p "$plots"
+cargo build --release --locked --quiet
+machine="$(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -sr)"
+
+section() {
+    local name=$1 title=$2 about=$3
+    shift 3
+    local started=$SECONDS
+    echo "running: rally $* ${quick[*]}" >&2
+    local table
+    table=$(./target/release/rally "$@" "${quick[@]}" --json "$plots/$name.json" --plot "$plots")
+    {
+        printf '\n## %s\n\n%s\n\n```sh\nrally %s %s --json %s --plot %s\n```\n\n' \
+            "$title" "$about" "$*" "${quick[*]}" "$plots/$name.json" "$plots"
+        printf '```text\n%s\n```\n\n' "$table"
+        printf '(%s s.)' $((SECONDS - started))
+        for png in "$plots/$name"*.png; do
+            [ -e "$png" ] && printf '\n\n![%s](%s)' "$(basename "$png" .png)" "plots/$(basename "$png")"
+        done
+        printf '\n'
+    } >>"$page.new"
+}
+
+cat >"$page.new" <<EOF
+# Benchmarks
+
+Every figure here was measured by the command printed above it, on $machine, on
+$(date -u +%Y-%m-%d) (regenerate all of them with \`scripts/benchmarks.sh\`, or one with its
+command). Benchmarks are not tests: they assert nothing, and each puts Rally and its peers side by
+side in one run, on the same emulated link or the same data, reporting ratios, CPU time and
+distributions. Each writes the JSON and PNG plots linked below to docs/plots/.
+
+Not here yet: the real-socket shootout against ENet, KCP, kcp-go, QUIC and the kernel's TCP
+(issue [shootout]); \`rally bench transport --mode real\` says so.
+EOF
+
+section wire "Wire: snapshot serialization (W4)" \
+    "Rally's snapshot codec against bitcode, postcard, MessagePack and serde_json on the same reference snapshots; bytes, time per operation and allocations." \
+    bench wire
+section transport "Transport: the reliable stream under loss (W1)" \
+    "Rally's reliable-ordered channel against KCP (the original C ikcp.c, in both configurations the source used) through five emulated links in virtual time, beside the link's own round trip." \
+    bench transport
+section latency "Total latency against the model (W2)" \
+    "The naive, greedy and fast pipelines at 72 to 144 Hz, with and without jitter, in virtual time: each input from sampling to the frame that shows it, against L_best and L_worst." \
+    bench latency
+section room "Engine CPU per reference room-tick (W3)" \
+    "One reference room (256 bodies, 64 moving, 10 clients) ticked without sockets: CPU per phase." \
+    bench room
+section load "Host at scale (W3)" \
+    "The host on real sockets with sealed connections, bots in a separate process, reference rooms ramped until a budget breaks: CPU per room-tick by scope, tick lateness, frame time against rooms." \
+    bench load
+mv "$page.new" "$page"
+echo "wrote $page and $plots/" >&2
