@@ -175,6 +175,10 @@ impl Collector<'_> {
     ) {
         let started = Instant::now();
         let (mut next_view, mut window_start) = (started + VIEW_EVERY, started);
+        // The page may ask before the first report: it gets an empty view, not an error.
+        if let Some(shared) = shared {
+            publish(shared, self.live.view(0.0, &table::lock(roles).clone()));
+        }
         // CPU the dashboard cost: its server thread's, and this thread's JSON making.
         let (mut json_cpu_us, mut cpu_at_window) = (0u64, 0u64);
         while !stop.load(Ordering::Relaxed) {
@@ -205,9 +209,7 @@ impl Collector<'_> {
             let before = thread_cpu_us();
             let view = self.live.view(seconds, &roles);
             if let Some(shared) = shared {
-                let json = serde_json::to_string(view)
-                    .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
-                *shared.json.lock().unwrap_or_else(|p| p.into_inner()) = json;
+                publish(shared, view);
                 json_cpu_us += thread_cpu_us() - before;
             }
             if window_over {
@@ -215,6 +217,13 @@ impl Collector<'_> {
             }
         }
     }
+}
+
+/// Hands `view` to the dashboard's server as JSON.
+fn publish(shared: &Shared, view: &View) {
+    // A view is plain numbers and strings: serializing it cannot fail.
+    let json = serde_json::to_string(view).unwrap_or_default();
+    *shared.json.lock().unwrap_or_else(|p| p.into_inner()) = json;
 }
 
 /// The view as two lines: what the players feel, and what the server spends.
