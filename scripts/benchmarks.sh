@@ -19,11 +19,12 @@ section() {
     shift 3
     local started=$SECONDS
     echo "running: rally $* ${quick[*]}" >&2
-    local table
+    local table command="$*"
+    [ ${#quick[@]} -gt 0 ] && command+=" --quick"
     table=$(./target/release/rally "$@" "${quick[@]}" --json "$plots/$name.json" --plot "$plots")
     {
-        printf '\n## %s\n\n%s\n\n```sh\nrally %s %s --json %s --plot %s\n```\n\n' \
-            "$title" "$about" "$*" "${quick[*]}" "$plots/$name.json" "$plots"
+        printf '\n## %s\n\n%s\n\n```sh\nrally %s --json %s --plot %s\n```\n\n' \
+            "$title" "$about" "$command" "$plots/$name.json" "$plots"
         printf '```text\n%s\n```\n\n' "$table"
         printf '(%s s.)' $((SECONDS - started))
         for png in "$plots/$name"*.png; do
@@ -36,8 +37,8 @@ section() {
 cat >"$page.new" <<EOF
 # Benchmarks
 
-Every figure here was measured by the command printed above it, on $machine, on
-$(date -u +%Y-%m-%d) (regenerate all of them with \`scripts/benchmarks.sh\`, or one with its
+Every figure here was measured by the command printed above it, on $machine,
+on $(date -u +%Y-%m-%d) (regenerate all of them with \`scripts/benchmarks.sh\`, or one with its
 command). Benchmarks are not tests: they assert nothing, and each puts Rally and its peers side by
 side in one run, on the same emulated link or the same data, reporting ratios, CPU time and
 distributions. Each writes the JSON and PNG plots linked below to docs/plots/.
