@@ -24,6 +24,13 @@ for component in rustfmt clippy; do
     fi
 done
 
+# The real-socket shootout (its bench and its test) needs the original C ENet: Debian's
+# libenet7, installed here when missing and we are root (otherwise both skip ENet and say why).
+if [ ! -e /usr/lib/x86_64-linux-gnu/libenet.so.7 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q libenet7 >/dev/null ||
+        { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libenet7 >/dev/null; } ||
+        echo "note: libenet7 could not be installed; the shootout will skip ENet"
+fi
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step tests cargo test --workspace --locked
@@ -43,6 +50,8 @@ step "bench smoke: latency" cargo run --release --locked -- bench latency --quic
     --json target/ci/latency.json --plot target/ci
 step "bench smoke: load" cargo run --release --locked -- bench load --quick \
     --json target/ci/load.json --plot target/ci
+step "bench smoke: transport, real sockets" cargo run --release --locked -- bench transport \
+    --mode real --quick --json target/ci/transport-real.json --plot target/ci
 step "bench smoke: latency, real processes" cargo run --release --locked -- bench latency \
     --mode real --quick --hz 120 --json target/ci/latency-real.json
 # The dashboard in a real browser: headless Chromium (Debian's, installed here when missing)

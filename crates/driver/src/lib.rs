@@ -10,7 +10,8 @@
 //!   their connect token names, telemetry per scope against budgets, a room whose game panics
 //!   closed alone, a graceful drain (see [`host`]);
 //! - [`backend`]: what a game's backend calls to issue connect tokens;
-//! - [`DelayRelay`]: a loopback relay with a fixed delay, for real-time benchmarks;
+//! - [`LinkRelay`]: a loopback relay that emulates a link (rally-netem) in real time, for
+//!   real-time benchmarks and unmodified peers;
 //! - [`cpu`]: CPU time from the OS, and pinning threads to cores.
 //!
 //! A server for one room:
@@ -49,6 +50,6 @@ mod wait;
 
 pub use clock::Clock;
 pub use host::{Host, HostConfig};
-pub use relay::DelayRelay;
+pub use relay::{LinkRelay, RelayStats};
 pub use udp::UdpDriver;
-pub use wait::precise_timers;
+pub use wait::{precise_timers, readable, readable_any};

@@ -1,48 +1,76 @@
-//! A UDP relay on loopback that delays every datagram by a fixed time each way: a plain stand-in
-//! for a real link between a client and a server in real-time benchmarks (the full real-time
-//! link emulator, with loss and jitter, is the shootout's).
+//! A UDP relay on loopback that emulates a link in real time, for peers that cannot be run in
+//! virtual time: unmodified libraries (ENet, KCP, QUIC) and processes on their own clocks.
+//!
+//! Clients send to the relay's front address; it forwards to the server and the server's
+//! replies back to the client that last sent. Each direction is a [`rally_netem::Link`] (delay
+//! and jitter, loss models, a bottleneck with a finite queue, MTU) driven by the OS clock: the
+//! same emulator, the same profiles and the same seeds as the virtual-time benchmarks, so a
+//! profile means the same thing in both. The relay counts what it applied per direction
+//! ([`RelayStats`]), so a report can print the link it measured beside the one it asked for.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use crate::wait::{precise_timers, readable_any};
+use crate::Clock;
+use rally_netem::{Link, LinkConfig, LinkStats};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Datagrams held at most; more are dropped, as a full queue would.
-const HELD_MAX: usize = 65_536;
-/// The longest the relay sleeps when idle: the precision of its delays. It polls rather than
-/// blocking on its sockets because a socket's receive timeout counts in kernel ticks (4 ms at
-/// 250 Hz), far coarser than the delays it keeps.
-const IDLE_SLEEP: Duration = Duration::from_micros(50);
+/// The longest the relay waits without looking at its stop flag.
+const WAIT_MAX: Duration = Duration::from_millis(5);
+
+/// What the relay did to each direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RelayStats {
+    /// Client to server.
+    pub up: LinkStats,
+    /// Server to client.
+    pub down: LinkStats,
+}
 
 /// A running relay; dropping it stops the thread.
 #[derive(Debug)]
-pub struct DelayRelay {
+pub struct LinkRelay {
     address: SocketAddr,
     stop: Arc<AtomicBool>,
+    stats: Arc<Mutex<RelayStats>>,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
 
-/// A datagram waiting for its time: when, whether it goes to the server, the bytes.
-type Held = Reverse<(Instant, u64, bool, Vec<u8>)>;
-
-impl DelayRelay {
-    /// Starts relaying between clients that send to [`DelayRelay::address`] and `server`,
-    /// delaying each datagram by `one_way`. One client at a time: replies go to the address
-    /// that last sent.
-    pub fn start(server: SocketAddr, one_way: Duration) -> io::Result<Self> {
+impl LinkRelay {
+    /// Starts relaying between clients that send to [`LinkRelay::address`] and `server`, each
+    /// direction through its own link: `up` (client to server) and `down`, seeded from `seed`.
+    pub fn start(
+        server: SocketAddr,
+        up: LinkConfig,
+        down: LinkConfig,
+        seed: u64,
+    ) -> io::Result<Self> {
         let front = UdpSocket::bind("127.0.0.1:0")?;
         let back = UdpSocket::bind("127.0.0.1:0")?;
         front.set_nonblocking(true)?;
         back.set_nonblocking(true)?;
         let address = front.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let thread = std::thread::spawn(move || relay(&front, &back, server, one_way, &stopped));
-        Ok(Self { address, stop, thread: Some(thread) })
+        let stats = Arc::new(Mutex::new(RelayStats::default()));
+        let links = Links {
+            up: Link::new(up, seed),
+            down: Link::new(down, seed ^ 0x9e37_79b9_7f4a_7c15),
+            client: None,
+        };
+        let (stopped, shared) = (stop.clone(), stats.clone());
+        let thread = std::thread::Builder::new()
+            .name("rally-relay".into())
+            .spawn(move || relay(&front, &back, server, links, &stopped, &shared))?;
+        Ok(Self { address, stop, stats, thread: Some(thread) })
+    }
+
+    /// A relay that only delays: `one_way` each way, nothing lost.
+    pub fn delay(server: SocketAddr, one_way: Duration) -> io::Result<Self> {
+        let link = LinkConfig { delay: one_way, ..LinkConfig::default() };
+        Self::start(server, link, link, 0)
     }
 
     /// Where clients send.
@@ -50,9 +78,15 @@ impl DelayRelay {
         self.address
     }
 
-    /// Stops the relay and reports how its thread ended.
-    pub fn stop(mut self) -> io::Result<()> {
-        self.shut()
+    /// What the relay has applied so far (updated as datagrams pass).
+    pub fn stats(&self) -> RelayStats {
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stops the relay; what it applied, or how its thread failed.
+    pub fn stop(mut self) -> io::Result<RelayStats> {
+        self.shut()?;
+        Ok(self.stats())
     }
 
     fn shut(&mut self) -> io::Result<()> {
@@ -65,45 +99,61 @@ impl DelayRelay {
     }
 }
 
-impl Drop for DelayRelay {
+impl Drop for LinkRelay {
     fn drop(&mut self) {
         let _ = self.shut();
     }
 }
 
-#[allow(clippy::disallowed_methods)] // the relay runs on the OS clock
+/// Both directions, and the client the server's replies go to.
+struct Links {
+    up: Link<Vec<u8>>,
+    down: Link<Vec<u8>>,
+    client: Option<SocketAddr>,
+}
+
 fn relay(
     front: &UdpSocket,
     back: &UdpSocket,
     server: SocketAddr,
-    one_way: Duration,
+    mut links: Links,
     stop: &AtomicBool,
+    stats: &Mutex<RelayStats>,
 ) -> io::Result<()> {
-    let mut held: BinaryHeap<Held> = BinaryHeap::new();
-    let mut client: Option<SocketAddr> = None;
-    let mut order = 0u64;
+    precise_timers();
+    let clock = Clock::start();
     let mut buf = vec![0u8; 65_536];
     while !stop.load(Ordering::Relaxed) {
-        let mut busy = false;
+        let mut changed = false;
         while let Some((len, from)) = receive(front, &mut buf)? {
-            client = Some(from);
-            busy |= hold(&mut held, &mut order, one_way, true, &buf[..len]);
+            links.client = Some(from);
+            links.up.send(clock.now(), buf[..len].to_vec(), len);
+            changed = true;
         }
         while let Some((len, _)) = receive(back, &mut buf)? {
-            busy |= hold(&mut held, &mut order, one_way, false, &buf[..len]);
+            links.down.send(clock.now(), buf[..len].to_vec(), len);
+            changed = true;
         }
-        let now = Instant::now();
-        while held.peek().is_some_and(|Reverse((at, ..))| *at <= now) {
-            let Some(Reverse((_, _, to_server, bytes))) = held.pop() else { break };
-            let (socket, to) = if to_server { (back, Some(server)) } else { (front, client) };
-            if let Some(to) = to {
-                // A refused send is a lost datagram, as on a network.
-                let _ = socket.send_to(&bytes, to);
+        let now = clock.now();
+        while let Some(datagram) = links.up.poll_deliver(now) {
+            // A refused send is a lost datagram, as on a network.
+            let _ = back.send_to(&datagram, server);
+            changed = true;
+        }
+        while let Some(datagram) = links.down.poll_deliver(now) {
+            if let Some(client) = links.client {
+                let _ = front.send_to(&datagram, client);
             }
-            busy = true;
+            changed = true;
         }
-        if !busy {
-            std::thread::sleep(IDLE_SLEEP);
+        if changed {
+            *stats.lock().unwrap_or_else(|p| p.into_inner()) =
+                RelayStats { up: *links.up.stats(), down: *links.down.stats() };
+        }
+        let next = [links.up.poll_timeout(), links.down.poll_timeout()].into_iter().flatten().min();
+        let wait = next.map_or(WAIT_MAX, |at| at.saturating_duration_since(clock.now()));
+        if !wait.is_zero() {
+            readable_any(&[front, back], wait.min(WAIT_MAX))?;
         }
     }
     Ok(())
@@ -117,19 +167,4 @@ fn receive(socket: &UdpSocket, buf: &mut [u8]) -> io::Result<Option<(usize, Sock
         Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(None),
         Err(e) => Err(e),
     }
-}
-
-#[allow(clippy::disallowed_methods)] // the relay runs on the OS clock
-fn hold(
-    held: &mut BinaryHeap<Held>,
-    order: &mut u64,
-    delay: Duration,
-    up: bool,
-    bytes: &[u8],
-) -> bool {
-    if held.len() < HELD_MAX {
-        *order += 1;
-        held.push(Reverse((Instant::now() + delay, *order, up, bytes.to_vec())));
-    }
-    true
 }

@@ -11,18 +11,28 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 /// Waits until `socket` has a datagram to read or `timeout` passes; whether it has one.
+pub fn readable(socket: &UdpSocket, timeout: Duration) -> io::Result<bool> {
+    readable_any(&[socket], timeout)
+}
+
+/// Waits until any of `sockets` has a datagram to read or `timeout` passes; whether one has.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-pub(crate) fn readable(socket: &UdpSocket, timeout: Duration) -> io::Result<bool> {
+pub fn readable_any(sockets: &[&UdpSocket], timeout: Duration) -> io::Result<bool> {
     use std::os::fd::AsRawFd;
-    let mut fd = libc::pollfd { fd: socket.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut fds: Vec<libc::pollfd> = sockets
+        .iter()
+        .map(|s| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+        .collect();
     let spec = libc::timespec {
         tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
     };
-    // SAFETY: `fd` and `spec` are valid for the call and ppoll writes only `fd.revents`; a null
-    // signal mask keeps the thread's own.
-    let ready = unsafe { libc::ppoll(&mut fd, 1, &spec, std::ptr::null()) };
+    // SAFETY: `fds` holds `fds.len()` valid entries and `spec` is valid for the call; ppoll
+    // writes only the entries' `revents`; a null signal mask keeps the thread's own.
+    let ready = unsafe {
+        libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &spec, std::ptr::null())
+    };
     match ready {
         -1 => {
             let error = io::Error::last_os_error();
@@ -38,9 +48,9 @@ pub(crate) fn readable(socket: &UdpSocket, timeout: Duration) -> io::Result<bool
     }
 }
 
-/// Elsewhere: a short sleep, then a look (the socket is non-blocking).
+/// Elsewhere: a short sleep, then a look (the sockets are non-blocking).
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn readable(_socket: &UdpSocket, timeout: Duration) -> io::Result<bool> {
+pub fn readable_any(_sockets: &[&UdpSocket], timeout: Duration) -> io::Result<bool> {
     std::thread::sleep(timeout.min(Duration::from_micros(200)));
     Ok(true)
 }

@@ -1,23 +1,33 @@
-//! Goal: the delay relay carries datagrams both ways and never delivers one early.
-//! Method: a UDP echo behind a relay of 20 ms each way; a few round trips on loopback.
+//! Goal: the link relay carries datagrams both ways, never delivers one before its delay, and
+//! applies the loss it was given, counting what it did per direction.
+//! Method: a UDP echo behind the relay on loopback; a few round trips through a delay-only
+//! link, then a stream through a link that loses half of what goes up.
 
-use rally_driver::DelayRelay;
-use std::net::UdpSocket;
+use rally_driver::LinkRelay;
+use rally_netem::{LinkConfig, LossModel};
+use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
+
+/// An echo server that answers `count` datagrams, on its own thread.
+fn echo(count: usize) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let address = socket.local_addr().unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let thread = std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        for _ in 0..count {
+            let Ok((len, from)) = socket.recv_from(&mut buf) else { return };
+            socket.send_to(&buf[..len], from).unwrap();
+        }
+    });
+    (address, thread)
+}
 
 #[test]
 #[allow(clippy::disallowed_methods)] // a real-time test reads the clock
 fn datagrams_cross_both_ways_no_sooner_than_the_delay() {
-    let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let echo_address = echo.local_addr().unwrap();
-    let echoing = std::thread::spawn(move || {
-        let mut buf = [0u8; 64];
-        for _ in 0..3 {
-            let (len, from) = echo.recv_from(&mut buf).unwrap();
-            echo.send_to(&buf[..len], from).unwrap();
-        }
-    });
-    let relay = DelayRelay::start(echo_address, Duration::from_millis(20)).unwrap();
+    let (server, echoing) = echo(3);
+    let relay = LinkRelay::delay(server, Duration::from_millis(20)).unwrap();
     let client = UdpSocket::bind("127.0.0.1:0").unwrap();
     client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     for n in 0..3u8 {
@@ -30,5 +40,39 @@ fn datagrams_cross_both_ways_no_sooner_than_the_delay() {
         assert!(rtt >= Duration::from_millis(40), "round trip {rtt:?} beat the relay's delay");
     }
     echoing.join().unwrap();
-    relay.stop().unwrap();
+    let stats = relay.stop().unwrap();
+    assert_eq!((stats.up.sent, stats.up.delivered, stats.down.delivered), (3, 3, 3));
+    assert!(stats.up.delay_mean() >= Duration::from_millis(20));
+}
+
+#[test]
+fn the_relay_loses_what_its_link_loses_and_says_so() {
+    let (server, echoing) = echo(400);
+    let lossy = LinkConfig {
+        loss: LossModel::Bernoulli { probability: 0.5 },
+        delay: Duration::from_millis(1),
+        ..LinkConfig::default()
+    };
+    let clean = LinkConfig { delay: Duration::from_millis(1), ..LinkConfig::default() };
+    let relay = LinkRelay::start(server, lossy, clean, 7).unwrap();
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    for n in 0..400u16 {
+        client.send_to(&n.to_le_bytes(), relay.address()).unwrap();
+        // Paced, so that no socket buffer overflows and every loss is the link's.
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let mut echoed = 0;
+    let mut buf = [0u8; 8];
+    while client.recv_from(&mut buf).is_ok() {
+        echoed += 1;
+    }
+    let stats = relay.stop().unwrap();
+    drop(echoing);
+    assert_eq!(stats.up.sent, 400);
+    assert_eq!(stats.up.lost + stats.up.delivered, 400, "every datagram lost or delivered");
+    // 400 fair coin flips land within 130 of 200 with certainty for practical purposes.
+    assert!((70..=330).contains(&stats.up.lost), "lost {} of 400", stats.up.lost);
+    assert_eq!(echoed, stats.up.delivered, "what went up came back: the way down is clean");
+    assert_eq!(stats.down.lost, 0);
 }

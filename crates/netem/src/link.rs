@@ -54,6 +54,8 @@ impl Default for LinkConfig {
 pub struct LinkStats {
     /// Packets handed to [`Link::send`].
     pub sent: u64,
+    /// Their bytes (what the sender put on the wire, lost or not).
+    pub bytes_sent: u64,
     /// Packets handed back by [`Link::poll_deliver`], duplicates included.
     pub delivered: u64,
     /// Packets the loss model dropped.
@@ -189,6 +191,7 @@ impl<T: Clone> Link<T> {
     /// Sends `packet` of `size` bytes at `now`. Whether and when it arrives is decided here.
     pub fn send(&mut self, now: Instant, packet: T, size: usize) {
         self.stats.sent += 1;
+        self.stats.bytes_sent += size as u64;
         if size > self.config.mtu {
             self.stats.oversize_dropped += 1;
             return;

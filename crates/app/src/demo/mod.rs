@@ -73,7 +73,10 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
         signal_hook::flag::register(signal, stop.clone())?;
     }
     // The dashboard first: a port in use is the likeliest failure and should cost nothing.
+    // Its page may ask before the first report: it gets an empty view, not an error.
+    let mut live = Live::new(args.hz, &args.pipeline, args.bots);
     let shared = Arc::new(Shared::default());
+    publish(&shared, live.view(0.0, &Roles::default()));
     let dashboard = match args.headless {
         true => None,
         false => Some(Dashboard::start(args.port, shared.clone())?),
@@ -120,7 +123,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
         );
     }
     drop(reports);
-    let collector = Collector { live: Live::new(args.hz, &args.pipeline, args.bots), host: &host };
+    let collector = Collector { live, host: &host };
     collector.run(&received, &roles, dashboard.as_ref().map(|_| &*shared), args.duration, &stop);
     stop.store(true, Ordering::Relaxed);
     let mut failures = Vec::new();
@@ -175,10 +178,6 @@ impl Collector<'_> {
     ) {
         let started = Instant::now();
         let (mut next_view, mut window_start) = (started + VIEW_EVERY, started);
-        // The page may ask before the first report: it gets an empty view, not an error.
-        if let Some(shared) = shared {
-            publish(shared, self.live.view(0.0, &table::lock(roles).clone()));
-        }
         // CPU the dashboard cost: its server thread's, and this thread's JSON making.
         let (mut json_cpu_us, mut cpu_at_window) = (0u64, 0u64);
         while !stop.load(Ordering::Relaxed) {

@@ -382,7 +382,7 @@ fn measure_real(setup: &Setup, seconds: u64) -> Result<(Vec<LatencySample>, f64)
         .ok_or_else(|| format!("the server process said {first:?}"))?
         .parse()?;
     let one_way = Duration::from_secs_f64(setup.rtt_ms / 2000.0);
-    let relay = rally_driver::DelayRelay::start(address, one_way)?;
+    let relay = rally_driver::LinkRelay::delay(address, one_way)?;
     // The player goes to the relay; the server checks that the token names it too.
     let token = crate::token::issue_local(&key, 0, vec![relay.address(), address])?;
     let (token, run) = (crate::token::token_to_hex(&token), (seconds + 1).to_string());

@@ -13,13 +13,14 @@ use rally_proto::Instant;
 use std::time::Duration;
 
 /// One end: a KCP control block and whether it flushes eagerly.
-struct End {
-    kcp: Box<Kcp>,
+pub(super) struct End {
+    pub(super) kcp: Box<Kcp>,
     flush: bool,
 }
 
 impl End {
-    fn new(flush: bool) -> Self {
+    /// An end configured as `kcp-flush` (`flush`) or `kcp-source`.
+    pub(super) fn new(flush: bool) -> Self {
         // Boxed before `initialize`, which stores the block's address for the output callback.
         let mut kcp = Box::new(Kcp::new(1));
         kcp.initialize();
@@ -27,7 +28,7 @@ impl End {
         Self { kcp, flush }
     }
 
-    fn send(&mut self, payload: &[u8]) {
+    pub(super) fn send(&mut self, payload: &[u8]) {
         // The queue is unbounded in KCP; W1's load never fills its window on these links.
         let _ = self.kcp.send(payload);
         if self.flush {
@@ -35,7 +36,7 @@ impl End {
         }
     }
 
-    fn input(&mut self, packet: &[u8]) {
+    pub(super) fn input(&mut self, packet: &[u8]) {
         let _ = self.kcp.input(packet);
         if self.flush {
             self.kcp.flush();
@@ -53,7 +54,8 @@ impl End {
     }
 }
 
-fn millis(t: Instant) -> u32 {
+/// KCP's clock: whole milliseconds.
+pub(super) fn millis(t: Instant) -> u32 {
     (t.as_nanos() / 1_000_000) as u32
 }
 
