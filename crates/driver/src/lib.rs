@@ -11,7 +11,8 @@
 //!   closed alone, a graceful drain (see [`host`]);
 //! - [`backend`]: what a game's backend calls to issue connect tokens;
 //! - [`LinkRelay`]: a loopback relay that emulates a link (rally-netem) in real time, for
-//!   real-time benchmarks and unmodified peers;
+//!   real-time benchmarks and unmodified peers; [`netns::TunLink`] does the same between two
+//!   network namespaces for peers that are not UDP (the kernel's TCP);
 //! - [`cpu`]: CPU time from the OS, and pinning threads to cores.
 //!
 //! A server for one room:
@@ -44,6 +45,8 @@ mod batch;
 mod clock;
 pub mod cpu;
 pub mod host;
+#[cfg(target_os = "linux")]
+pub mod netns;
 mod relay;
 mod udp;
 mod wait;
@@ -52,4 +55,6 @@ pub use clock::Clock;
 pub use host::{Host, HostConfig};
 pub use relay::{LinkRelay, RelayStats};
 pub use udp::UdpDriver;
+#[cfg(target_os = "linux")]
+pub use wait::readable_fds;
 pub use wait::{precise_timers, readable, readable_any};

@@ -8,7 +8,7 @@
 //! profile means the same thing in both. The relay counts what it applied per direction
 //! ([`RelayStats`]), so a report can print the link it measured beside the one it asked for.
 
-use crate::wait::{precise_timers, readable_any};
+use crate::wait::precise_timers;
 use crate::Clock;
 use rally_netem::{Link, LinkConfig, LinkStats};
 use std::io;
@@ -34,9 +34,7 @@ pub struct RelayStats {
 #[derive(Debug)]
 pub struct LinkRelay {
     address: SocketAddr,
-    stop: Arc<AtomicBool>,
-    stats: Arc<Mutex<RelayStats>>,
-    thread: Option<JoinHandle<io::Result<()>>>,
+    running: Running,
 }
 
 impl LinkRelay {
@@ -53,18 +51,9 @@ impl LinkRelay {
         front.set_nonblocking(true)?;
         back.set_nonblocking(true)?;
         let address = front.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stats = Arc::new(Mutex::new(RelayStats::default()));
-        let links = Links {
-            up: Link::new(up, seed),
-            down: Link::new(down, seed ^ 0x9e37_79b9_7f4a_7c15),
-            client: None,
-        };
-        let (stopped, shared) = (stop.clone(), stats.clone());
-        let thread = std::thread::Builder::new()
-            .name("rally-relay".into())
-            .spawn(move || relay(&front, &back, server, links, &stopped, &shared))?;
-        Ok(Self { address, stop, stats, thread: Some(thread) })
+        let (front, back) = (Front { socket: front, client: None }, Back { socket: back, server });
+        let running = Running::spawn(front, back, Links::new(up, down, seed))?;
+        Ok(Self { address, running })
     }
 
     /// A relay that only delays: `one_way` each way, nothing lost.
@@ -80,16 +69,46 @@ impl LinkRelay {
 
     /// What the relay has applied so far (updated as datagrams pass).
     pub fn stats(&self) -> RelayStats {
-        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
+        self.running.stats()
     }
 
     /// Stops the relay; what it applied, or how its thread failed.
     pub fn stop(mut self) -> io::Result<RelayStats> {
-        self.shut()?;
-        Ok(self.stats())
+        self.running.shut()?;
+        Ok(self.running.stats())
+    }
+}
+
+/// A relay's thread, its stop flag and its figures; dropping it stops the thread.
+#[derive(Debug)]
+pub(crate) struct Running {
+    stop: Arc<AtomicBool>,
+    stats: Arc<Mutex<RelayStats>>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl Running {
+    /// Relays between `a` and `b` through `links` on a thread of its own.
+    pub(crate) fn spawn(
+        a: impl Port + Send + 'static,
+        b: impl Port + Send + 'static,
+        links: Links,
+    ) -> io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(Mutex::new(RelayStats::default()));
+        let (stopped, shared) = (stop.clone(), stats.clone());
+        let thread = std::thread::Builder::new()
+            .name("rally-relay".into())
+            .spawn(move || relay(a, b, links, &stopped, &shared))?;
+        Ok(Self { stop, stats, thread: Some(thread) })
     }
 
-    fn shut(&mut self) -> io::Result<()> {
+    pub(crate) fn stats(&self) -> RelayStats {
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stops the thread; how it ended.
+    pub(crate) fn shut(&mut self) -> io::Result<()> {
         self.stop.store(true, Ordering::Relaxed);
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(result)) => result,
@@ -99,23 +118,97 @@ impl LinkRelay {
     }
 }
 
-impl Drop for LinkRelay {
+impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.shut();
     }
 }
 
-/// Both directions, and the client the server's replies go to.
-struct Links {
-    up: Link<Vec<u8>>,
-    down: Link<Vec<u8>>,
+/// Both directions of an emulated path.
+pub(crate) struct Links {
+    /// From the first port to the second (client to server).
+    pub(crate) up: Link<Vec<u8>>,
+    /// From the second port to the first.
+    pub(crate) down: Link<Vec<u8>>,
+}
+
+impl Links {
+    pub(crate) fn new(up: LinkConfig, down: LinkConfig, seed: u64) -> Self {
+        Self { up: Link::new(up, seed), down: Link::new(down, seed ^ 0x9e37_79b9_7f4a_7c15) }
+    }
+}
+
+/// One end of a relay: where datagrams (or IP packets) come in and go out.
+pub(crate) trait Port {
+    /// What to wait on.
+    fn fd(&self) -> i32;
+    /// The next datagram waiting, if any.
+    fn receive(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>>;
+    /// Sends one; a refused send is a lost datagram, as on a network.
+    fn send(&mut self, bytes: &[u8]);
+}
+
+/// The clients' side of a UDP relay: replies go to whichever client sent last.
+struct Front {
+    socket: UdpSocket,
     client: Option<SocketAddr>,
 }
 
-fn relay(
-    front: &UdpSocket,
-    back: &UdpSocket,
+/// The server's side of a UDP relay.
+struct Back {
+    socket: UdpSocket,
     server: SocketAddr,
+}
+
+impl Port for Front {
+    fn fd(&self) -> i32 {
+        raw_fd(&self.socket)
+    }
+
+    fn receive(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        let got = receive(&self.socket, buf)?;
+        if let Some((_, from)) = got {
+            self.client = Some(from);
+        }
+        Ok(got.map(|(len, _)| len))
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        if let Some(client) = self.client {
+            let _ = self.socket.send_to(bytes, client);
+        }
+    }
+}
+
+impl Port for Back {
+    fn fd(&self) -> i32 {
+        raw_fd(&self.socket)
+    }
+
+    fn receive(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        Ok(receive(&self.socket, buf)?.map(|(len, _)| len))
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        let _ = self.socket.send_to(bytes, self.server);
+    }
+}
+
+#[cfg(unix)]
+fn raw_fd(socket: &UdpSocket) -> i32 {
+    std::os::fd::AsRawFd::as_raw_fd(socket)
+}
+
+#[cfg(not(unix))]
+fn raw_fd(_socket: &UdpSocket) -> i32 {
+    -1
+}
+
+/// Passes what arrives at `a` through `links.up` to `b`, and back through `links.down`, on the
+/// OS clock, until `stop`; keeps `stats` current.
+pub(crate) fn relay(
+    mut a: impl Port,
+    mut b: impl Port,
     mut links: Links,
     stop: &AtomicBool,
     stats: &Mutex<RelayStats>,
@@ -125,25 +218,21 @@ fn relay(
     let mut buf = vec![0u8; 65_536];
     while !stop.load(Ordering::Relaxed) {
         let mut changed = false;
-        while let Some((len, from)) = receive(front, &mut buf)? {
-            links.client = Some(from);
+        while let Some(len) = a.receive(&mut buf)? {
             links.up.send(clock.now(), buf[..len].to_vec(), len);
             changed = true;
         }
-        while let Some((len, _)) = receive(back, &mut buf)? {
+        while let Some(len) = b.receive(&mut buf)? {
             links.down.send(clock.now(), buf[..len].to_vec(), len);
             changed = true;
         }
         let now = clock.now();
         while let Some(datagram) = links.up.poll_deliver(now) {
-            // A refused send is a lost datagram, as on a network.
-            let _ = back.send_to(&datagram, server);
+            b.send(&datagram);
             changed = true;
         }
         while let Some(datagram) = links.down.poll_deliver(now) {
-            if let Some(client) = links.client {
-                let _ = front.send_to(&datagram, client);
-            }
+            a.send(&datagram);
             changed = true;
         }
         if changed {
@@ -153,9 +242,20 @@ fn relay(
         let next = [links.up.poll_timeout(), links.down.poll_timeout()].into_iter().flatten().min();
         let wait = next.map_or(WAIT_MAX, |at| at.saturating_duration_since(clock.now()));
         if !wait.is_zero() {
-            readable_any(&[front, back], wait.min(WAIT_MAX))?;
+            wait_either(a.fd(), b.fd(), wait.min(WAIT_MAX))?;
         }
     }
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+fn wait_either(a: i32, b: i32, timeout: Duration) -> io::Result<()> {
+    crate::wait::readable_fds(&[a, b], timeout).map(|_| ())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn wait_either(_a: i32, _b: i32, timeout: Duration) -> io::Result<()> {
+    std::thread::sleep(timeout.min(Duration::from_micros(200)));
     Ok(())
 }
 

@@ -17,22 +17,27 @@ pub fn readable(socket: &UdpSocket, timeout: Duration) -> io::Result<bool> {
 
 /// Waits until any of `sockets` has a datagram to read or `timeout` passes; whether one has.
 #[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
 pub fn readable_any(sockets: &[&UdpSocket], timeout: Duration) -> io::Result<bool> {
     use std::os::fd::AsRawFd;
-    let mut fds: Vec<libc::pollfd> = sockets
-        .iter()
-        .map(|s| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 })
-        .collect();
+    let fds: Vec<i32> = sockets.iter().map(|s| s.as_raw_fd()).collect();
+    readable_fds(&fds, timeout)
+}
+
+/// Waits until any of the file descriptors `fds` (sockets, TUN devices) has something to read
+/// or `timeout` passes; whether one has.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+pub fn readable_fds(fds: &[i32], timeout: Duration) -> io::Result<bool> {
+    let mut polled: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     let spec = libc::timespec {
         tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
     };
-    // SAFETY: `fds` holds `fds.len()` valid entries and `spec` is valid for the call; ppoll
+    let count = polled.len() as libc::nfds_t;
+    // SAFETY: `polled` holds `count` valid entries and `spec` is valid for the call; ppoll
     // writes only the entries' `revents`; a null signal mask keeps the thread's own.
-    let ready = unsafe {
-        libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &spec, std::ptr::null())
-    };
+    let ready = unsafe { libc::ppoll(polled.as_mut_ptr(), count, &spec, std::ptr::null()) };
     match ready {
         -1 => {
             let error = io::Error::last_os_error();

@@ -12,13 +12,16 @@
 //!
 //! Peers: `link` (a bare UDP echo: one datagram per payload, no protocol; its surviving
 //! round trips are the link's own, the baseline every peer is compared with), `rally` (its
-//! driver, sealed), `kcp-source` and `kcp-flush` (the original C ikcp.c, as in sim mode), and
-//! `enet` (the original C library, Debian's libenet loaded at run time; skipped with the
-//! reason when it is not installed).
+//! driver, sealed), `tcp` (the kernel's, TCP_NODELAY, between two network namespaces whose
+//! TUN devices the same emulator joins; root only), `kcp-source` and `kcp-flush` (the
+//! original C ikcp.c, as in sim mode), and `enet` (the original C library, Debian's libenet
+//! loaded at run time). A peer that cannot run here is skipped with the reason.
 
 mod enet;
 mod kcp;
 mod rally;
+#[cfg(target_os = "linux")]
+mod tcp;
 mod udp;
 
 use super::{Run, PAYLOAD_BYTES, SEND_INTERVAL};
@@ -33,7 +36,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Peers of real mode, in report order.
-pub const REAL_PEERS: [&str; 5] = ["link", "rally", "kcp-source", "kcp-flush", "enet"];
+pub const REAL_PEERS: [&str; 6] = ["link", "rally", "tcp", "kcp-source", "kcp-flush", "enet"];
 
 /// How long a client waits for its connection before the run counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -108,6 +111,10 @@ impl Drop for Server {
 pub fn available(peer: &str) -> Result<(), String> {
     match peer {
         "enet" => enet::available(),
+        #[cfg(target_os = "linux")]
+        "tcp" => tcp::available(),
+        #[cfg(not(target_os = "linux"))]
+        "tcp" => Err("needs Linux network namespaces".into()),
         _ => Ok(()),
     }
 }
@@ -119,6 +126,11 @@ pub fn run(
     seed: u64,
     duration: Duration,
 ) -> Result<RealRun, Box<dyn Error>> {
+    #[cfg(target_os = "linux")]
+    if peer == "tcp" {
+        // Its own link: two network namespaces and the emulator between their TUN devices.
+        return tcp::run(link, seed, duration);
+    }
     let clock = Clock::start();
     let server = match peer {
         "link" => udp::server()?,
