@@ -172,7 +172,8 @@ fn run_real(args: &TransportArgs, profiles: &[LinkProfile]) -> Result<Vec<Row>, 
             false
         }
     });
-    let (seconds, rounds) = if args.quick { (5, 1) } else { (10, 2) };
+    // Eight peers over five profiles: --quick in under 3 minutes, the full run in under 15.
+    let (seconds, rounds) = if args.quick { (3, 1) } else { (8, 2) };
     let duration = Duration::from_secs(seconds);
     let progress = progress((rounds * profiles.len() * peers.len()) as u64);
     let mut runs: Vec<Vec<Run>> = (0..profiles.len() * peers.len()).map(|_| Vec::new()).collect();

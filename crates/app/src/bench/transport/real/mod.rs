@@ -14,10 +14,13 @@
 //! round trips are the link's own, the baseline every peer is compared with), `rally` (its
 //! driver, sealed), `tcp` (the kernel's, TCP_NODELAY, between two network namespaces whose
 //! TUN devices the same emulator joins; root only), `kcp-source` and `kcp-flush` (the
-//! original C ikcp.c, as in sim mode), and `enet` (the original C library, Debian's libenet
-//! loaded at run time). A peer that cannot run here is skipped with the reason.
+//! original C ikcp.c, as in sim mode), `enet` (the original C library, Debian's libenet
+//! loaded at run time), `kcp-go-fec` (kcp-go with Reed-Solomon FEC, a Go program built when
+//! Go is present) and `quic` (quinn, one bidirectional stream, a program of its own); see
+//! [`external`]. A peer that cannot run here is skipped with the reason.
 
 mod enet;
+mod external;
 mod kcp;
 mod rally;
 #[cfg(target_os = "linux")]
@@ -36,7 +39,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Peers of real mode, in report order.
-pub const REAL_PEERS: [&str; 6] = ["link", "rally", "tcp", "kcp-source", "kcp-flush", "enet"];
+pub const REAL_PEERS: [&str; 8] =
+    ["link", "rally", "tcp", "enet", "kcp-source", "kcp-flush", "kcp-go-fec", "quic"];
 
 /// How long a client waits for its connection before the run counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -111,6 +115,7 @@ impl Drop for Server {
 pub fn available(peer: &str) -> Result<(), String> {
     match peer {
         "enet" => enet::available(),
+        "kcp-go-fec" | "quic" => external::available(peer),
         #[cfg(target_os = "linux")]
         "tcp" => tcp::available(),
         #[cfg(not(target_os = "linux"))]
@@ -130,6 +135,10 @@ pub fn run(
     if peer == "tcp" {
         // Its own link: two network namespaces and the emulator between their TUN devices.
         return tcp::run(link, seed, duration);
+    }
+    if peer == "kcp-go-fec" || peer == "quic" {
+        // Two processes of its own, through the same relay.
+        return external::run(peer, link, seed, duration);
     }
     let clock = Clock::start();
     let server = match peer {
@@ -218,7 +227,9 @@ mod tests {
             loss: LossModel::Bernoulli { probability: 0.05 },
             ..LinkConfig::default()
         };
-        for peer in REAL_PEERS {
+        // The programs of their own (kcp-go, quic) are built and run by the bench's smoke run.
+        let in_process = REAL_PEERS.iter().filter(|p| !matches!(**p, "kcp-go-fec" | "quic"));
+        for &peer in in_process {
             if let Err(why) = available(peer) {
                 eprintln!("not tested here: {peer}: {why}");
                 continue;
