@@ -27,8 +27,9 @@ section() {
             "$title" "$about" "$command" "$plots/$name.json" "$plots"
         printf '```text\n%s\n```\n\n' "$table"
         printf '(%s s.)' $((SECONDS - started))
-        for png in "$plots/$name"*.png; do
-            [ -e "$png" ] && printf '\n\n![%s](%s)' "$(basename "$png" .png)" "plots/$(basename "$png")"
+        # The plots this run wrote, as it says.
+        for png in $(sed -n 's/^wrote \(.*\.png\)$/\1/p' <<<"$table"); do
+            printf '\n\n![%s](%s)' "$(basename "$png" .png)" "plots/$(basename "$png")"
         done
         printf '\n'
     } >>"$page.new"
@@ -43,8 +44,8 @@ command). Benchmarks are not tests: they assert nothing, and each puts Rally and
 side in one run, on the same emulated link or the same data, reporting ratios, CPU time and
 distributions. Each writes the JSON and PNG plots linked below to docs/plots/.
 
-Not here yet: the real-socket shootout against ENet, KCP, kcp-go, QUIC and the kernel's TCP
-(issue [shootout]); \`rally bench transport --mode real\` says so.
+The transport benchmark runs twice: in virtual time (every figure reproducible from its seeds)
+and on real sockets against the real libraries (the shootout: TCP, ENet, KCP, kcp-go, QUIC).
 EOF
 
 section wire "Wire: snapshot serialization (W4)" \
@@ -53,6 +54,9 @@ section wire "Wire: snapshot serialization (W4)" \
 section transport "Transport: the reliable stream under loss (W1)" \
     "Rally's reliable-ordered channel against KCP (the original C ikcp.c, in both configurations the source used) through five emulated links in virtual time, beside the link's own round trip." \
     bench transport
+section transport-real "Transport shootout on real sockets (W1)" \
+    "The same workload on real sockets and the OS clock, every peer the real library (the kernel's TCP through two network namespaces, ENet from Debian's libenet, KCP's C source in both configurations, kcp-go with FEC, quinn), through one real-time link emulator per run, in rounds over every profile and peer; the baseline is a bare UDP echo through the same emulator. Needs root for TCP; a peer that cannot run is skipped with the reason." \
+    bench transport --mode real
 section latency "Total latency against the model (W2)" \
     "The naive, greedy and fast pipelines at 72 to 144 Hz, with and without jitter, in virtual time: each input from sampling to the frame that shows it, against L_best and L_worst." \
     bench latency
