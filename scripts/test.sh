@@ -33,6 +33,9 @@ if [ ! -e /usr/lib/x86_64-linux-gnu/libenet.so.7 ] && [ "$(id -u)" = 0 ] && comm
 fi
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
+# The README's first command (`cargo demo`) builds the app without its benchmarks.
+step "clippy, the demo's build" cargo clippy -p rally --no-default-features --all-targets --locked \
+    -- -D warnings
 step tests cargo test --workspace --locked
 step docs env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 # Benchmarks are not tests: the smoke run proves they work end to end (table, JSON, plot) and

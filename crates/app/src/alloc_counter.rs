@@ -38,6 +38,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 }
 
+#[cfg(feature = "bench")]
 /// Allocations since the process started.
 pub fn allocations() -> u64 {
     ALLOCATIONS.load(Ordering::Relaxed)

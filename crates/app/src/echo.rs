@@ -1,7 +1,7 @@
 //! `rally echo server|client`: the W1 echo over real UDP sockets, to try the transport by hand
 //! (on loopback, or between two machines).
 
-use crate::bench::stats::summary;
+use crate::stats::summary;
 use rally_driver::UdpDriver;
 use rally_proto::{EndpointConfig, Event, SendError};
 use std::error::Error;

@@ -5,16 +5,20 @@
 //! dependencies' metadata; a binary waits for their code), which shortens a fresh build.
 
 mod alloc_counter;
+#[cfg(feature = "bench")]
 mod bench;
 mod demo;
 mod echo;
 mod game;
 mod inspect;
+#[cfg(feature = "bench")]
 mod machine;
 mod peer;
+#[cfg(feature = "bench")]
 mod plot;
 mod server;
 mod sim;
+mod stats;
 mod token;
 
 use clap::{Parser, Subcommand};
@@ -34,9 +38,16 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a benchmark: Rally and its peers side by side, in one run.
+    #[cfg(feature = "bench")]
     Bench {
         #[command(subcommand)]
         bench: bench::BenchCommand,
+    },
+    /// Run a benchmark (not in this build: it was built without the `bench` feature).
+    #[cfg(not(feature = "bench"))]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
     },
     /// Table tennis played by bots over UDP on this machine, with a live web dashboard.
     Demo(demo::DemoArgs),
@@ -68,7 +79,12 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        #[cfg(feature = "bench")]
         Command::Bench { bench } => bench::run(bench),
+        #[cfg(not(feature = "bench"))]
+        Command::Bench { .. } => Err("this rally was built without its benchmarks (the `cargo \
+                                      demo` build): run them with cargo run --release -- bench"
+            .into()),
         Command::Demo(args) => demo::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Server(args) => server::run(&args),

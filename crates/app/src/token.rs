@@ -137,11 +137,13 @@ pub fn run(command: &TokenCommand) -> Result<(), Box<dyn Error>> {
 /// The protocol id of the demo's and the benchmarks' tokens.
 pub(crate) const LOCAL_PROTOCOL_ID: u64 = 0x5241_4c4c_5944_454d;
 
+#[cfg(feature = "bench")]
 /// A fresh random key, for a backend that lives as long as this process.
 pub(crate) fn random_key() -> Result<TokenKey, Box<dyn Error>> {
     Ok(rally_driver::backend::random_key()?)
 }
 
+#[cfg(feature = "bench")]
 /// Issues a token letting `client` in at `servers` (tried in order; the server checks that it
 /// is named) for an hour, as a backend would.
 pub(crate) fn issue_local(
@@ -152,6 +154,7 @@ pub(crate) fn issue_local(
     Ok(rally_driver::backend::issue(key, LOCAL_PROTOCOL_ID, client, 0, servers, 3600)?)
 }
 
+#[cfg(feature = "bench")]
 /// A token as hex, for a command line.
 pub(crate) fn token_to_hex(token: &ConnectToken) -> String {
     to_hex(&token.encode())

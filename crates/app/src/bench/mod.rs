@@ -7,7 +7,6 @@ mod latency;
 pub mod load;
 mod reference_message;
 mod room;
-pub mod stats;
 mod transport;
 mod wire;
 
@@ -19,7 +18,7 @@ use std::path::{Path, PathBuf};
 pub enum BenchCommand {
     /// W4: snapshot and message serialization against bitcode, postcard, rmp-serde and serde_json.
     Wire(WireArgs),
-    /// W1: reliable echo latency against KCP (the C original) through the W1 link profiles.
+    /// W1: reliable echo latency against KCP (sim) or every peer (real) through the W1 links.
     Transport(transport::TransportArgs),
     /// W3 (the engine's part): CPU per reference room-tick, by phase.
     Room(room::RoomArgs),

@@ -17,11 +17,11 @@
 //! will measure the whole host). Allocations are counted per tick by the binary's counting
 //! allocator.
 
-use super::stats::{summary, Summary};
 use crate::alloc_counter;
 use crate::game::{reference_room, Reference, BODIES, CLIENTS, MOVING};
 use crate::machine::Machine;
 use crate::plot::{self, Panel};
+use crate::stats::{summary, Summary};
 use rally_engine::{
     connection_config, ClientConfig, ClientSession, Phase, PhaseObserver, Room, RoomConfig, PHASES,
 };

@@ -266,7 +266,7 @@ fn latency<'a>(samples: impl Iterator<Item = &'a LatencySample>, tick: Duration)
         within += usize::from(model.contains(sample.total, MODEL_SLACK));
         timed += 1;
     }
-    let s = crate::bench::stats::summary(&totals);
+    let s = crate::stats::summary(&totals);
     let (n, t) = (totals.len().max(1) as f64, timed.max(1) as f64);
     view.samples = totals.len();
     (view.mean_ms, view.p99_ms, view.max_ms) = (s.mean, s.p99, s.max);

@@ -39,6 +39,7 @@ pub enum PeerCommand {
         key: String,
     },
     /// The W3 load's bots: many client sessions on their own sockets, then one JSON report.
+    #[cfg(feature = "bench")]
     Bots(crate::bench::load::bots::BotsArgs),
     /// Play in a room, printing latency samples.
     Player {
@@ -69,6 +70,7 @@ pub struct PlayerLine {
 
 impl PlayerLine {
     /// The samples back as the meter's.
+    #[cfg(feature = "bench")]
     pub fn samples(&self) -> Vec<LatencySample> {
         let micros = |v: i64| u64::try_from(v).ok().map(Duration::from_micros);
         self.samples
@@ -122,6 +124,7 @@ pub fn run(command: &PeerCommand) -> Result<(), Box<dyn Error>> {
             std::thread::spawn(move || serve(driver, hz, pipeline, depth, &stopped))
         }
         // The bots report once, at the end, on their own.
+        #[cfg(feature = "bench")]
         PeerCommand::Bots(args) => return crate::bench::load::bots::run(args),
         PeerCommand::Player { token, hz, defer, seconds } => {
             let token = crate::token::token_from_hex(token)?;

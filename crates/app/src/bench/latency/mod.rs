@@ -26,10 +26,10 @@
 
 mod smoothness;
 
-use super::stats;
 use crate::game::Paddles;
 use crate::machine::Machine;
 use crate::plot;
+use crate::stats;
 use rally_engine::RoomConfig;
 use rally_engine::{ClientConfig, ClientSession, LatencyModel, LatencySample, Pipeline, Room};
 use rally_netem::LinkConfig;

@@ -8,8 +8,8 @@
 //! the server's step over the same frame by more than half. Interpolation's cost is how far
 //! the state it shows is behind the newest state received, in server time.
 
-use super::stats::summary;
 use super::Setup;
+use crate::stats::summary;
 use glam::Vec3;
 use rally_engine::interpolation::CLASSES;
 use rally_engine::{ClientSession, EntityId, World};

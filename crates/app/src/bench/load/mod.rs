@@ -13,9 +13,9 @@
 
 pub mod bots;
 
-use super::stats::{summary, Summary};
 use crate::game::{reference_room, CLIENTS};
 use crate::machine::Machine;
+use crate::stats::{summary, Summary};
 use rally_driver::cpu::process_cpu_us;
 use rally_driver::host::{HostReport, Scope};
 use rally_driver::{Host, HostConfig};

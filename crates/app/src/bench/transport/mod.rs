@@ -16,9 +16,9 @@ mod kcp;
 mod rally;
 mod real;
 
-use super::stats::{summary, Summary};
 use crate::machine::Machine;
 use crate::plot;
+use crate::stats::{summary, Summary};
 use indicatif::{ProgressBar, ProgressStyle};
 use rally_netem::{LinkConfig, LinkProfile, PROFILE_NAMES};
 use rally_proto::Instant;
