@@ -10,7 +10,7 @@
 use rally_driver::UdpDriver;
 use rally_engine::{connection_config, ClientId, Entity, EntityId, Room, RoomConfig};
 use rally_engine::{Simulation, Transform, World};
-use rally_proto::{EndpointConfig, Event, TokenKey};
+use rally_proto::{EndpointConfig, TokenKey};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -58,15 +58,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     loop {
         // Datagrams reach the room the moment they arrive; the room ticks at 128 Hz.
         driver.run_for(room.config().dt(), |endpoint, connection, event| {
-            match event {
-                Event::Connected => room.accept(connection),
-                Event::Message { channel, payload } => {
-                    room.receive(clock.now(), connection, channel, &payload)
-                }
-                Event::Disconnected { reason } => {
-                    room.disconnected(clock.now(), connection, reason)
-                }
-            }
+            // Connections join, inputs are applied and RPCs arrive at once.
+            room.handle_event(clock.now(), connection, event);
             // Whatever the room answered goes now, not at the next tick.
             room.transmit(endpoint);
         })?;

@@ -8,7 +8,7 @@ use crate::protocol::{
 };
 use crate::room::ClientId;
 use crate::rpc::{frame, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
-use rally_proto::{ConnectionHandle, ConnectionStats, Endpoint, Instant};
+use rally_proto::{ConnectionHandle, ConnectionStats, Endpoint, Event, Instant};
 use rally_wire::seq::seq32_newer;
 use rally_wire::varint::read_varint;
 use rally_wire::{EntityState, MessageCodec, Snapshot, SnapshotConfig, SnapshotKind};
@@ -178,6 +178,17 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             meter: LatencyMeter::default(),
             tick_rate: 0,
             _message: PhantomData,
+        }
+    }
+
+    /// Hands the session an endpoint's event for its connection, at `now`: connected
+    /// ([`ClientSession::connected`]), a message ([`ClientSession::receive`]) or the end
+    /// ([`ClientSession::disconnected`]). The whole of a client loop's event handling.
+    pub fn handle_event(&mut self, now: Instant, connection: ConnectionHandle, event: Event) {
+        match event {
+            Event::Connected => self.connected(connection),
+            Event::Message { channel, payload } => self.receive(now, channel, &payload),
+            Event::Disconnected { .. } => self.disconnected(),
         }
     }
 

@@ -5,7 +5,7 @@ use crate::protocol::{FAST, HOLDS_MAX, RELIABLE, STATE, STATE_PREFIX_MAX, UNRELI
 use crate::replication::{Baseline, Replicator};
 use crate::rpc::{frame, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
 use crate::world::World;
-use rally_proto::{ConnectionHandle, DisconnectReason, Endpoint, Instant};
+use rally_proto::{ConnectionHandle, DisconnectReason, Endpoint, Event, Instant};
 use rally_wire::seq::seq32_newer;
 use rally_wire::varint::write_varint;
 use rally_wire::{EntityState, MessageCodec, Snapshot, SnapshotConfig, SnapshotHistory};
@@ -453,6 +453,17 @@ impl<S: Simulation> Room<S> {
     /// The next thing the game should know.
     pub fn poll_event(&mut self) -> Option<RoomEvent<S::Message>> {
         self.events.pop_front()
+    }
+
+    /// Hands the room an endpoint's event for one of its connections: a connection joins
+    /// ([`Room::accept`]), a message arrives ([`Room::receive`]) or a connection ends
+    /// ([`Room::disconnected`]), at `now`. The whole of a server loop's event handling.
+    pub fn handle_event(&mut self, now: Instant, connection: ConnectionHandle, event: Event) {
+        match event {
+            Event::Connected => self.accept(connection),
+            Event::Message { channel, payload } => self.receive(now, connection, channel, &payload),
+            Event::Disconnected { reason } => self.disconnected(now, connection, reason),
+        }
     }
 
     /// A connection routed to this room completed its handshake; it joins when it says hello.

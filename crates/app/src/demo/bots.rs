@@ -8,7 +8,7 @@ use super::table::{lock, Roles, STRIKE_Z, TABLE_TOP};
 use glam::{Quat, Vec3};
 use rally_driver::UdpDriver;
 use rally_engine::{ClientConfig, ClientSession, LatencySample};
-use rally_proto::{ConnectToken, EndpointConfig, Event};
+use rally_proto::{ConnectToken, EndpointConfig};
 use rally_sim::sandbox::HandInput;
 use serde::Serialize;
 use std::error::Error;
@@ -174,10 +174,8 @@ pub fn play(
     let mut last_report = driver.now();
     while !stop.load(Ordering::Relaxed) {
         let wait = next_frame.saturating_duration_since(driver.now());
-        driver.run_for(wait, |_, connection, event| match event {
-            Event::Connected => session.connected(connection),
-            Event::Message { channel, payload } => session.receive(clock.now(), channel, &payload),
-            Event::Disconnected { .. } => session.disconnected(),
+        driver.run_for(wait, |_, connection, event| {
+            session.handle_event(clock.now(), connection, event);
         })?;
         let now = driver.now();
         session.present(now);

@@ -7,7 +7,7 @@ use crate::game::Paddles;
 use rally_driver::UdpDriver;
 use rally_engine::{ClientConfig, ClientSession, LatencySample};
 use rally_engine::{Pipeline, Room, RoomConfig};
-use rally_proto::{EndpointConfig, Event, Instant};
+use rally_proto::{EndpointConfig, Instant};
 use rally_sim::sandbox::HandInput;
 use std::error::Error;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,15 +47,7 @@ pub(crate) fn serve(
     while !stop.load(Ordering::Relaxed) {
         let wait = next_tick.saturating_duration_since(driver.now());
         driver.run_for(wait, |endpoint, connection, event| {
-            match event {
-                Event::Connected => room.accept(connection),
-                Event::Message { channel, payload } => {
-                    room.receive(clock.now(), connection, channel, &payload)
-                }
-                Event::Disconnected { reason } => {
-                    room.disconnected(clock.now(), connection, reason)
-                }
-            }
+            room.handle_event(clock.now(), connection, event);
             // What the room answered (the fast path's poses, say) goes now, not at the tick.
             room.transmit(endpoint);
         })?;
@@ -87,10 +79,8 @@ pub(crate) fn play(
     let mut last_report = driver.now();
     while !stop.load(Ordering::Relaxed) {
         let wait = next_frame.saturating_duration_since(driver.now());
-        driver.run_for(wait, |_, connection, event| match event {
-            Event::Connected => session.connected(connection),
-            Event::Message { channel, payload } => session.receive(clock.now(), channel, &payload),
-            Event::Disconnected { .. } => session.disconnected(),
+        driver.run_for(wait, |_, connection, event| {
+            session.handle_event(clock.now(), connection, event);
         })?;
         // The wall time: a frame this thread reaches late samples and presents late, as a
         // game's would, so lateness shows in the figures (either way).
