@@ -101,8 +101,9 @@ struct LinkRtt {
 /// Runs the benchmark.
 pub fn run(args: &TransportArgs) -> Result<(), Box<dyn Error>> {
     let profiles = profiles(args)?;
-    let rows = match args.mode.as_str() {
-        "sim" => run_sim(args, &profiles)?,
+    // Real mode also reports the link each profile's relay applied.
+    let (rows, applied) = match args.mode.as_str() {
+        "sim" => (run_sim(args, &profiles)?, Vec::new()),
         "real" => run_real(args, &profiles)?,
         other => return Err(format!("--mode {other}: use sim or real").into()),
     };
@@ -123,7 +124,7 @@ pub fn run(args: &TransportArgs) -> Result<(), Box<dyn Error>> {
         crypto.tag_bytes
     );
     if let Some(path) = &args.json {
-        write_json(path, args, &rows, &crypto)?;
+        write_json(path, args, &rows, &applied_json(&profiles, &applied), &crypto)?;
     }
     if let Some(dir) = &args.plot {
         draw(dir, &profiles, &rows, &args.mode)?;
@@ -160,7 +161,10 @@ fn run_sim(args: &TransportArgs, profiles: &[LinkProfile]) -> Result<Vec<Row>, B
 
 /// Every peer on real sockets through the real-time relay: rounds over every profile and
 /// every peer in turn, so that the machine's noise falls on all of them alike.
-fn run_real(args: &TransportArgs, profiles: &[LinkProfile]) -> Result<Vec<Row>, Box<dyn Error>> {
+fn run_real(
+    args: &TransportArgs,
+    profiles: &[LinkProfile],
+) -> Result<(Vec<Row>, Vec<rally_driver::RelayStats>), Box<dyn Error>> {
     let mut peers = peers(args, &real::REAL_PEERS)?;
     // The bare UDP echo is every row's baseline: it always runs, first.
     peers.retain(|p| p != "link");
@@ -221,7 +225,7 @@ fn run_real(args: &TransportArgs, profiles: &[LinkProfile]) -> Result<Vec<Row>, 
         }
     }
     print_applied(profiles, &applied);
-    Ok(rows)
+    Ok((rows, applied))
 }
 
 fn progress(total: u64) -> ProgressBar {
@@ -481,10 +485,36 @@ fn print_targets(rows: &[Row]) {
     }
 }
 
+/// What each profile's relays applied, per direction, as JSON (empty in sim mode).
+fn applied_json(
+    profiles: &[LinkProfile],
+    applied: &[rally_driver::RelayStats],
+) -> serde_json::Value {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let direction = |l: &rally_netem::LinkStats| {
+        serde_json::json!({
+            "packets": l.sent,
+            "loss": l.loss_rate(),
+            "queue_dropped": l.queue_dropped,
+            "delay_ms": { "mean": ms(l.delay_mean()), "sd": ms(l.delay_sd()) },
+        })
+    };
+    let links: Vec<serde_json::Value> = profiles
+        .iter()
+        .zip(applied)
+        .map(|(p, a)| {
+            let (up, down) = (direction(&a.up), direction(&a.down));
+            serde_json::json!({ "profile": p.name, "up": up, "down": down })
+        })
+        .collect();
+    serde_json::Value::Array(links)
+}
+
 fn write_json(
     path: &std::path::Path,
     args: &TransportArgs,
     rows: &[Row],
+    applied: &serde_json::Value,
     crypto: &crypto_cost::CryptoCost,
 ) -> Result<(), Box<dyn Error>> {
     let report = serde_json::json!({
@@ -495,6 +525,7 @@ fn write_json(
         "machine": Machine::detect(),
         "workload": { "payload_bytes": PAYLOAD_BYTES, "send_hz": 60 },
         "results": rows,
+        "links_applied": applied,
     });
     super::write_json(path, &report)
 }
