@@ -163,14 +163,16 @@ fn short(v: f64) -> String {
     }
 }
 
-/// Draws empirical CDFs, one line per series, into a PNG at `path`. The x axis stops at the
-/// largest 99.9th percentile, so that one outlier does not squash the curves.
+/// Draws the CDF of each series into a PNG at `path`, with `marks` as vertical lines; the x
+/// axis ends at the 99.9th percentile of the slowest series, or at `x_cut` if that is sooner
+/// (curves leave the chart at the right edge where their tails go on).
 pub fn cdf(
     path: &Path,
     title: &str,
     x_label: &str,
     series: &[(String, Vec<f64>)],
     marks: &[(String, f64)],
+    x_cut: Option<f64>,
 ) -> Result<(), Box<dyn Error>> {
     ensure_font();
     png(path, (900, 560), |root| {
@@ -189,6 +191,7 @@ pub fn cdf(
             .map(|(_, v)| v[((v.len() as f64 * 0.999) as usize).min(v.len() - 1)])
             .fold(1.0f64, f64::max);
         let x_max = marks.iter().map(|(_, x)| *x).fold(x_max, f64::max);
+        let x_max = x_cut.map_or(x_max, |cut| x_max.min(cut));
         let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 22))
             .margin(16)

@@ -613,7 +613,7 @@ fn draw(dir: &std::path::Path, rows: &[Row]) -> Result<(), Box<dyn Error>> {
             "W2 total latency CDF, {hz} Hz, RTT {:.0} ms, jitter {jitter} ms",
             group[0].link_rtt_ms
         );
-        plot::cdf(&path, &title, "total latency, ms", &series, &marks)?;
+        plot::cdf(&path, &title, "total latency, ms", &series, &marks, None)?;
         println!("wrote {}", path.display());
     }
     Ok(())

@@ -549,8 +549,14 @@ fn draw(
             _ => ("", "virtual time"),
         };
         let path = dir.join(format!("transport-{file}{suffix}.png"));
-        let title = format!("W1 RTT CDF, {} ({clock})", profile.name);
-        plot::cdf(&path, &title, "round trip, ms", &series, &[])?;
+        // The bodies of the distributions, not the seconds-long tails of the peers that
+        // collapse: three times the slowest median, or Rally's 99th percentile if later.
+        let median = |v: &[f64]| summary(v).p50;
+        let slowest = series.iter().map(|(_, v)| median(v)).fold(0.0, f64::max);
+        let rally = series.iter().find(|(p, _)| p == "rally").map_or(0.0, |(_, v)| summary(v).p99);
+        let cut = (3.0 * slowest).max(1.1 * rally);
+        let title = format!("W1 RTT CDF, {} ({clock}; tails past {cut:.0} ms cut)", profile.name);
+        plot::cdf(&path, &title, "round trip, ms", &series, &[], Some(cut))?;
         println!("wrote {}", path.display());
     }
     Ok(())
