@@ -57,4 +57,4 @@ pub use relay::{LinkRelay, RelayStats};
 pub use udp::UdpDriver;
 #[cfg(target_os = "linux")]
 pub use wait::readable_fds;
-pub use wait::{precise_timers, readable, readable_any};
+pub use wait::{precise_timers, readable};

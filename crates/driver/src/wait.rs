@@ -11,16 +11,10 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 /// Waits until `socket` has a datagram to read or `timeout` passes; whether it has one.
-pub fn readable(socket: &UdpSocket, timeout: Duration) -> io::Result<bool> {
-    readable_any(&[socket], timeout)
-}
-
-/// Waits until any of `sockets` has a datagram to read or `timeout` passes; whether one has.
 #[cfg(target_os = "linux")]
-pub fn readable_any(sockets: &[&UdpSocket], timeout: Duration) -> io::Result<bool> {
+pub fn readable(socket: &UdpSocket, timeout: Duration) -> io::Result<bool> {
     use std::os::fd::AsRawFd;
-    let fds: Vec<i32> = sockets.iter().map(|s| s.as_raw_fd()).collect();
-    readable_fds(&fds, timeout)
+    readable_fds(&[socket.as_raw_fd()], timeout)
 }
 
 /// Waits until any of the file descriptors `fds` (sockets, TUN devices) has something to read
@@ -53,9 +47,9 @@ pub fn readable_fds(fds: &[i32], timeout: Duration) -> io::Result<bool> {
     }
 }
 
-/// Elsewhere: a short sleep, then a look (the sockets are non-blocking).
+/// Elsewhere: a short sleep, then a look (the socket is non-blocking).
 #[cfg(not(target_os = "linux"))]
-pub fn readable_any(_sockets: &[&UdpSocket], timeout: Duration) -> io::Result<bool> {
+pub fn readable(_socket: &UdpSocket, timeout: Duration) -> io::Result<bool> {
     std::thread::sleep(timeout.min(Duration::from_micros(200)));
     Ok(true)
 }

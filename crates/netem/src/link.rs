@@ -77,6 +77,22 @@ pub struct LinkStats {
 }
 
 impl LinkStats {
+    /// Adds `other`'s counts to these, as if one link had carried both (several runs of a
+    /// profile, say); the largest delay is the larger of the two.
+    pub fn merge(&mut self, other: &LinkStats) {
+        self.sent += other.sent;
+        self.bytes_sent += other.bytes_sent;
+        self.delivered += other.delivered;
+        self.lost += other.lost;
+        self.queue_dropped += other.queue_dropped;
+        self.oversize_dropped += other.oversize_dropped;
+        self.overflow_dropped += other.overflow_dropped;
+        self.duplicated += other.duplicated;
+        self.delay_sum_ns += other.delay_sum_ns;
+        self.delay_sq_sum_ns += other.delay_sq_sum_ns;
+        self.delay_max_ns = self.delay_max_ns.max(other.delay_max_ns);
+    }
+
     /// Packets the link dropped for any reason, over packets sent.
     pub fn drop_rate(&self) -> f64 {
         let dropped =
@@ -269,5 +285,42 @@ impl<T: Clone> Link<T> {
         self.stats.delay_sq_sum_ns += (delay as f64) * (delay as f64);
         self.stats.delay_max_ns = self.stats.delay_max_ns.max(delay);
         Some(pending.packet)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loss::LossModel;
+
+    /// Sends `count` packets of 100 bytes through `config` and delivers them all.
+    fn stats_after(config: LinkConfig, count: u64, seed: u64) -> LinkStats {
+        let mut link = Link::new(config, seed);
+        for k in 0..count {
+            link.send(Instant::from_millis(k), k, if k % 10 == 0 { 2000 } else { 100 });
+        }
+        while link.poll_deliver(Instant::from_millis(count + 1000)).is_some() {}
+        *link.stats()
+    }
+
+    #[test]
+    fn merged_stats_count_as_one_link_that_carried_both() {
+        let lossy = LinkConfig {
+            delay: Duration::from_millis(5),
+            loss: LossModel::Bernoulli { probability: 0.3 },
+            ..LinkConfig::default()
+        };
+        let (a, b) = (stats_after(lossy, 200, 1), stats_after(lossy, 300, 2));
+        let mut merged = a;
+        merged.merge(&b);
+        assert_eq!(merged.sent, 500);
+        assert_eq!(merged.bytes_sent, a.bytes_sent + b.bytes_sent);
+        // Every tenth packet exceeds the MTU: those never reach the wire, in both runs.
+        assert_eq!(merged.oversize_dropped, 50);
+        let reached = 500 - 50;
+        assert_eq!(merged.lost + merged.delivered, reached);
+        let expected = (a.lost + b.lost) as f64 / reached as f64;
+        assert!((merged.loss_rate() - expected).abs() < 1e-12);
+        assert_eq!(merged.delay_mean(), Duration::from_millis(5));
     }
 }

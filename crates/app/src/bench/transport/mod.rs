@@ -194,7 +194,8 @@ fn run_real(
                 // Each round's seed is the same for every peer: the same link decisions.
                 match real::run(peer, &profile.config, round, duration) {
                     Ok(done) => {
-                        add_stats(&mut applied[p], &done.relay);
+                        applied[p].up.merge(&done.relay.up);
+                        applied[p].down.merge(&done.relay.down);
                         runs[p * peers.len() + k].push(done.run);
                     }
                     Err(e) => {
@@ -236,19 +237,6 @@ fn progress(total: u64) -> ProgressBar {
             .progress_chars("=> "),
     );
     progress
-}
-
-fn add_stats(into: &mut rally_driver::RelayStats, from: &rally_driver::RelayStats) {
-    for (a, b) in [(&mut into.up, &from.up), (&mut into.down, &from.down)] {
-        a.sent += b.sent;
-        a.bytes_sent += b.bytes_sent;
-        a.delivered += b.delivered;
-        a.lost += b.lost;
-        a.queue_dropped += b.queue_dropped;
-        a.delay_sum_ns += b.delay_sum_ns;
-        a.delay_sq_sum_ns += b.delay_sq_sum_ns;
-        a.delay_max_ns = a.delay_max_ns.max(b.delay_max_ns);
-    }
 }
 
 /// The link each profile asked for beside what the relay applied, over all its runs (the

@@ -7,22 +7,18 @@ use rally_proto::{ConnectionHandle, EndpointConfig, Event, Instant, SendError, T
 use std::error::Error;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The reliable-ordered channel of `EndpointConfig::default()`, as in sim mode.
 const CHANNEL: u8 = 0;
 
 /// One key for the whole benchmark: the server and the client's "backend" share it.
-fn key() -> &'static TokenKey {
-    static KEY: OnceLock<TokenKey> = OnceLock::new();
-    KEY.get_or_init(|| TokenKey(*b"rally bench transport, real mode"))
-}
+const KEY: TokenKey = TokenKey(*b"rally bench transport, real mode");
 
 pub fn server() -> std::io::Result<Server> {
     let protocol = crate::token::LOCAL_PROTOCOL_ID;
     let mut driver =
-        UdpDriver::bind_secure("127.0.0.1:0", EndpointConfig::default(), key().clone(), protocol)?;
+        UdpDriver::bind_secure("127.0.0.1:0", EndpointConfig::default(), KEY.clone(), protocol)?;
     let address = driver.local_addr()?;
     Server::spawn(address, move |stop: &AtomicBool| {
         while !stop.load(Ordering::Relaxed) {
@@ -54,7 +50,7 @@ pub fn client(
     clock: &Clock,
 ) -> Result<RallyClient, Box<dyn Error>> {
     let mut driver = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default())?;
-    let token = crate::token::issue_local(key(), 0, vec![via, server])?;
+    let token = crate::token::issue_local(&KEY, 0, vec![via, server])?;
     let connection = driver.connect_with_token(token)?;
     let deadline = clock.now() + CONNECT_TIMEOUT;
     let mut connected = false;
