@@ -150,11 +150,6 @@ impl ReceivedPackets {
         fresh
     }
 
-    /// Whether `seq` would skip over a sequence never received (a loss, or reordering).
-    pub(crate) fn skips(&self, seq: u16) -> bool {
-        self.newest.is_some_and(|(newest, _)| seq16_newer(seq, newest.wrapping_add(1)))
-    }
-
     /// The ack fields for an outgoing packet: newest, bits, and the delay since the newest
     /// arrived in units of 8 microseconds.
     pub(crate) fn ack_fields(&self, now: Instant) -> Option<crate::packet::Acks> {
@@ -186,10 +181,12 @@ impl Default for RttEstimator {
 
 impl RttEstimator {
     /// Adds a sample: the time from sending a packet to receiving its ack, less the peer's
-    /// reported ack delay (but never below the minimum seen).
+    /// reported ack delay (unless the delay exceeds the sample, which only a broken peer
+    /// reports). The minimum is taken after the adjustment: when every ack waits for data to
+    /// ride on (both ends sending at the same moment, say), no raw sample shows the path.
     pub fn update(&mut self, sample: Duration, ack_delay: Duration) {
-        self.min = self.min.min(sample);
-        let adjusted = if sample >= self.min + ack_delay { sample - ack_delay } else { sample };
+        let adjusted = if ack_delay < sample { sample - ack_delay } else { sample };
+        self.min = self.min.min(adjusted);
         self.latest = adjusted;
         match self.smoothed {
             None => {
@@ -258,7 +255,21 @@ mod tests {
             rtt.update(Duration::from_millis(30), Duration::from_millis(2));
         }
         let smoothed = rtt.smoothed_or(Duration::ZERO);
-        assert!(smoothed >= Duration::from_millis(27) && smoothed <= Duration::from_millis(30));
-        assert_eq!(rtt.min(), Some(Duration::from_millis(30)));
+        assert!(smoothed >= Duration::from_millis(27) && smoothed <= Duration::from_millis(29));
+        assert_eq!(rtt.min(), Some(Duration::from_millis(28)));
+    }
+
+    #[test]
+    fn rtt_shows_the_path_when_every_ack_was_delayed() {
+        // A 20 ms path where every ack waited 16 ms for data to ride on.
+        let mut rtt = RttEstimator::default();
+        for _ in 0..50 {
+            rtt.update(Duration::from_millis(36), Duration::from_millis(16));
+        }
+        assert_eq!(rtt.min(), Some(Duration::from_millis(20)));
+        assert_eq!(rtt.smoothed_or(Duration::ZERO), Duration::from_millis(20));
+        // A delay longer than the sample itself is a broken report: the sample stands.
+        rtt.update(Duration::from_millis(10), Duration::from_millis(50));
+        assert_eq!(rtt.min(), Some(Duration::from_millis(10)));
     }
 }

@@ -18,6 +18,10 @@ pub(crate) struct Unit {
     pub(crate) payload: Vec<u8>,
     /// How many packets carried it.
     pub(crate) sends: u8,
+    /// Sends since it was queued or last declared lost: redundancy counts its copies here, so
+    /// that a repair is copied as the first send was (a repair lost again costs another round
+    /// trip, and on a lossy path it is as likely to be lost as any packet).
+    pub(crate) round_sends: u8,
     pub(crate) last_sent: Option<Instant>,
     /// A packet carrying it was declared lost: send it again at once.
     pub(crate) lost: bool,
@@ -66,6 +70,7 @@ impl SendChannel {
                 count: count as u8,
                 payload: chunk.to_vec(),
                 sends: 0,
+                round_sends: 0,
                 last_sent: None,
                 lost: false,
                 acked: false,
@@ -89,6 +94,7 @@ impl SendChannel {
     pub(crate) fn lose(&mut self, seq: u16, index: u8) {
         if let Some(unit) = self.units.iter_mut().find(|u| u.seq == seq && u.index == index) {
             unit.lost = !unit.acked;
+            unit.round_sends = 0;
         }
     }
 
@@ -173,6 +179,19 @@ impl ReceiveChannel {
             delivered,
             newest: None,
             ready: VecDeque::new(),
+        }
+    }
+
+    /// Whether message `seq` of a reliable channel comes after one not yet received: a hole
+    /// that only the sender can fill.
+    pub(crate) fn is_ahead(&self, seq: u16) -> bool {
+        match self.kind {
+            ChannelKind::ReliableOrdered => seq16_newer(seq, self.next),
+            ChannelKind::ReliableUnordered => {
+                let expected = self.newest.map_or(0, |n| n.wrapping_add(1));
+                seq16_newer(seq, expected)
+            }
+            ChannelKind::Unreliable | ChannelKind::UnreliableSequenced => false,
         }
     }
 

@@ -4,13 +4,17 @@
 //! room; a packet goes out as soon as there is something to send (no batching timer); a packet
 //! is declared lost as soon as a later one is acked (no waiting for three duplicate acks on a
 //! path that does not reorder), and its reliable contents go out again at once; the receiver
-//! acks at once when a packet arrives after a gap or carries a ping, and otherwise holds its ack
-//! up to `ack_delay_max` for data to ride on; a resend timer (RTT, four deviations and the
-//! peer's ack delay) backs off by 1.5x up to `resend_interval_max` instead of doubling forever,
-//! but never fires before an ack could come.
+//! acks at once when a reliable message arrives ahead of a missing one or a ping arrives, and
+//! otherwise holds its ack up to `ack_delay_max` for data to ride on; a resend timer (RTT, four
+//! deviations and the peer's ack delay) backs off by 1.5x up to `resend_interval_max` instead
+//! of doubling forever, but never fires before an ack could come.
 //! When the measured loss is above a threshold and no queue stands on the path, each reliable
-//! message is repeated `repeat_interval` later and a tail-loss probe follows, so that a single
-//! loss costs a couple of milliseconds and a double loss one round trip. New data waits while
+//! message is repeated `repeat_interval` later, and so is each repair, so that a single loss
+//! costs a couple of milliseconds and a double loss about one round trip plus the time to the
+//! next message. Every packet counts: on a path whose delays vary without reordering, each
+//! extra packet is one more chance to hold back the data behind it, which is why a lost packet
+//! whose message the copy repaired triggers no ack of its own, and why the tail-loss probe is
+//! off by default. New data waits while
 //! the bytes in flight exceed a window of twice the measured bandwidth-delay product, so that a
 //! sender faster than the path queues (and sheds) at home instead of in the path.
 
@@ -115,6 +119,15 @@ enum State {
     Closed,
 }
 
+/// What a pass over the send queues put in the packet.
+#[derive(Debug, Default, Clone, Copy)]
+struct Filled {
+    /// The last redundant copy of some unit: a tail-loss probe may follow.
+    last_copy: bool,
+    /// A reliable unit sent for the first time.
+    fresh_reliable: bool,
+}
+
 /// What a pass over the send queues needs to know, computed once per pass.
 #[derive(Debug, Clone, Copy)]
 struct Gate {
@@ -131,6 +144,10 @@ const DISCONNECT_COPIES: u8 = 3;
 const INITIAL_RTT: Duration = Duration::from_millis(100);
 /// Weight of each packet's fate in the loss estimate.
 const LOSS_GAIN: f64 = 1.0 / 64.0;
+/// Weight of each packet's fate in the slower estimate that switches redundancy: about the
+/// last few hundred packets, so that a path losing a steady 1-2% keeps its copies between
+/// losses instead of dropping them after every quiet second.
+const REDUNDANCY_GAIN: f64 = 1.0 / 256.0;
 /// Delivery-rate samples kept; the window follows the best of them.
 const RATE_SAMPLES: usize = 32;
 /// Bytes in flight allowed before the first delivery-rate sample.
@@ -153,10 +170,17 @@ pub struct Connection {
     last_sent: Instant,
     /// When an ack became owed for a received packet with frames, if none has gone out since.
     ack_owed_since: Option<Instant>,
-    /// A packet arrived after a gap: ack at once, so that the sender learns of the loss now
-    /// rather than with its next message (an immediate ack on a gap, as TCP's duplicate acks).
-    gap_seen: bool,
+    /// Ack at once: a reliable message arrived ahead of one still missing (a hole the sender
+    /// must learn of now, as TCP's duplicate acks), or a ping asked for it. A gap in packet
+    /// numbers alone is no reason: with copies on, most lost packets had their messages
+    /// repaired by the copy, and every extra packet on a path that does not reorder may hold
+    /// back the data behind it.
+    ack_now: bool,
     stats: ConnectionStats,
+    /// The slower loss estimate that switches adaptive redundancy (see `record_fate`).
+    redundancy_loss: f64,
+    /// Whether adaptive redundancy is on.
+    copying: bool,
     /// Reused to collect the reliable units of the packet being built.
     units: Vec<(u8, u16, u8)>,
     /// Send a packet at the next chance even with nothing to say (the server's first packet,
@@ -196,8 +220,10 @@ impl Connection {
             last_received: now,
             last_sent: now,
             ack_owed_since: None,
-            gap_seen: false,
+            ack_now: false,
             stats: ConnectionStats::default(),
+            redundancy_loss: 0.0,
+            copying: false,
             units: Vec::new(),
             prompted: false,
             now,
@@ -332,13 +358,11 @@ impl Connection {
             // Closing or closed: the application was told; nothing more is delivered.
             return Ok(());
         }
-        let gap = self.received.skips(header.seq);
         if !self.received.record(header.seq, now) {
             self.stats.duplicates_received += 1;
             return Ok(());
         }
         self.last_received = now;
-        self.gap_seen |= gap;
         self.stats.packets_received += 1;
         self.stats.bytes_received += size as u64;
         if let Some(acks) = header.acks {
@@ -361,7 +385,7 @@ impl Connection {
         let (channel, seq, index, count, payload) = match frame {
             // A ping asks for its ack at once (a tail-loss probe waits on it).
             Frame::Ping => {
-                self.gap_seen = true;
+                self.ack_now = true;
                 return Ok(());
             }
             Frame::Message { channel, seq, payload } => (channel, seq, 0, 1, payload),
@@ -374,7 +398,10 @@ impl Connection {
             self.disconnect(DisconnectReason::PeerMisbehaved);
             return Err(DisconnectReason::PeerMisbehaved);
         };
-        match receive.receive(seq, index, count, payload) {
+        let ahead = receive.is_ahead(seq);
+        let received = receive.receive(seq, index, count, payload);
+        self.ack_now |= ahead && matches!(received, Received::Deliver | Received::Held);
+        match received {
             Received::Deliver => {
                 while let Some(payload) = receive.ready.pop_front() {
                     self.events.push_back(Event::Message { channel, payload });
@@ -399,7 +426,7 @@ impl Connection {
             for (channel, message, index) in std::mem::take(&mut packet.units) {
                 self.send[usize::from(channel)].ack(message, index);
             }
-            self.stats.loss *= 1.0 - LOSS_GAIN;
+            self.record_fate(false);
             if seq == acks.ack {
                 self.rtt.update(now - sent_at, ack_delay);
             }
@@ -432,7 +459,23 @@ impl Connection {
                 self.send[usize::from(channel)].lose(message, index);
             }
             self.stats.packets_lost += 1;
-            self.stats.loss = self.stats.loss * (1.0 - LOSS_GAIN) + LOSS_GAIN;
+            self.record_fate(true);
+        }
+    }
+
+    /// Feeds a packet's fate (acked or declared lost) to the loss estimates, and switches
+    /// adaptive redundancy on above its threshold and off below half of it: without the margin
+    /// a path near the threshold would flip copies on and off with every loss.
+    fn record_fate(&mut self, lost: bool) {
+        let sample = if lost { 1.0 } else { 0.0 };
+        self.stats.loss += (sample - self.stats.loss) * LOSS_GAIN;
+        self.redundancy_loss += (sample - self.redundancy_loss) * REDUNDANCY_GAIN;
+        if let Redundancy::Adaptive { loss_threshold, .. } = self.config.redundancy {
+            if self.redundancy_loss > loss_threshold {
+                self.copying = true;
+            } else if self.redundancy_loss < loss_threshold / 2.0 {
+                self.copying = false;
+            }
         }
     }
 
@@ -460,7 +503,7 @@ impl Connection {
         if let Some(owed) = self.ack_owed_since {
             next = next.min(owed + self.config.ack_delay_max);
         }
-        if self.prompted || self.gap_seen {
+        if self.prompted || self.ack_now {
             return Some(self.last_sent.min(next));
         }
         if let Some(probe) = self.probe_at {
@@ -473,9 +516,9 @@ impl Connection {
                     None if gate.open => return Some(self.last_sent.min(next)),
                     None => continue,
                     Some(_) if unit.lost => return Some(self.last_sent.min(next)),
-                    Some(_) if unit.sends < gate.copies && !gate.open => continue,
+                    Some(_) if unit.round_sends < gate.copies && !gate.open => continue,
                     Some(at) if channel.config.kind.is_reliable() => {
-                        at + self.next_send_gap(unit.sends, gate.copies)
+                        at + self.next_send_gap(unit, gate.copies)
                     }
                     Some(_) => continue,
                 };
@@ -543,8 +586,8 @@ impl Connection {
         match self.config.redundancy {
             Redundancy::Off => 1,
             Redundancy::Always(copies) => copies.max(1),
-            Redundancy::Adaptive { copies, loss_threshold } => {
-                if self.stats.loss > loss_threshold && !self.queueing() {
+            Redundancy::Adaptive { copies, .. } => {
+                if self.copying && !self.queueing() {
                     copies.max(1)
                 } else {
                     1
@@ -572,7 +615,7 @@ impl Connection {
         let ack_due = self.ack_owed_since.is_some_and(|at| now >= at + self.config.ack_delay_max);
         let keepalive_due = now >= self.last_sent + self.config.keepalive_interval;
         let probe_due = self.probe_at.is_some_and(|at| now >= at);
-        let ack_due = ack_due || self.gap_seen;
+        let ack_due = ack_due || self.ack_now;
         if !(urgent || ack_due || keepalive_due || self.prompted || probe_due) {
             return None;
         }
@@ -601,7 +644,7 @@ impl Connection {
         }
         self.last_sent = now;
         self.ack_owed_since = None;
-        self.gap_seen = false;
+        self.ack_now = false;
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
         Some(len)
@@ -620,15 +663,23 @@ impl Connection {
         let mut w = Writer::new(buf);
         write_data_header(&mut w, &header).ok()?;
         let header_len = w.len();
-        let last_copy = self.fill(now, &mut w, false);
-        self.fill(now, &mut w, true);
+        let due = self.fill(now, &mut w, false);
+        let copies = self.fill(now, &mut w, true);
         if probe_due {
             self.probe_at = None;
             // A header-only packet already elicits nothing; the ping makes the peer ack it.
             let _ = write_ping(&mut w);
         }
-        if last_copy && self.config.tail_probe {
-            self.probe_at = Some(now + self.config.repeat_interval);
+        if due.fresh_reliable {
+            // New reliable data reveals a lost predecessor by itself: the peer acks at once
+            // when a message arrives ahead of a missing one.
+            self.probe_at = None;
+        }
+        if (due.last_copy || copies.last_copy) && self.config.tail_probe {
+            // Late enough that a steady sender's next message, not the probe, reveals the
+            // loss (a probe elicits an ack of its own, one more packet on the path).
+            let wait = self.config.repeat_interval.max(self.rtt.smoothed_or(INITIAL_RTT) / 2);
+            self.probe_at = Some(now + wait);
         }
         Some((header_len, w.len()))
     }
@@ -660,26 +711,25 @@ impl Connection {
             // New data waits while the window is full; acks reopen it.
             None => gate.open,
             Some(_) if unit.lost => true,
-            Some(_) if reliable && unit.sends < gate.copies && !gate.open => false,
-            Some(at) => reliable && now >= at + self.next_send_gap(unit.sends, gate.copies),
+            Some(_) if reliable && unit.round_sends < gate.copies && !gate.open => false,
+            Some(at) => reliable && now >= at + self.next_send_gap(unit, gate.copies),
         }
     }
 
     /// How long after its last send an unacknowledged unit goes out again: soon, as a copy,
     /// while redundancy calls for more copies; otherwise when its resend timer expires.
-    fn next_send_gap(&self, sends: u8, copies: u8) -> Duration {
-        if sends < copies {
+    fn next_send_gap(&self, unit: &crate::channel::Unit, copies: u8) -> Duration {
+        if unit.round_sends < copies {
             self.config.repeat_interval
         } else {
-            self.resend_interval(sends)
+            self.resend_interval(unit.sends)
         }
     }
 
     /// Adds units to the packet, channels by priority: first those that are due, then (with
-    /// `redundant`) unacknowledged reliable units that may ride again. Returns whether it sent
-    /// the last redundant copy of some unit, after which a tail-loss probe is scheduled.
-    fn fill(&mut self, now: Instant, w: &mut Writer<'_>, redundant: bool) -> bool {
-        let mut last_copy = false;
+    /// `redundant`) unacknowledged reliable units that may ride again.
+    fn fill(&mut self, now: Instant, w: &mut Writer<'_>, redundant: bool) -> Filled {
+        let mut filled = Filled::default();
         let gate = self.gate();
         let copies = gate.copies;
         let mut order: Vec<usize> = (0..self.send.len()).collect();
@@ -691,8 +741,8 @@ impl Connection {
                 let wanted = if redundant {
                     reliable
                         && !unit.acked
-                        && unit.sends > 0
-                        && unit.sends < copies
+                        && unit.round_sends > 0
+                        && unit.round_sends < copies
                         && unit.last_sent != Some(now)
                 } else {
                     self.is_due(unit, reliable, now, gate)
@@ -721,15 +771,17 @@ impl Connection {
                     self.stats.resends += 1;
                 }
                 unit.sends = unit.sends.saturating_add(1);
+                unit.round_sends = unit.round_sends.saturating_add(1);
                 unit.last_sent = Some(now);
                 unit.lost = false;
                 if reliable {
-                    last_copy |= copies > 1 && unit.sends == copies;
+                    filled.last_copy |= copies > 1 && unit.round_sends == copies;
+                    filled.fresh_reliable |= unit.sends == 1;
                     self.units.push((c as u8, unit.seq, unit.index));
                 }
             }
         }
-        last_copy
+        filled
     }
 
     fn transmit_disconnect(
