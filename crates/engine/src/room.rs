@@ -349,6 +349,8 @@ pub struct Room<S: Simulation> {
     raw_next: Vec<EntityState>,
     /// The last `views_kept` snapshots, with change ticks: the baselines of complete views.
     history: SnapshotHistory,
+    /// Reused each tick: the clients with a connection, to replicate to.
+    connected: Vec<ClientId>,
     /// This tick's encodings shared by every client with the same baseline (none for a full
     /// snapshot): the baseline, and where its bytes sit in `shared_bytes`.
     shared: Vec<(Option<u32>, std::ops::Range<usize>)>,
@@ -392,6 +394,7 @@ impl<S: Simulation> Room<S> {
             raw: Vec::new(),
             raw_next: Vec::new(),
             history: SnapshotHistory::new(config.views_kept + 1),
+            connected: Vec::new(),
             shared: Vec::new(),
             shared_bytes: Vec::new(),
             // One datagram's worth: an encoding that does not fit is over the budget anyway.
@@ -865,15 +868,14 @@ impl<S: Simulation> Room<S> {
         let _ = self.history.push(&self.snapshot);
         self.shared.clear();
         self.shared_bytes.clear();
-        let connected: Vec<ClientId> = self
-            .sessions
-            .iter()
-            .filter(|(_, s)| s.connection.is_some())
-            .map(|(id, _)| *id)
-            .collect();
-        for client in connected {
+        let mut connected = std::mem::take(&mut self.connected);
+        let sessions = self.sessions.iter().filter(|(_, s)| s.connection.is_some());
+        connected.extend(sessions.map(|(id, _)| *id));
+        for &client in &connected {
             self.replicate_to(now, client);
         }
+        connected.clear();
+        self.connected = connected;
     }
 
     /// Builds, encodes and queues `client`'s snapshot of this tick, sent at `now`.
@@ -883,7 +885,8 @@ impl<S: Simulation> Room<S> {
         let arrivals = session.take_arrivals();
         let naive = self.config.pipeline == Pipeline::Naive;
         // Naive: the prefix is written when the snapshot goes, a tick later.
-        let mut message = Vec::with_capacity(self.config.snapshot_budget_bytes);
+        let mut message = self.outbox.buffer();
+        message.reserve(self.config.snapshot_budget_bytes);
         if !naive {
             arrivals.prefix(now).write(&mut message);
         }
@@ -996,6 +999,7 @@ impl<S: Simulation> Room<S> {
             if endpoint.send(connection, channel, &bytes).is_err() {
                 self.stats.sends_failed += 1;
             }
+            self.outbox.recycle(bytes);
         }
     }
 

@@ -98,11 +98,32 @@ pub(crate) fn frame<M: Serialize>(
 pub(crate) struct Outbox<To> {
     pub(crate) queue: VecDeque<(To, u8, Vec<u8>)>,
     max: usize,
+    /// Buffers of messages already handed on, for the next ones: a room sends every client a
+    /// snapshot every tick, and would otherwise allocate (and free) one buffer per snapshot.
+    spare: Vec<Vec<u8>>,
 }
+
+/// Spare buffers kept at most, and the largest kept: enough for a room's snapshots of a tick,
+/// without holding on to a rare large message.
+const SPARE_MAX: usize = 64;
+const SPARE_BYTES_MAX: usize = 16 * 1024;
 
 impl<To> Outbox<To> {
     pub(crate) fn new(max: usize) -> Self {
-        Self { queue: VecDeque::new(), max }
+        Self { queue: VecDeque::new(), max, spare: Vec::new() }
+    }
+
+    /// An empty buffer for a message, reused when one is spare.
+    pub(crate) fn buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    /// Takes back the buffer of a message that was handed on.
+    pub(crate) fn recycle(&mut self, mut bytes: Vec<u8>) {
+        if self.spare.len() < SPARE_MAX && bytes.capacity() <= SPARE_BYTES_MAX {
+            bytes.clear();
+            self.spare.push(bytes);
+        }
     }
 
     /// Queues a message; `false` (and nothing queued) when the outbox is full.

@@ -90,17 +90,19 @@ impl SentPackets {
         Some(slot)
     }
 
-    /// Packets still in flight that were sent before `newest`, oldest first, as candidates for
-    /// loss detection. Only the span from the oldest packet in flight is visited.
-    pub(crate) fn in_flight_before(&mut self, newest: u16) -> Vec<u16> {
+    /// Adds to `out` the packets still in flight that were sent before `newest`, oldest first,
+    /// as candidates for loss detection. Only the span from the oldest packet in flight is
+    /// visited.
+    pub(crate) fn in_flight_before(&mut self, newest: u16, out: &mut Vec<u16>) {
         while self.oldest != self.next_seq && !self.is_in_flight(self.oldest) {
             self.oldest = self.oldest.wrapping_add(1);
         }
         let span = newest.wrapping_sub(self.oldest);
         if !seq16_newer(newest, self.oldest) || usize::from(span) >= SENT_RING {
-            return Vec::new();
+            return;
         }
-        (0..span).map(|i| self.oldest.wrapping_add(i)).filter(|s| self.is_in_flight(*s)).collect()
+        let candidates = (0..span).map(|i| self.oldest.wrapping_add(i));
+        out.extend(candidates.filter(|s| self.is_in_flight(*s)));
     }
 
     fn is_in_flight(&self, seq: u16) -> bool {

@@ -36,11 +36,41 @@ pub(crate) struct SendChannel {
     pub(crate) config: ChannelConfig,
     next_seq: u16,
     pub(crate) units: VecDeque<Unit>,
+    /// Payload buffers of units done with, for the next messages: a channel carrying a
+    /// message per tick would otherwise allocate and free one per message.
+    spare: Vec<Vec<u8>>,
 }
+
+/// Spare payload buffers kept per channel: a few, of at most a packet each, so that an idle
+/// connection holds little.
+const SPARE_MAX: usize = 2;
 
 impl SendChannel {
     pub(crate) fn new(config: ChannelConfig) -> Self {
-        Self { config, next_seq: 0, units: VecDeque::new() }
+        Self { config, next_seq: 0, units: VecDeque::new(), spare: Vec::new() }
+    }
+
+    /// Keeps `payload`'s buffer for a later unit, if there is room.
+    fn recycle(&mut self, mut payload: Vec<u8>) {
+        if self.spare.len() < SPARE_MAX {
+            payload.clear();
+            self.spare.push(payload);
+        }
+    }
+
+    /// Drops the units of an unreliable channel that went out: they are sent once.
+    pub(crate) fn forget_sent(&mut self) {
+        while self.units.front().is_some_and(|u| u.sends > 0) {
+            let unit = self.units.pop_front().expect("front exists");
+            self.recycle(unit.payload);
+        }
+        if self.units.iter().any(|u| u.sends > 0) {
+            // Sent out of order (a smaller unit fit where a larger one did not): rare.
+            let (sent, waiting): (VecDeque<Unit>, VecDeque<Unit>) =
+                std::mem::take(&mut self.units).into_iter().partition(|u| u.sends > 0);
+            self.units = waiting;
+            sent.into_iter().for_each(|u| self.recycle(u.payload));
+        }
     }
 
     /// Queues a message split into pieces of at most `piece` bytes at `now`; false if that
@@ -64,11 +94,13 @@ impl SendChannel {
         let seq = self.next_seq;
         self.next_seq = seq.wrapping_add(1);
         for (index, chunk) in payload.chunks(piece.max(1)).chain(empty_if(payload)).enumerate() {
+            let mut buffer = self.spare.pop().unwrap_or_default();
+            buffer.extend_from_slice(chunk);
             self.units.push_back(Unit {
                 seq,
                 index: index as u8,
                 count: count as u8,
-                payload: chunk.to_vec(),
+                payload: buffer,
                 sends: 0,
                 round_sends: 0,
                 last_sent: None,
@@ -86,7 +118,8 @@ impl SendChannel {
             unit.acked = true;
         }
         while self.units.front().is_some_and(|u| u.acked) {
-            self.units.pop_front();
+            let unit = self.units.pop_front().expect("front exists");
+            self.recycle(unit.payload);
         }
     }
 
@@ -319,6 +352,27 @@ impl ReceiveChannel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sent_unreliable_units_go_and_their_buffers_carry_nothing_over() {
+        let config = ChannelConfig { kind: ChannelKind::Unreliable, priority: 0 };
+        let mut send = SendChannel::new(config);
+        let limits = (100, std::time::Duration::from_secs(1));
+        for payload in [b"first message".as_slice(), b"too big to fit", b"third"] {
+            assert!(send.push(payload, 1000, Instant::ZERO, limits));
+        }
+        // The first and the third went out; the second did not fit its packet.
+        send.units[0].sends = 1;
+        send.units[2].sends = 1;
+        send.forget_sent();
+        let left: Vec<&[u8]> = send.units.iter().map(|u| u.payload.as_slice()).collect();
+        assert_eq!(left, [b"too big to fit".as_slice()]);
+        // New messages reuse the freed buffers, with nothing of their old contents.
+        assert!(send.push(b"ab", 1000, Instant::ZERO, limits));
+        assert!(send.push(b"", 1000, Instant::ZERO, limits));
+        let payloads: Vec<&[u8]> = send.units.iter().map(|u| u.payload.as_slice()).collect();
+        assert_eq!(payloads, [b"too big to fit".as_slice(), b"ab", b""]);
+    }
 
     /// Splits messages into pieces as the sender does and feeds them in a shuffled order with
     /// duplicates; every message must come out once, in order.

@@ -181,6 +181,8 @@ pub struct Connection {
     redundancy_loss: f64,
     /// Whether adaptive redundancy is on.
     copying: bool,
+    /// Reused to collect the packets declared lost by an ack.
+    lost: Vec<u16>,
     /// Reused to collect the reliable units of the packet being built.
     units: Vec<(u8, u16, u8)>,
     /// Send a packet at the next chance even with nothing to say (the server's first packet,
@@ -194,6 +196,9 @@ pub struct Connection {
     /// Recent delivery-rate samples, bytes per second, a ring.
     rate_samples: [f64; RATE_SAMPLES],
     rate_next: usize,
+    /// The window those samples and the RTT give, recomputed when acks change them (it is
+    /// read several times per packet sent).
+    window_bytes: usize,
     /// The connection's keys, when it was opened with a connect token: every packet is sealed.
     keys: Option<PacketKeys>,
 }
@@ -224,12 +229,14 @@ impl Connection {
             stats: ConnectionStats::default(),
             redundancy_loss: 0.0,
             copying: false,
+            lost: Vec::new(),
             units: Vec::new(),
             prompted: false,
             now,
             probe_at: None,
             rate_samples: [0.0; RATE_SAMPLES],
             rate_next: 0,
+            window_bytes: WINDOW_INITIAL,
             keys: None,
         }
     }
@@ -423,7 +430,8 @@ impl Connection {
         for seq in acked {
             let Some(packet) = self.sent.take_in_flight(seq, true) else { continue };
             let (sent_at, delivered_before) = (packet.sent_at, packet.delivered_at_send);
-            for (channel, message, index) in std::mem::take(&mut packet.units) {
+            // Cleared, not taken: the slot keeps its allocation for the next packet.
+            for (channel, message, index) in packet.units.drain(..) {
                 self.send[usize::from(channel)].ack(message, index);
             }
             self.record_fate(false);
@@ -435,6 +443,7 @@ impl Connection {
                 self.sent.newest_acked = Some(seq);
             }
         }
+        self.update_window();
         self.detect_losses();
     }
 
@@ -444,23 +453,22 @@ impl Connection {
         // A path that reorders can deliver a packet a little after a later one; wait this long
         // past the later one's send time before calling it lost.
         let reorder_window = (self.rtt.variance() / 4).max(Duration::from_millis(1));
-        let lost: Vec<u16> = self
-            .sent
-            .in_flight_before(newest)
-            .into_iter()
-            .filter(|seq| {
-                let slot_sent_at = self.sent_at(*seq);
-                newest_sent_at - slot_sent_at >= reorder_window || newest.wrapping_sub(*seq) >= 3
-            })
-            .collect();
-        for seq in lost {
+        let mut lost = std::mem::take(&mut self.lost);
+        self.sent.in_flight_before(newest, &mut lost);
+        lost.retain(|seq| {
+            let slot_sent_at = self.sent.slot(*seq).sent_at;
+            newest_sent_at - slot_sent_at >= reorder_window || newest.wrapping_sub(*seq) >= 3
+        });
+        for &seq in &lost {
             let Some(packet) = self.sent.take_in_flight(seq, false) else { continue };
-            for (channel, message, index) in std::mem::take(&mut packet.units) {
+            for (channel, message, index) in packet.units.drain(..) {
                 self.send[usize::from(channel)].lose(message, index);
             }
             self.stats.packets_lost += 1;
             self.record_fate(true);
         }
+        lost.clear();
+        self.lost = lost;
     }
 
     /// Feeds a packet's fate (acked or declared lost) to the loss estimates, and switches
@@ -477,10 +485,6 @@ impl Connection {
                 self.copying = false;
             }
         }
-    }
-
-    fn sent_at(&mut self, seq: u16) -> Instant {
-        self.sent.slot(seq).sent_at
     }
 
     /// Closes the connection if the peer has been silent for the idle timeout.
@@ -563,22 +567,23 @@ impl Connection {
         self.rate_next += 1;
     }
 
-    /// Bytes that may be in flight: twice what the path delivered per round trip at its best
+    /// Recomputes the bytes that may be in flight: twice what the path delivered per round trip at its best
     /// recent rate (a bandwidth-delay product), never below a floor, so that a sender faster
     /// than the path fills its own queue, where `send_delay_max` sheds it, rather than the
     /// path's, where it would only add delay.
-    fn window(&self) -> usize {
+    fn update_window(&mut self) {
         let rate = self.rate_samples.iter().copied().fold(0.0, f64::max);
         let Some(min_rtt) = self.rtt.min().filter(|_| rate > 0.0) else {
-            return WINDOW_INITIAL;
+            self.window_bytes = WINDOW_INITIAL;
+            return;
         };
         let bdp = rate * min_rtt.as_secs_f64();
-        ((2.0 * bdp) as usize).max(WINDOW_MIN)
+        self.window_bytes = ((2.0 * bdp) as usize).max(WINDOW_MIN);
     }
 
     /// Whether new data and copies may go out now.
     fn window_open(&self) -> bool {
-        self.sent.bytes_in_flight < self.window()
+        self.sent.bytes_in_flight < self.window_bytes
     }
 
     /// Copies a reliable unit may have before its first ack could arrive.
@@ -639,7 +644,7 @@ impl Connection {
         for channel in &mut self.send {
             // Unreliable units are sent once, then forgotten.
             if !channel.config.kind.is_reliable() {
-                channel.units.retain(|u| u.sends == 0);
+                channel.forget_sent();
             }
         }
         self.last_sent = now;
