@@ -567,10 +567,10 @@ impl Connection {
         self.rate_next += 1;
     }
 
-    /// Recomputes the bytes that may be in flight: twice what the path delivered per round trip at its best
-    /// recent rate (a bandwidth-delay product), never below a floor, so that a sender faster
-    /// than the path fills its own queue, where `send_delay_max` sheds it, rather than the
-    /// path's, where it would only add delay.
+    /// Recomputes the bytes that may be in flight: twice what the path delivered per round
+    /// trip at its best recent rate (a bandwidth-delay product), never below a floor, so that a
+    /// sender faster than the path fills its own queue, where `send_delay_max` sheds it, rather
+    /// than the path's, where it would only add delay.
     fn update_window(&mut self) {
         let rate = self.rate_samples.iter().copied().fold(0.0, f64::max);
         let Some(min_rtt) = self.rtt.min().filter(|_| rate > 0.0) else {
