@@ -3,7 +3,6 @@
 
 use crate::grab::{GrabError, GrabGraph, GrabRule};
 use glam::{Quat, Vec3};
-use std::collections::BTreeMap;
 
 /// An entity's id, unique within its room for the room's lifetime (never reused).
 pub type EntityId = u32;
@@ -80,7 +79,7 @@ pub enum WorldError {
 
 /// The entities of one room and the grab graph between them.
 pub struct World {
-    entities: BTreeMap<EntityId, Entity>,
+    entities: Entities,
     next_id: EntityId,
     entities_max: usize,
     grabs: GrabGraph,
@@ -89,7 +88,7 @@ pub struct World {
 impl std::fmt::Debug for World {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("World")
-            .field("entities", &self.entities.len())
+            .field("entities", &self.entities.rows.len())
             .field("grabs", &self.grabs)
             .finish()
     }
@@ -98,17 +97,17 @@ impl std::fmt::Debug for World {
 impl World {
     /// An empty world holding at most `entities_max` entities.
     pub fn new(entities_max: usize) -> Self {
-        Self { entities: BTreeMap::new(), next_id: 1, entities_max, grabs: GrabGraph::default() }
+        Self { entities: Entities::default(), next_id: 1, entities_max, grabs: GrabGraph::default() }
     }
 
     /// Adds an entity and returns its id; ids ascend and are never reused.
     pub fn spawn(&mut self, entity: Entity) -> Result<EntityId, WorldError> {
-        if self.entities.len() >= self.entities_max {
+        if self.entities.rows.len() >= self.entities_max {
             return Err(WorldError::Full(self.entities_max));
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.entities.insert(id, entity);
+        self.entities.push(id, entity);
         Ok(id)
     }
 
@@ -133,22 +132,22 @@ impl World {
 
     /// Every entity, ascending by id.
     pub fn iter(&self) -> impl Iterator<Item = (EntityId, &Entity)> {
-        self.entities.iter().map(|(id, e)| (*id, e))
+        self.entities.rows.iter().map(|(id, e)| (*id, e))
     }
 
     /// Every entity, ascending by id, to change.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (EntityId, &mut Entity)> {
-        self.entities.iter_mut().map(|(id, e)| (*id, e))
+        self.entities.rows.iter_mut().map(|(id, e)| (*id, e))
     }
 
     /// Number of entities.
     pub fn len(&self) -> usize {
-        self.entities.len()
+        self.entities.rows.len()
     }
 
     /// Whether the world is empty.
     pub fn is_empty(&self) -> bool {
-        self.entities.is_empty()
+        self.entities.rows.is_empty()
     }
 
     /// Sets the rule every grab must pass (all grabs are allowed by default).
@@ -214,5 +213,43 @@ impl World {
             child.linear_velocity = parent.linear_velocity + parent.angular_velocity.cross(lever);
             child.angular_velocity = parent.angular_velocity;
         });
+    }
+}
+
+/// The entities by id, in one array sorted by id: every tick reads all of them in order (to
+/// quantize the snapshot) and looks some up (inputs, grabs), and ids only ascend, so a spawn
+/// appends. A tree would scatter them over the heap; a room's ticks would then spend their
+/// time on cache misses once many rooms share a core.
+#[derive(Debug, Default)]
+struct Entities {
+    rows: Vec<(EntityId, Entity)>,
+}
+
+impl Entities {
+    fn position(&self, id: &EntityId) -> Result<usize, usize> {
+        self.rows.binary_search_by_key(id, |(row, _)| *row)
+    }
+
+    /// Adds `entity`; `id` is newer than every id held (ids ascend).
+    fn push(&mut self, id: EntityId, entity: Entity) {
+        debug_assert!(self.rows.last().is_none_or(|(last, _)| *last < id));
+        self.rows.push((id, entity));
+    }
+
+    fn remove(&mut self, id: &EntityId) -> Option<Entity> {
+        let at = self.position(id).ok()?;
+        Some(self.rows.remove(at).1)
+    }
+
+    fn get(&self, id: &EntityId) -> Option<&Entity> {
+        self.position(id).ok().map(|at| &self.rows[at].1)
+    }
+
+    fn get_mut(&mut self, id: &EntityId) -> Option<&mut Entity> {
+        self.position(id).ok().map(|at| &mut self.rows[at].1)
+    }
+
+    fn contains_key(&self, id: &EntityId) -> bool {
+        self.position(id).is_ok()
     }
 }
