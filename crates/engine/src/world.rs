@@ -97,7 +97,12 @@ impl std::fmt::Debug for World {
 impl World {
     /// An empty world holding at most `entities_max` entities.
     pub fn new(entities_max: usize) -> Self {
-        Self { entities: Entities::default(), next_id: 1, entities_max, grabs: GrabGraph::default() }
+        Self {
+            entities: Entities::default(),
+            next_id: 1,
+            entities_max,
+            grabs: GrabGraph::default(),
+        }
     }
 
     /// Adds an entity and returns its id; ids ascend and are never reused.

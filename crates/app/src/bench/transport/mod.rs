@@ -537,13 +537,21 @@ fn draw(
             _ => ("", "virtual time"),
         };
         let path = dir.join(format!("transport-{file}{suffix}.png"));
-        // The bodies of the distributions, not the seconds-long tails of the peers that
-        // collapse: three times the slowest median, or Rally's 99th percentile if later.
-        let median = |v: &[f64]| summary(v).p50;
-        let slowest = series.iter().map(|(_, v)| median(v)).fold(0.0, f64::max);
-        let rally = series.iter().find(|(p, _)| p == "rally").map_or(0.0, |(_, v)| summary(v).p99);
-        let cut = (3.0 * slowest).max(1.1 * rally);
-        let title = format!("W1 RTT CDF, {} ({clock}; tails past {cut:.0} ms cut)", profile.name);
+        // The bodies of the distributions near the link, not the seconds-long tails of the
+        // peers that collapse (which would squeeze everything else against the axis): four
+        // times the link's median, or half as much again as Rally's 99th percentile if later.
+        // A peer whose median lies past the cut is named in the title.
+        let of = |peer: &str| series.iter().find(|(p, _)| p == peer).map(|(_, v)| summary(v));
+        let link = of("link").map_or(0.0, |s| s.p50);
+        let rally = of("rally").map_or(0.0, |s| s.p99);
+        let cut = (4.0 * link).max(1.5 * rally);
+        let beyond: Vec<&str> =
+            series.iter().filter(|(_, v)| summary(v).p50 > cut).map(|(p, _)| p.as_str()).collect();
+        let mut title = format!("W1 RTT CDF, {} ({clock}; cut at {cut:.0} ms", profile.name);
+        if !beyond.is_empty() {
+            title.push_str(&format!("; mostly beyond: {}", beyond.join(", ")));
+        }
+        title.push(')');
         plot::cdf(&path, &title, "round trip, ms", &series, &[], Some(cut))?;
         println!("wrote {}", path.display());
     }
