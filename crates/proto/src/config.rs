@@ -72,7 +72,7 @@ pub struct ConnectionConfig {
     /// new reliable data goes first) so that the peer's ack reveals a loss of every copy
     /// without waiting for the resend timer. Off by default: for a sender of steady messages
     /// the next message reveals such a loss anyway, and the probe and the ack it elicits cost
-    /// more than they save (`rally bench transport`, bernoulli-10: 1.18x with it, 1.155x
+    /// more than they save (`rally bench transport --quick`, bernoulli-10: 1.18x with it, 1.155x
     /// without). Worth it for sparse reliable traffic on a lossy path.
     pub tail_probe: bool,
 }
