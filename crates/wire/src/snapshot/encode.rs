@@ -55,17 +55,19 @@ impl SnapshotConfig {
         current: &Snapshot,
         out: &mut [u8],
     ) -> Result<usize, EncodeError> {
-        self.encode_delta_with(baseline, current, out, |old, new, _| old == new)
+        self.encode_delta_with(baseline, current, out, None, |old, new, _| old == new)
     }
 
     /// [`SnapshotConfig::encode_delta`] with `unchanged(old, new, j)` deciding whether entity `j`
-    /// of `current` (`new`) can be skipped as equal to its baseline state (`old`); a history
-    /// decides from change ticks without looking at the fields.
+    /// of `current` (`new`) can be skipped as equal to its baseline state (`old`), and
+    /// `same_ids` saying, when known, whether both snapshots hold the same ids; a history
+    /// decides both from ticks it recorded without looking at the entities.
     pub(super) fn encode_delta_with(
         &self,
         baseline: &Snapshot,
         current: &Snapshot,
         out: &mut [u8],
+        same_ids: Option<bool>,
         unchanged: impl Fn(&QuantizedEntity, &QuantizedEntity, usize) -> bool,
     ) -> Result<usize, EncodeError> {
         self.check_count(baseline)?;
@@ -78,7 +80,9 @@ impl SnapshotConfig {
         let count_at = w.bit_len();
         w.write(0, COUNT_BITS);
         let (old, new) = (baseline.entities(), current.entities());
-        let same_ids = old.len() == new.len() && old.iter().zip(new).all(|(o, n)| o.id == n.id);
+        let same_ids = same_ids.unwrap_or_else(|| {
+            old.len() == new.len() && old.iter().zip(new).all(|(o, n)| o.id == n.id)
+        });
         let records = if same_ids {
             self.write_updates(&mut w, old, new, unchanged)
         } else {

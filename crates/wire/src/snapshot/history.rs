@@ -26,6 +26,10 @@ struct Slot {
     snapshot: Snapshot,
     /// Parallel to `snapshot.entities`: the tick each entity's codes last changed.
     changed: Vec<u32>,
+    /// The tick the set of ids last changed (an entity spawned or despawned): a baseline of
+    /// this tick or later holds exactly the same ids, which spares the encoder a pass over both
+    /// snapshots to find out.
+    ids_changed: u32,
 }
 
 impl SnapshotHistory {
@@ -76,10 +80,13 @@ impl SnapshotHistory {
         let mut slot = std::mem::take(&mut self.slots[index]);
         slot.snapshot.clone_from(snapshot);
         slot.changed.clear();
-        match self.newest {
+        slot.ids_changed = match self.newest {
             Some(previous) => track_changes(&self.slots[previous], &mut slot),
-            None => slot.changed.resize(snapshot.len(), snapshot.tick),
-        }
+            None => {
+                slot.changed.resize(snapshot.len(), snapshot.tick);
+                snapshot.tick
+            }
+        };
         self.slots[index] = slot;
         self.newest = Some(index);
         self.len = (self.len + 1).min(self.slots.len());
@@ -99,21 +106,31 @@ impl SnapshotHistory {
         let baseline =
             self.slot(baseline_tick).ok_or(EncodeError::NoSuchBaseline(baseline_tick))?;
         let unchanged = |_: &_, _: &_, j: usize| !seq32_newer(newest.changed[j], baseline_tick);
-        config.encode_delta_with(&baseline.snapshot, &newest.snapshot, out, unchanged)
+        let same_ids = !seq32_newer(newest.ids_changed, baseline_tick);
+        let (old, new) = (&baseline.snapshot, &newest.snapshot);
+        config.encode_delta_with(old, new, out, Some(same_ids), unchanged)
     }
 }
 
 /// Fills `next.changed` from `previous`: an entity with the same codes keeps its change tick, a
-/// changed or new one gets the new tick.
-fn track_changes(previous: &Slot, next: &mut Slot) {
+/// changed or new one gets the new tick. Returns the tick the set of ids last changed.
+fn track_changes(previous: &Slot, next: &mut Slot) -> u32 {
     let tick = next.snapshot.tick;
     let old = previous.snapshot.entities();
     let mut i = 0;
+    let mut same_ids = old.len() == next.snapshot.len();
     for entity in next.snapshot.entities() {
         while old.get(i).is_some_and(|o| o.id < entity.id) {
             i += 1;
         }
-        let kept = old.get(i).filter(|o| o.id == entity.id && *o == entity);
+        let matched = old.get(i).filter(|o| o.id == entity.id);
+        same_ids &= matched.is_some();
+        let kept = matched.filter(|o| *o == entity);
         next.changed.push(kept.map_or(tick, |_| previous.changed[i]));
+    }
+    if same_ids {
+        previous.ids_changed
+    } else {
+        tick
     }
 }
