@@ -42,6 +42,16 @@ fn uplink_loses(pair: &mut Pair, lose: bool) {
     pair.up().set_config(config);
 }
 
+/// Sends `payload` on the reliable channel now while the uplink loses both its sends (the copy
+/// goes 2 ms after the first); returns 3 ms later with the uplink whole again.
+fn send_every_copy_lost(pair: &mut Pair, client: ConnectionHandle, payload: &[u8]) {
+    let copies_gone = pair.now() + Duration::from_millis(3);
+    uplink_loses(pair, true);
+    pair.client().send(client, 0, payload).expect("room");
+    pair.run_until(copies_gone);
+    uplink_loses(pair, false);
+}
+
 /// Runs until the server has received `count` messages in all, 1 ms at a time; returns when.
 fn until_server_has(pair: &mut Pair, count: usize) -> Instant {
     let limit = pair.now() + Duration::from_secs(2);
@@ -109,12 +119,7 @@ fn a_repair_is_copied_like_a_first_send() {
     let connection = ConnectionConfig { redundancy: Redundancy::Always(2), ..Default::default() };
     let (mut pair, client, _) = connected(connection);
     let start = pair.now();
-    // Both copies of "first" are lost.
-    uplink_loses(&mut pair, true);
-    pair.client().send(client, 0, b"first").expect("room");
-    let copies_gone = start + Duration::from_millis(3);
-    pair.run_until(copies_gone);
-    uplink_loses(&mut pair, false);
+    send_every_copy_lost(&mut pair, client, b"first");
     // "second" arrives ahead of the hole at 15 ms (its copy at 17 ms); the server acks at once.
     let next = start + Duration::from_millis(5);
     pair.run_until(next);
@@ -146,11 +151,7 @@ fn lone_message_delivery(tail_probe: bool) -> Duration {
     };
     let (mut pair, client, _) = connected(connection);
     let start = pair.now();
-    uplink_loses(&mut pair, true);
-    pair.client().send(client, 0, b"alone").expect("room");
-    let copies_gone = start + Duration::from_millis(3);
-    pair.run_until(copies_gone);
-    uplink_loses(&mut pair, false);
+    send_every_copy_lost(&mut pair, client, b"alone");
     until_server_has(&mut pair, 1) - start
 }
 
