@@ -14,9 +14,9 @@
 //! next message. Every packet counts: on a path whose delays vary without reordering, each
 //! extra packet is one more chance to hold back the data behind it, which is why a lost packet
 //! whose message the copy repaired triggers no ack of its own, and why the tail-loss probe is
-//! off by default. New data waits while
-//! the bytes in flight exceed a window of twice the measured bandwidth-delay product, so that a
-//! sender faster than the path queues (and sheds) at home instead of in the path.
+//! off by default. New data waits while the bytes in flight exceed a window of twice the
+//! measured bandwidth-delay product, so that a sender faster than the path queues (and sheds)
+//! at home instead of in the path.
 
 use crate::acks::{ReceivedPackets, RttEstimator, SentPackets};
 use crate::channel::{ReceiveChannel, Received, SendChannel};
@@ -181,6 +181,9 @@ pub struct Connection {
     redundancy_loss: f64,
     /// Whether adaptive redundancy is on.
     copying: bool,
+    /// Channel indices, highest priority first (stable among equals): the order packets are
+    /// filled in.
+    channel_order: Vec<usize>,
     /// Reused to collect the packets declared lost by an ack.
     lost: Vec<u16>,
     /// Reused to collect the reliable units of the packet being built.
@@ -211,9 +214,12 @@ impl Connection {
             .iter()
             .map(|c| ReceiveChannel::new(c.kind, config.receive_window))
             .collect();
+        let mut channel_order: Vec<usize> = (0..config.channels.len()).collect();
+        channel_order.sort_by_key(|i| std::cmp::Reverse(config.channels[*i].priority));
         let mut events = VecDeque::new();
         events.push_back(Event::Connected);
         Self {
+            channel_order,
             config,
             state: State::Connected,
             sent: SentPackets::new(),
@@ -737,9 +743,8 @@ impl Connection {
         let mut filled = Filled::default();
         let gate = self.gate();
         let copies = gate.copies;
-        let mut order: Vec<usize> = (0..self.send.len()).collect();
-        order.sort_by_key(|i| std::cmp::Reverse(self.send[*i].config.priority));
-        for c in order {
+        for k in 0..self.channel_order.len() {
+            let c = self.channel_order[k];
             let reliable = self.send[c].config.kind.is_reliable();
             for u in 0..self.send[c].units.len() {
                 let unit = &self.send[c].units[u];
