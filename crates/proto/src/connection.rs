@@ -576,10 +576,12 @@ impl Connection {
     /// Recomputes the bytes that may be in flight: twice what the path delivered per round
     /// trip at its best recent rate (a bandwidth-delay product), never below a floor, so that a
     /// sender faster than the path fills its own queue, where `send_delay_max` sheds it, rather
-    /// than the path's, where it would only add delay.
+    /// than the path's, where it would only add delay. The round trip is the recent minimum: a
+    /// low draw from a jittery spell long past would size the window below what the path now
+    /// needs in flight, and a window-limited sender's rate samples would shrink it further.
     fn update_window(&mut self) {
         let rate = self.rate_samples.iter().copied().fold(0.0, f64::max);
-        let Some(min_rtt) = self.rtt.min().filter(|_| rate > 0.0) else {
+        let Some(min_rtt) = self.rtt.recent_min().filter(|_| rate > 0.0) else {
             self.window_bytes = WINDOW_INITIAL;
             return;
         };

@@ -16,20 +16,24 @@ fn link() -> LinkConfig {
     LinkConfig { delay: ONE_WAY, ..LinkConfig::default() }
 }
 
-/// A connected pair with `connection`, after three seconds of unreliable messages has given the
-/// client its RTT (and a quiet 100 ms has let every ack arrive).
+/// A connected pair with `connection`, after two seconds of pings that the server answers on
+/// arrival (so that its acks ride at once, and the client measures the path's 20 ms), each
+/// followed by 50 ms in which every ack arrived.
 fn connected(connection: ConnectionConfig) -> (Pair, ConnectionHandle, ConnectionHandle) {
     let config = EndpointConfig { connection, ..EndpointConfig::default() };
     let mut pair = Pair::new(config, link(), 7);
     let (client, server) = pair.connect(Duration::from_secs(5)).expect("connects");
-    for _ in 0..60 {
-        pair.client().send(client, 1, b"warm-up").expect("room");
-        pair.server().send(server, 1, b"warm-up").expect("room");
+    for _ in 0..40 {
+        let arrived = pair.server_messages(1).len() + 1;
+        pair.client().send(client, 1, b"ping").expect("room");
+        while pair.server_messages(1).len() < arrived {
+            let next = pair.now() + Duration::from_micros(100);
+            pair.run_until(next);
+        }
+        pair.server().send(server, 1, b"pong").expect("room");
         let next = pair.now() + Duration::from_millis(50);
         pair.run_until(next);
     }
-    let settle = pair.now() + Duration::from_millis(100);
-    pair.run_until(settle);
     let rtt = pair.client().connection(client).expect("open").stats().rtt;
     assert!(rtt < Duration::from_millis(25), "the RTT did not settle: {rtt:?}");
     (pair, client, server)

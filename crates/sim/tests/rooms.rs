@@ -299,3 +299,15 @@ fn a_client_back_before_the_room_noticed_it_left_takes_its_session_over() {
     settle(&mut net);
     assert_converged(&net, 12);
 }
+
+/// Regression: after a long jittery spell (80 ms +- 20 ms each way, bursty loss) the lowest
+/// round trip seen was far below what the healed path takes, and a send window sized from it
+/// let less data in flight than the room's snapshots needed: they queued, and a client was
+/// still far behind three seconds after the heal. The window now follows a recent minimum.
+#[test]
+fn snapshots_catch_up_after_a_jittery_spell_ends() {
+    for seed in [370, 1897] {
+        let outcome = rally_sim::room_scenario::run(seed);
+        assert_eq!(outcome.failure, None, "room seed {seed}: {:?}", outcome.scenario);
+    }
+}
