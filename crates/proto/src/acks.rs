@@ -194,11 +194,8 @@ impl Default for RttEstimator {
 
 impl RttEstimator {
     /// Adds a sample: the time from sending a packet to receiving its ack, less the peer's
-    /// reported ack delay (but never below the minimum seen). The minimum is of raw samples, as
-    /// QUIC's. (Taking it after the adjustment, so that a path whose acks all wait for data
-    /// still shows its own RTT, was tried: the lower minimum shrank the send window, twice the
-    /// delivery rate times the minimum, below what a jittery path carries, and `rally sim`
-    /// seed 370 stalled its snapshots.)
+    /// reported ack delay (but never below the minimum seen). The minimums are of raw samples,
+    /// as QUIC's.
     pub fn update(&mut self, sample: Duration, ack_delay: Duration) {
         self.min = self.min.min(sample);
         if self.samples % RECENT_MIN_SAMPLES == 0 {
