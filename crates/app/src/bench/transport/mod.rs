@@ -8,9 +8,13 @@
 //!
 //! Beside each peer's figures the report gives the link's own RTT on the same profile and
 //! seeds: what an ideal protocol (one packet per payload, no loss, no traffic of its own) would
-//! measure; see [`ideal`]. It is the first row of each profile, peer `link`.
+//! measure; see [`ideal`]. It is the first row of each profile, peer `link`. Sim mode also gives
+//! the floor of any protocol that sends two copies of each payload (the most W1's byte budget
+//! holds), peer `floor`; see [`floor`]. Neither is a library: the targets compare Rally with the
+//! link and with the other peers only.
 
 mod crypto_cost;
+mod floor;
 mod ideal;
 mod kcp;
 mod rally;
@@ -28,10 +32,14 @@ use std::time::Duration;
 
 /// The W1 payload size.
 pub const PAYLOAD_BYTES: usize = 400;
-/// The W1 send interval (60 Hz).
+/// The W1 send rate.
+pub const SEND_HZ: u64 = 60;
+/// The W1 send interval.
 pub const SEND_INTERVAL: Duration = Duration::from_nanos(16_666_667);
 /// Peers of sim mode, in report order.
-pub const SIM_PEERS: [&str; 3] = ["rally", "kcp-source", "kcp-flush"];
+pub const SIM_PEERS: [&str; 4] = ["rally", "kcp-source", "kcp-flush", "floor"];
+/// Rows that are references, not libraries.
+const REFERENCES: [&str; 2] = ["link", "floor"];
 
 /// Options of `rally bench transport`.
 #[derive(Debug, clap::Args)]
@@ -144,11 +152,16 @@ fn run_sim(args: &TransportArgs, profiles: &[LinkProfile]) -> Result<Vec<Row>, B
         let link = summary(&ideal.rtts_ms);
         rows.push(row("link", &profile.name, link, ideal));
         for peer in &peers {
+            if peer == "floor" && !floor::applies(&profile.config) {
+                progress.inc(seeds as u64);
+                continue;
+            }
             progress.set_message(format!("{peer} {}", profile.name));
             let mut merged = Run::default();
             // The same seeds for every peer, so each meets the same link decisions' statistics.
             for seed in 0..seeds as u64 {
-                let run = run_peer(peer, &profile.config, seed, duration)?;
+                let link_rtt = Duration::from_secs_f64(link.mean / 1e3);
+                let run = run_peer(peer, &profile.config, seed, duration, link_rtt)?;
                 merge(&mut merged, run);
                 progress.inc(1);
             }
@@ -300,11 +313,13 @@ fn run_peer(
     link: &LinkConfig,
     seed: u64,
     duration: Duration,
+    link_rtt: Duration,
 ) -> Result<Run, Box<dyn Error>> {
     match peer {
         "rally" => rally::run(link, seed, duration),
         "kcp-source" => Ok(kcp::run(link, seed, duration, false)),
         "kcp-flush" => Ok(kcp::run(link, seed, duration, true)),
+        "floor" => Ok(floor::run(link, seed, duration, link_rtt)),
         other => Err(format!("unknown peer {other}").into()),
     }
 }
@@ -385,7 +400,10 @@ fn print_table(rows: &[Row], mode: &str) {
         }
         _ => {
             "an ideal protocol on the same profile (one packet per payload, no loss, no \
-              traffic of its own)"
+              traffic of its own)\nfloor = two copies of each payload 2 ms apart, no headers \
+              or acks, and perfect knowledge of loss: both copies again one send interval plus \
+              one link round trip after a send both were lost in (the most W1's 2.5x byte \
+              budget holds; a protocol within it pays for acks and loss detection on top)"
         }
     };
     println!(
@@ -439,10 +457,11 @@ fn print_targets(rows: &[Row]) {
         [("clean", 1.02), ("netem-10-25", 1.05), ("bernoulli-10", 1.10), ("bursty-10", 1.15)];
     for r in rows.iter().filter(|r| r.peer == "rally") {
         let Some((_, limit)) = limits.iter().find(|(p, _)| *p == r.profile) else { continue };
-        // The fastest other library on this profile (the bare link is no library).
+        // The fastest other library on this profile (the link and the floor are none).
         let best = rows
             .iter()
-            .filter(|k| k.profile == r.profile && k.peer != "rally" && k.peer != "link")
+            .filter(|k| k.profile == r.profile && k.peer != "rally")
+            .filter(|k| !REFERENCES.contains(&k.peer.as_str()))
             .min_by(|a, b| a.rtt_ms.mean.total_cmp(&b.rtt_ms.mean));
         let (best_name, best_mean) =
             best.map_or(("none", f64::INFINITY), |b| (&*b.peer, b.rtt_ms.mean));
@@ -470,6 +489,29 @@ fn print_targets(rows: &[Row]) {
         for (text, met) in checks {
             println!("{} {}: {}", if met { "MET " } else { "MISS" }, r.profile, text);
         }
+        if let Some(floor) = rows.iter().find(|k| k.profile == r.profile && k.peer == "floor") {
+            note_floor(r, floor, *limit, r.link_rtt_ms.p99 + send_ms);
+        }
+    }
+}
+
+/// Says where the two-copy floor itself misses a target: no protocol within the byte budget
+/// that learns of losses from its acks can meet it there.
+fn note_floor(rally: &Row, floor: &Row, mean_limit: f64, p99_limit: f64) {
+    let profile = &rally.profile;
+    if floor.rtt_over_link > mean_limit {
+        println!(
+            "NOTE {profile}: the two-copy floor's mean is {:.3}x the link, above the target of \
+             {mean_limit}; Rally's is {:.3}x",
+            floor.rtt_over_link, rally.rtt_over_link
+        );
+    }
+    if floor.rtt_ms.p99 > p99_limit {
+        println!(
+            "NOTE {profile}: the two-copy floor's p99 is {:.1}, above the target of {p99_limit:.1}; \
+             Rally's is {:.1}",
+            floor.rtt_ms.p99, rally.rtt_ms.p99
+        );
     }
 }
 
@@ -511,7 +553,7 @@ fn write_json(
         "mode": args.mode,
         "quick": args.quick,
         "machine": Machine::detect(),
-        "workload": { "payload_bytes": PAYLOAD_BYTES, "send_hz": 60 },
+        "workload": { "payload_bytes": PAYLOAD_BYTES, "send_hz": SEND_HZ },
         "results": rows,
         "links_applied": applied,
     });
