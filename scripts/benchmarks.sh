@@ -64,7 +64,7 @@ section room "Engine CPU per reference room-tick (W3)" \
     "One reference room (256 bodies, 64 moving, 10 clients) ticked without sockets: CPU per phase." \
     bench room
 section load "Host at scale (W3)" \
-    "The host on real sockets with sealed connections, bots in a separate process, reference rooms ramped until a budget breaks: CPU per room-tick by scope, tick lateness, frame time against rooms." \
+    "The host on real sockets with sealed connections, bots in a separate process, reference rooms ramped until a budget breaks: CPU per room-tick by scope, tick lateness, frame time against rooms. Then the kernel's floor at the largest step: bare UDP through the same sockets and batched syscalls with the same datagrams (as many, as large) and no protocol, encryption or game, which is what any server with this tick structure pays on this machine before doing anything of its own." \
     bench load
 mv "$page.new" "$page"
 echo "wrote $page and $plots/" >&2

@@ -6,10 +6,10 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 
 /// The largest datagram a slot holds; longer ones are dropped (Rally's MTU is far below it).
-pub(crate) const SLOT_BYTES: usize = 2048;
+pub const SLOT_BYTES: usize = 2048;
 
 /// Datagrams with their addresses, in one buffer: what one batched syscall reads or writes.
-pub(crate) struct Batch {
+pub struct Batch {
     bytes: Vec<u8>,
     lens: Vec<usize>,
     addresses: Vec<Option<SocketAddr>>,
@@ -25,7 +25,7 @@ impl std::fmt::Debug for Batch {
 
 impl Batch {
     /// Room for `slots` datagrams.
-    pub(crate) fn new(slots: usize) -> Self {
+    pub fn new(slots: usize) -> Self {
         Self {
             bytes: vec![0; slots * SLOT_BYTES],
             lens: vec![0; slots],
@@ -36,47 +36,42 @@ impl Batch {
     }
 
     /// Slots in all.
-    pub(crate) fn slots(&self) -> usize {
+    pub fn slots(&self) -> usize {
         self.lens.len()
     }
 
     /// Slot `k`'s whole buffer, to write a datagram into.
-    pub(crate) fn slot_mut(&mut self, k: usize) -> &mut [u8] {
+    pub fn slot_mut(&mut self, k: usize) -> &mut [u8] {
         &mut self.bytes[k * SLOT_BYTES..(k + 1) * SLOT_BYTES]
     }
 
     /// Marks slot `k` as holding `len` bytes for `to`.
-    pub(crate) fn set(&mut self, k: usize, len: usize, to: SocketAddr) {
+    pub fn set(&mut self, k: usize, len: usize, to: SocketAddr) {
         self.lens[k] = len.min(SLOT_BYTES);
         self.addresses[k] = Some(to);
     }
 
     /// Datagram `k` as read: its bytes and sender (`None`: an address family Rally does not
     /// speak, or a datagram too long for a slot; such datagrams are to be dropped).
-    pub(crate) fn datagram(&self, k: usize) -> (Option<SocketAddr>, &[u8]) {
+    pub fn datagram(&self, k: usize) -> (Option<SocketAddr>, &[u8]) {
         (self.addresses[k], &self.bytes[k * SLOT_BYTES..k * SLOT_BYTES + self.lens[k]])
     }
 
     /// Reads what datagrams are ready, up to every slot, without waiting; returns how many.
     #[cfg(target_os = "linux")]
-    pub(crate) fn receive(&mut self, socket: &UdpSocket) -> io::Result<usize> {
+    pub fn receive(&mut self, socket: &UdpSocket) -> io::Result<usize> {
         linux::receive(self, socket)
     }
 
     /// Sends slots `from..count`; returns how many went (the first of the rest failed).
     #[cfg(target_os = "linux")]
-    pub(crate) fn send(
-        &mut self,
-        socket: &UdpSocket,
-        from: usize,
-        count: usize,
-    ) -> io::Result<usize> {
+    pub fn send(&mut self, socket: &UdpSocket, from: usize, count: usize) -> io::Result<usize> {
         linux::send(self, socket, from, count)
     }
 
     /// Reads what datagrams are ready, up to every slot, without waiting; returns how many.
     #[cfg(not(target_os = "linux"))]
-    pub(crate) fn receive(&mut self, socket: &UdpSocket) -> io::Result<usize> {
+    pub fn receive(&mut self, socket: &UdpSocket) -> io::Result<usize> {
         for k in 0..self.slots() {
             let slot = &mut self.bytes[k * SLOT_BYTES..(k + 1) * SLOT_BYTES];
             match socket.recv_from(slot) {
@@ -93,12 +88,7 @@ impl Batch {
 
     /// Sends slots `from..count`; returns how many went (the first of the rest failed).
     #[cfg(not(target_os = "linux"))]
-    pub(crate) fn send(
-        &mut self,
-        socket: &UdpSocket,
-        from: usize,
-        count: usize,
-    ) -> io::Result<usize> {
+    pub fn send(&mut self, socket: &UdpSocket, from: usize, count: usize) -> io::Result<usize> {
         for k in from..count {
             let (Some(to), bytes) = self.datagram(k) else { return Ok(k - from) };
             if let Err(e) = socket.send_to(bytes, to) {

@@ -13,7 +13,8 @@
 //! - [`LinkRelay`]: a loopback relay that emulates a link (rally-netem) in real time, for
 //!   real-time benchmarks and unmodified peers; [`netns::TunLink`] does the same between two
 //!   network namespaces for peers that are not UDP (the kernel's TCP);
-//! - [`cpu`]: CPU time from the OS, and pinning threads to cores.
+//! - [`cpu`]: CPU time from the OS, and pinning threads to cores;
+//! - [`batch`]: many datagrams per syscall (`recvmmsg`, `sendmmsg`), for loops of their own.
 //!
 //! A server for one room:
 //!
@@ -41,7 +42,7 @@
 #![deny(missing_docs)]
 
 pub mod backend;
-mod batch;
+pub mod batch;
 mod clock;
 pub mod cpu;
 pub mod host;

@@ -43,6 +43,10 @@ pub struct BotsArgs {
     /// How long to play.
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// Bare UDP instead of Rally clients: each bot sends a datagram of this many bytes per
+    /// frame and counts what comes back (the kernel's floor; see `bench load`).
+    #[arg(long, value_name = "BYTES")]
+    pub bare: Option<usize>,
 }
 
 /// What the bots process prints when it is done, as one JSON line.
@@ -64,10 +68,37 @@ pub struct BotsReport {
     pub frames: u64,
     /// The process's CPU time, microseconds.
     pub cpu_us: u64,
+    /// Datagrams and bytes the bots sent and received, over all bots.
+    pub datagrams_sent: u64,
+    pub bytes_sent: u64,
+    pub datagrams_received: u64,
+    pub bytes_received: u64,
+}
+
+impl BotsReport {
+    /// Adds a thread's figures.
+    fn add(&mut self, part: &BotsReport) {
+        self.joined += part.joined;
+        self.inputs += part.inputs;
+        self.snapshots += part.snapshots;
+        self.disconnected += part.disconnected;
+        self.frames_late += part.frames_late;
+        self.frames += part.frames;
+        self.datagrams_sent += part.datagrams_sent;
+        self.bytes_sent += part.bytes_sent;
+        self.datagrams_received += part.datagrams_received;
+        self.bytes_received += part.bytes_received;
+    }
+
+    /// Mean bytes of a datagram the bots sent and of one they received.
+    pub fn datagram_bytes(&self) -> (f64, f64) {
+        let sent = self.bytes_sent as f64 / self.datagrams_sent.max(1) as f64;
+        (sent, self.bytes_received as f64 / self.datagrams_received.max(1) as f64)
+    }
 }
 
 /// How early a bot's frame may run, so that its thread sleeps once for a few frames.
-const EARLY_MAX: Duration = Duration::from_micros(200);
+pub(super) const EARLY_MAX: Duration = Duration::from_micros(200);
 
 /// One bot.
 struct Bot {
@@ -88,24 +119,26 @@ pub fn run(args: &BotsArgs) -> Result<(), Box<dyn Error>> {
     if !args.cores.is_empty() {
         rally_driver::cpu::pin_current_thread(&args.cores)?;
     }
-    let key = crate::token::key_from_hex(&args.key)?;
+    // Bare bots have no tokens to seal.
+    let key = match args.bare {
+        Some(_) => TokenKey([0; 32]),
+        None => crate::token::key_from_hex(&args.key)?,
+    };
     let total = args.rooms * args.clients;
     let mut threads = Vec::new();
     for thread in 0..args.threads as u64 {
         let mine: Vec<u64> = (0..total).filter(|c| c % args.threads as u64 == thread).collect();
         let (args, key) = (args.clone(), key.clone());
-        threads.push(std::thread::spawn(move || serve(&args, &key, &mine)));
+        threads.push(std::thread::spawn(move || match args.bare {
+            Some(bytes) => super::bare::serve_bots(&args, bytes, &mine),
+            None => serve(&args, &key, &mine),
+        }));
     }
     let mut report = BotsReport { clients: total, ..BotsReport::default() };
     for thread in threads {
         let part =
             thread.join().map_err(|_| "a bots thread panicked")?.map_err(|e| e.to_string())?;
-        report.joined += part.joined;
-        report.inputs += part.inputs;
-        report.snapshots += part.snapshots;
-        report.disconnected += part.disconnected;
-        report.frames_late += part.frames_late;
-        report.frames += part.frames;
+        report.add(&part);
     }
     report.cpu_us = rally_driver::cpu::process_cpu_us();
     println!("{}", serde_json::to_string(&report)?);
@@ -158,11 +191,22 @@ fn serve(args: &BotsArgs, key: &TokenKey, clients: &[u64]) -> Outcome {
         bot.next_frame += frame;
         turn = (turn + 1) % bots.len();
     }
-    for bot in &bots {
+    for bot in &mut bots {
         report.joined += u64::from(bot.session.client_id().is_some());
         report.snapshots += bot.session.stats().snapshots;
         report.inputs += bot.inputs;
         report.disconnected += u64::from(bot.ended);
+        if let Some(stats) = bot
+            .session
+            .connection()
+            .and_then(|c| bot.driver.endpoint().connection(c))
+            .map(|c| c.stats())
+        {
+            report.datagrams_sent += stats.packets_sent;
+            report.bytes_sent += stats.bytes_sent;
+            report.datagrams_received += stats.packets_received;
+            report.bytes_received += stats.bytes_received;
+        }
     }
     Ok(report)
 }

@@ -10,7 +10,12 @@
 //! host, that ran out; the report says which). Rooms per core are extrapolated from the CPU
 //! per room-tick measured at the largest step the host sustained; the rooms actually run are
 //! reported beside them.
+//!
+//! After the ramp, the kernel's floor at its largest step (see [`bare`]): the same datagrams
+//! through the same sockets and batched syscalls with nothing else, so that the report can say
+//! how much of a room-tick's cost is Rally's own.
 
+mod bare;
 pub mod bots;
 
 use crate::game::{reference_room, CLIENTS};
@@ -150,6 +155,7 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
     progress.finish_and_clear();
     let verdict = verdict(&steps);
     print(&steps, &verdict);
+    let floor = floor(&steps, args, &plan)?;
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "bench": "load",
@@ -163,6 +169,7 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
             "rooms_sustained": verdict.rooms_sustained,
             "cost_growth": verdict.cost_growth,
             "limit": verdict.limit,
+            "kernel_floor": floor,
         });
         super::write_json(path, &json)?;
     }
@@ -212,6 +219,42 @@ fn measure(rooms: u64, args: &LoadArgs, plan: &Plan) -> Result<Step, Box<dyn Err
     let bots_report = finish_bots(&mut bots)?;
     host.shutdown(Duration::ZERO)?;
     Ok(step(rooms, connected, &report, process_cpu_us, bots_report, seconds))
+}
+
+/// The kernel's floor (see [`bare`]) at the ramp's largest step, with that step's datagram
+/// sizes; printed beside Rally's cost there.
+fn floor(
+    steps: &[Step],
+    args: &LoadArgs,
+    plan: &Plan,
+) -> Result<Option<bare::BareStep>, Box<dyn Error>> {
+    let Some(step) = steps.last() else { return Ok(None) };
+    // The bots received snapshots and sent inputs (with acks riding on them).
+    let (input, snapshot) = step.bots.datagram_bytes();
+    let sizes = (input.round() as usize, snapshot.round() as usize);
+    let (worker_cores, bot_cores) = cores(args);
+    let bots = (args.bot_threads, bot_cores.as_slice());
+    let floor = bare::measure(step.rooms, sizes, plan, worker_cores.first().copied(), bots)?;
+    println!(
+        "kernel floor at {} rooms (bare UDP on the same sockets and syscalls, no protocol, \
+         encryption or game: {:.1} datagrams of {} bytes in and {:.1} of {} out per room-tick): \
+         {:.1} us CPU per room-tick; Rally {:.1} there, {:.1} of it its own",
+        floor.rooms,
+        floor.datagrams_in_per_room_tick,
+        floor.input_bytes,
+        floor.datagrams_out_per_room_tick,
+        floor.snapshot_bytes,
+        floor.cpu_us_per_room_tick,
+        step.cpu_us_per_room_tick_without_simulate,
+        step.cpu_us_per_room_tick_without_simulate - floor.cpu_us_per_room_tick,
+    );
+    if floor.bots.joined < floor.bots.clients {
+        println!(
+            "(only {} of {} bare bots heard back: the floor is for fewer clients than Rally's)",
+            floor.bots.joined, floor.bots.clients
+        );
+    }
+    Ok(Some(floor))
 }
 
 /// The host's workers get the last cores, one each; the bots get the rest (all cores, if the
