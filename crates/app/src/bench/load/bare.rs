@@ -9,7 +9,7 @@
 //! leave to the receiving machine: the floor counts it as the host's measure does.
 
 use super::bots::{BotsArgs, BotsReport};
-use super::{finish_bots, Plan, CLIENTS, TICK_HZ};
+use super::{finish_bots, spawn_bots, Plan, CLIENTS, TICK_HZ};
 use rally_driver::batch::Batch;
 use rally_driver::cpu::{pin_current_thread, thread_cpu_us};
 use rally_driver::Clock;
@@ -19,7 +19,6 @@ use std::collections::HashMap;
 use std::error::Error;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,18 +75,13 @@ pub fn measure(
             .spawn(move || serve_host(&socket, rooms, sizes.1, core, &phase))?
     };
     let seconds = (plan.warmup + plan.window).as_secs_f64() + 1.0;
-    let cores: Vec<String> = bot_cores.iter().map(|c| c.to_string()).collect();
-    let mut bots = Command::new(std::env::current_exe()?)
-        .args(["peer", "bots", "--key", "00", "--protocol", "0"])
-        .args(["--servers", &address.to_string(), "--bare", &sizes.0.to_string()])
-        .args(["--rooms", &rooms.to_string(), "--clients", &CLIENTS.to_string()])
-        .args(["--hz", &TICK_HZ.to_string(), "--threads", &bot_threads.to_string()])
-        .args(["--seconds", &format!("{seconds:.1}")])
-        .args(if cores.is_empty() { vec![] } else { vec!["--cores".to_string(), cores.join(",")] })
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("starting the bare bots (rally peer bots --bare): {e}"))?;
+    // Bare bots need no key or protocol; clap asks for both.
+    let session = ["--key", "00", "--protocol", "0", "--servers", &address.to_string()]
+        .into_iter()
+        .map(String::from)
+        .chain(["--bare".to_string(), sizes.0.to_string()])
+        .collect::<Vec<_>>();
+    let mut bots = spawn_bots(&session, rooms, (bot_threads, bot_cores), seconds)?;
     std::thread::sleep(plan.warmup);
     phase.store(WINDOW, Ordering::Release);
     std::thread::sleep(plan.window);

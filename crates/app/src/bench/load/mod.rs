@@ -273,14 +273,33 @@ fn start_bots(
     host: &Host,
     key: &rally_proto::TokenKey,
     rooms: u64,
-    (threads, cores): (usize, &[usize]),
+    threads_cores: (usize, &[usize]),
     seconds: f64,
 ) -> Result<Child, Box<dyn Error>> {
     let servers: Vec<String> = host.addresses().iter().map(|a| a.to_string()).collect();
+    let session = [
+        "--key".to_string(),
+        crate::token::key_to_hex(key),
+        "--protocol".to_string(),
+        PROTOCOL.to_string(),
+        "--servers".to_string(),
+        servers.join(","),
+    ];
+    spawn_bots(&session, rooms, threads_cores, seconds)
+}
+
+/// Starts `rally peer bots` with `session` (what the bots connect to and how) for `rooms` rooms
+/// of the reference clients, on `threads` threads and `cores`, for `seconds`.
+fn spawn_bots(
+    session: &[String],
+    rooms: u64,
+    (threads, cores): (usize, &[usize]),
+    seconds: f64,
+) -> Result<Child, Box<dyn Error>> {
     let cores: Vec<String> = cores.iter().map(|c| c.to_string()).collect();
     let child = Command::new(std::env::current_exe()?)
-        .args(["peer", "bots", "--key", &crate::token::key_to_hex(key)])
-        .args(["--protocol", &PROTOCOL.to_string(), "--servers", &servers.join(",")])
+        .args(["peer", "bots"])
+        .args(session)
         .args(["--rooms", &rooms.to_string(), "--clients", &CLIENTS.to_string()])
         .args(["--hz", &TICK_HZ.to_string(), "--threads", &threads.to_string()])
         .args(["--seconds", &format!("{seconds:.1}")])
@@ -288,7 +307,7 @@ fn start_bots(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("starting the bots (rally peer bots): {e}"))?;
+        .map_err(|e| format!("starting the bots (rally peer bots {}): {e}", session.join(" ")))?;
     Ok(child)
 }
 
