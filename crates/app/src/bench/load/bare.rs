@@ -119,6 +119,8 @@ fn serve_host(
     // Ticks spread over the tick by the golden ratio, as the host opens rooms.
     let mut next: Vec<Instant> =
         (0..rooms).map(|k| start + tick.mul_f64((k as f64 * 0.618_033_988_75).fract())).collect();
+    // A batch slot holds at most this much (far above Rally's MTU).
+    let snapshot_bytes = snapshot_bytes.min(rally_driver::batch::SLOT_BYTES);
     let mut clients = Clients::new(rooms as usize * CLIENTS);
     let (mut inbound, mut outbound) = (Batch::new(BATCH), Batch::new(BATCH));
     let mut counts = Counts::default();

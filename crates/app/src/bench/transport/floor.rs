@@ -79,11 +79,9 @@ pub fn run(link: &LinkConfig, seed: u64, duration: Duration, link_rtt: Duration)
     };
     loop {
         let next_payload = Some(send_time(start, sent as u64)).filter(|t| *t < end);
-        let now = [next_payload, due.peek().map(|d| d.0 .0), up.link.poll_timeout()]
-            .into_iter()
-            .chain([down.link.poll_timeout()])
-            .flatten()
-            .min();
+        let next_due = due.peek().map(|d| d.0 .0);
+        let links = [up.link.poll_timeout(), down.link.poll_timeout()];
+        let now = [next_payload, next_due, links[0], links[1]].into_iter().flatten().min();
         let Some(now) = now else { break };
         if next_payload == Some(now) {
             send(&mut due, now, false, sent);

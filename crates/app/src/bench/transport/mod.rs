@@ -158,9 +158,9 @@ fn run_sim(args: &TransportArgs, profiles: &[LinkProfile]) -> Result<Vec<Row>, B
             }
             progress.set_message(format!("{peer} {}", profile.name));
             let mut merged = Run::default();
+            let link_rtt = Duration::from_secs_f64(link.mean / 1e3);
             // The same seeds for every peer, so each meets the same link decisions' statistics.
             for seed in 0..seeds as u64 {
-                let link_rtt = Duration::from_secs_f64(link.mean / 1e3);
                 let run = run_peer(peer, &profile.config, seed, duration, link_rtt)?;
                 merge(&mut merged, run);
                 progress.inc(1);
