@@ -508,8 +508,8 @@ fn note_floor(rally: &Row, floor: &Row, mean_limit: f64, p99_limit: f64) {
     }
     if floor.rtt_ms.p99 > p99_limit {
         println!(
-            "NOTE {profile}: the two-copy floor's p99 is {:.1}, above the target of {p99_limit:.1}; \
-             Rally's is {:.1}",
+            "NOTE {profile}: the two-copy floor's p99 is {:.1}, above the target of \
+             {p99_limit:.1}; Rally's is {:.1}",
             floor.rtt_ms.p99, rally.rtt_ms.p99
         );
     }
