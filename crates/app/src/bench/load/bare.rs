@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Datagrams per batched syscall (the host's batch size).
+/// Datagrams per batched syscall at most (the host's are 32; a floor may batch more).
 const BATCH: usize = 64;
 /// The window's phases, as the measuring thread tells the host thread.
 const WARMUP: u8 = 0;
