@@ -287,13 +287,19 @@ mod tests {
     }
 
     #[test]
-    fn rtt_converges_and_subtracts_ack_delay() {
+    fn rtt_converges_and_subtracts_ack_delay_but_not_below_the_minimum() {
         let mut rtt = RttEstimator::default();
-        for _ in 0..50 {
+        // A 20 ms path, then samples of 30 ms of which the peer held its ack 2 ms.
+        rtt.update(Duration::from_millis(20), Duration::ZERO);
+        for _ in 0..100 {
             rtt.update(Duration::from_millis(30), Duration::from_millis(2));
         }
         let smoothed = rtt.smoothed_or(Duration::ZERO);
-        assert!(smoothed >= Duration::from_millis(27) && smoothed <= Duration::from_millis(30));
-        assert_eq!(rtt.min(), Some(Duration::from_millis(30)));
+        assert!(smoothed >= Duration::from_micros(27_900) && smoothed <= Duration::from_millis(28));
+        assert_eq!(rtt.latest(), Duration::from_millis(28));
+        assert_eq!(rtt.min(), Some(Duration::from_millis(20)));
+        // A delay that would take the sample below the path's minimum is not subtracted.
+        rtt.update(Duration::from_millis(22), Duration::from_millis(5));
+        assert_eq!(rtt.latest(), Duration::from_millis(22));
     }
 }

@@ -68,10 +68,13 @@ pub struct BotsReport {
     pub frames: u64,
     /// The process's CPU time, microseconds.
     pub cpu_us: u64,
-    /// Datagrams and bytes the bots sent and received, over all bots.
+    /// Datagrams the bots sent, over all bots.
     pub datagrams_sent: u64,
+    /// Bytes of those datagrams.
     pub bytes_sent: u64,
+    /// Datagrams the bots received, over all bots.
     pub datagrams_received: u64,
+    /// Bytes of those datagrams.
     pub bytes_received: u64,
 }
 
