@@ -44,42 +44,24 @@ impl<'a> BitWriter<'a> {
         debug_assert!(bits <= BITS_PER_CALL_MAX);
         debug_assert!(bits == 64 || value >> bits == 0, "value {value} wider than {bits} bits");
         self.scratch |= value << self.scratch_bits;
-        self.scratch_bits += bits;
-        let whole = (self.scratch_bits / 8) as usize;
-        if let Some(word) = self.buf.get_mut(self.byte_pos..self.byte_pos + 8) {
+        let total = self.scratch_bits + bits;
+        let whole = total / 8;
+        let word = self.buf.get_mut(self.byte_pos..).and_then(|rest| rest.first_chunk_mut::<8>());
+        match word {
             // Store all eight bytes; the ones past `whole` are rewritten by later calls.
-            word.copy_from_slice(&self.scratch.to_le_bytes());
-        } else {
-            self.write_tail(whole);
+            Some(word) => *word = self.scratch.to_le_bytes(),
+            None => self.overflowed |= write_tail(self.buf, self.byte_pos, self.scratch, whole),
         }
-        self.byte_pos += whole;
-        // `whole` is at most 7 because `scratch_bits` is at most 7 + 56 = 63.
+        self.byte_pos += whole as usize;
+        // `whole` is at most 7 because `total` is at most 7 + 56 = 63.
         self.scratch >>= whole * 8;
-        self.scratch_bits -= whole as u32 * 8;
+        self.scratch_bits = total % 8;
     }
 
     /// Writes one bit.
     #[inline(always)]
     pub fn write_bit(&mut self, bit: bool) {
         self.write(u64::from(bit), 1);
-    }
-
-    #[cold]
-    fn write_tail(&mut self, whole: usize) {
-        if self.byte_pos + whole > self.buf.len() {
-            self.overflowed = true;
-            // Drop the bytes that do not fit; `finish` reports the overflow.
-            let room = self.buf.len().saturating_sub(self.byte_pos);
-            self.copy_scratch_bytes(room);
-            return;
-        }
-        self.copy_scratch_bytes(whole);
-    }
-
-    fn copy_scratch_bytes(&mut self, count: usize) {
-        for i in 0..count {
-            self.buf[self.byte_pos + i] = (self.scratch >> (8 * i)) as u8;
-        }
     }
 
     /// Bits written so far.
@@ -99,6 +81,19 @@ impl<'a> BitWriter<'a> {
         }
         Ok(needed)
     }
+}
+
+/// Within eight bytes of the end: stores the `whole` finished bytes of `scratch` at `byte_pos`
+/// one by one, as many as fit; returns whether some did not. A free function rather than a
+/// method, so that the writer's fields can stay in registers on the path that does not call it.
+#[cold]
+fn write_tail(buf: &mut [u8], byte_pos: usize, scratch: u64, whole: u32) -> bool {
+    let room = buf.len().saturating_sub(byte_pos);
+    for (i, byte) in buf.iter_mut().skip(byte_pos).take(whole as usize).enumerate() {
+        *byte = (scratch >> (8 * i)) as u8;
+    }
+    // Dropped bytes are reported by `finish`.
+    whole as usize > room
 }
 
 /// Overwrites `bits` bits at bit offset `bit_pos` of an already finished buffer. Used for counts
@@ -145,7 +140,7 @@ impl<'a> BitReader<'a> {
         let word = match self.buf.get(byte..byte + 8) {
             // The slice has exactly eight bytes, so the conversion cannot fail.
             Some(bytes) => u64::from_le_bytes(bytes.try_into().expect("eight bytes")),
-            None => self.peek_tail(byte),
+            None => peek_tail(self.buf, byte),
         };
         word >> (bit % 8)
     }
@@ -164,15 +159,6 @@ impl<'a> BitReader<'a> {
         self.bit_len
     }
 
-    #[cold]
-    fn peek_tail(&self, byte: usize) -> u64 {
-        let mut word = 0u64;
-        for (i, b) in self.buf.iter().skip(byte).take(8).enumerate() {
-            word |= u64::from(*b) << (8 * i);
-        }
-        word
-    }
-
     /// Consumes `bits` bits after a [`BitReader::peek`]; past the end, records a truncation of
     /// `field`.
     #[inline(always)]
@@ -183,7 +169,7 @@ impl<'a> BitReader<'a> {
         }
     }
 
-    #[cold]
+    #[inline(always)]
     fn truncated(&mut self, field: Field) {
         // Park at the end so that every later read is past it too and returns zeros.
         self.bit_pos = self.bit_len;
@@ -217,8 +203,12 @@ impl<'a> BitReader<'a> {
     }
 
     /// Records an error unless one is already recorded; the first error is the one reported.
-    #[cold]
+    ///
+    /// Inlined, with [`unlikely`] marking the path: a call that took the reader's address
+    /// would keep its position in memory rather than a register for the whole decode.
+    #[inline(always)]
     pub fn fail(&mut self, error: DecodeError) {
+        unlikely();
         if self.error.is_none() {
             self.error = Some(error);
         }
@@ -259,6 +249,22 @@ impl<'a> BitReader<'a> {
         Ok(())
     }
 }
+
+/// The bytes from `byte` to the end of `buf`, fewer than eight, as a little endian word padded with
+/// zeros. A free function, so that no call takes the reader's address (see [`BitReader::fail`]).
+#[cold]
+fn peek_tail(buf: &[u8], byte: usize) -> u64 {
+    let mut word = 0u64;
+    for (i, b) in buf.iter().skip(byte).take(8).enumerate() {
+        word |= u64::from(*b) << (8 * i);
+    }
+    word
+}
+
+/// Marks the path that calls it as rare, so the compiler lays it out of the way; it does nothing.
+#[cold]
+#[inline(never)]
+fn unlikely() {}
 
 /// A mask of the low `bits` bits, for `bits` up to 64.
 #[inline(always)]

@@ -87,6 +87,12 @@ pub(crate) fn map3<T: Copy, U>(a: [T; 3], f: impl Fn(T) -> U) -> [U; 3] {
     [f(a[0]), f(a[1]), f(a[2])]
 }
 
+/// [`map3`] for four: an update record's fields.
+#[inline(always)]
+pub(crate) fn map4<T: Copy, U>(a: [T; 4], f: impl Fn(T) -> U) -> [U; 4] {
+    [f(a[0]), f(a[1]), f(a[2]), f(a[3])]
+}
+
 pub use error::{
     ConfigError, DecodeError, EncodeError, Field, HistoryError, MessageError, SnapshotError,
 };

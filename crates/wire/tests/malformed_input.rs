@@ -196,3 +196,56 @@ fn short_output_buffers_are_an_error() {
     let err = config.encode_full(&current, &mut small).unwrap_err();
     assert!(matches!(err, rally_wire::EncodeError::BufferTooSmall { capacity: 100, .. }), "{err}");
 }
+
+/// A delta with one update record for entity 0 changing one field (`field`: 0 position, 1
+/// rotation, 2 linear velocity) by +1 or -1 on its first component, against `baseline`.
+fn one_step_delta(baseline: &Snapshot, field: u32, down: bool) -> Vec<u8> {
+    let mut buf = [0u8; 32];
+    let mut w = BitWriter::new(&mut buf);
+    w.write(u64::from(FORMAT_DELTA), 8);
+    w.write(u64::from(baseline.tick() + 1), 32);
+    w.write(u64::from(baseline.tick()), 32);
+    w.write(1, 16);
+    // Id gap 0 ("0"), kind update ("0"), the field's width, then its three deltas: zigzag 1
+    // (-1) needs one bit each, zigzag 2 (+1) two.
+    w.write(0, 2);
+    let width = if down { 1 } else { 2 };
+    w.write(width << (4 * field), 16);
+    w.write(if down { 1 } else { 2 }, 3 * width as u32);
+    let len = w.finish().unwrap();
+    buf[..len].to_vec()
+}
+
+#[test]
+fn deltas_that_leave_a_range_name_the_field_and_bound() {
+    let config = common::config();
+    let (h, steps) = (config.linear_velocity.half(), config.position.steps());
+    let rotation_max = (1u64 << config.rotation.bits()) - 1;
+    let mut baseline = Snapshot::new(40);
+    let mut entity = rally_wire::QuantizedEntity { id: 0, ..Default::default() };
+    entity.rotation.components = [rotation_max as u16, 0, 0];
+    entity.linear_velocity = [h, 0, 0];
+    baseline.push(entity).unwrap();
+    let mut out = Snapshot::default();
+    let cases = [
+        // Below the box's corner: -1 wraps to the largest value.
+        (0, true, Field::Position, u64::MAX, u64::from(steps[0])),
+        (1, false, Field::Rotation, rotation_max + 1, rotation_max),
+        // Velocities are checked as `code + half` against `2 * half`.
+        (2, false, Field::LinearVelocity, 2 * h as u64 + 1, 2 * h as u64),
+    ];
+    for (field, down, name, value, max) in cases {
+        let bytes = one_step_delta(&baseline, field, down);
+        let err = config.decode(&bytes, Some(&baseline), &mut out).unwrap_err();
+        assert_eq!(err, DecodeError::OutOfBounds { field: name, value, max }, "field {field}");
+        assert!(out.is_empty(), "a refused delta leaves no partial output");
+        // The same step in the other direction is in range and applies.
+        let fine = one_step_delta(&baseline, field, !down);
+        config.decode(&fine, Some(&baseline), &mut out).unwrap();
+        assert_ne!(out.entities()[0], entity, "field {field}");
+    }
+    // A record cut short is a truncation, not an out-of-range value.
+    let bytes = one_step_delta(&baseline, 2, true);
+    let cut = config.decode(&bytes[..bytes.len() - 1], Some(&baseline), &mut out);
+    assert!(matches!(cut, Err(DecodeError::Truncated { .. })), "{cut:?}");
+}

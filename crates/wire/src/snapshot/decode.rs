@@ -262,13 +262,15 @@ impl SnapshotConfig {
         let entities = &mut out.entities[..];
         let (mut i, mut previous) = (0, None);
         for _ in 0..count {
+            if self.update_fast(r, entities, &mut i, &mut previous) {
+                continue;
+            }
+            // Anything the fast path declined (absolute fields, another kind, bad data) is read
+            // again from the record's start, field by field, naming the first error.
             let id = read_id(r, previous);
             r.status()?;
             previous = Some(id);
-            // Records are a few entities apart, so a forward scan beats a binary search.
-            while entities.get(i).is_some_and(|e| e.id < id) {
-                i += 1;
-            }
+            i = find_from(entities, i, id);
             let Some(entity) = entities.get_mut(i).filter(|e| e.id == id) else {
                 return Ok(false);
             };
@@ -280,6 +282,90 @@ impl SnapshotConfig {
             i += 1;
         }
         Ok(true)
+    }
+
+    /// Applies the update record at the reader's position to its entity if it holds deltas
+    /// only and every result is in range, reading it with one peek per field from positions
+    /// computed from its widths, and moves past it. Otherwise returns false having changed
+    /// nothing, for the field-by-field path to read the record again and name the error.
+    #[inline(always)]
+    fn update_fast(
+        &self,
+        r: &mut BitReader<'_>,
+        entities: &mut [QuantizedEntity],
+        i: &mut usize,
+        previous: &mut Option<u32>,
+    ) -> bool {
+        let start = r.bit_pos();
+        // The widest id gap code is 35 bits, so gap, kind and widths are in one peek.
+        let head = r.peek_at(start);
+        let (gap, gap_bits) = ID_TIERS.decode(head);
+        let kind_and_widths = head >> gap_bits;
+        let widths = (kind_and_widths >> 1) & 0xffff;
+        let [pw, rw, lw, aw] = crate::map4([0, 4, 8, 12], |shift| ((widths >> shift) & 15) as u32);
+        let absolute = (pw == WIDTH_ABSOLUTE) | (rw == WIDTH_ABSOLUTE) | (lw == WIDTH_ABSOLUTE);
+        let absolute = absolute | (aw == WIDTH_ABSOLUTE);
+        if kind_and_widths & 1 != KIND_UPDATE || widths == 0 || absolute {
+            return false;
+        }
+        let position_at = start + gap_bits as usize + 17;
+        let rotation_at = position_at + 3 * pw as usize;
+        let linear_at = rotation_at + 3 * rw as usize;
+        let angular_at = linear_at + 3 * lw as usize;
+        let end = angular_at + 3 * aw as usize;
+        let id = previous.map_or(gap, |p| u64::from(p) + 1 + gap);
+        if end > r.bit_len() || id > u64::from(u32::MAX) {
+            return false;
+        }
+        let id = id as u32;
+        let k = find_from(entities, *i, id);
+        let Some(entity) = entities.get_mut(k).filter(|e| e.id == id) else {
+            return false;
+        };
+        // Each field is checked as soon as it is known (one branch for its three components),
+        // which keeps few values live at once; on a failed check the entity is restored.
+        let original = *entity;
+        let in_range = self.add_position(&mut entity.position, r.peek_at(position_at), pw)
+            && self.add_rotation(&mut entity.rotation, r.peek_at(rotation_at), rw)
+            && add_velocity(
+                &mut entity.linear_velocity,
+                deltas_from(r.peek_at(linear_at), lw),
+                &self.linear_velocity,
+            )
+            && add_velocity(
+                &mut entity.angular_velocity,
+                deltas_from(r.peek_at(angular_at), aw),
+                &self.angular_velocity,
+            );
+        if !in_range {
+            *entity = original;
+            return false;
+        }
+        r.seek(end, Field::AngularVelocity);
+        (*i, *previous) = (k + 1, Some(id));
+        true
+    }
+
+    /// Adds the position deltas in `word` (three of `width` bits); false if an axis left the box.
+    #[inline(always)]
+    fn add_position(&self, position: &mut [u32; 3], word: u64, width: u32) -> bool {
+        let d = deltas_from(word, width);
+        let steps = self.position.steps();
+        let sum = crate::map3([0, 1, 2], |k| position[k].wrapping_add_signed(d[k]));
+        *position = sum;
+        // A result below zero wraps to a huge value, which fails too.
+        (sum[0] <= steps[0]) & (sum[1] <= steps[1]) & (sum[2] <= steps[2])
+    }
+
+    /// Adds the rotation deltas in `word`; false if a component left its code range.
+    #[inline(always)]
+    fn add_rotation(&self, rotation: &mut QuantizedRotation, word: u64, width: u32) -> bool {
+        let d = deltas_from(word, width);
+        let max = mask(self.rotation.bits()) as u32;
+        let old = rotation.components;
+        let sum = crate::map3([0, 1, 2], |k| u32::from(old[k]).wrapping_add_signed(d[k]));
+        rotation.components = crate::map3(sum, |c| c as u16);
+        (sum[0] <= max) & (sum[1] <= max) & (sum[2] <= max)
     }
 
     /// Merges the records with the baseline: unchanged runs are copied whole, records replace,
@@ -581,6 +667,41 @@ fn read_widths(r: &mut BitReader<'_>) -> [u32; 4] {
     let all = r.read(16, Field::FieldWidths);
     r.check(Field::FieldWidths, u64::from(all == 0), 0);
     [(all & 15) as u32, ((all >> 4) & 15) as u32, ((all >> 8) & 15) as u32, (all >> 12) as u32]
+}
+
+/// The index of the entity with `id`, or of the first with a larger id, searching from `i`.
+/// Records are a few entities apart and ids are often consecutive, so the entity `id - first
+/// id` places after `i` is tried first, then a forward scan.
+#[inline(always)]
+fn find_from(entities: &[QuantizedEntity], i: usize, id: u32) -> usize {
+    let guess = entities.get(i).map_or(i, |e| i.saturating_add(id.wrapping_sub(e.id) as usize));
+    if entities.get(guess).is_some_and(|e| e.id == id) {
+        return guess;
+    }
+    let mut i = i;
+    while entities.get(i).is_some_and(|e| e.id < id) {
+        i += 1;
+    }
+    i
+}
+
+/// Adds deltas to a velocity; false if a component left the quantizer's range.
+#[inline(always)]
+fn add_velocity(value: &mut [i32; 3], deltas: [i32; 3], quantizer: &VelocityQuantizer) -> bool {
+    let half = quantizer.half();
+    let sum = crate::map3([0, 1, 2], |k| value[k].wrapping_add(deltas[k]));
+    *value = sum;
+    // Within `-half..=half` exactly when `code + half` is within `0..=2 * half` unsigned.
+    let range = 2 * half as u32;
+    (sum[0].wrapping_add(half) as u32 <= range)
+        & (sum[1].wrapping_add(half) as u32 <= range)
+        & (sum[2].wrapping_add(half) as u32 <= range)
+}
+
+/// Three zigzagged deltas of `width` bits each from the start of `word`.
+#[inline(always)]
+fn deltas_from(word: u64, width: u32) -> [i32; 3] {
+    crate::map3([0, 1, 2], |k| unzigzag(((word >> (k * width)) & mask(width)) as u32))
 }
 
 /// Three zigzagged deltas of `width` bits each (at most 14, so one peek holds them).

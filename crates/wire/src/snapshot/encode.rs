@@ -55,19 +55,29 @@ impl SnapshotConfig {
         current: &Snapshot,
         out: &mut [u8],
     ) -> Result<usize, EncodeError> {
-        self.encode_delta_with(baseline, current, out, None, |old, new, _| old == new)
+        let (old, new) = (baseline.entities(), current.entities());
+        let same_ids = old.len() == new.len() && old.iter().zip(new).all(|(o, n)| o.id == n.id);
+        let compare = |chunk: usize| {
+            let pairs = old.iter().zip(new).skip(64 * chunk).take(64);
+            pairs.enumerate().fold(0, |moved, (k, (o, n))| moved | u64::from(o != n) << k)
+        };
+        self.encode_delta_with(baseline, current, out, same_ids.then_some(compare), |o, n, _| {
+            o == n
+        })
     }
 
-    /// [`SnapshotConfig::encode_delta`] with `unchanged(old, new, j)` deciding whether entity `j`
-    /// of `current` (`new`) can be skipped as equal to its baseline state (`old`), and
-    /// `same_ids` saying, when known, whether both snapshots hold the same ids; a history
-    /// decides both from ticks it recorded without looking at the entities.
+    /// [`SnapshotConfig::encode_delta`] told what changed. `moved`, given only when both
+    /// snapshots hold the same ids, returns for each run of 64 entities (`chunk`) a bit set of
+    /// those that may differ from the baseline (bit `k` for entity `64 * chunk + k`); a set bit
+    /// costs a comparison, a clear one skips the entity. Otherwise `unchanged(old, new, j)`
+    /// decides whether entity `j` of `current` (`new`) can be skipped as equal to its baseline
+    /// state (`old`). A history answers both from what it recorded at each push.
     pub(super) fn encode_delta_with(
         &self,
         baseline: &Snapshot,
         current: &Snapshot,
         out: &mut [u8],
-        same_ids: Option<bool>,
+        moved: Option<impl Fn(usize) -> u64>,
         unchanged: impl Fn(&QuantizedEntity, &QuantizedEntity, usize) -> bool,
     ) -> Result<usize, EncodeError> {
         self.check_count(baseline)?;
@@ -80,13 +90,9 @@ impl SnapshotConfig {
         let count_at = w.bit_len();
         w.write(0, COUNT_BITS);
         let (old, new) = (baseline.entities(), current.entities());
-        let same_ids = same_ids.unwrap_or_else(|| {
-            old.len() == new.len() && old.iter().zip(new).all(|(o, n)| o.id == n.id)
-        });
-        let records = if same_ids {
-            self.write_updates(&mut w, old, new, unchanged)
-        } else {
-            self.write_merge(&mut w, old, new, unchanged)
+        let records = match moved {
+            Some(moved) => self.write_updates(&mut w, old, new, moved),
+            None => self.write_merge(&mut w, old, new, unchanged),
         };
         let len = w.finish().map_err(|needed| too_small(needed, capacity))?;
         let out = &mut out[..len];
@@ -98,29 +104,26 @@ impl SnapshotConfig {
     }
 
     /// Update records for two snapshots with the same ids, the steady state. Which entities
-    /// changed is gathered into bit masks first, so that the per-record work runs only for them
-    /// and no branch depends on whether an entity moved.
+    /// may have changed comes as bit sets, so that the per-record work runs only for them and
+    /// no branch depends on whether an entity moved.
     fn write_updates(
         &self,
         w: &mut BitWriter<'_>,
         old: &[QuantizedEntity],
         new: &[QuantizedEntity],
-        unchanged: impl Fn(&QuantizedEntity, &QuantizedEntity, usize) -> bool,
+        moved: impl Fn(usize) -> u64,
     ) -> u64 {
         let (mut records, mut previous) = (0, None);
-        for first in (0..new.len()).step_by(64) {
-            let last = (first + 64).min(new.len());
-            let mut moved = 0u64;
-            for j in first..last {
-                moved |= u64::from(!unchanged(&old[j], &new[j], j)) << (j - first);
-            }
+        for (chunk, first) in (0..new.len()).step_by(64).enumerate() {
+            let mut moved = moved(chunk);
             while moved != 0 {
                 let j = first + moved.trailing_zeros() as usize;
                 moved &= moved - 1;
-                let deltas = Deltas::between(&old[j], &new[j]);
+                let (Some(o), Some(n)) = (old.get(j), new.get(j)) else { break };
+                let deltas = Deltas::between(o, n);
                 if deltas.changed() {
-                    self.write_update(w, &deltas, previous, &new[j]);
-                    previous = Some(new[j].id);
+                    self.write_update(w, &deltas, previous, n);
+                    previous = Some(n.id);
                     records += 1;
                 }
             }
@@ -241,30 +244,67 @@ impl SnapshotConfig {
         new: &QuantizedEntity,
     ) {
         let (gap, bits) = ID_TIERS.encode(id_gap(previous, new.id));
-        let widths =
-            d.widths.iter().enumerate().fold(0, |all, (f, w)| all | u64::from(*w) << (4 * f));
+        let [p, r, l, a] = crate::map4(d.widths, u64::from);
+        let widths = p | r << 4 | l << 8 | a << 12;
         // The gap code is at most 35 bits, so gap, kind and widths fit one call.
         w.write(gap | KIND_UPDATE << bits | widths << (bits + 1), bits + 17);
-        for field in 0..4 {
-            let width = d.widths[field];
-            if width == WIDTH_ABSOLUTE {
-                self.write_absolute(w, field, new);
-            } else {
-                let [a, b, c] = crate::map3(d.zigzags[field], u64::from);
-                w.write(a | b << width | c << (2 * width), 3 * width);
-            }
+        // Field by field rather than a loop over the arrays, which would keep them in memory.
+        let ([pw, rw, lw, aw], [p, r, l, a]) = (d.widths, d.packed);
+        self.write_field(w, 0, pw, p, new);
+        self.write_field(w, 1, rw, r, new);
+        self.write_field(w, 2, lw, l, new);
+        self.write_field(w, 3, aw, a, new);
+    }
+
+    /// One field of an update record: its three deltas packed in `width` bits each, or the new
+    /// value in absolute form.
+    #[inline(always)]
+    fn write_field(
+        &self,
+        w: &mut BitWriter<'_>,
+        field: usize,
+        width: u32,
+        packed: u64,
+        new: &QuantizedEntity,
+    ) {
+        if width == WIDTH_ABSOLUTE {
+            let (value, bits) = self.absolute(field, new);
+            let low = bits.min(BITS_PER_CALL_MAX);
+            w.write(value as u64 & mask(low), low);
+            w.write((value >> low) as u64, bits - low);
+        } else {
+            w.write(packed, 3 * width);
         }
     }
 
-    /// A field of `entity` in the form it has in a body: 0 position, 1 rotation, 2 linear
-    /// velocity (with its nonzero flag), 3 angular velocity (likewise).
+    /// A field of `entity` in the form it has in a body (0 position, 1 rotation, 2 linear
+    /// velocity with its nonzero flag, 3 angular velocity likewise): its bits, at most 84, and
+    /// how many. Returned rather than written: a call that took the writer would keep the
+    /// writer's fields in memory instead of registers on every record's path.
     #[cold]
-    fn write_absolute(&self, w: &mut BitWriter<'_>, field: usize, entity: &QuantizedEntity) {
-        match field {
-            0 => self.write_position(w, entity.position),
-            1 => self.write_rotation(w, entity.rotation),
-            2 => write_velocity(w, &self.linear_velocity, entity.linear_velocity),
-            _ => write_velocity(w, &self.angular_velocity, entity.angular_velocity),
+    fn absolute(&self, field: usize, entity: &QuantizedEntity) -> (u128, u32) {
+        let velocity = match field {
+            0 => {
+                let [bx, by, bz] = self.position.bits();
+                let [x, y, z] = entity.position.map(u128::from);
+                return (x | y << bx | z << (bx + by), bx + by + bz);
+            }
+            1 => {
+                let b = self.rotation.bits();
+                let [a, c, d] = entity.rotation.components.map(u128::from);
+                let largest = u128::from(entity.rotation.largest & 3);
+                return (largest | a << 2 | c << (2 + b) | d << (2 + 2 * b), 2 + 3 * b);
+            }
+            2 => (&self.linear_velocity, entity.linear_velocity),
+            _ => (&self.angular_velocity, entity.angular_velocity),
+        };
+        match velocity {
+            (_, [0, 0, 0]) => (0, 1),
+            (quantizer, code) => {
+                let (b, half) = (quantizer.bits(), quantizer.half());
+                let [x, y, z] = code.map(|c| (c + half) as u128);
+                (1 | x << 1 | y << (1 + b) | z << (1 + 2 * b), 1 + 3 * b)
+            }
         }
     }
 }
@@ -288,15 +328,6 @@ fn moving_flags(entity: &QuantizedEntity) -> u64 {
     u64::from(entity.linear_velocity != [0; 3]) | u64::from(entity.angular_velocity != [0; 3]) << 1
 }
 
-#[inline(always)]
-fn write_velocity(w: &mut BitWriter<'_>, quantizer: &VelocityQuantizer, code: [i32; 3]) {
-    let nonzero = code != [0; 3];
-    w.write(u64::from(nonzero), 1);
-    if nonzero {
-        write_velocity_components(w, quantizer, code);
-    }
-}
-
 /// Three components, each as `code + half` in the quantizer's width.
 #[inline(always)]
 fn write_velocity_components(w: &mut BitWriter<'_>, quantizer: &VelocityQuantizer, code: [i32; 3]) {
@@ -313,11 +344,12 @@ fn write_despawn(w: &mut BitWriter<'_>, previous: &mut Option<u32>, id: u32) {
     *previous = Some(id);
 }
 
-/// What changed between two states of one entity: the zigzagged differences of each field's
-/// codes and the width each field needs, computed once and used both to decide what to send and
+/// What changed between two states of one entity: each field's three zigzagged differences,
+/// packed in the width the field needs, computed once and used both to decide what to send and
 /// to send it. Fields in order: position, rotation, linear velocity, angular velocity.
 struct Deltas {
-    zigzags: [[u32; 3]; 4],
+    /// The three deltas of each field, `width` bits each, the first lowest.
+    packed: [u64; 4],
     /// Bits per delta component, 0 when unchanged, [`WIDTH_ABSOLUTE`] when a delta cannot say it.
     widths: [u32; 4],
 }
@@ -325,32 +357,42 @@ struct Deltas {
 impl Deltas {
     #[inline(always)]
     fn between(old: &QuantizedEntity, new: &QuantizedEntity) -> Self {
-        let diff =
-            |a: [i32; 3], b: [i32; 3]| crate::map3([0, 1, 2], |k| zigzag(b[k].wrapping_sub(a[k])));
-        let as_i32 = |code: [u32; 3]| crate::map3(code, |c| c as i32);
-        let rotation = |r: QuantizedRotation| crate::map3(r.components, i32::from);
-        let zigzags = [
-            diff(as_i32(old.position), as_i32(new.position)),
-            diff(rotation(old.rotation), rotation(new.rotation)),
-            diff(old.linear_velocity, new.linear_velocity),
-            diff(old.angular_velocity, new.angular_velocity),
+        let position = |e: &QuantizedEntity| crate::map3(e.position, |c| c as i32);
+        let rotation = |e: &QuantizedEntity| crate::map3(e.rotation.components, i32::from);
+        let fields = [
+            field_delta(position(old), position(new)),
+            field_delta(rotation(old), rotation(new)),
+            field_delta(old.linear_velocity, new.linear_velocity),
+            field_delta(old.angular_velocity, new.angular_velocity),
         ];
-        let mut widths = [0; 4];
-        for (width, z) in widths.iter_mut().zip(&zigzags) {
-            // The bit length of the OR is the bit length of the largest.
-            let needed = 32 - (z[0] | z[1] | z[2]).leading_zeros();
-            *width = if needed > DELTA_WIDTH_MAX { WIDTH_ABSOLUTE } else { needed };
-        }
+        let mut d =
+            Self { packed: crate::map4(fields, |f| f.0), widths: crate::map4(fields, |f| f.1) };
         // Deltas are between codes of the same smallest-three layout only.
         if old.rotation.largest != new.rotation.largest {
-            widths[1] = WIDTH_ABSOLUTE;
+            d.widths[1] = WIDTH_ABSOLUTE;
         }
-        Self { zigzags, widths }
+        d
     }
 
     /// Whether any field changed.
     #[inline(always)]
     fn changed(&self) -> bool {
-        self.widths != [0; 4]
+        // Not `widths != [0; 4]`: that compiles to wide loads of the four narrow stores that
+        // just wrote the widths, which the processor cannot forward (a stall per record).
+        let [p, r, l, a] = self.widths;
+        p | r | l | a != 0
     }
+}
+
+/// One field's three zigzagged deltas packed in the width the largest needs, and that width
+/// ([`WIDTH_ABSOLUTE`] when it exceeds [`DELTA_WIDTH_MAX`]; the packing is then unused).
+#[inline(always)]
+fn field_delta(old: [i32; 3], new: [i32; 3]) -> (u64, u32) {
+    let [a, b, c] = crate::map3([0, 1, 2], |k| u64::from(zigzag(new[k].wrapping_sub(old[k]))));
+    // The bit length of the OR is the bit length of the largest.
+    let width = 64 - (a | b | c).leading_zeros();
+    if width > DELTA_WIDTH_MAX {
+        return (0, WIDTH_ABSOLUTE);
+    }
+    (a | b << width | c << (2 * width), width)
 }
