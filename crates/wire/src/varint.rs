@@ -109,9 +109,21 @@ impl<const N: usize> Tiers<N> {
         let ones = (!word).trailing_zeros().min(N as u32 - 1);
         let tier = ones as usize;
         let prefix_bits = if tier == N - 1 { ones } else { ones + 1 };
-        let width = self.widths[tier];
+        let width = self.width_of(tier);
         debug_assert!(prefix_bits + width <= crate::bits::BITS_PER_CALL_MAX);
         ((word >> prefix_bits) & mask(width), prefix_bits + width)
+    }
+
+    /// `widths[tier]`, from the widths packed a byte each in one word when they fit (they are
+    /// constants, so the packing folds away): a shift instead of a load on a decoder's critical
+    /// path, where each code's length decides where the next one starts.
+    #[inline(always)]
+    fn width_of(&self, tier: usize) -> u32 {
+        if N > 8 || self.widths.iter().any(|width| *width > 255) {
+            return self.widths[tier];
+        }
+        let packed = self.widths.iter().rev().fold(0u64, |all, width| all << 8 | u64::from(*width));
+        ((packed >> (8 * tier)) & 0xff) as u32
     }
 
     /// Reads a value written by [`Tiers::write`]; errors are recorded in the reader.

@@ -249,3 +249,31 @@ fn deltas_that_leave_a_range_name_the_field_and_bound() {
     let cut = config.decode(&bytes[..bytes.len() - 1], Some(&baseline), &mut out);
     assert!(matches!(cut, Err(DecodeError::Truncated { .. })), "{cut:?}");
 }
+
+#[test]
+fn consecutive_ids_past_the_largest_are_refused() {
+    let config = common::config();
+    // Three entities at rest whose ids would be u32::MAX - 1, u32::MAX and one more: the first
+    // gap in the widest tier ("111" then 32 bits), then two gaps of 0 ("0" each).
+    let [bx, by, bz] = config.position.bits();
+    let mut buf = [0u8; 64];
+    let mut w = BitWriter::new(&mut buf);
+    w.write(u64::from(FORMAT_FULL), 8);
+    w.write(7, 32);
+    w.write(3, 16);
+    w.write(0, 6);
+    for _ in 0..3 {
+        w.write(0, bx + by + bz);
+    }
+    for _ in 0..3 {
+        w.write(0, 2 + 3 * config.rotation.bits());
+    }
+    w.write(0b111 | u64::from(u32::MAX - 1) << 3, 35);
+    w.write(0, 2);
+    let len = w.finish().unwrap();
+    let mut out = Snapshot::default();
+    let err = config.decode(&buf[..len], None, &mut out).unwrap_err();
+    let (value, max) = (u64::from(u32::MAX) + 1, u64::from(u32::MAX));
+    assert_eq!(err, DecodeError::OutOfBounds { field: Field::EntityId, value, max });
+    assert!(out.is_empty());
+}

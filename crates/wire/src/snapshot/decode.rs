@@ -95,20 +95,48 @@ impl SnapshotConfig {
         out.entities.reserve(count);
         // One pass: ids from the variable-width column, the rest at fixed strides.
         r.seek(c.ids, Field::EntityId);
-        let mut previous = None;
-        for i in 0..count {
-            let id = read_id(r, previous);
-            previous = Some(id);
-            let position = self.position_at(r, c.position + c.strides[0] * i);
-            let rotation = self.rotation_from(r.peek_at(c.rotation + c.strides[1] * i));
-            let (linear_velocity, angular_velocity) = ([0; 3], [0; 3]);
-            let entity =
-                QuantizedEntity { id, position, rotation, linear_velocity, angular_velocity };
-            out.entities.push(entity);
+        let (mut i, mut previous) = (0, None);
+        while i < count {
+            // Each id gap code depends on where the one before ended, a chain through every
+            // entity. But a gap of 0 (consecutive ids, the common case) is the one bit "0", so
+            // the run of zero bits ahead is that many consecutive ids, read at once.
+            let zeros = r.peek().trailing_zeros().min(BITS_PER_CALL_MAX) as usize;
+            let run = zeros.min(count - i);
+            if run == 0 {
+                let id = read_id(r, previous);
+                self.push_full_entry(r, &c, i, id, out);
+                previous = Some(id);
+                i += 1;
+                continue;
+            }
+            for k in 0..run {
+                let id = checked_id(r, previous, 0);
+                self.push_full_entry(r, &c, i + k, id, out);
+                previous = Some(id);
+            }
+            r.advance(run as u32, Field::EntityId);
+            i += run;
         }
         r.status()?;
         self.read_velocities(r, &c, &mut out.entities);
         r.status()
+    }
+
+    /// Appends entity `i` of a full snapshot, with `id`, from the fixed-width columns.
+    #[inline(always)]
+    fn push_full_entry(
+        &self,
+        r: &mut BitReader<'_>,
+        c: &Columns,
+        i: usize,
+        id: u32,
+        out: &mut Snapshot,
+    ) {
+        let position = self.position_at(r, c.position + c.strides[0] * i);
+        let rotation = self.rotation_from(r.peek_at(c.rotation + c.strides[1] * i));
+        let (linear_velocity, angular_velocity) = ([0; 3], [0; 3]);
+        let entity = QuantizedEntity { id, position, rotation, linear_velocity, angular_velocity };
+        out.entities.push(entity);
     }
 
     /// Where the fixed-width columns of a full snapshot of `count` entities start.
