@@ -147,15 +147,22 @@ fn track_changes(previous: &Slot, next: &mut Slot) -> u32 {
     let old = previous.snapshot.entities();
     let mut i = 0;
     let mut same_ids = old.len() == next.snapshot.len();
-    for (j, entity) in next.snapshot.entities().iter().enumerate() {
-        while old.get(i).is_some_and(|o| o.id < entity.id) {
-            i += 1;
+    let chunks = next.snapshot.entities().chunks(64);
+    for (entities, moved) in chunks.zip(&mut next.moved) {
+        // Gathered in a register: a read-modify-write of the word per entity would wait on the
+        // store before it each time.
+        let mut word = 0;
+        for (k, entity) in entities.iter().enumerate() {
+            while old.get(i).is_some_and(|o| o.id < entity.id) {
+                i += 1;
+            }
+            let matched = old.get(i).filter(|o| o.id == entity.id);
+            same_ids &= matched.is_some();
+            let kept = matched.filter(|o| *o == entity);
+            next.changed.push(kept.map_or(tick, |_| previous.changed[i]));
+            word |= u64::from(kept.is_none()) << k;
         }
-        let matched = old.get(i).filter(|o| o.id == entity.id);
-        same_ids &= matched.is_some();
-        let kept = matched.filter(|o| *o == entity);
-        next.changed.push(kept.map_or(tick, |_| previous.changed[i]));
-        next.moved[j / 64] |= u64::from(kept.is_none()) << (j % 64);
+        *moved = word;
     }
     if same_ids {
         previous.ids_changed
