@@ -204,7 +204,7 @@ impl<'a> BitReader<'a> {
 
     /// Records an error unless one is already recorded; the first error is the one reported.
     ///
-    /// Inlined, with [`unlikely`] marking the path: a call that took the reader's address
+    /// Inlined, with a cold empty call marking the path: a call that took the reader's address
     /// would keep its position in memory rather than a register for the whole decode.
     #[inline(always)]
     pub fn fail(&mut self, error: DecodeError) {

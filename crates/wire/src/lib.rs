@@ -17,7 +17,7 @@
 //! - [`seq`]: wrap-safe sequence comparison.
 //!
 //! The format is specified bit by bit in `docs/wire.md`, with hex test vectors in
-//! `docs/wire-vectors.txt` that the tests check.
+//! `docs/wire-vectors.json` that the tests check.
 //!
 //! ## A snapshot round trip
 //!
@@ -60,6 +60,24 @@
 //! config.decode(&datagram[..len], Some(&baseline), &mut decoded).unwrap();
 //! assert_eq!(decoded, current);
 //! ```
+//!
+//! ## Keeping it fast
+//!
+//! `rally bench wire` holds the codec against bitcode and serde_json; `examples/codec_loop.rs`
+//! runs one path in a loop for perf or callgrind. What mattered when it was measured:
+//!
+//! - The writer's and reader's state must live in registers. Any call that is not inlined and
+//!   takes `&mut BitWriter` or `&mut BitReader`, even on a path that never runs, makes the
+//!   compiler keep them in memory, and every field then waits on a store. Rare paths are free
+//!   functions that take and return values (`write_tail`, `peek_tail`, the encoder's `absolute`).
+//! - No `array::map` on a per-field path (it is not inlined there; use `map3`/`map4`), and no
+//!   comparison of a small array just written field by field (`widths != [0; 4]` becomes wide
+//!   loads that cannot be forwarded from the narrow stores).
+//! - Where each code's length decides where the next starts, shorten the chain: a full
+//!   snapshot reads a run of consecutive ids at once, and an update record is read with one
+//!   peek per field at offsets computed from its widths.
+//! - Work per tick, not per client: a [`SnapshotHistory`] records which entities changed at each
+//!   push, so a client's delta skips unchanged entities by bit sets.
 //!
 //! ## Errors
 //!
