@@ -232,9 +232,10 @@ impl SnapshotConfig {
         *previous = Some(entity.id);
     }
 
-    /// Writes an update record: the id gap, the kind and the four field widths in one call, then
-    /// each field's three deltas in its width (nothing for an unchanged field), or its absolute
-    /// value.
+    /// Writes an update record: the id gap, the kind and the four field widths, then each
+    /// field's three deltas in its width (nothing for an unchanged field), or its absolute value.
+    /// A typical record of deltas goes out in two calls (head and position, then the rest),
+    /// since every call waits on the one before.
     #[inline(always)]
     fn write_update(
         &self,
@@ -247,9 +248,19 @@ impl SnapshotConfig {
         let [p, r, l, a] = crate::map4(d.widths, u64::from);
         let widths = p | r << 4 | l << 8 | a << 12;
         // The gap code is at most 35 bits, so gap, kind and widths fit one call.
-        w.write(gap | KIND_UPDATE << bits | widths << (bits + 1), bits + 17);
+        let (head, head_bits) = (gap | KIND_UPDATE << bits | widths << (bits + 1), bits + 17);
         // Field by field rather than a loop over the arrays, which would keep them in memory.
         let ([pw, rw, lw, aw], [p, r, l, a]) = (d.widths, d.packed);
+        let absolute = (pw == WIDTH_ABSOLUTE) | (rw == WIDTH_ABSOLUTE);
+        let absolute = absolute | (lw == WIDTH_ABSOLUTE) | (aw == WIDTH_ABSOLUTE);
+        let (pb, rb, lb, ab) = (3 * pw, 3 * rw, 3 * lw, 3 * aw);
+        let max = BITS_PER_CALL_MAX;
+        if !absolute && head_bits + pb <= max && rb + lb + ab <= max {
+            w.write(head | p << head_bits, head_bits + pb);
+            w.write(r | l << rb | a << (rb + lb), rb + lb + ab);
+            return;
+        }
+        w.write(head, head_bits);
         self.write_field(w, 0, pw, p, new);
         self.write_field(w, 1, rw, r, new);
         self.write_field(w, 2, lw, l, new);
