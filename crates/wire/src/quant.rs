@@ -79,7 +79,7 @@ impl PositionQuantizer {
         let mut bits = [0u32; 3];
         for axis in 0..3 {
             let span = f64::from(max[axis]) - f64::from(min[axis]);
-            let count = (span / f64::from(precision)).ceil();
+            let count = steps_to_cover(span, precision);
             let needed = bits_for(count.min(u64::MAX as f64) as u64);
             if needed > POSITION_BITS_MAX {
                 let max = POSITION_BITS_MAX;
@@ -296,7 +296,7 @@ impl VelocityQuantizer {
     pub fn new(max: f32, precision: f32) -> Result<Self, ConfigError> {
         check_positive("velocity.max", max)?;
         check_positive("velocity.precision", precision)?;
-        let half = (f64::from(max) / f64::from(precision)).ceil();
+        let half = steps_to_cover(f64::from(max), precision);
         let bits = bits_for((2.0 * half).min(u64::MAX as f64) as u64);
         if bits > VELOCITY_BITS_MAX {
             return Err(ConfigError::TooManyBits {
@@ -350,6 +350,19 @@ impl VelocityQuantizer {
         let clamp = |c: i32| c.clamp(-self.half, self.half) as f32 * self.precision;
         Vec3::new(clamp(code[0]), clamp(code[1]), clamp(code[2]))
     }
+}
+
+/// How many steps of `precision` cover `span`: the quotient rounded up, except that a quotient
+/// within one part in a million of an integer is that integer. Decimal precisions are not exact
+/// in binary (0.01 as f32 is 0.0099999998), and without the exception 64 / 0.01 would need 6401
+/// steps where docs/wire.md, and any port computing in decimal, says 6400.
+fn steps_to_cover(span: f64, precision: f32) -> f64 {
+    let quotient = span / f64::from(precision);
+    let nearest = quotient.round();
+    if (quotient - nearest).abs() <= 1e-6 * nearest.max(1.0) {
+        return nearest;
+    }
+    quotient.ceil()
 }
 
 /// Rounds half up for non-negative values; negative values and NaN become 0, and values past
