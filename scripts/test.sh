@@ -31,6 +31,12 @@ if [ ! -e /usr/lib/x86_64-linux-gnu/libenet.so.7 ] && [ "$(id -u)" = 0 ] && comm
         { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libenet7 >/dev/null; } ||
         echo "note: libenet7 could not be installed; the shootout will skip ENet"
 fi
+# rally-wire's tests compile the C++ port of the snapshot decoder (ports/cpp): a C++17 compiler
+# (`CXX`, else `c++`), Debian's g++ installed here when missing and we are root.
+if ! command -v "${CXX:-c++}" >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q g++ >/dev/null ||
+        { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q g++ >/dev/null; }
+fi
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 # The README's first command (`cargo demo`) builds the app without its benchmarks.
