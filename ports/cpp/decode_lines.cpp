@@ -5,6 +5,7 @@
 //   ok TICK COUNT, then per entity: ID PX PY PZ LARGEST R0 R1 R2 LX LY LZ AX AY AZ
 //   si TICK COUNT, then per entity: ID PX PY PZ QX QY QZ QW LX LY LZ AX AY AZ (SI units)
 //   err KIND VALUE MAX
+// and a line `config ...` gives the derived configuration (see print_config).
 // `si` replaces `ok` when the line starts with `si ` (the rest as above).
 // A baseline that does not decode gives `err baseline` and the datagram is not read.
 
@@ -67,6 +68,21 @@ void print_si(const rally::wire::Config& c, const rally::wire::Snapshot& s) {
     }
 }
 
+// `config MIN.x MIN.y MIN.z MAX.x MAX.y MAX.z PRECISION R LIN_MAX LIN_PRECISION ANG_MAX
+// ANG_PRECISION` prints `config S.x S.y S.z P.x P.y P.z H_lin V_lin H_ang V_ang`.
+void print_config(std::istringstream& words) {
+    std::array<double, 3> min{}, max{};
+    double precision = 0, lin_max = 0, lin_precision = 0, ang_max = 0, ang_precision = 0;
+    uint32_t rotation_bits = 0;
+    words >> min[0] >> min[1] >> min[2] >> max[0] >> max[1] >> max[2] >> precision >>
+        rotation_bits >> lin_max >> lin_precision >> ang_max >> ang_precision;
+    auto c = rally::wire::Config::make(min, max, precision, rotation_bits, lin_max, lin_precision,
+                                       ang_max, ang_precision, 4096);
+    std::printf("config %u %u %u %u %u %u %u %u %u %u\n", c.position_steps[0],
+                c.position_steps[1], c.position_steps[2], c.position_bits[0], c.position_bits[1],
+                c.position_bits[2], c.linear_half, c.linear_bits, c.angular_half, c.angular_bits);
+}
+
 }  // namespace
 
 int main() {
@@ -77,6 +93,10 @@ int main() {
         std::istringstream words(line);
         std::string first, baseline_hex, hex;
         words >> first;
+        if (first == "config") {
+            print_config(words);
+            continue;
+        }
         bool si = first == "si";
         if (si) {
             words >> baseline_hex >> hex;

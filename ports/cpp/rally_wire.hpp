@@ -44,10 +44,48 @@ struct Config {
     double angular_precision;                // rad/s
     uint32_t entities_max;
 
-    // The defaults of docs/wire.md section 2, which the test vectors use.
+    // Section 2's derivation from the metric parameters; both ends must use the same ones.
+    static Config make(std::array<double, 3> min, std::array<double, 3> max, double precision,
+                       uint32_t rotation_bits, double linear_max, double linear_precision,
+                       double angular_max, double angular_precision, uint32_t entities_max) {
+        Config c{};
+        for (int a = 0; a < 3; ++a) {
+            c.position_steps[a] = steps_to_cover(max[a] - min[a], precision);
+            c.position_bits[a] = bit_length(c.position_steps[a]);
+        }
+        c.position_min = min;
+        c.position_max = max;
+        c.position_precision = precision;
+        c.rotation_bits = rotation_bits;
+        c.linear_half = steps_to_cover(linear_max, linear_precision);
+        c.linear_bits = bit_length(2ull * c.linear_half);
+        c.linear_precision = linear_precision;
+        c.angular_half = steps_to_cover(angular_max, angular_precision);
+        c.angular_bits = bit_length(2ull * c.angular_half);
+        c.angular_precision = angular_precision;
+        c.entities_max = entities_max;
+        return c;
+    }
+
+    // The defaults of docs/wire.md section 2, which the test vectors use: S = (512000, 256000,
+    // 512000), P = (19, 18, 19), R = 12, H = 6400, V = 14.
     static Config defaults() {
-        return Config{{512000, 256000, 512000}, {19, 18, 19}, {-256, -64, -256}, {256, 192, 256},
-                      0.001, 12, 6400, 14, 0.01, 6400, 14, 0.01, 4096};
+        return make({-256, -64, -256}, {256, 192, 256}, 0.001, 12, 64, 0.01, 64, 0.01, 4096);
+    }
+
+    // ceil(span / precision), except that a quotient within one part in a million of an
+    // integer is that integer (0.01 is not exact in binary).
+    static uint32_t steps_to_cover(double span, double precision) {
+        double quotient = span / precision;
+        double nearest = std::round(quotient);
+        bool integral = std::fabs(quotient - nearest) <= 1e-6 * std::max(nearest, 1.0);
+        return uint32_t(integral ? nearest : std::ceil(quotient));
+    }
+
+    static uint32_t bit_length(uint64_t x) {
+        uint32_t bits = 0;
+        while (x >> bits) ++bits;
+        return bits;
     }
 };
 

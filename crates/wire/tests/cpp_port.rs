@@ -7,11 +7,14 @@
 
 mod common;
 
+use glam::Vec3;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 use rally_wire::bits::BitWriter;
 use rally_wire::snapshot::ID_TIERS;
-use rally_wire::{DecodeError, QuantizedEntity, Snapshot, SnapshotConfig};
+use rally_wire::{
+    DecodeError, PositionQuantizer, QuantizedEntity, Snapshot, SnapshotConfig, VelocityQuantizer,
+};
 use serde::Deserialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -158,6 +161,38 @@ fn the_cpp_port_decodes_every_test_vector_to_its_codes_and_si_units() {
             }
         }
     }
+}
+
+#[test]
+fn the_cpp_port_derives_the_same_configuration_from_the_same_parameters() {
+    // The defaults, decimal precisions that are not exact in binary, spans that are not a
+    // whole number of steps, and ranges whose quotient lands just above an integer.
+    let cases: [([f32; 3], [f32; 3], f32, u32, f32, f32, f32, f32); 4] = [
+        ([-256.0, -64.0, -256.0], [256.0, 192.0, 256.0], 0.001, 12, 64.0, 0.01, 64.0, 0.01),
+        ([-10.0, -2.0, -10.0], [10.0, 8.0, 10.5], 0.002, 10, 20.0, 0.05, 12.5, 0.01),
+        ([-1.0, 0.0, -3.3], [1.0, 2.7, 3.3], 0.0005, 14, 7.3, 0.003, 100.0, 0.1),
+        // 1.12 / 0.01 and 2.47 / 0.01 are a hair above 112 and 247 in f64.
+        ([0.0, 0.0, 0.0], [1000.0, 1.12, 0.3], 0.01, 8, 2.47, 0.01, 3.0, 0.2),
+    ];
+    let mut lines = Vec::new();
+    let mut wanted = Vec::new();
+    for (min, max, precision, rotation, lin_max, lin_precision, ang_max, ang_precision) in cases {
+        let position = PositionQuantizer::new(Vec3::from(min), Vec3::from(max), precision)
+            .expect("a valid box");
+        let linear = VelocityQuantizer::new(lin_max, lin_precision).expect("valid");
+        let angular = VelocityQuantizer::new(ang_max, ang_precision).expect("valid");
+        let numbers = [&min[..], &max, &[precision]].concat();
+        let rest = [lin_max, lin_precision, ang_max, ang_precision];
+        let mut params: Vec<String> = numbers.iter().map(f32::to_string).collect();
+        params.push(rotation.to_string());
+        params.extend(rest.iter().map(f32::to_string));
+        lines.push(format!("config {}", params.join(" ")));
+        let derived = position.steps().into_iter().chain(position.bits());
+        let derived = derived.chain([linear.half() as u32, linear.bits()]);
+        let derived = derived.chain([angular.half() as u32, angular.bits()]);
+        wanted.push(derived.fold("config".to_owned(), |line, v| format!("{line} {v}")));
+    }
+    assert_eq!(run_port(&lines), wanted);
 }
 
 /// Datagrams that random corruption seldom makes, each with its baseline: an update that
