@@ -167,25 +167,44 @@ fn the_cpp_port_decodes_every_test_vector_to_its_codes_and_si_units() {
 fn the_cpp_port_derives_the_same_configuration_from_the_same_parameters() {
     // The defaults, decimal precisions that are not exact in binary, spans that are not a
     // whole number of steps, and ranges whose quotient lands just above an integer.
-    let cases: [([f32; 3], [f32; 3], f32, u32, f32, f32, f32, f32); 4] = [
-        ([-256.0, -64.0, -256.0], [256.0, 192.0, 256.0], 0.001, 12, 64.0, 0.01, 64.0, 0.01),
-        ([-10.0, -2.0, -10.0], [10.0, 8.0, 10.5], 0.002, 10, 20.0, 0.05, 12.5, 0.01),
-        ([-1.0, 0.0, -3.3], [1.0, 2.7, 3.3], 0.0005, 14, 7.3, 0.003, 100.0, 0.1),
+    // Per case: box min and max, position precision, rotation bits, then the linear velocity's
+    // max and precision and the angular one's.
+    let cases: [(Vec3, Vec3, f32, u32, [f32; 4]); 4] = [
+        (
+            Vec3::new(-256.0, -64.0, -256.0),
+            Vec3::new(256.0, 192.0, 256.0),
+            0.001,
+            12,
+            [64.0, 0.01, 64.0, 0.01],
+        ),
+        (
+            Vec3::new(-10.0, -2.0, -10.0),
+            Vec3::new(10.0, 8.0, 10.5),
+            0.002,
+            10,
+            [20.0, 0.05, 12.5, 0.01],
+        ),
+        (
+            Vec3::new(-1.0, 0.0, -3.3),
+            Vec3::new(1.0, 2.7, 3.3),
+            0.0005,
+            14,
+            [7.3, 0.003, 100.0, 0.1],
+        ),
         // 1.12 / 0.01 and 2.47 / 0.01 are a hair above 112 and 247 in f64.
-        ([0.0, 0.0, 0.0], [1000.0, 1.12, 0.3], 0.01, 8, 2.47, 0.01, 3.0, 0.2),
+        (Vec3::ZERO, Vec3::new(1000.0, 1.12, 0.3), 0.01, 8, [2.47, 0.01, 3.0, 0.2]),
     ];
     let mut lines = Vec::new();
     let mut wanted = Vec::new();
-    for (min, max, precision, rotation, lin_max, lin_precision, ang_max, ang_precision) in cases {
-        let position = PositionQuantizer::new(Vec3::from(min), Vec3::from(max), precision)
-            .expect("a valid box");
+    for (min, max, precision, rotation, velocities) in cases {
+        let position = PositionQuantizer::new(min, max, precision).expect("a valid box");
+        let [lin_max, lin_precision, ang_max, ang_precision] = velocities;
         let linear = VelocityQuantizer::new(lin_max, lin_precision).expect("valid");
         let angular = VelocityQuantizer::new(ang_max, ang_precision).expect("valid");
-        let numbers = [&min[..], &max, &[precision]].concat();
-        let rest = [lin_max, lin_precision, ang_max, ang_precision];
+        let numbers = [&min.to_array()[..], &max.to_array(), &[precision]].concat();
         let mut params: Vec<String> = numbers.iter().map(f32::to_string).collect();
         params.push(rotation.to_string());
-        params.extend(rest.iter().map(f32::to_string));
+        params.extend(velocities.iter().map(f32::to_string));
         lines.push(format!("config {}", params.join(" ")));
         let derived = position.steps().into_iter().chain(position.bits());
         let derived = derived.chain([linear.half() as u32, linear.bits()]);
