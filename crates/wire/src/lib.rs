@@ -78,6 +78,11 @@
 //!   peek per field at offsets computed from its widths.
 //! - Work per tick, not per client: a [`SnapshotHistory`] records which entities changed at each
 //!   push, so a client's delta skips unchanged entities by bit sets.
+//! - A rare record must not send the common ones down the slow path: a delta with a spawn keeps
+//!   the entities patched before it and merges only the rest, with the fast update path.
+//!
+//! The format is specified in docs/wire.md; `ports/cpp/rally_wire.hpp` is a C++ decoder
+//! written from that page, and `tests/cpp_port.rs` holds it to this crate's answers.
 //!
 //! ## Errors
 //!

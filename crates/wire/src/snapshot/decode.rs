@@ -431,12 +431,14 @@ impl SnapshotConfig {
             & add_velocity(&mut entity.angular_velocity, d[3], &self.angular_velocity)
     }
 
+    /// Takes back [`SnapshotConfig::apply_deltas`] after a result out of range (every add wraps,
+    /// so subtracting restores the entity exactly). Rare, so kept out of the loop.
     #[cold]
     fn undo_deltas(&self, entity: &mut QuantizedEntity, words: [u64; 4], widths: [u32; 4]) {
         self.apply_deltas(entity, words, widths, -1);
     }
 
-    /// Adds the position deltas in `word` (three of `width` bits); false if an axis left the box.
+    /// Adds three deltas to a position; false if an axis left the box.
     #[inline(always)]
     fn add_position(&self, position: &mut [u32; 3], d: [i32; 3]) -> bool {
         let steps = self.position.steps();
@@ -446,7 +448,7 @@ impl SnapshotConfig {
         (sum[0] <= steps[0]) & (sum[1] <= steps[1]) & (sum[2] <= steps[2])
     }
 
-    /// Adds the rotation deltas in `word`; false if a component left its code range.
+    /// Adds three deltas to a rotation's codes; false if a component left its code range.
     #[inline(always)]
     fn add_rotation(&self, rotation: &mut QuantizedRotation, d: [i32; 3]) -> bool {
         let max = mask(self.rotation.bits()) as u32;
