@@ -12,6 +12,9 @@
 //!   snapshot is pushed and encodes a delta; for the others the bench compares the two ticks'
 //!   bodies once, encodes the changed ones, and on receipt copies the baseline and overwrites the
 //!   changed bodies, the best a general-purpose codec can do without a delta codec.
+//! - `churn` (Rally alone, outside the table): the delta of `snapshot_delta` with one body
+//!   despawned and one spawned among its updates, a tick of a shooter where projectiles come
+//!   and go. The general-purpose stand-in above has no records for either.
 //! - `complex_message`: the reference match report. Rally's user-message path is bitcode through
 //!   serde, so `rally` here measures that path against bitcode's own derive.
 
@@ -20,7 +23,10 @@ use super::reference_message::{self, MatchReport};
 use super::WireArgs;
 use crate::machine::Machine;
 use crate::plot::{self, Panel};
-use rally_wire::{reference, EntityState, MessageCodec, Snapshot, SnapshotConfig, SnapshotHistory};
+use rally_wire::{
+    reference, EntityState, MessageCodec, QuantizedEntity, Snapshot, SnapshotConfig,
+    SnapshotHistory,
+};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::error::Error;
@@ -59,6 +65,10 @@ struct Data {
     current: Snapshot,
     /// The server's history holding `baseline` and `current`.
     history: SnapshotHistory,
+    /// `current` with one body despawned and one spawned, and a history holding it after
+    /// `baseline`: a tick of a shooter, where projectiles come and go.
+    churned: Snapshot,
+    churn_history: SnapshotHistory,
     bodies: Vec<EntityState>,
     rows_baseline: Vec<BodyRow>,
     rows_full: Vec<BodyRow>,
@@ -78,8 +88,38 @@ impl Data {
         let mut history = SnapshotHistory::new(64);
         history.push(&baseline).expect("the first push");
         history.push(&current).expect("ticks increase");
-        Self { config, baseline, current, history, bodies, rows_baseline, rows_full, message }
+        let churned = churn(&current);
+        let mut churn_history = SnapshotHistory::new(64);
+        churn_history.push(&baseline).expect("the first push");
+        churn_history.push(&churned).expect("ticks increase");
+        Self {
+            config,
+            baseline,
+            current,
+            history,
+            churned,
+            churn_history,
+            bodies,
+            rows_baseline,
+            rows_full,
+            message,
+        }
     }
+}
+
+/// `current` with its middle body gone and a body spawned past the largest id, with the gone
+/// one's state.
+fn churn(current: &Snapshot) -> Snapshot {
+    let entities = current.entities();
+    let gone = entities.len() / 2;
+    let mut churned = Snapshot::with_capacity(current.tick(), entities.len());
+    let kept = entities.iter().enumerate().filter(|(k, _)| *k != gone).map(|(_, e)| *e);
+    let spawned =
+        entities.last().map(|last| QuantizedEntity { id: last.id + 1000, ..entities[gone] });
+    for e in kept.chain(spawned) {
+        churned.push(e).expect("ascending ids");
+    }
+    churned
 }
 
 /// A general-purpose codec with the buffers it reuses between operations.
@@ -180,16 +220,8 @@ pub fn run(args: &WireArgs) -> Result<(), Box<dyn Error>> {
         harness::measure(&mut tasks, plan)
     };
     let rows = collate(&measurements, &sizes);
-    let per_tick: Vec<PerTick> = measurements
-        .iter()
-        .filter_map(|m| m.name.strip_prefix("per_tick/").map(|name| (name, m)))
-        .map(|(name, m)| PerTick {
-            name: name.to_string(),
-            ns: m.ns_median,
-            allocs_per_op: m.allocs_per_op,
-        })
-        .collect();
-    print_table(&rows, &per_tick);
+    let (per_tick, churn) = (timings(&measurements, "per_tick/"), timings(&measurements, "churn/"));
+    print_table(&rows, &per_tick, &churn);
     let targets = targets(&rows);
     for t in &targets {
         println!("{} {}", if t.met { "MET " } else { "MISS" }, t.text);
@@ -202,6 +234,7 @@ pub fn run(args: &WireArgs) -> Result<(), Box<dyn Error>> {
             "machine": machine,
             "plan": { "batches": plan.batches, "batch_ms": plan.batch_time.as_secs_f64() * 1e3 },
             "per_tick": per_tick,
+            "churn": churn,
             "results": rows,
             "targets": targets,
         });
@@ -231,6 +264,9 @@ fn verify(data: &Data) -> Result<Vec<Size>, Box<dyn Error>> {
     check(buf[..tracked] == compared[..], "rally history delta")?;
     c.decode(&buf[..delta], Some(&data.baseline), &mut out)?;
     check(out == data.current, "rally delta snapshot")?;
+    let churn = data.churn_history.encode_delta(c, data.baseline.tick(), &mut buf)?;
+    c.decode(&buf[..churn], Some(&data.baseline), &mut out)?;
+    check(out == data.churned, "rally delta with a spawn and a despawn")?;
     let codec = MessageCodec::default();
     let message = codec.encode(&data.message)?;
     check(codec.decode::<MatchReport>(&message)? == data.message, "rally message")?;
@@ -322,8 +358,11 @@ fn rally_tasks(data: &Data) -> Vec<Task<'_>> {
     let delta = scratch[..len].to_vec();
     let codec = MessageCodec::default();
     let message = codec.encode(&data.message).expect("verified");
-    let (mut b1, mut b2) = (scratch.clone(), scratch);
-    let (mut out1, mut out2) = (Snapshot::default(), Snapshot::default());
+    let len = data.churn_history.encode_delta(&c, baseline.tick(), &mut scratch).expect("verified");
+    let churn = scratch[..len].to_vec();
+    let (mut b1, mut b2, mut b3) = (scratch.clone(), scratch.clone(), scratch);
+    let (mut out1, mut out2, mut out3) =
+        (Snapshot::default(), Snapshot::default(), Snapshot::default());
     vec![
         task("snapshot_full/rally/encode", move |n| {
             for _ in 0..n {
@@ -344,6 +383,17 @@ fn rally_tasks(data: &Data) -> Vec<Task<'_>> {
         task("snapshot_delta/rally/decode", move |n| {
             for _ in 0..n {
                 black_box(c.decode(black_box(&delta), Some(baseline), &mut out2).ok());
+            }
+        }),
+        task("churn/rally/encode", move |n| {
+            let tick = baseline.tick();
+            for _ in 0..n {
+                black_box(data.churn_history.encode_delta(&c, black_box(tick), &mut b3).ok());
+            }
+        }),
+        task("churn/rally/decode", move |n| {
+            for _ in 0..n {
+                black_box(c.decode(black_box(&churn), Some(baseline), &mut out3).ok());
             }
         }),
         task("complex_message/rally/encode", move |n| {
@@ -504,15 +554,27 @@ fn collate(measurements: &[Measurement], sizes: &[Size]) -> Vec<Row> {
     rows
 }
 
-/// A per-tick cost shared by all of a room's clients.
+/// One measured operation outside the codec table: per-tick work, or Rally alone on churn.
 #[derive(Debug, Serialize)]
-struct PerTick {
+struct Timing {
     name: String,
     ns: f64,
     allocs_per_op: f64,
 }
 
-fn print_table(rows: &[Row], per_tick: &[PerTick]) {
+/// The measurements named `prefix...`, without the prefix.
+fn timings(measurements: &[Measurement], prefix: &str) -> Vec<Timing> {
+    let named = measurements.iter().filter_map(|m| Some((m.name.strip_prefix(prefix)?, m)));
+    named
+        .map(|(name, m)| Timing {
+            name: name.to_string(),
+            ns: m.ns_median,
+            allocs_per_op: m.allocs_per_op,
+        })
+        .collect()
+}
+
+fn print_table(rows: &[Row], per_tick: &[Timing], churn: &[Timing]) {
     println!(
         "{:<16} {:<11} {:>7} {:>11} {:>11} {:>9} {:>8} {:>8} {:>8} {:>9}",
         "case",
@@ -544,6 +606,10 @@ fn print_table(rows: &[Row], per_tick: &[PerTick]) {
     println!("bc = bitcode; x json = serde_json's encode+decode time / this codec's");
     println!("per tick, shared by all clients of a room (256 bodies, 64 moving):");
     for t in per_tick {
+        println!("  {:<20} {:>9.0} ns  {:.2} allocs", t.name, t.ns, t.allocs_per_op);
+    }
+    println!("rally alone, the delta with one body despawned and one spawned among its updates:");
+    for t in churn {
         println!("  {:<20} {:>9.0} ns  {:.2} allocs", t.name, t.ns, t.allocs_per_op);
     }
 }
