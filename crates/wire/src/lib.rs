@@ -78,8 +78,9 @@
 //!   peek per field at offsets computed from its widths.
 //! - Work per tick, not per client: a [`SnapshotHistory`] records which entities changed at each
 //!   push, so a client's delta skips unchanged entities by bit sets.
-//! - A rare record must not send the common ones down the slow path: a delta with a spawn keeps
-//!   the entities patched before it and merges only the rest, with the fast update path.
+//! - A rare record must not send the common ones down the slow path: a spawn or despawn in a
+//!   delta is an insert or a removal in the patched copy, and patching goes on; only past a few
+//!   of them are the remaining records merged (with the fast update path too).
 //!
 //! The format is specified in docs/wire.md; `ports/cpp/rally_wire.hpp` is a C++ decoder
 //! written from that page, and `tests/cpp_port.rs` holds it to this crate's answers.

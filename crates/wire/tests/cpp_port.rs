@@ -19,9 +19,17 @@ use serde::Deserialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Builds ports/cpp/decode_lines once for all the tests here (they run in parallel, and one
+/// must not run the binary while another rewrites it).
+fn port() -> &'static Path {
+    static PORT: OnceLock<PathBuf> = OnceLock::new();
+    PORT.get_or_init(build_port)
 }
 
 /// Builds ports/cpp/decode_lines with warnings as errors; panics with the compiler's output.
@@ -42,7 +50,7 @@ fn build_port() -> PathBuf {
 
 /// Runs the port on `lines`, one answer per line.
 fn run_port(lines: &[String]) -> Vec<String> {
-    let mut child = Command::new(build_port())
+    let mut child = Command::new(port())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

@@ -53,6 +53,11 @@ impl Cursor {
     }
 }
 
+/// The spawns and despawns a delta decode applies in place, each moving the entities after it,
+/// before it merges the rest instead; this bounds the moves to a few copies of the snapshot.
+/// Unit tests use 2, so that their short deltas reach the merge after edits too.
+const EDITS_IN_PLACE_MAX: usize = if cfg!(test) { 2 } else { 8 };
+
 /// An update record holding deltas only, as the fast path reads it.
 struct FastUpdate {
     id: u32,
@@ -290,11 +295,12 @@ impl SnapshotConfig {
     }
 
     /// Rebuilds the snapshot from the baseline and the records. In the steady state every
-    /// record is an update, so the baseline is copied whole and patched in place. At the first
-    /// spawn or despawn the entities before it are final: the rest of the copy is dropped and
-    /// the remaining records are merged with the rest of the baseline. Without `FAST`, the
-    /// reference the tests hold the fast paths to, that merge starts over from the first record
-    /// and reads every record field by field.
+    /// record is an update, so the baseline is copied whole and patched in place. A spawn or
+    /// despawn among them is applied in place too (an insert or a removal), and patching goes
+    /// on. Past [`EDITS_IN_PLACE_MAX`] of them, each moving the entities after it, the entities
+    /// before the record are kept and the remaining records are merged with the rest of the
+    /// baseline. Without `FAST`, the reference the tests hold the fast paths to, the first
+    /// spawn or despawn starts a merge over from the first record, read field by field.
     fn read_delta<const FAST: bool>(
         &self,
         r: &mut BitReader<'_>,
@@ -303,29 +309,81 @@ impl SnapshotConfig {
         out: &mut Snapshot,
     ) -> Result<(), DecodeError> {
         let records = r.clone();
+        check_count(baseline.len(), self.entities_max())?;
+        out.entities.extend_from_slice(baseline.entities());
         let mut at = Cursor::first(count);
-        if self.patch::<FAST>(r, &mut at, baseline, out)? {
-            return Ok(());
-        }
-        if !FAST {
-            (*r, at) = (records, Cursor::first(count));
+        // Entities `out` holds before `at.i` beyond the baseline's: spawns less despawns.
+        let mut shift = 0isize;
+        let mut edits = 0;
+        loop {
+            if self.patch::<FAST>(r, &mut at, &mut out.entities)? {
+                return Ok(());
+            }
+            if !FAST {
+                *r = records.clone();
+                out.entities.clear();
+                return self.merge::<false>(r, Cursor::first(count), baseline, out);
+            }
+            if edits == EDITS_IN_PLACE_MAX || !self.edit_in_place(r, &mut at, &mut shift, out)? {
+                break;
+            }
+            edits += 1;
         }
         out.entities.truncate(at.i);
-        self.merge::<FAST>(r, at, baseline, out)
+        at.i = at.i.wrapping_add_signed(-shift);
+        self.merge::<true>(r, at, baseline, out)
     }
 
-    /// Applies update records to a copy of the baseline; returns false, with the reader and
-    /// `at` on the record, at the first record that is not an update of a baseline entity.
+    /// Applies the spawn or despawn record at the reader's position to `out` in place, or
+    /// returns the error the merge would (an update or despawn of an absent entity, a spawn of
+    /// a present one). Declines, consuming nothing, a spawn that would exceed `entities_max`,
+    /// for the merge to report as it does.
+    fn edit_in_place(
+        &self,
+        r: &mut BitReader<'_>,
+        at: &mut Cursor,
+        shift: &mut isize,
+        out: &mut Snapshot,
+    ) -> Result<bool, DecodeError> {
+        let start = r.bit_pos();
+        let id = read_id(r, at.previous);
+        r.status()?;
+        let k = find_from(&out.entities, at.i, id);
+        let present = out.entities.get(k).is_some_and(|e| e.id == id);
+        match (read_kind(r), present) {
+            (KIND_DESPAWN, true) => {
+                out.entities.remove(k);
+                (at.i, *shift) = (k, *shift - 1);
+            }
+            (KIND_SPAWN, false) => {
+                let flags = r.read(2, Field::MovingFlags);
+                let entity = self.read_body(r, id, flags);
+                r.status()?;
+                if out.entities.len() >= self.entities_max() {
+                    r.seek(start, Field::EntityId);
+                    return Ok(false);
+                }
+                out.entities.insert(k, entity);
+                (at.i, *shift) = (k + 1, *shift + 1);
+            }
+            _ => {
+                // A truncated kind reads as zero; report the truncation, not a conflict.
+                r.status()?;
+                return Err(DecodeError::BaselineConflict { id });
+            }
+        }
+        (at.previous, at.left) = (Some(id), at.left - 1);
+        Ok(true)
+    }
+
+    /// Applies update records to `entities`, a copy of the baseline; returns false, with the
+    /// reader and `at` on the record, at the first record that is not an update of one of them.
     fn patch<const FAST: bool>(
         &self,
         r: &mut BitReader<'_>,
         at: &mut Cursor,
-        baseline: &Snapshot,
-        out: &mut Snapshot,
+        entities: &mut [QuantizedEntity],
     ) -> Result<bool, DecodeError> {
-        check_count(baseline.len(), self.entities_max())?;
-        out.entities.extend_from_slice(baseline.entities());
-        let entities = &mut out.entities[..];
         while at.left > 0 {
             if FAST {
                 self.patch_run(r, entities, at);
