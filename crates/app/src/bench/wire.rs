@@ -350,50 +350,24 @@ fn codec_tasks(data: &Data) -> Vec<Task<'_>> {
 
 fn rally_tasks(data: &Data) -> Vec<Task<'_>> {
     let c = data.config;
-    let (baseline, current) = (&data.baseline, &data.current);
+    let current = &data.current;
     let mut scratch = vec![0u8; 64 * 1024];
     let len = c.encode_full(current, &mut scratch).expect("verified");
     let full = scratch[..len].to_vec();
-    let len = c.encode_delta(baseline, current, &mut scratch).expect("verified");
-    let delta = scratch[..len].to_vec();
     let codec = MessageCodec::default();
     let message = codec.encode(&data.message).expect("verified");
-    let len = data.churn_history.encode_delta(&c, baseline.tick(), &mut scratch).expect("verified");
-    let churn = scratch[..len].to_vec();
-    let (mut b1, mut b2, mut b3) = (scratch.clone(), scratch.clone(), scratch);
-    let (mut out1, mut out2, mut out3) =
-        (Snapshot::default(), Snapshot::default(), Snapshot::default());
-    vec![
+    let (mut out, mut buf) = (Snapshot::default(), scratch);
+    let mut tasks = Vec::from(rally_delta_tasks(CASES[1], c, &data.history, &data.baseline));
+    tasks.extend(rally_delta_tasks("churn", c, &data.churn_history, &data.baseline));
+    tasks.extend([
         task("snapshot_full/rally/encode", move |n| {
             for _ in 0..n {
-                black_box(c.encode_full(black_box(current), &mut b1).ok());
+                black_box(c.encode_full(black_box(current), &mut buf).ok());
             }
         }),
         task("snapshot_full/rally/decode", move |n| {
             for _ in 0..n {
-                black_box(c.decode(black_box(&full), None, &mut out1).ok());
-            }
-        }),
-        task("snapshot_delta/rally/encode", move |n| {
-            let tick = baseline.tick();
-            for _ in 0..n {
-                black_box(data.history.encode_delta(&c, black_box(tick), &mut b2).ok());
-            }
-        }),
-        task("snapshot_delta/rally/decode", move |n| {
-            for _ in 0..n {
-                black_box(c.decode(black_box(&delta), Some(baseline), &mut out2).ok());
-            }
-        }),
-        task("churn/rally/encode", move |n| {
-            let tick = baseline.tick();
-            for _ in 0..n {
-                black_box(data.churn_history.encode_delta(&c, black_box(tick), &mut b3).ok());
-            }
-        }),
-        task("churn/rally/decode", move |n| {
-            for _ in 0..n {
-                black_box(c.decode(black_box(&churn), Some(baseline), &mut out3).ok());
+                black_box(c.decode(black_box(&full), None, &mut out).ok());
             }
         }),
         task("complex_message/rally/encode", move |n| {
@@ -404,6 +378,34 @@ fn rally_tasks(data: &Data) -> Vec<Task<'_>> {
         task("complex_message/rally/decode", move |n| {
             for _ in 0..n {
                 black_box(codec.decode::<MatchReport>(black_box(&message)).ok());
+            }
+        }),
+    ]);
+    tasks
+}
+
+/// Encoding through `history` the delta from `baseline` to its newest snapshot (one
+/// client's job each tick), and decoding it.
+fn rally_delta_tasks<'a>(
+    case: &str,
+    c: SnapshotConfig,
+    history: &'a SnapshotHistory,
+    baseline: &'a Snapshot,
+) -> [Task<'a>; 2] {
+    let mut buf = vec![0u8; 64 * 1024];
+    let len = history.encode_delta(&c, baseline.tick(), &mut buf).expect("verified");
+    let delta = buf[..len].to_vec();
+    let mut out = Snapshot::default();
+    [
+        task(&format!("{case}/rally/encode"), move |n| {
+            let tick = baseline.tick();
+            for _ in 0..n {
+                black_box(history.encode_delta(&c, black_box(tick), &mut buf).ok());
+            }
+        }),
+        task(&format!("{case}/rally/decode"), move |n| {
+            for _ in 0..n {
+                black_box(c.decode(black_box(&delta), Some(baseline), &mut out).ok());
             }
         }),
     ]
