@@ -908,7 +908,7 @@ mod tests {
     }
 
     /// A baseline of 64 ids, every fifth id missing (so that spawns find room). One entity in
-    /// four has codes at or next to the ends of their ranges, chosen by `picks`, so that small
+    /// eight has codes at or next to the ends of their ranges, chosen by `picks`, so that small
     /// random deltas often leave a range; the others sit mid-range, so that records on them
     /// apply and whole snapshots are compared.
     fn edge_baseline(config: &SnapshotConfig, picks: &[u8]) -> Snapshot {
