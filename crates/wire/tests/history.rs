@@ -49,6 +49,68 @@ proptest! {
     }
 }
 
+/// A large snapshot where most entities stay put for several ticks while a few change, spawn
+/// and despawn, the common case of a room: long unchanged runs across the history's 64-entity
+/// bit set words, with despawns among them that must still be sent.
+fn quiet_sequence() -> impl Strategy<Value = Vec<Snapshot>> {
+    let edits = prop::collection::vec((0u8..4, 0usize..400), 0..12);
+    (65usize..300, prop::collection::vec(edits, 1..5)).prop_map(|(len, steps)| {
+        let reference = rally_wire::reference::snapshots(&common::config(), 3, 100).0;
+        let body = |id: u32| {
+            let mut e = reference.entities()[id as usize % reference.len()];
+            e.id = id;
+            e
+        };
+        // Every third id is left out, so that spawns have room.
+        let mut entities: Vec<_> = (0..len as u32).filter(|id| id % 3 != 1).map(body).collect();
+        let mut sequence = vec![common::build(100, entities.clone())];
+        for (n, edits) in steps.into_iter().enumerate() {
+            for (op, at) in edits {
+                let k = at % entities.len().max(1);
+                match op {
+                    0 if !entities.is_empty() => drop(entities.remove(k)),
+                    1 => {
+                        let id = (at as u32 * 3 + 1) % len as u32;
+                        if let Err(slot) = entities.binary_search_by_key(&id, |e| e.id) {
+                            entities.insert(slot, body(id));
+                        }
+                    }
+                    _ if !entities.is_empty() => {
+                        let e = &mut entities[k];
+                        e.position[0] = e.position[0].saturating_sub(1 + op as u32);
+                    }
+                    _ => {}
+                }
+            }
+            sequence.push(common::build(101 + n as u32, entities.clone()));
+        }
+        sequence
+    })
+}
+
+proptest! {
+    #[test]
+    fn quiet_rooms_with_spawns_and_despawns_encode_as_comparing_would(
+        steps in quiet_sequence(),
+    ) {
+        let config = common::config();
+        let mut history = SnapshotHistory::new(8);
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut other = vec![0u8; 64 * 1024];
+        for (n, snapshot) in steps.iter().enumerate() {
+            history.push(snapshot).unwrap();
+            for baseline in &steps[..=n] {
+                let len = history.encode_delta(&config, baseline.tick(), &mut buf).unwrap();
+                let compared = config.encode_delta(baseline, snapshot, &mut other).unwrap();
+                prop_assert_eq!(&buf[..len], &other[..compared]);
+                let mut decoded = Snapshot::default();
+                config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
+                prop_assert_eq!(&decoded, snapshot);
+            }
+        }
+    }
+}
+
 #[test]
 fn ticks_must_increase_and_evicted_baselines_are_refused() {
     let config = common::config();
