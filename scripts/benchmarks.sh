@@ -49,7 +49,7 @@ and on real sockets against the real libraries (the shootout: TCP, ENet, KCP, kc
 EOF
 
 section wire "Wire: snapshot serialization (W4)" \
-    "Rally's snapshot codec against bitcode, postcard, MessagePack and serde_json on the same reference snapshots; bytes, time per operation and allocations. Below the table, Rally alone on a delta where one body despawned and one spawned among the updates (a shooter's tick)." \
+    "Rally's snapshot codec against bitcode, postcard, MessagePack and serde_json on the same reference snapshots; bytes, time per operation and allocations. Below the table, Rally alone on a delta where one body despawned and one spawned among the updates (a shooter's tick). The delta misses its 30x-serde_json target; docs/wire.md's appendix gives the layouts measured against it." \
     bench wire
 section transport "Transport: the reliable stream under loss (W1)" \
     "Rally's reliable-ordered channel against KCP (the original C ikcp.c, in both configurations the source used) through five emulated links in virtual time, beside the link's own round trip and, on the lossy links, the floor of any protocol that sends two copies of each payload (the most the 2.5x byte budget holds) and learns of a loss from its next payload's ack: where that floor itself misses a target, the output says so." \
