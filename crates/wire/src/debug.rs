@@ -7,7 +7,9 @@
 
 use crate::bits::BitReader;
 use crate::error::DecodeError;
-use crate::snapshot::{read_header, DeltaRecord, Snapshot, SnapshotConfig, SnapshotKind};
+use crate::snapshot::{
+    read_header, DeltaRecord, Snapshot, SnapshotConfig, SnapshotKind, FORMAT_DELTA_COLUMNS,
+};
 use serde_json::{json, Value};
 
 /// A decoded snapshot in SI units.
@@ -40,6 +42,15 @@ pub fn inspect_snapshot(config: &SnapshotConfig, bytes: &[u8]) -> Result<Value, 
             let mut value = snapshot_to_json(config, &snapshot);
             value["kind"] = json!("full");
             Ok(value)
+        }
+        SnapshotKind::Delta { baseline_tick } if bytes.first() == Some(&FORMAT_DELTA_COLUMNS) => {
+            let listing = config.list_columns(bytes)?;
+            Ok(json!({
+                "kind": "delta_columns",
+                "tick": header.tick,
+                "baseline_tick": baseline_tick,
+                "columns": listing,
+            }))
         }
         SnapshotKind::Delta { baseline_tick } => {
             let mut r = BitReader::new(bytes);

@@ -228,7 +228,7 @@ fn crafted() -> Vec<(Snapshot, Vec<u8>)> {
     let (mut baseline, mut buf) = (Snapshot::new(7), vec![0u8; 64]);
     baseline.push(QuantizedEntity { id: 3, ..Default::default() }).expect("one entity");
     let mut datagrams = Vec::new();
-    for (format, baseline_tick, widths) in [(0x02, 7, 0), (0x03, 7, 1), (0x02, 6, 1)] {
+    for (format, baseline_tick, widths) in [(0x02, 7, 0), (0x7f, 7, 1), (0x02, 6, 1)] {
         let mut w = BitWriter::new(&mut buf);
         w.write(format, 8);
         w.write(8, 32);

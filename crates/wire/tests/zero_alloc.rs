@@ -1,6 +1,7 @@
 //! Goal: encoding and decoding snapshots allocates nothing once buffers are warm. Method: a
 //! counting global allocator wraps the system one; after one warm-up round, repeated full and
-//! delta encodes and decodes of the W4 reference snapshot must not allocate at all.
+//! delta encodes and decodes (records and columns) of the W4 reference snapshot must not
+//! allocate at all.
 
 use rally_wire::{reference, Snapshot, SnapshotConfig, SnapshotHistory};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -53,6 +54,9 @@ fn snapshot_encode_and_decode_allocate_nothing_after_warm_up() {
         assert_eq!(decoded.len(), current.len());
         let delta = config.encode_delta(&baseline, &current, buf).unwrap();
         config.decode(&buf[..delta], Some(&baseline), decoded).unwrap();
+        assert_eq!(*decoded, current);
+        let columns = config.encode_delta_columns(&baseline, &current, buf).unwrap();
+        config.decode(&buf[..columns], Some(&baseline), decoded).unwrap();
         assert_eq!(*decoded, current);
     };
     let start = ALLOCATIONS.load(Ordering::Relaxed);

@@ -110,7 +110,11 @@ impl SnapshotConfig {
                         given: baseline.map(|b| b.tick),
                     },
                 )?;
-                self.read_delta::<FAST>(&mut r, header.count, baseline, out)?;
+                if bytes.first() == Some(&FORMAT_DELTA_COLUMNS) {
+                    self.read_columns(&mut r, bytes, header.count, baseline, out)?;
+                } else {
+                    self.read_delta::<FAST>(&mut r, header.count, baseline, out)?;
+                }
             }
         }
         r.finish()?;
@@ -254,7 +258,7 @@ impl SnapshotConfig {
 
     /// Reads a body after its two "moving" flags (bit 0 linear, bit 1 angular).
     #[inline(always)]
-    fn read_body(&self, r: &mut BitReader<'_>, id: u32, flags: u64) -> QuantizedEntity {
+    pub(super) fn read_body(&self, r: &mut BitReader<'_>, id: u32, flags: u64) -> QuantizedEntity {
         let position = self.read_position(r);
         let rotation = self.read_rotation(r);
         // Which bodies move is as good as random, so the velocities are read without branches.
@@ -265,7 +269,7 @@ impl SnapshotConfig {
     }
 
     #[inline(always)]
-    fn read_position(&self, r: &mut BitReader<'_>) -> [u32; 3] {
+    pub(super) fn read_position(&self, r: &mut BitReader<'_>) -> [u32; 3] {
         let [bx, by, bz] = self.position.bits();
         let (x, yz) = if bx + by + bz <= BITS_PER_CALL_MAX {
             let all = r.read(bx + by + bz, Field::Position);
@@ -279,7 +283,7 @@ impl SnapshotConfig {
     }
 
     #[inline(always)]
-    fn read_rotation(&self, r: &mut BitReader<'_>) -> QuantizedRotation {
+    pub(super) fn read_rotation(&self, r: &mut BitReader<'_>) -> QuantizedRotation {
         let b = self.rotation.bits();
         self.rotation_from(r.read(2 + 3 * b, Field::Rotation))
     }
@@ -671,7 +675,7 @@ pub fn read_header(r: &mut BitReader<'_>) -> Result<SnapshotHeader, DecodeError>
     r.status()?;
     let kind = match format {
         FORMAT_FULL => SnapshotKind::Full,
-        FORMAT_DELTA => {
+        FORMAT_DELTA | FORMAT_DELTA_COLUMNS => {
             SnapshotKind::Delta { baseline_tick: r.read(32, Field::BaselineTick) as u32 }
         }
         other => return Err(DecodeError::UnknownFormat(other)),
@@ -681,7 +685,7 @@ pub fn read_header(r: &mut BitReader<'_>) -> Result<SnapshotHeader, DecodeError>
     Ok(SnapshotHeader { kind, tick, count })
 }
 
-fn check_count(count: usize, max: usize) -> Result<(), DecodeError> {
+pub(super) fn check_count(count: usize, max: usize) -> Result<(), DecodeError> {
     if count > max {
         let (value, max) = (count as u64, max as u64);
         return Err(DecodeError::OutOfBounds { field: Field::EntityCount, value, max });
@@ -704,7 +708,7 @@ fn extend_bounded(
 }
 
 #[inline(always)]
-fn read_id(r: &mut BitReader<'_>, previous: Option<u32>) -> u32 {
+pub(super) fn read_id(r: &mut BitReader<'_>, previous: Option<u32>) -> u32 {
     let gap = ID_TIERS.read(r, Field::EntityId);
     checked_id(r, previous, gap)
 }
@@ -742,7 +746,11 @@ fn offset(r: &mut BitReader<'_>, base: i64, delta: i32, max: i64, field: Field) 
 }
 
 #[inline(always)]
-fn read_velocity(r: &mut BitReader<'_>, quantizer: &VelocityQuantizer, field: Field) -> [i32; 3] {
+pub(super) fn read_velocity(
+    r: &mut BitReader<'_>,
+    quantizer: &VelocityQuantizer,
+    field: Field,
+) -> [i32; 3] {
     if !r.read_bit(field) {
         return [0; 3];
     }

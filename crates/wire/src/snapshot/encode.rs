@@ -175,7 +175,7 @@ impl SnapshotConfig {
         records
     }
 
-    fn check_count(&self, snapshot: &Snapshot) -> Result<(), EncodeError> {
+    pub(super) fn check_count(&self, snapshot: &Snapshot) -> Result<(), EncodeError> {
         let max = self.entities_max();
         if snapshot.len() > max {
             return Err(EncodeError::TooManyEntities { count: snapshot.len(), max });
@@ -184,7 +184,7 @@ impl SnapshotConfig {
     }
 
     #[inline(always)]
-    fn write_body(&self, w: &mut BitWriter<'_>, entity: &QuantizedEntity) {
+    pub(super) fn write_body(&self, w: &mut BitWriter<'_>, entity: &QuantizedEntity) {
         // The two moving flags come first so that a decoder knows the body's length at once.
         let flags = moving_flags(entity);
         w.write(flags, 2);
@@ -293,7 +293,7 @@ impl SnapshotConfig {
     /// how many. Returned rather than written: a call that took the writer would keep the
     /// writer's fields in memory instead of registers on every record's path.
     #[cold]
-    fn absolute(&self, field: usize, entity: &QuantizedEntity) -> (u128, u32) {
+    pub(super) fn absolute(&self, field: usize, entity: &QuantizedEntity) -> (u128, u32) {
         let velocity = match field {
             0 => {
                 let [bx, by, bz] = self.position.bits();
@@ -320,13 +320,13 @@ impl SnapshotConfig {
     }
 }
 
-fn too_small(needed: usize, capacity: usize) -> EncodeError {
+pub(super) fn too_small(needed: usize, capacity: usize) -> EncodeError {
     EncodeError::BufferTooSmall { needed, capacity }
 }
 
 /// The gap from the previous id; the first id's gap is the id itself.
 #[inline(always)]
-fn id_gap(previous: Option<u32>, id: u32) -> u64 {
+pub(super) fn id_gap(previous: Option<u32>, id: u32) -> u64 {
     match previous {
         Some(p) => u64::from(id - p - 1),
         None => u64::from(id),

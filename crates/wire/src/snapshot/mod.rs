@@ -8,10 +8,12 @@
 //!
 //! The format is specified bit by bit in docs/wire.md; the constants here are its numbers.
 
+mod columns;
 mod decode;
 mod encode;
 mod history;
 
+pub use columns::{ColumnsListing, FORMAT_DELTA_COLUMNS};
 pub use decode::read_header;
 pub use history::SnapshotHistory;
 

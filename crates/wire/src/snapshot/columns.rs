@@ -1,0 +1,774 @@
+//! The column delta (format `0x03`, docs/design/delta-columns.md): a delta whose updates are laid
+//! out as columns, one per field, each value of a column the same width. No record's position
+//! depends on the one before it, so both sides work eight updates at a time, with shifts fixed
+//! at compile time, instead of following a chain of variable-length records.
+//!
+//! Layout, each section starting on a byte: the header; the edits (spawns and despawns by id);
+//! the gaps between the updates' indices into the result; the four fields' columns of zigzagged
+//! deltas; the exceptions (fields too wide for their column, or a rotation whose largest index
+//! changed), as absolute values.
+
+use super::decode::{check_count, read_id, read_velocity};
+use super::encode::{id_gap, too_small};
+use super::*;
+use crate::bits::{mask, BitReader, BitWriter, BITS_PER_CALL_MAX};
+use crate::error::{DecodeError, EncodeError, Field};
+use crate::varint::{unzigzag, zigzag};
+
+/// The format byte of a column delta.
+pub const FORMAT_DELTA_COLUMNS: u8 = 0x03;
+/// Updates decoded at once: a block of eight is whole bytes of every column (`G` bytes of gaps,
+/// `3W` bytes of a field), and small enough a stack buffer that zeroing it costs little.
+const CHUNK: usize = 8;
+/// The widest gap column: indices are below [`ENTITIES_MAX_FORMAT`], 15 bits.
+const GAP_WIDTH_MAX: u32 = 15;
+/// The four fields, in column order, as errors name them.
+const FIELDS: [Field; 4] =
+    [Field::Position, Field::Rotation, Field::LinearVelocity, Field::AngularVelocity];
+
+/// One difference between a baseline and the current snapshot, in id order.
+enum Step<'a> {
+    /// Entity `index` of the current snapshot, in both.
+    Update {
+        old: &'a QuantizedEntity,
+        new: &'a QuantizedEntity,
+        index: usize,
+    },
+    Despawn {
+        id: u32,
+    },
+    Spawn {
+        new: &'a QuantizedEntity,
+    },
+}
+
+/// Calls `f` for every difference between `old` and `new`, merged by id; entities with the same
+/// codes are skipped.
+fn for_each_step<'a>(
+    old: &'a [QuantizedEntity],
+    new: &'a [QuantizedEntity],
+    mut f: impl FnMut(Step<'a>),
+) {
+    let (mut i, mut j) = (0, 0);
+    loop {
+        match (old.get(i), new.get(j)) {
+            (Some(o), Some(n)) if o.id == n.id => {
+                if o != n {
+                    f(Step::Update { old: o, new: n, index: j });
+                }
+                (i, j) = (i + 1, j + 1);
+            }
+            (Some(o), Some(n)) if o.id < n.id => {
+                f(Step::Despawn { id: o.id });
+                i += 1;
+            }
+            (Some(o), None) => {
+                f(Step::Despawn { id: o.id });
+                i += 1;
+            }
+            (_, Some(n)) => {
+                f(Step::Spawn { new: n });
+                j += 1;
+            }
+            (None, None) => return,
+        }
+    }
+}
+
+/// An entity's twelve delta-coded components: position, rotation, linear, angular velocity.
+#[inline(always)]
+fn lanes(e: &QuantizedEntity) -> [i32; 12] {
+    let [p0, p1, p2] = e.position.map(|c| c as i32);
+    let [r0, r1, r2] = e.rotation.components.map(i32::from);
+    let [l0, l1, l2] = e.linear_velocity;
+    let [a0, a1, a2] = e.angular_velocity;
+    [p0, p1, p2, r0, r1, r2, l0, l1, l2, a0, a1, a2]
+}
+
+/// The zigzagged differences of the twelve lanes, and which fields (bit `f`) are exceptions:
+/// wider than [`DELTA_WIDTH_MAX`], or a rotation of another smallest-three layout.
+#[inline(always)]
+fn deltas(old: &QuantizedEntity, new: &QuantizedEntity) -> ([u32; 12], u32) {
+    let (a, b) = (lanes(old), lanes(new));
+    let z: [u32; 12] = std::array::from_fn(|k| zigzag(b[k].wrapping_sub(a[k])));
+    let mut exceptions = u32::from(old.rotation.largest != new.rotation.largest) << 1;
+    for f in 0..4 {
+        let width = 32 - (z[3 * f] | z[3 * f + 1] | z[3 * f + 2]).leading_zeros();
+        exceptions |= u32::from(width > DELTA_WIDTH_MAX) << f;
+    }
+    (z, exceptions)
+}
+
+/// What the first pass over the differences finds: the counts and widths of the header.
+#[derive(Default)]
+struct Plan {
+    updates: usize,
+    exceptions: usize,
+    edits: usize,
+    /// The OR of each field's zigzagged deltas over the updates where it is no exception.
+    fields: [u32; 4],
+    /// The OR of the index gaps.
+    gaps: u32,
+}
+
+impl Plan {
+    fn of(old: &[QuantizedEntity], new: &[QuantizedEntity]) -> Self {
+        let mut plan = Plan::default();
+        let mut next = 0;
+        for_each_step(old, new, |step| match step {
+            Step::Update { old, new, index } => {
+                let (z, exceptions) = deltas(old, new);
+                for f in 0..4 {
+                    let keep = if exceptions >> f & 1 == 0 { u32::MAX } else { 0 };
+                    plan.fields[f] |= (z[3 * f] | z[3 * f + 1] | z[3 * f + 2]) & keep;
+                }
+                plan.exceptions += exceptions.count_ones() as usize;
+                plan.gaps |= (index - next) as u32;
+                next = index + 1;
+                plan.updates += 1;
+            }
+            Step::Despawn { .. } | Step::Spawn { .. } => plan.edits += 1,
+        });
+        plan
+    }
+
+    /// The gap width, then the four field widths.
+    fn widths(&self) -> [u32; 5] {
+        let bits = |v: u32| 32 - v.leading_zeros();
+        let [p, r, l, a] = self.fields.map(bits);
+        [bits(self.gaps), p, r, l, a]
+    }
+}
+
+/// Bytes of each column for `updates` updates with `widths` (gap width first).
+fn column_bytes(widths: [u32; 5], updates: usize) -> [usize; 5] {
+    let values = |c: usize| if c == 0 { updates } else { 3 * updates };
+    std::array::from_fn(|c| (values(c) * widths[c] as usize).div_ceil(8))
+}
+
+impl SnapshotConfig {
+    /// Encodes the changes from `baseline` to `current` as a column delta (format `0x03`) into
+    /// `out` and returns the bytes written. The column delta is the planned successor of the
+    /// record delta of [`SnapshotConfig::encode_delta`]; decoders of this crate read both.
+    pub fn encode_delta_columns(
+        &self,
+        baseline: &Snapshot,
+        current: &Snapshot,
+        out: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        self.check_count(baseline)?;
+        self.check_count(current)?;
+        let (old, new) = (baseline.entities(), current.entities());
+        let plan = Plan::of(old, new);
+        let widths = plan.widths();
+        let capacity = out.len();
+        let mut w = BitWriter::new(out);
+        w.write(u64::from(FORMAT_DELTA_COLUMNS), 8);
+        w.write(u64::from(current.tick), 32);
+        w.write(u64::from(baseline.tick), 32);
+        w.write(plan.updates as u64, 16);
+        w.write(plan.exceptions as u64, 32);
+        w.write(plan.edits as u64, 16);
+        w.write(u64::from(widths[0]), 8);
+        let [_, p, r, l, a] = widths.map(u64::from);
+        w.write(p | r << 4 | l << 8 | a << 12, 16);
+        if plan.edits > 0 {
+            self.write_edits(&mut w, old, new);
+        }
+        // Each section is sized before any is written, so that a short buffer is reported with
+        // the whole length it needs.
+        let edits_end = w.finish().unwrap_or_else(|needed| needed);
+        let columns_end = edits_end + column_bytes(widths, plan.updates).iter().sum::<usize>();
+        let mut w = BitWriter::new(out.get_mut(columns_end..).unwrap_or_default());
+        if plan.exceptions > 0 {
+            self.write_exceptions(&mut w, old, new);
+        }
+        let len = columns_end + w.finish().unwrap_or_else(|needed| needed);
+        if len > capacity {
+            return Err(too_small(len, capacity));
+        }
+        write_columns(&plan, old, new, &mut out[edits_end..columns_end]);
+        Ok(len)
+    }
+
+    /// The spawns and despawns, by id.
+    fn write_edits(&self, w: &mut BitWriter<'_>, old: &[QuantizedEntity], new: &[QuantizedEntity]) {
+        let mut previous = None;
+        for_each_step(old, new, |step| {
+            let (id, spawn) = match step {
+                Step::Update { .. } => return,
+                Step::Despawn { id } => (id, None),
+                Step::Spawn { new } => (new.id, Some(new)),
+            };
+            ID_TIERS.write(w, id_gap(previous, id));
+            w.write(u64::from(spawn.is_some()), 1);
+            if let Some(entity) = spawn {
+                self.write_body(w, entity);
+            }
+            previous = Some(id);
+        });
+    }
+
+    /// The fields that are exceptions, each with its update's index gap, its number and its
+    /// absolute form.
+    fn write_exceptions(
+        &self,
+        w: &mut BitWriter<'_>,
+        old: &[QuantizedEntity],
+        new: &[QuantizedEntity],
+    ) {
+        let (mut k, mut previous) = (0u64, 0u64);
+        for_each_step(old, new, |step| {
+            let Step::Update { old, new, .. } = step else { return };
+            let (_, exceptions) = deltas(old, new);
+            for field in (0..4).filter(|f| exceptions >> f & 1 == 1) {
+                ID_TIERS.write(w, k - previous);
+                w.write(field as u64, 2);
+                let (value, bits) = self.absolute(field, new);
+                let low = bits.min(BITS_PER_CALL_MAX);
+                w.write(value as u64 & mask(low), low);
+                w.write((value >> low) as u64, bits - low);
+                previous = k;
+            }
+            k += 1;
+        });
+    }
+}
+
+/// Packs the gap and field columns into `out`, which holds exactly their bytes, `CHUNK` updates
+/// at a time. A chunk is whole bytes of every column (64 values of any width are 8 bytes per
+/// bit), so each chunk's part of a column starts on a byte.
+fn write_columns(plan: &Plan, old: &[QuantizedEntity], new: &[QuantizedEntity], out: &mut [u8]) {
+    let widths = plan.widths();
+    let sizes = column_bytes(widths, plan.updates);
+    let mut starts = [0; 5];
+    for c in 1..5 {
+        starts[c] = starts[c - 1] + sizes[c - 1];
+    }
+    let mut rows = [[0u32; 12]; CHUNK];
+    let mut gaps = [0u32; CHUNK];
+    let (mut n, mut done, mut next) = (0, 0, 0);
+    let flush = |rows: &[[u32; 12]], gaps: &[u32], done: usize, out: &mut [u8]| {
+        let at = |c: usize| starts[c] + done * widths[c] as usize / 8 * if c == 0 { 1 } else { 3 };
+        pack_values(widths[0], gaps, &mut out[at(0)..]);
+        for f in 0..4 {
+            pack_lanes(widths[f + 1], rows, 3 * f, &mut out[at(f + 1)..]);
+        }
+    };
+    for_each_step(old, new, |step| {
+        let Step::Update { old, new, index } = step else { return };
+        let (z, exceptions) = deltas(old, new);
+        // An exception's column holds zeros; its absolute value follows the columns.
+        rows[n] = std::array::from_fn(|k| if exceptions >> (k / 3) & 1 == 0 { z[k] } else { 0 });
+        gaps[n] = (index - next) as u32;
+        next = index + 1;
+        n += 1;
+        if n == CHUNK {
+            flush(&rows, &gaps, done, out);
+            (done, n) = (done + CHUNK, 0);
+        }
+    });
+    if n > 0 {
+        flush(&rows[..n], &gaps[..n], done, out);
+    }
+}
+
+/// Eight values of `W` bits, the first lowest, as one little-endian word.
+#[inline(always)]
+fn pack8<const W: usize>(values: [u32; 8]) -> u128 {
+    let mut word = 0u128;
+    for (k, value) in values.iter().enumerate() {
+        word |= u128::from(*value) << (k * W);
+    }
+    word
+}
+
+/// Writes `values` (at most 8 per group, only the last group short) as `W`-bit fields.
+#[inline(always)]
+fn pack_groups<const W: usize>(values: &[u32], out: &mut [u8], at: &mut usize) {
+    for group in values.chunks(8) {
+        let word = pack8::<W>(std::array::from_fn(|k| group.get(k).copied().unwrap_or(0)));
+        let bytes = (group.len() * W).div_ceil(8);
+        out[*at..*at + bytes].copy_from_slice(&word.to_le_bytes()[..bytes]);
+        *at += bytes;
+    }
+}
+
+fn pack_values_w<const W: usize>(values: &[u32], out: &mut [u8]) {
+    pack_groups::<W>(values, out, &mut 0);
+}
+
+/// Packs lanes `lane..lane + 3` of each row, eight rows (three groups of eight values) at a time.
+fn pack_lanes_w<const W: usize>(rows: &[[u32; 12]], lane: usize, out: &mut [u8]) {
+    let mut at = 0;
+    for block in rows.chunks(8) {
+        let values: [u32; 24] =
+            std::array::from_fn(|v| block.get(v / 3).map_or(0, |row| row[lane + v % 3]));
+        pack_groups::<W>(&values[..3 * block.len()], out, &mut at);
+    }
+}
+
+/// Eight values of `W` bits from the start of `bytes`; bytes past its end read as zero.
+#[inline(always)]
+fn unpack8<const W: usize>(bytes: &[u8]) -> [u32; 8] {
+    let word = match bytes.first_chunk::<16>() {
+        Some(word) => u128::from_le_bytes(*word),
+        None => {
+            let mut word = [0u8; 16];
+            let n = bytes.len().min(16);
+            word[..n].copy_from_slice(&bytes[..n]);
+            u128::from_le_bytes(word)
+        }
+    };
+    std::array::from_fn(|k| (word >> (k * W)) as u32 & mask(W as u32) as u32)
+}
+
+fn unpack_values_w<const W: usize>(bytes: &[u8], values: &mut [u32]) {
+    for (g, group) in values.chunks_mut(8).enumerate() {
+        let unpacked = unpack8::<W>(bytes.get(g * W..).unwrap_or_default());
+        group.copy_from_slice(&unpacked[..group.len()]);
+    }
+}
+
+/// Unpacks zigzagged values into lanes `lane..lane + 3` of each row, eight rows (24 values,
+/// `3 * W` bytes) at a time, each value from an 8-byte load at an offset fixed at compile time.
+fn unpack_lanes_w<const W: usize>(bytes: &[u8], rows: &mut [[i32; 12]], lane: usize) {
+    let m = mask(W as u32) as u32;
+    let mut blocks = rows.chunks_exact_mut(8);
+    let mut at = 0;
+    for block in &mut blocks {
+        match bytes.get(at..at + 3 * W + 8) {
+            Some(b) => {
+                for (r, row) in block.iter_mut().enumerate() {
+                    for c in 0..3 {
+                        let bit = (3 * r + c) * W;
+                        // `b` holds 3W + 8 bytes and `bit / 8` is below 3W, so eight follow.
+                        let word = b[bit / 8..bit / 8 + 8].try_into().expect("eight bytes");
+                        let value = (u64::from_le_bytes(word) >> (bit % 8)) as u32 & m;
+                        row[lane + c] = unzigzag(value);
+                    }
+                }
+            }
+            None => unpack_lanes_slow::<W>(&bytes[at.min(bytes.len())..], block, lane),
+        }
+        at += 3 * W;
+    }
+    unpack_lanes_slow::<W>(bytes.get(at..).unwrap_or_default(), blocks.into_remainder(), lane);
+}
+
+/// [`unpack_lanes_w`] near the end of the column, where fewer than eight bytes follow a value.
+#[cold]
+fn unpack_lanes_slow<const W: usize>(bytes: &[u8], rows: &mut [[i32; 12]], lane: usize) {
+    let reader = BitReader::new(bytes);
+    for (r, row) in rows.iter_mut().enumerate() {
+        for c in 0..3 {
+            let value = reader.peek_at((3 * r + c) * W) & mask(W as u32);
+            row[lane + c] = unzigzag(value as u32);
+        }
+    }
+}
+
+/// Calls the monomorphised `$f::<W>` for a width known only at run time.
+macro_rules! by_width {
+    ($width:expr, $f:ident, $($arg:expr),*) => {
+        match $width {
+            1 => $f::<1>($($arg),*), 2 => $f::<2>($($arg),*), 3 => $f::<3>($($arg),*),
+            4 => $f::<4>($($arg),*), 5 => $f::<5>($($arg),*), 6 => $f::<6>($($arg),*),
+            7 => $f::<7>($($arg),*), 8 => $f::<8>($($arg),*), 9 => $f::<9>($($arg),*),
+            10 => $f::<10>($($arg),*), 11 => $f::<11>($($arg),*), 12 => $f::<12>($($arg),*),
+            13 => $f::<13>($($arg),*), 14 => $f::<14>($($arg),*), _ => $f::<15>($($arg),*),
+        }
+    };
+}
+
+fn pack_values(width: u32, values: &[u32], out: &mut [u8]) {
+    if width > 0 {
+        by_width!(width, pack_values_w, values, out);
+    }
+}
+
+fn pack_lanes(width: u32, rows: &[[u32; 12]], lane: usize, out: &mut [u8]) {
+    if width > 0 {
+        by_width!(width, pack_lanes_w, rows, lane, out);
+    }
+}
+
+fn unpack_values(width: u32, bytes: &[u8], values: &mut [u32]) {
+    match width {
+        0 => values.fill(0),
+        _ => by_width!(width, unpack_values_w, bytes, values),
+    }
+}
+
+fn unpack_lanes(width: u32, bytes: &[u8], rows: &mut [[i32; 12]], lane: usize) {
+    match width {
+        0 => rows.iter_mut().for_each(|row| row[lane..lane + 3].fill(0)),
+        _ => by_width!(width, unpack_lanes_w, bytes, rows, lane),
+    }
+}
+
+/// Where a column delta's sections start, in bytes, once its edits are read.
+struct Sections {
+    updates: usize,
+    exceptions: usize,
+    /// The gap width, then the four field widths.
+    widths: [u32; 5],
+    /// The byte each column starts at, and the byte after the last column.
+    starts: [usize; 6],
+}
+
+impl Sections {
+    /// Column `c` and whatever follows it: reading past a column's last value in whole words
+    /// is what lets the last block take the fast path, and no value is taken from there.
+    fn column<'a>(&self, bytes: &'a [u8], c: usize) -> &'a [u8] {
+        &bytes[self.starts[c]..]
+    }
+}
+
+impl SnapshotConfig {
+    /// Rebuilds the snapshot from a column delta whose header the reader has read up to the
+    /// update count: the baseline merged with the edits, then the updates added by index, then
+    /// the exceptions written over them. `bytes` is the whole datagram.
+    pub(super) fn read_columns(
+        &self,
+        r: &mut BitReader<'_>,
+        bytes: &[u8],
+        updates: u16,
+        baseline: &Snapshot,
+        out: &mut Snapshot,
+    ) -> Result<(), DecodeError> {
+        let exceptions = r.read(32, Field::EntityCount) as usize;
+        let edits = r.read(16, Field::EntityCount) as usize;
+        let gap_width = r.read(8, Field::FieldWidths);
+        r.check(Field::FieldWidths, gap_width, u64::from(GAP_WIDTH_MAX));
+        let packed = r.read(16, Field::FieldWidths);
+        let [p, q, l, a] = [0, 4, 8, 12].map(|shift| (packed >> shift) & 15);
+        for width in [p, q, l, a] {
+            r.check(Field::FieldWidths, width, u64::from(DELTA_WIDTH_MAX));
+        }
+        r.status()?;
+        check_count(baseline.len(), self.entities_max())?;
+        if edits == 0 {
+            out.entities.extend_from_slice(baseline.entities());
+        } else {
+            self.merge_edits(r, edits, baseline, out)?;
+        }
+        let widths = [gap_width, p, q, l, a].map(|w| w as u32);
+        let sections = self.sections(r, bytes, usize::from(updates), exceptions, widths)?;
+        r.seek(8 * sections.starts[5], Field::AngularVelocity);
+        self.add_updates(r, bytes, &sections, out)
+    }
+
+    /// The baseline with the edits' spawns and despawns, merged by id into `out`.
+    fn merge_edits(
+        &self,
+        r: &mut BitReader<'_>,
+        edits: usize,
+        baseline: &Snapshot,
+        out: &mut Snapshot,
+    ) -> Result<(), DecodeError> {
+        let (base, max) = (baseline.entities(), self.entities_max());
+        let (mut i, mut previous) = (0, None);
+        for _ in 0..edits {
+            let id = read_id(r, previous);
+            let spawn = r.read_bit(Field::RecordKind);
+            r.status()?;
+            let j = i + base[i..].partition_point(|e| e.id < id);
+            check_count(out.len() + j - i, max)?;
+            out.entities.extend_from_slice(&base[i..j]);
+            i = j;
+            let present = base.get(i).is_some_and(|e| e.id == id);
+            if spawn == present {
+                return Err(DecodeError::BaselineConflict { id });
+            }
+            if spawn {
+                let flags = r.read(2, Field::MovingFlags);
+                let entity = self.read_body(r, id, flags);
+                r.status()?;
+                check_count(out.len() + 1, max)?;
+                out.entities.push(entity);
+            } else {
+                i += 1;
+            }
+            previous = Some(id);
+        }
+        check_count(out.len() + base.len() - i, max)?;
+        out.entities.extend_from_slice(&base[i..]);
+        Ok(())
+    }
+
+    /// Places the columns after the edits (whose padding must be zero) and checks that they
+    /// fit the datagram.
+    fn sections(
+        &self,
+        r: &BitReader<'_>,
+        bytes: &[u8],
+        updates: usize,
+        exceptions: usize,
+        widths: [u32; 5],
+    ) -> Result<Sections, DecodeError> {
+        let end = r.bit_pos();
+        let first = end.div_ceil(8);
+        if end % 8 != 0 && r.peek_at(end) & mask((8 - end % 8) as u32) != 0 {
+            return Err(DecodeError::NonZeroPadding);
+        }
+        let sizes = column_bytes(widths, updates);
+        let mut starts = [first; 6];
+        for c in 0..5 {
+            starts[c + 1] = starts[c] + sizes[c];
+            if starts[c + 1] > bytes.len() {
+                let field = if c == 0 { Field::EntityId } else { FIELDS[c - 1] };
+                return Err(DecodeError::Truncated { field });
+            }
+            let bits = widths[c] as usize * if c == 0 { updates } else { 3 * updates };
+            let last = bytes[starts[c]..starts[c + 1]].last().copied().unwrap_or(0);
+            if bits % 8 != 0 && last >> (bits % 8) != 0 {
+                return Err(DecodeError::NonZeroPadding);
+            }
+        }
+        Ok(Sections { updates, exceptions, widths, starts })
+    }
+
+    /// Adds every update's deltas to its entity of `out`, `CHUNK` at a time, and writes the
+    /// exceptions (read from `r`, in update order) over the chunk they belong to.
+    fn add_updates(
+        &self,
+        r: &mut BitReader<'_>,
+        bytes: &[u8],
+        s: &Sections,
+        out: &mut Snapshot,
+    ) -> Result<(), DecodeError> {
+        let mut indices = [0u32; CHUNK];
+        let mut rows = [[0i32; 12]; CHUNK];
+        let mut next = 0u64;
+        let mut exceptions = Exceptions { left: s.exceptions, ready: false, update: 0, field: 0 };
+        exceptions.read(r)?;
+        for done in (0..s.updates).step_by(CHUNK) {
+            let n = (s.updates - done).min(CHUNK);
+            let at = |c: usize| {
+                let per = if c == 0 { 1 } else { 3 };
+                s.column(bytes, c).get(done * per * s.widths[c] as usize / 8..).unwrap_or_default()
+            };
+            unpack_values(s.widths[0], at(0), &mut indices[..n]);
+            for index in &mut indices[..n] {
+                next += u64::from(*index);
+                *index = next.min(u64::from(u32::MAX)) as u32;
+                next += 1;
+            }
+            let len = out.entities.len() as u64;
+            if next > len {
+                let value = u64::from(
+                    indices[..n].iter().copied().find(|i| u64::from(*i) >= len).unwrap_or(u32::MAX),
+                );
+                let max = len.saturating_sub(1);
+                return Err(DecodeError::OutOfBounds { field: Field::EntityId, value, max });
+            }
+            for f in 0..4 {
+                unpack_lanes(s.widths[f + 1], at(f + 1), &mut rows[..n], 3 * f);
+            }
+            self.add_rows(&indices[..n], &rows[..n], &mut out.entities)?;
+            while exceptions.pending() && exceptions.update < (done + n) as u64 {
+                let index = indices[exceptions.update as usize - done] as usize;
+                self.write_over(r, exceptions.field, &mut out.entities[index])?;
+                exceptions.read(r)?;
+            }
+        }
+        match exceptions.pending() {
+            false => Ok(()),
+            true => Err(DecodeError::OutOfBounds {
+                field: Field::EntityId,
+                value: exceptions.update,
+                max: (s.updates as u64).saturating_sub(1),
+            }),
+        }
+    }
+
+    /// Adds each row's twelve deltas to the entity at its index, each lane's range checked on
+    /// its own so that no chain of checks runs through the loop.
+    fn add_rows(
+        &self,
+        indices: &[u32],
+        rows: &[[i32; 12]],
+        entities: &mut [QuantizedEntity],
+    ) -> Result<(), DecodeError> {
+        let (limits, offsets) = self.lane_bounds();
+        let mut bad = [0u32; 12];
+        for (index, row) in indices.iter().zip(rows) {
+            let Some(e) = entities.get_mut(*index as usize) else { continue };
+            let base = lanes(e);
+            let sum: [i32; 12] = std::array::from_fn(|k| base[k].wrapping_add(row[k]));
+            for k in 0..12 {
+                bad[k] |= u32::from(sum[k].wrapping_add(offsets[k]) as u32 > limits[k]);
+            }
+            e.position = [sum[0] as u32, sum[1] as u32, sum[2] as u32];
+            e.rotation.components = [sum[3] as u16, sum[4] as u16, sum[5] as u16];
+            e.linear_velocity = [sum[6], sum[7], sum[8]];
+            e.angular_velocity = [sum[9], sum[10], sum[11]];
+        }
+        match bad.iter().position(|b| *b != 0) {
+            None => Ok(()),
+            Some(lane) => Err(self.first_out_of_range(indices, rows, entities, lane)),
+        }
+    }
+
+    /// For each lane, the largest code plus its offset, and the offset that makes the smallest
+    /// code zero (velocities are signed).
+    fn lane_bounds(&self) -> ([u32; 12], [i32; 12]) {
+        let [sx, sy, sz] = self.position.steps();
+        let rotation = mask(self.rotation.bits()) as u32;
+        let (lh, ah) = (self.linear_velocity.half(), self.angular_velocity.half());
+        let (lr, ar) = (2 * lh as u32, 2 * ah as u32);
+        let limits = [sx, sy, sz, rotation, rotation, rotation, lr, lr, lr, ar, ar, ar];
+        let offsets = [0, 0, 0, 0, 0, 0, lh, lh, lh, ah, ah, ah];
+        (limits, offsets)
+    }
+
+    /// The error for the first entity whose `lane` left its range; rare, so recomputed.
+    #[cold]
+    fn first_out_of_range(
+        &self,
+        indices: &[u32],
+        rows: &[[i32; 12]],
+        entities: &[QuantizedEntity],
+        lane: usize,
+    ) -> DecodeError {
+        let (limits, offsets) = self.lane_bounds();
+        let value = indices
+            .iter()
+            .zip(rows)
+            .filter_map(|(index, _)| entities.get(*index as usize))
+            .map(|e| lanes(e)[lane].wrapping_add(offsets[lane]) as u32)
+            .find(|code| *code > limits[lane])
+            .unwrap_or(u32::MAX);
+        DecodeError::OutOfBounds {
+            field: FIELDS[lane / 3],
+            value: u64::from(value),
+            max: u64::from(limits[lane]),
+        }
+    }
+
+    /// Reads one exception's absolute value over its field of `entity`.
+    fn write_over(
+        &self,
+        r: &mut BitReader<'_>,
+        field: u64,
+        entity: &mut QuantizedEntity,
+    ) -> Result<(), DecodeError> {
+        match field {
+            0 => entity.position = self.read_position(r),
+            1 => entity.rotation = self.read_rotation(r),
+            2 => entity.linear_velocity = read_velocity(r, &self.linear_velocity, FIELDS[2]),
+            _ => entity.angular_velocity = read_velocity(r, &self.angular_velocity, FIELDS[3]),
+        }
+        r.status()
+    }
+}
+
+/// The exceptions still to read, and the update and field of the one read and not yet
+/// applied, if any.
+struct Exceptions {
+    left: usize,
+    ready: bool,
+    update: u64,
+    field: u64,
+}
+
+impl Exceptions {
+    fn pending(&self) -> bool {
+        self.ready
+    }
+
+    /// Reads the next exception's update index gap and field, if any is left; the absolute
+    /// value follows in the reader.
+    fn read(&mut self, r: &mut BitReader<'_>) -> Result<(), DecodeError> {
+        self.ready = self.left > 0;
+        if !self.ready {
+            return Ok(());
+        }
+        self.update += ID_TIERS.read(r, Field::EntityId);
+        self.field = r.read(2, Field::RecordKind);
+        self.left -= 1;
+        r.status()
+    }
+}
+
+/// A column delta as the wire carries it, for `rally inspect`: the baseline is not at hand, so
+/// updates show as entity indices and deltas.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ColumnsListing {
+    /// The gap width, then the position, rotation, linear and angular velocity widths.
+    pub widths: [u32; 5],
+    /// Spawns and despawns, by id.
+    pub edits: Vec<DeltaRecord>,
+    /// Each update's index into the result and its twelve deltas (position, rotation codes,
+    /// linear and angular velocity).
+    pub updates: Vec<(u64, [i32; 12])>,
+    /// Each exception's update, and its entity with that field's absolute value (the other
+    /// fields zero).
+    pub exceptions: Vec<(u64, QuantizedEntity)>,
+}
+
+impl SnapshotConfig {
+    /// Reads a column delta without its baseline (see [`ColumnsListing`]).
+    pub fn list_columns(&self, bytes: &[u8]) -> Result<ColumnsListing, DecodeError> {
+        let mut r = BitReader::new(bytes);
+        let header = read_header(&mut r)?;
+        let exceptions = r.read(32, Field::EntityCount) as usize;
+        let edits = r.read(16, Field::EntityCount) as usize;
+        let gap_width = r.read(8, Field::FieldWidths);
+        r.check(Field::FieldWidths, gap_width, u64::from(GAP_WIDTH_MAX));
+        let packed = r.read(16, Field::FieldWidths);
+        let fields = [0, 4, 8, 12].map(|shift| (packed >> shift) & 15);
+        fields.iter().for_each(|w| r.check(Field::FieldWidths, *w, u64::from(DELTA_WIDTH_MAX)));
+        r.status()?;
+        let mut listing = ColumnsListing {
+            widths: [gap_width, fields[0], fields[1], fields[2], fields[3]].map(|w| w as u32),
+            edits: Vec::new(),
+            updates: Vec::new(),
+            exceptions: Vec::new(),
+        };
+        let mut previous = None;
+        for _ in 0..edits {
+            let id = read_id(&mut r, previous);
+            let edit = match r.read_bit(Field::RecordKind) {
+                true => {
+                    let flags = r.read(2, Field::MovingFlags);
+                    DeltaRecord::Spawn(self.read_body(&mut r, id, flags))
+                }
+                false => DeltaRecord::Despawn { id },
+            };
+            r.status()?;
+            listing.edits.push(edit);
+            previous = Some(id);
+        }
+        let updates = usize::from(header.count);
+        let s = self.sections(&r, bytes, updates, exceptions, listing.widths)?;
+        let mut index = None::<u64>;
+        for done in (0..updates).step_by(CHUNK) {
+            let n = (updates - done).min(CHUNK);
+            let (mut gaps, mut rows) = ([0u32; CHUNK], [[0i32; 12]; CHUNK]);
+            let per = |c: usize| if c == 0 { 1 } else { 3 };
+            let at = |c: usize| &s.column(bytes, c)[done * per(c) * s.widths[c] as usize / 8..];
+            unpack_values(s.widths[0], at(0), &mut gaps[..n]);
+            for f in 0..4 {
+                unpack_lanes(s.widths[f + 1], at(f + 1), &mut rows[..n], 3 * f);
+            }
+            for (gap, row) in gaps[..n].iter().zip(&rows[..n]) {
+                let i = index.map_or(u64::from(*gap), |i| i + 1 + u64::from(*gap));
+                listing.updates.push((i, *row));
+                index = Some(i);
+            }
+        }
+        r.seek(8 * s.starts[5], Field::AngularVelocity);
+        let mut pending = Exceptions { left: exceptions, ready: false, update: 0, field: 0 };
+        pending.read(&mut r)?;
+        while pending.pending() {
+            let mut entity = QuantizedEntity::default();
+            self.write_over(&mut r, pending.field, &mut entity)?;
+            listing.exceptions.push((pending.update, entity));
+            pending.read(&mut r)?;
+        }
+        r.finish()?;
+        Ok(listing)
+    }
+}
