@@ -44,6 +44,12 @@ proptest! {
                 let mut decoded = Snapshot::default();
                 config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
                 prop_assert_eq!(&decoded, snapshot);
+                // The column delta likewise.
+                let len = history.encode_delta_columns(&config, baseline.tick(), &mut buf).unwrap();
+                let compared = config.encode_delta_columns(baseline, snapshot, &mut other).unwrap();
+                prop_assert_eq!(&buf[..len], &other[..compared]);
+                config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
+                prop_assert_eq!(&decoded, snapshot);
             }
         }
     }
@@ -104,6 +110,12 @@ proptest! {
                 let compared = config.encode_delta(baseline, snapshot, &mut other).unwrap();
                 prop_assert_eq!(&buf[..len], &other[..compared]);
                 let mut decoded = Snapshot::default();
+                config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
+                prop_assert_eq!(&decoded, snapshot);
+                // The column delta likewise.
+                let len = history.encode_delta_columns(&config, baseline.tick(), &mut buf).unwrap();
+                let compared = config.encode_delta_columns(baseline, snapshot, &mut other).unwrap();
+                prop_assert_eq!(&buf[..len], &other[..compared]);
                 config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
                 prop_assert_eq!(&decoded, snapshot);
             }

@@ -48,6 +48,7 @@ fn snapshot_encode_and_decode_allocate_nothing_after_warm_up() {
         history.push(pushed).unwrap();
         if tick > 1 {
             history.encode_delta(&config, tick - 1, buf).unwrap();
+            history.encode_delta_columns(&config, tick - 1, buf).unwrap();
         }
         let full = config.encode_full(&current, buf).unwrap();
         config.decode(&buf[..full], None, decoded).unwrap();

@@ -42,35 +42,59 @@ enum Step<'a> {
     },
 }
 
-/// Calls `f` for every difference between `old` and `new`, merged by id; entities with the same
-/// codes are skipped.
-fn for_each_step<'a>(
+/// The differences between a baseline (`old`) and the current snapshot (`new`), found by
+/// comparing entities, or told by a history.
+struct Changes<'a, M, U> {
     old: &'a [QuantizedEntity],
     new: &'a [QuantizedEntity],
-    mut f: impl FnMut(Step<'a>),
-) {
-    let (mut i, mut j) = (0, 0);
-    loop {
-        match (old.get(i), new.get(j)) {
-            (Some(o), Some(n)) if o.id == n.id => {
-                if o != n {
-                    f(Step::Update { old: o, new: n, index: j });
+    /// Given only when both hold the same ids: for each run of 64 entities (`chunk`), a bit
+    /// set of those that may differ; a clear bit skips the entity without comparing it.
+    moved: Option<M>,
+    /// Otherwise, whether entity `j` of `new` is known unchanged since the baseline.
+    unchanged: U,
+}
+
+impl<'a, M: Fn(usize) -> u64, U: Fn(usize) -> bool> Changes<'a, M, U> {
+    /// Calls `f` for every difference, in id order; entities with the same codes are skipped.
+    fn for_each(&self, mut f: impl FnMut(Step<'a>)) {
+        let (old, new) = (self.old, self.new);
+        if let Some(moved) = &self.moved {
+            for chunk in 0..new.len().div_ceil(64) {
+                let mut bits = moved(chunk);
+                while bits != 0 {
+                    let j = 64 * chunk + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let (Some(o), Some(n)) = (old.get(j), new.get(j)) else { return };
+                    if o != n {
+                        f(Step::Update { old: o, new: n, index: j });
+                    }
                 }
-                (i, j) = (i + 1, j + 1);
             }
-            (Some(o), Some(n)) if o.id < n.id => {
-                f(Step::Despawn { id: o.id });
-                i += 1;
+            return;
+        }
+        let (mut i, mut j) = (0, 0);
+        loop {
+            match (old.get(i), new.get(j)) {
+                (Some(o), Some(n)) if o.id == n.id => {
+                    if !(self.unchanged)(j) && o != n {
+                        f(Step::Update { old: o, new: n, index: j });
+                    }
+                    (i, j) = (i + 1, j + 1);
+                }
+                (Some(o), Some(n)) if o.id < n.id => {
+                    f(Step::Despawn { id: o.id });
+                    i += 1;
+                }
+                (Some(o), None) => {
+                    f(Step::Despawn { id: o.id });
+                    i += 1;
+                }
+                (_, Some(n)) => {
+                    f(Step::Spawn { new: n });
+                    j += 1;
+                }
+                (None, None) => return,
             }
-            (Some(o), None) => {
-                f(Step::Despawn { id: o.id });
-                i += 1;
-            }
-            (_, Some(n)) => {
-                f(Step::Spawn { new: n });
-                j += 1;
-            }
-            (None, None) => return,
         }
     }
 }
@@ -109,20 +133,31 @@ struct Plan {
     fields: [u32; 4],
     /// The OR of the index gaps.
     gaps: u32,
+    /// The length of the exceptions section.
+    exception_bits: usize,
 }
 
 impl Plan {
-    fn of(old: &[QuantizedEntity], new: &[QuantizedEntity]) -> Self {
+    fn of<M: Fn(usize) -> u64, U: Fn(usize) -> bool>(
+        config: &SnapshotConfig,
+        changes: &Changes<'_, M, U>,
+    ) -> Self {
         let mut plan = Plan::default();
-        let mut next = 0;
-        for_each_step(old, new, |step| match step {
+        let (mut next, mut previous) = (0, 0);
+        changes.for_each(|step| match step {
             Step::Update { old, new, index } => {
                 let (z, exceptions) = deltas(old, new);
                 for f in 0..4 {
                     let keep = if exceptions >> f & 1 == 0 { u32::MAX } else { 0 };
                     plan.fields[f] |= (z[3 * f] | z[3 * f + 1] | z[3 * f + 2]) & keep;
                 }
-                plan.exceptions += exceptions.count_ones() as usize;
+                for field in (0..4).filter(|f| exceptions >> f & 1 == 1) {
+                    let gap_bits = ID_TIERS.encode(plan.updates as u64 - previous).1;
+                    let bits = gap_bits + 2 + config.absolute(field, new).1;
+                    (plan.exception_bits, previous) =
+                        (plan.exception_bits + bits as usize, plan.updates as u64);
+                    plan.exceptions += 1;
+                }
                 plan.gaps |= (index - next) as u32;
                 next = index + 1;
                 plan.updates += 1;
@@ -149,17 +184,36 @@ fn column_bytes(widths: [u32; 5], updates: usize) -> [usize; 5] {
 impl SnapshotConfig {
     /// Encodes the changes from `baseline` to `current` as a column delta (format `0x03`) into
     /// `out` and returns the bytes written. The column delta is the planned successor of the
-    /// record delta of [`SnapshotConfig::encode_delta`]; decoders of this crate read both.
+    /// record delta of [`SnapshotConfig::encode_delta`]; decoders of this crate read both. A
+    /// server with a [`SnapshotHistory`] should encode through it, which skips unchanged
+    /// entities without comparing them.
     pub fn encode_delta_columns(
         &self,
         baseline: &Snapshot,
         current: &Snapshot,
         out: &mut [u8],
     ) -> Result<usize, EncodeError> {
+        let (old, new) = (baseline.entities(), current.entities());
+        let same_ids = old.len() == new.len() && old.iter().zip(new).all(|(o, n)| o.id == n.id);
+        let every = |_: usize| u64::MAX;
+        self.encode_columns_with(baseline, current, out, same_ids.then_some(every), |_| false)
+    }
+
+    /// [`SnapshotConfig::encode_delta_columns`] told what changed, as
+    /// [`SnapshotConfig::encode_delta_with`] is.
+    pub(super) fn encode_columns_with(
+        &self,
+        baseline: &Snapshot,
+        current: &Snapshot,
+        out: &mut [u8],
+        moved: Option<impl Fn(usize) -> u64>,
+        unchanged: impl Fn(usize) -> bool,
+    ) -> Result<usize, EncodeError> {
         self.check_count(baseline)?;
         self.check_count(current)?;
-        let (old, new) = (baseline.entities(), current.entities());
-        let plan = Plan::of(old, new);
+        let changes =
+            Changes { old: baseline.entities(), new: current.entities(), moved, unchanged };
+        let plan = Plan::of(self, &changes);
         let widths = plan.widths();
         let capacity = out.len();
         let mut w = BitWriter::new(out);
@@ -173,28 +227,31 @@ impl SnapshotConfig {
         let [_, p, r, l, a] = widths.map(u64::from);
         w.write(p | r << 4 | l << 8 | a << 12, 16);
         if plan.edits > 0 {
-            self.write_edits(&mut w, old, new);
+            self.write_edits(&mut w, &changes);
         }
-        // Each section is sized before any is written, so that a short buffer is reported with
-        // the whole length it needs.
+        // Every section's length is known before the columns are written, so that a short
+        // buffer is reported with the whole length it needs.
         let edits_end = w.finish().unwrap_or_else(|needed| needed);
         let columns_end = edits_end + column_bytes(widths, plan.updates).iter().sum::<usize>();
-        let mut w = BitWriter::new(out.get_mut(columns_end..).unwrap_or_default());
-        if plan.exceptions > 0 {
-            self.write_exceptions(&mut w, old, new);
-        }
-        let len = columns_end + w.finish().unwrap_or_else(|needed| needed);
+        let len = columns_end + plan.exception_bits.div_ceil(8);
         if len > capacity {
             return Err(too_small(len, capacity));
         }
-        write_columns(&plan, old, new, &mut out[edits_end..columns_end]);
+        let (columns, exceptions) = out[edits_end..len].split_at_mut(columns_end - edits_end);
+        let mut w = BitWriter::new(exceptions);
+        self.write_columns(&plan, &changes, columns, &mut w);
+        w.finish().map_err(|needed| too_small(columns_end + needed, capacity))?;
         Ok(len)
     }
 
     /// The spawns and despawns, by id.
-    fn write_edits(&self, w: &mut BitWriter<'_>, old: &[QuantizedEntity], new: &[QuantizedEntity]) {
+    fn write_edits<M: Fn(usize) -> u64, U: Fn(usize) -> bool>(
+        &self,
+        w: &mut BitWriter<'_>,
+        changes: &Changes<'_, M, U>,
+    ) {
         let mut previous = None;
-        for_each_step(old, new, |step| {
+        changes.for_each(|step| {
             let (id, spawn) = match step {
                 Step::Update { .. } => return,
                 Step::Despawn { id } => (id, None),
@@ -208,68 +265,78 @@ impl SnapshotConfig {
             previous = Some(id);
         });
     }
+}
 
-    /// The fields that are exceptions, each with its update's index gap, its number and its
-    /// absolute form.
+impl SnapshotConfig {
+    /// Packs the gap and field columns into `out`, which holds exactly their bytes, `CHUNK`
+    /// updates at a time (whole bytes of every column, so each chunk's part of a column starts
+    /// on a byte), and writes the exceptions met on the way into `exceptions`.
+    fn write_columns<M: Fn(usize) -> u64, U: Fn(usize) -> bool>(
+        &self,
+        plan: &Plan,
+        changes: &Changes<'_, M, U>,
+        out: &mut [u8],
+        exceptions: &mut BitWriter<'_>,
+    ) {
+        let widths = plan.widths();
+        let sizes = column_bytes(widths, plan.updates);
+        let mut starts = [0; 5];
+        for c in 1..5 {
+            starts[c] = starts[c - 1] + sizes[c - 1];
+        }
+        let mut rows = [[0u32; 12]; CHUNK];
+        let mut gaps = [0u32; CHUNK];
+        let (mut n, mut done, mut next, mut previous) = (0, 0, 0, 0);
+        let flush = |rows: &[[u32; 12]], gaps: &[u32], done: usize, out: &mut [u8]| {
+            let per = |c: usize| if c == 0 { 1 } else { 3 };
+            let at = |c: usize| starts[c] + done * widths[c] as usize / 8 * per(c);
+            pack_values(widths[0], gaps, &mut out[at(0)..]);
+            for f in 0..4 {
+                pack_lanes(widths[f + 1], rows, 3 * f, &mut out[at(f + 1)..]);
+            }
+        };
+        changes.for_each(|step| {
+            let Step::Update { old, new, index } = step else { return };
+            let (z, fields) = deltas(old, new);
+            // An exception's column holds zeros; its absolute value follows the columns.
+            rows[n] = std::array::from_fn(|k| if fields >> (k / 3) & 1 == 0 { z[k] } else { 0 });
+            if fields != 0 {
+                let update = (done + n) as u64;
+                self.write_exceptions(exceptions, fields, update - previous, new);
+                previous = update;
+            }
+            gaps[n] = (index - next) as u32;
+            next = index + 1;
+            n += 1;
+            if n == CHUNK {
+                flush(&rows, &gaps, done, out);
+                (done, n) = (done + CHUNK, 0);
+            }
+        });
+        if n > 0 {
+            flush(&rows[..n], &gaps[..n], done, out);
+        }
+    }
+
+    /// The exceptions of one update: for each field set in `fields`, the update's index gap
+    /// (`gap` for the first, 0 after), the field's number and its absolute form.
     fn write_exceptions(
         &self,
         w: &mut BitWriter<'_>,
-        old: &[QuantizedEntity],
-        new: &[QuantizedEntity],
+        fields: u32,
+        gap: u64,
+        new: &QuantizedEntity,
     ) {
-        let (mut k, mut previous) = (0u64, 0u64);
-        for_each_step(old, new, |step| {
-            let Step::Update { old, new, .. } = step else { return };
-            let (_, exceptions) = deltas(old, new);
-            for field in (0..4).filter(|f| exceptions >> f & 1 == 1) {
-                ID_TIERS.write(w, k - previous);
-                w.write(field as u64, 2);
-                let (value, bits) = self.absolute(field, new);
-                let low = bits.min(BITS_PER_CALL_MAX);
-                w.write(value as u64 & mask(low), low);
-                w.write((value >> low) as u64, bits - low);
-                previous = k;
-            }
-            k += 1;
-        });
-    }
-}
-
-/// Packs the gap and field columns into `out`, which holds exactly their bytes, `CHUNK` updates
-/// at a time. A chunk is whole bytes of every column (64 values of any width are 8 bytes per
-/// bit), so each chunk's part of a column starts on a byte.
-fn write_columns(plan: &Plan, old: &[QuantizedEntity], new: &[QuantizedEntity], out: &mut [u8]) {
-    let widths = plan.widths();
-    let sizes = column_bytes(widths, plan.updates);
-    let mut starts = [0; 5];
-    for c in 1..5 {
-        starts[c] = starts[c - 1] + sizes[c - 1];
-    }
-    let mut rows = [[0u32; 12]; CHUNK];
-    let mut gaps = [0u32; CHUNK];
-    let (mut n, mut done, mut next) = (0, 0, 0);
-    let flush = |rows: &[[u32; 12]], gaps: &[u32], done: usize, out: &mut [u8]| {
-        let at = |c: usize| starts[c] + done * widths[c] as usize / 8 * if c == 0 { 1 } else { 3 };
-        pack_values(widths[0], gaps, &mut out[at(0)..]);
-        for f in 0..4 {
-            pack_lanes(widths[f + 1], rows, 3 * f, &mut out[at(f + 1)..]);
+        let mut gap = gap;
+        for field in (0..4).filter(|f| fields >> f & 1 == 1) {
+            ID_TIERS.write(w, gap);
+            w.write(field as u64, 2);
+            let (value, bits) = self.absolute(field, new);
+            let low = bits.min(BITS_PER_CALL_MAX);
+            w.write(value as u64 & mask(low), low);
+            w.write((value >> low) as u64, bits - low);
+            gap = 0;
         }
-    };
-    for_each_step(old, new, |step| {
-        let Step::Update { old, new, index } = step else { return };
-        let (z, exceptions) = deltas(old, new);
-        // An exception's column holds zeros; its absolute value follows the columns.
-        rows[n] = std::array::from_fn(|k| if exceptions >> (k / 3) & 1 == 0 { z[k] } else { 0 });
-        gaps[n] = (index - next) as u32;
-        next = index + 1;
-        n += 1;
-        if n == CHUNK {
-            flush(&rows, &gaps, done, out);
-            (done, n) = (done + CHUNK, 0);
-        }
-    });
-    if n > 0 {
-        flush(&rows[..n], &gaps[..n], done, out);
     }
 }
 
@@ -298,14 +365,26 @@ fn pack_values_w<const W: usize>(values: &[u32], out: &mut [u8]) {
     pack_groups::<W>(values, out, &mut 0);
 }
 
-/// Packs lanes `lane..lane + 3` of each row, eight rows (three groups of eight values) at a time.
+/// Packs lanes `lane..lane + 3` of each row, eight rows (three groups of eight values, `3W`
+/// bytes) at a time.
 fn pack_lanes_w<const W: usize>(rows: &[[u32; 12]], lane: usize, out: &mut [u8]) {
     let mut at = 0;
-    for block in rows.chunks(8) {
-        let values: [u32; 24] =
-            std::array::from_fn(|v| block.get(v / 3).map_or(0, |row| row[lane + v % 3]));
-        pack_groups::<W>(&values[..3 * block.len()], out, &mut at);
+    let mut blocks = rows.chunks_exact(8);
+    for block in &mut blocks {
+        let mut values = [0u32; 24];
+        for (r, row) in block.iter().enumerate() {
+            values[3 * r..3 * r + 3].copy_from_slice(&row[lane..lane + 3]);
+        }
+        for group in values.chunks_exact(8) {
+            let word = pack8::<W>(std::array::from_fn(|k| group[k]));
+            out[at..at + W].copy_from_slice(&word.to_le_bytes()[..W]);
+            at += W;
+        }
     }
+    let rest = blocks.remainder();
+    let values: [u32; 24] =
+        std::array::from_fn(|v| rest.get(v / 3).map_or(0, |row| row[lane + v % 3]));
+    pack_groups::<W>(&values[..3 * rest.len()], out, &mut at);
 }
 
 /// Eight values of `W` bits from the start of `bytes`; bytes past its end read as zero.

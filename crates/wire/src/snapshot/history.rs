@@ -124,18 +124,41 @@ impl SnapshotHistory {
         let (newest, baseline) = (&self.slots[newest_index], &self.slots[self.index_back(depth)]);
         let same_ids = !seq32_newer(newest.ids_changed, baseline_tick);
         // The slots newer than the baseline hold the same ids as it, entity for entity.
-        let moved = |chunk: usize| {
-            let (mut all, mut index) = (0, newest_index);
-            for _ in 0..depth {
-                // A missing word cannot happen with the same ids; were it to, compare them all.
-                all |= self.slots[index].moved.get(chunk).copied().unwrap_or(u64::MAX);
-                index = index.checked_sub(1).unwrap_or(self.slots.len() - 1);
-            }
-            all
-        };
+        let moved = |chunk: usize| self.moved_since(newest_index, depth, chunk);
         let unchanged = |_: &_, _: &_, j: usize| !seq32_newer(newest.changed[j], baseline_tick);
         let (old, new) = (&baseline.snapshot, &newest.snapshot);
         config.encode_delta_with(old, new, out, same_ids.then_some(moved), unchanged)
+    }
+
+    /// [`SnapshotHistory::encode_delta`] as a column delta (format `0x03`, see
+    /// [`SnapshotConfig::encode_delta_columns`]).
+    pub fn encode_delta_columns(
+        &self,
+        config: &SnapshotConfig,
+        baseline_tick: u32,
+        out: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        let no_baseline = || EncodeError::NoSuchBaseline(baseline_tick);
+        let newest_index = self.newest.ok_or_else(no_baseline)?;
+        let depth = self.back_from_newest(baseline_tick).ok_or_else(no_baseline)?;
+        let (newest, baseline) = (&self.slots[newest_index], &self.slots[self.index_back(depth)]);
+        let same_ids = !seq32_newer(newest.ids_changed, baseline_tick);
+        let moved = |chunk: usize| self.moved_since(newest_index, depth, chunk);
+        let unchanged = |j: usize| !seq32_newer(newest.changed[j], baseline_tick);
+        let (old, new) = (&baseline.snapshot, &newest.snapshot);
+        config.encode_columns_with(old, new, out, same_ids.then_some(moved), unchanged)
+    }
+
+    /// The union of the change sets of the `depth` slots from `newest_index` back, for the run
+    /// of 64 entities `chunk`: those that may differ from the baseline `depth` pushes back.
+    fn moved_since(&self, newest_index: usize, depth: usize, chunk: usize) -> u64 {
+        let (mut all, mut index) = (0, newest_index);
+        for _ in 0..depth {
+            // A missing word cannot happen with the same ids; were it to, compare them all.
+            all |= self.slots[index].moved.get(chunk).copied().unwrap_or(u64::MAX);
+            index = index.checked_sub(1).unwrap_or(self.slots.len() - 1);
+        }
+        all
     }
 }
 
