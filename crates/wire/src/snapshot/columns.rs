@@ -140,15 +140,19 @@ struct Plan {
 }
 
 impl Plan {
+    /// Walks the changes once; the first `CHUNK` updates' column values go to `first` (the
+    /// whole delta's, in the common case, so that they need not be computed again).
     fn of<M: Fn(usize) -> u64, U: Fn(usize) -> bool>(
         config: &SnapshotConfig,
         changes: &Changes<'_, M, U>,
+        first: &mut Chunk,
     ) -> Self {
         let mut plan = Plan::default();
         let (mut next, mut previous) = (0, 0);
         changes.for_each(|step| match step {
             Step::Update { old, new, index } => {
                 let (z, exceptions) = deltas(old, new);
+                first.hold(plan.updates, &z, exceptions, index - next, index);
                 for f in 0..4 {
                     let keep = if exceptions >> f & 1 == 0 { u32::MAX } else { 0 };
                     plan.fields[f] |= (z[3 * f] | z[3 * f + 1] | z[3 * f + 2]) & keep;
@@ -174,6 +178,31 @@ impl Plan {
         let bits = |v: u32| 32 - v.leading_zeros();
         let [p, r, l, a] = self.fields.map(bits);
         [bits(self.gaps), p, r, l, a]
+    }
+}
+
+/// Up to `CHUNK` updates' column values: each row's zigzags (zero for an exception's field),
+/// its index gap, and for the exceptions its index in the current snapshot and their fields.
+struct Chunk {
+    rows: [[u32; 12]; CHUNK],
+    gaps: [u32; CHUNK],
+    /// Index into the current snapshot and exception fields, of the rows with exceptions.
+    exceptions: [(u32, u32); CHUNK],
+}
+
+impl Chunk {
+    fn new() -> Self {
+        Self { rows: [[0; 12]; CHUNK], gaps: [0; CHUNK], exceptions: [(0, 0); CHUNK] }
+    }
+
+    /// Holds update `n`'s values, if it is among the first `CHUNK`.
+    #[inline(always)]
+    fn hold(&mut self, n: usize, z: &[u32; 12], fields: u32, gap: usize, index: usize) {
+        let Some(row) = self.rows.get_mut(n) else { return };
+        let keep: [u32; 4] = std::array::from_fn(|f| (fields >> f & 1).wrapping_sub(1));
+        *row = std::array::from_fn(|k| z[k] & keep[k / 3]);
+        self.gaps[n] = gap as u32;
+        self.exceptions[n] = (index as u32, fields);
     }
 }
 
@@ -215,7 +244,8 @@ impl SnapshotConfig {
         self.check_count(current)?;
         let changes =
             Changes { old: baseline.entities(), new: current.entities(), moved, unchanged };
-        let plan = Plan::of(self, &changes);
+        let mut first = Chunk::new();
+        let plan = Plan::of(self, &changes, &mut first);
         let widths = plan.widths();
         let capacity = out.len();
         let mut w = BitWriter::new(out);
@@ -241,7 +271,11 @@ impl SnapshotConfig {
         }
         let (columns, exceptions) = out[edits_end..len].split_at_mut(columns_end - edits_end);
         let mut w = BitWriter::new(exceptions);
-        self.write_columns(&plan, &changes, columns, &mut w);
+        if plan.updates <= CHUNK {
+            self.write_held(&plan, &first, current.entities(), columns, &mut w);
+        } else {
+            self.write_columns(&plan, &changes, columns, &mut w);
+        }
         w.finish().map_err(|needed| too_small(columns_end + needed, capacity))?;
         Ok(len)
     }
@@ -318,6 +352,33 @@ impl SnapshotConfig {
         });
         if n > 0 {
             flush(&rows[..n], &gaps[..n], done, out);
+        }
+    }
+
+    /// [`SnapshotConfig::write_columns`] for a delta of at most `CHUNK` updates, all held in
+    /// `held` by the first pass.
+    fn write_held(
+        &self,
+        plan: &Plan,
+        held: &Chunk,
+        new: &[QuantizedEntity],
+        out: &mut [u8],
+        exceptions: &mut BitWriter<'_>,
+    ) {
+        let (widths, n) = (plan.widths(), plan.updates);
+        let sizes = column_bytes(widths, n);
+        let mut at = 0;
+        pack_values(widths[0], &held.gaps[..n], &mut out[at..]);
+        for f in 0..4 {
+            at += sizes[f];
+            pack_lanes(widths[f + 1], &held.rows[..n], 3 * f, &mut out[at..]);
+        }
+        let mut previous = 0;
+        for (k, (index, fields)) in held.exceptions[..n].iter().enumerate() {
+            if let (true, Some(entity)) = (*fields != 0, new.get(*index as usize)) {
+                self.write_exceptions(exceptions, *fields, k as u64 - previous, entity);
+                previous = k as u64;
+            }
         }
     }
 
