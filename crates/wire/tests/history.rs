@@ -9,6 +9,29 @@ mod common;
 use proptest::prelude::*;
 use rally_wire::{EncodeError, HistoryError, Snapshot, SnapshotHistory};
 
+/// The history's deltas from `baseline` to its newest `snapshot`, records and columns, are
+/// byte for byte what comparing every entity produces, and decode to `snapshot`.
+fn check_against_comparing(
+    history: &SnapshotHistory,
+    baseline: &Snapshot,
+    snapshot: &Snapshot,
+) -> Result<(), TestCaseError> {
+    let config = common::config();
+    let (mut buf, mut other) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    let mut decoded = Snapshot::default();
+    let len = history.encode_delta(&config, baseline.tick(), &mut buf).unwrap();
+    let compared = config.encode_delta(baseline, snapshot, &mut other).unwrap();
+    prop_assert_eq!(&buf[..len], &other[..compared]);
+    config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
+    prop_assert_eq!(&decoded, snapshot);
+    let len = history.encode_delta_columns(&config, baseline.tick(), &mut buf).unwrap();
+    let compared = config.encode_delta_columns(baseline, snapshot, &mut other).unwrap();
+    prop_assert_eq!(&buf[..len], &other[..compared]);
+    config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
+    prop_assert_eq!(&decoded, snapshot);
+    Ok(())
+}
+
 fn sequence() -> impl Strategy<Value = Vec<Snapshot>> {
     // Each step's snapshot is a random successor of the one before.
     (common::baseline_and_current(), prop::collection::vec(0usize..3, 1..6)).prop_map(
@@ -29,27 +52,12 @@ fn sequence() -> impl Strategy<Value = Vec<Snapshot>> {
 proptest! {
     #[test]
     fn every_held_baseline_decodes_to_the_newest(steps in sequence(), capacity in 1usize..8) {
-        let config = common::config();
         let mut history = SnapshotHistory::new(capacity);
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut other = vec![0u8; 64 * 1024];
         for (n, snapshot) in steps.iter().enumerate() {
             history.push(snapshot).unwrap();
             let held = &steps[(n + 1).saturating_sub(capacity)..=n];
             for baseline in held {
-                let len = history.encode_delta(&config, baseline.tick(), &mut buf).unwrap();
-                // Byte for byte what comparing every entity produces.
-                let compared = config.encode_delta(baseline, snapshot, &mut other).unwrap();
-                prop_assert_eq!(&buf[..len], &other[..compared]);
-                let mut decoded = Snapshot::default();
-                config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
-                prop_assert_eq!(&decoded, snapshot);
-                // The column delta likewise.
-                let len = history.encode_delta_columns(&config, baseline.tick(), &mut buf).unwrap();
-                let compared = config.encode_delta_columns(baseline, snapshot, &mut other).unwrap();
-                prop_assert_eq!(&buf[..len], &other[..compared]);
-                config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
-                prop_assert_eq!(&decoded, snapshot);
+                check_against_comparing(&history, baseline, snapshot)?;
             }
         }
     }
@@ -99,25 +107,11 @@ proptest! {
     fn quiet_rooms_with_spawns_and_despawns_encode_as_comparing_would(
         steps in quiet_sequence(),
     ) {
-        let config = common::config();
         let mut history = SnapshotHistory::new(8);
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut other = vec![0u8; 64 * 1024];
         for (n, snapshot) in steps.iter().enumerate() {
             history.push(snapshot).unwrap();
             for baseline in &steps[..=n] {
-                let len = history.encode_delta(&config, baseline.tick(), &mut buf).unwrap();
-                let compared = config.encode_delta(baseline, snapshot, &mut other).unwrap();
-                prop_assert_eq!(&buf[..len], &other[..compared]);
-                let mut decoded = Snapshot::default();
-                config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
-                prop_assert_eq!(&decoded, snapshot);
-                // The column delta likewise.
-                let len = history.encode_delta_columns(&config, baseline.tick(), &mut buf).unwrap();
-                let compared = config.encode_delta_columns(baseline, snapshot, &mut other).unwrap();
-                prop_assert_eq!(&buf[..len], &other[..compared]);
-                config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
-                prop_assert_eq!(&decoded, snapshot);
+                check_against_comparing(&history, baseline, snapshot)?;
             }
         }
     }

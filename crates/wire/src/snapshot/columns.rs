@@ -9,7 +9,7 @@
 //! changed), as absolute values.
 
 use super::decode::{check_count, read_id, read_velocity};
-use super::encode::{id_gap, too_small};
+use super::encode::{id_gap, same_ids, too_small};
 use super::*;
 use crate::bits::{mask, BitReader, BitWriter, BITS_PER_CALL_MAX};
 use crate::error::{DecodeError, EncodeError, Field};
@@ -224,8 +224,7 @@ impl SnapshotConfig {
         current: &Snapshot,
         out: &mut [u8],
     ) -> Result<usize, EncodeError> {
-        let (old, new) = (baseline.entities(), current.entities());
-        let same_ids = old.len() == new.len() && old.iter().zip(new).all(|(o, n)| o.id == n.id);
+        let same_ids = same_ids(baseline.entities(), current.entities());
         let every = |_: usize| u64::MAX;
         self.encode_columns_with(baseline, current, out, same_ids.then_some(every), |_| false)
     }

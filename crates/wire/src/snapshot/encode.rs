@@ -56,7 +56,7 @@ impl SnapshotConfig {
         out: &mut [u8],
     ) -> Result<usize, EncodeError> {
         let (old, new) = (baseline.entities(), current.entities());
-        let same_ids = old.len() == new.len() && old.iter().zip(new).all(|(o, n)| o.id == n.id);
+        let same_ids = same_ids(old, new);
         let compare = |chunk: usize| {
             let pairs = old.iter().zip(new).skip(64 * chunk).take(64);
             pairs.enumerate().fold(0, |moved, (k, (o, n))| moved | u64::from(o != n) << k)
@@ -318,6 +318,11 @@ impl SnapshotConfig {
             }
         }
     }
+}
+
+/// Whether two snapshots hold the same ids, entity for entity.
+pub(super) fn same_ids(old: &[QuantizedEntity], new: &[QuantizedEntity]) -> bool {
+    old.len() == new.len() && old.iter().zip(new).all(|(o, n)| o.id == n.id)
 }
 
 pub(super) fn too_small(needed: usize, capacity: usize) -> EncodeError {

@@ -118,16 +118,10 @@ impl SnapshotHistory {
         baseline_tick: u32,
         out: &mut [u8],
     ) -> Result<usize, EncodeError> {
-        let no_baseline = || EncodeError::NoSuchBaseline(baseline_tick);
-        let newest_index = self.newest.ok_or_else(no_baseline)?;
-        let depth = self.back_from_newest(baseline_tick).ok_or_else(no_baseline)?;
-        let (newest, baseline) = (&self.slots[newest_index], &self.slots[self.index_back(depth)]);
-        let same_ids = !seq32_newer(newest.ids_changed, baseline_tick);
-        // The slots newer than the baseline hold the same ids as it, entity for entity.
-        let moved = |chunk: usize| self.moved_since(newest_index, depth, chunk);
-        let unchanged = |_: &_, _: &_, j: usize| !seq32_newer(newest.changed[j], baseline_tick);
-        let (old, new) = (&baseline.snapshot, &newest.snapshot);
-        config.encode_delta_with(old, new, out, same_ids.then_some(moved), unchanged)
+        let pair = self.pair(baseline_tick)?;
+        let unchanged = |_: &_, _: &_, j: usize| pair.unchanged(j);
+        let (old, new, moved) = (pair.baseline, pair.newest, pair.moved(self));
+        config.encode_delta_with(old, new, out, moved, unchanged)
     }
 
     /// [`SnapshotHistory::encode_delta`] as a column delta (format `0x03`, see
@@ -138,19 +132,33 @@ impl SnapshotHistory {
         baseline_tick: u32,
         out: &mut [u8],
     ) -> Result<usize, EncodeError> {
+        let pair = self.pair(baseline_tick)?;
+        let unchanged = |j: usize| pair.unchanged(j);
+        let (old, new, moved) = (pair.baseline, pair.newest, pair.moved(self));
+        config.encode_columns_with(old, new, out, moved, unchanged)
+    }
+
+    /// The newest snapshot and the one of `baseline_tick`, as a delta between them needs them.
+    fn pair(&self, baseline_tick: u32) -> Result<Pair<'_>, EncodeError> {
         let no_baseline = || EncodeError::NoSuchBaseline(baseline_tick);
         let newest_index = self.newest.ok_or_else(no_baseline)?;
         let depth = self.back_from_newest(baseline_tick).ok_or_else(no_baseline)?;
-        let (newest, baseline) = (&self.slots[newest_index], &self.slots[self.index_back(depth)]);
-        let same_ids = !seq32_newer(newest.ids_changed, baseline_tick);
-        let moved = |chunk: usize| self.moved_since(newest_index, depth, chunk);
-        let unchanged = |j: usize| !seq32_newer(newest.changed[j], baseline_tick);
-        let (old, new) = (&baseline.snapshot, &newest.snapshot);
-        config.encode_columns_with(old, new, out, same_ids.then_some(moved), unchanged)
+        let newest = &self.slots[newest_index];
+        Ok(Pair {
+            newest: &newest.snapshot,
+            baseline: &self.slots[self.index_back(depth)].snapshot,
+            changed: &newest.changed,
+            baseline_tick,
+            same_ids: !seq32_newer(newest.ids_changed, baseline_tick),
+            newest_index,
+            depth,
+        })
     }
 
     /// The union of the change sets of the `depth` slots from `newest_index` back, for the run
     /// of 64 entities `chunk`: those that may differ from the baseline `depth` pushes back.
+    /// Only for a baseline with the newest's ids, which the slots between hold too, entity
+    /// for entity, so that their bit sets line up.
     fn moved_since(&self, newest_index: usize, depth: usize, chunk: usize) -> u64 {
         let (mut all, mut index) = (0, newest_index);
         for _ in 0..depth {
@@ -159,6 +167,34 @@ impl SnapshotHistory {
             index = index.checked_sub(1).unwrap_or(self.slots.len() - 1);
         }
         all
+    }
+}
+
+/// A baseline and the newest snapshot of a history, with what the history knows of the changes
+/// between them.
+struct Pair<'a> {
+    newest: &'a Snapshot,
+    baseline: &'a Snapshot,
+    /// The tick each entity of `newest` last changed.
+    changed: &'a [u32],
+    baseline_tick: u32,
+    /// Whether both hold the same ids, entity for entity.
+    same_ids: bool,
+    newest_index: usize,
+    /// How many pushes back the baseline is.
+    depth: usize,
+}
+
+impl Pair<'_> {
+    /// Entity `j` of the newest snapshot has not changed since the baseline.
+    fn unchanged(&self, j: usize) -> bool {
+        !seq32_newer(self.changed[j], self.baseline_tick)
+    }
+
+    /// With the same ids, the bit sets of the entities that may have changed, by run of 64.
+    fn moved<'h>(&self, history: &'h SnapshotHistory) -> Option<impl Fn(usize) -> u64 + 'h> {
+        let (index, depth) = (self.newest_index, self.depth);
+        self.same_ids.then_some(move |chunk: usize| history.moved_since(index, depth, chunk))
     }
 }
 
