@@ -194,7 +194,7 @@ pub struct SnapshotHeader {
     pub kind: SnapshotKind,
     /// The tick the snapshot describes.
     pub tick: u32,
-    /// Entities (full) or records (delta) that follow.
+    /// Entities (full), records (delta) or updates (column delta) that follow.
     pub count: u16,
 }
 
