@@ -27,6 +27,8 @@ namespace rally::wire {
 
 constexpr uint8_t kFormatFull = 0x01;
 constexpr uint8_t kFormatDelta = 0x02;
+// The column delta (docs/design/delta-columns.md), on its way to replace the record delta.
+constexpr uint8_t kFormatDeltaColumns = 0x03;
 constexpr uint32_t kWidthAbsolute = 15;
 
 // Both ends' quantizers (docs/wire.md section 2). Only the derived integers matter to the
@@ -366,6 +368,137 @@ inline void read_delta(BitReader& r, const Config& c, uint32_t count, const Snap
     while (i < old.size() && r.ok()) push(old[i++]);
 }
 
+// A gap code (section 4) on its own, for the column delta's exceptions.
+inline uint64_t read_gap(BitReader& r) {
+    uint32_t ones = 0;
+    while (ones < 3 && r.read(1) == 1) ++ones;
+    static constexpr uint32_t kValueBits[4] = {0, 3, 8, 32};
+    return r.read(kValueBits[ones]);
+}
+
+// Zero bits from `from` to `to` (padding between sections), or a NonZeroPadding error.
+inline void expect_zeros(BitReader& r, size_t from, size_t to) {
+    for (size_t b = from; b < to && r.ok(); ++b) {
+        r.seek(b);
+        if (r.read(1) != 0) r.fail({ErrorKind::NonZeroPadding, 0, 0});
+    }
+}
+
+// The column delta (format 0x03, docs/design/delta-columns.md): the baseline merged with the
+// edits, the updates added by index into that result, then the exceptions written over them.
+// Written for clarity: every value is read with its own seek.
+inline void read_columns(BitReader& r, const Config& c, uint32_t updates,
+                         const Snapshot& baseline, Snapshot& out) {
+    uint64_t exceptions = r.read(32);
+    uint64_t edits = r.read(16);
+    uint32_t width[5];
+    width[0] = uint32_t(r.read_at_most(8, 15));
+    uint64_t packed = r.read(16);
+    for (int f = 0; f < 4; ++f) {
+        width[1 + f] = uint32_t((packed >> (4 * f)) & 15);
+        if (r.ok() && width[1 + f] > 14) r.fail({ErrorKind::OutOfBounds, width[1 + f], 14});
+    }
+    if (!r.ok()) return;
+    const std::vector<Entity>& old = baseline.entities;
+    auto push = [&](const Entity& e) {
+        if (out.entities.size() >= c.entities_max) {
+            r.fail(refuse_count(out.entities.size() + 1, c.entities_max));
+            return;
+        }
+        out.entities.push_back(e);
+    };
+    size_t i = 0;
+    uint32_t previous = 0;
+    for (uint64_t k = 0; k < edits && r.ok(); ++k) {
+        uint32_t id = read_id(r, k == 0 ? nullptr : &previous);
+        previous = id;
+        bool spawn = r.read(1) == 1;
+        if (!r.ok()) return;
+        while (i < old.size() && old[i].id < id && r.ok()) push(old[i++]);
+        bool present = i < old.size() && old[i].id == id;
+        if (spawn == present) {
+            r.fail({ErrorKind::BaselineConflict, id, 0});
+            return;
+        }
+        if (!spawn) {
+            ++i;
+            continue;
+        }
+        Entity e;
+        e.id = id;
+        uint64_t flags = r.read(2);
+        e.position = read_position(r, c);
+        read_rotation(r, c, e);
+        if (flags & 1) e.linear_velocity = read_velocity(r, c.linear_bits, c.linear_half);
+        if (flags & 2) e.angular_velocity = read_velocity(r, c.angular_bits, c.angular_half);
+        if (r.ok()) push(e);
+    }
+    while (i < old.size() && r.ok()) push(old[i++]);
+    if (!r.ok()) return;
+    // Each section starts on a byte; the columns' sizes follow from the header.
+    size_t start[6];
+    start[0] = (r.pos() + 7) / 8;
+    expect_zeros(r, r.pos(), start[0] * 8);
+    for (int col = 0; col < 5 && r.ok(); ++col) {
+        size_t bits = (col == 0 ? size_t(updates) : 3 * size_t(updates)) * width[col];
+        start[col + 1] = start[col] + (bits + 7) / 8;
+        if (start[col + 1] * 8 > r.bit_len()) {
+            r.fail({ErrorKind::Truncated, 0, 0});
+            return;
+        }
+        expect_zeros(r, start[col] * 8 + bits, start[col + 1] * 8);
+    }
+    if (!r.ok()) return;
+    std::vector<size_t> index(updates);
+    const int64_t lo[4] = {0, 0, -int64_t(c.linear_half), -int64_t(c.angular_half)};
+    const int64_t rotation_max = (int64_t(1) << c.rotation_bits) - 1;
+    uint64_t next = 0;
+    for (uint32_t k = 0; k < updates && r.ok(); ++k) {
+        r.seek(start[0] * 8 + size_t(k) * width[0]);
+        next += r.read(width[0]);
+        if (next >= out.entities.size()) {
+            uint64_t max = out.entities.empty() ? 0 : out.entities.size() - 1;
+            r.fail({ErrorKind::OutOfBounds, next, max});
+            return;
+        }
+        index[k] = size_t(next);
+        Entity& e = out.entities[index[k]];
+        next += 1;
+        for (int f = 0; f < 4; ++f) {
+            for (int a = 0; a < 3; ++a) {
+                r.seek(start[1 + f] * 8 + (3 * size_t(k) + a) * width[1 + f]);
+                uint32_t w = width[1 + f];
+                if (f == 0) e.position[a] = add_delta(r, w, e.position[a], 0, c.position_steps[a]);
+                if (f == 1) e.rotation[a] = add_delta(r, w, e.rotation[a], 0, rotation_max);
+                std::array<int32_t, 3>& v = f == 2 ? e.linear_velocity : e.angular_velocity;
+                if (f >= 2) v[a] = add_delta(r, w, v[a], lo[f], -lo[f]);
+            }
+        }
+    }
+    r.seek(start[5] * 8);
+    uint64_t update = 0;
+    for (uint64_t x = 0; x < exceptions && r.ok(); ++x) {
+        update += read_gap(r);
+        uint64_t field = r.read(2);
+        if (!r.ok()) return;
+        if (update >= updates) {
+            r.fail({ErrorKind::OutOfBounds, update, updates == 0 ? 0 : updates - 1u});
+            return;
+        }
+        Entity& e = out.entities[index[update]];
+        if (field == 0) e.position = read_position(r, c);
+        if (field == 1) read_rotation(r, c, e);
+        std::array<int32_t, 3>* velocity[2] = {&e.linear_velocity, &e.angular_velocity};
+        const uint32_t bits[2] = {c.linear_bits, c.angular_bits};
+        const uint32_t half[2] = {c.linear_half, c.angular_half};
+        if (field >= 2) {
+            int v = int(field) - 2;
+            *velocity[v] = std::array<int32_t, 3>{};
+            if (r.read(1) == 1) *velocity[v] = read_velocity(r, bits[v], half[v]);
+        }
+    }
+}
+
 }  // namespace detail
 
 // The header fields shared by both kinds (sections 5 and 6).
@@ -373,7 +506,8 @@ struct Header {
     bool delta = false;
     uint32_t tick = 0;
     uint32_t baseline_tick = 0;  // deltas only
-    uint32_t count = 0;          // entities (full) or records (delta)
+    uint32_t count = 0;          // entities (full), records (delta) or updates (columns)
+    bool columns = false;        // a column delta
 };
 
 inline Error peek_header(const uint8_t* bytes, size_t len, Header& header) {
@@ -381,10 +515,11 @@ inline Error peek_header(const uint8_t* bytes, size_t len, Header& header) {
     uint64_t format = r.read(8);
     header.tick = uint32_t(r.read(32));
     if (!r.ok()) return r.error();
-    if (format != kFormatFull && format != kFormatDelta) {
+    if (format != kFormatFull && format != kFormatDelta && format != kFormatDeltaColumns) {
         return {ErrorKind::UnknownFormat, format, 0};
     }
-    header.delta = format == kFormatDelta;
+    header.delta = format != kFormatFull;
+    header.columns = format == kFormatDeltaColumns;
     if (header.delta) header.baseline_tick = uint32_t(r.read(32));
     header.count = uint32_t(r.read(16));
     return r.error();
@@ -411,7 +546,11 @@ inline Error decode(const Config& c, const uint8_t* bytes, size_t len, const Sna
         if (baseline->entities.size() > c.entities_max) {
             return detail::refuse_count(baseline->entities.size(), c.entities_max);
         }
-        detail::read_delta(r, c, h.count, *baseline, out);
+        if (h.columns) {
+            detail::read_columns(r, c, h.count, *baseline, out);
+        } else {
+            detail::read_delta(r, c, h.count, *baseline, out);
+        }
     }
     r.finish();
     if (!r.ok()) out.entities.clear();

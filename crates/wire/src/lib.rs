@@ -85,8 +85,8 @@
 //! The format is specified in docs/wire.md; `ports/cpp/rally_wire.hpp` is a C++ decoder
 //! written from that page, and `tests/cpp_port.rs` holds it to this crate's answers. A column
 //! delta (format `0x03`, docs/design/delta-columns.md) is on its way to replace the record
-//! delta: this crate decodes it and [`SnapshotConfig::encode_delta_columns`] writes it, but
-//! servers do not send it yet and the C++ port does not read it.
+//! delta: this crate and the C++ port decode it and
+//! [`SnapshotConfig::encode_delta_columns`] writes it, but servers do not send it yet.
 //!
 //! ## Errors
 //!

@@ -223,7 +223,8 @@ fn the_cpp_port_derives_the_same_configuration_from_the_same_parameters() {
 }
 
 /// Datagrams that random corruption seldom makes, each with its baseline: an update that
-/// changes nothing (all widths zero), an unknown format byte, a delta against another tick.
+/// changes nothing (all widths zero), an unknown format byte, a delta against another tick, a
+/// column delta that steps past the box.
 fn crafted() -> Vec<(Snapshot, Vec<u8>)> {
     let (mut baseline, mut buf) = (Snapshot::new(7), vec![0u8; 64]);
     baseline.push(QuantizedEntity { id: 3, ..Default::default() }).expect("one entity");
@@ -241,7 +242,30 @@ fn crafted() -> Vec<(Snapshot, Vec<u8>)> {
         let len = w.finish().expect("64 bytes hold one record");
         datagrams.push((baseline.clone(), buf[..len].to_vec()));
     }
+    datagrams.push(column_step_past_the_edge());
     datagrams
+}
+
+/// A column delta of the reference pair against a baseline whose moving body sits just short of
+/// the box's far edge, so that its step forward ends one code past it: a bound off by one in
+/// either decoder shows.
+fn column_step_past_the_edge() -> (Snapshot, Vec<u8>) {
+    let config = SnapshotConfig::default();
+    let (baseline, current) = rally_wire::reference::snapshots(&config, 1, 1000);
+    let mut buf = vec![0u8; 64 * 1024];
+    let len = config.encode_delta_columns(&baseline, &current, &mut buf).expect("encodes");
+    let mut pairs = baseline.entities().iter().zip(current.entities());
+    let k = pairs.position(|(o, n)| n.position[0] > o.position[0]).expect("one moves in +x");
+    let mut edge = Snapshot::new(baseline.tick());
+    for (j, e) in baseline.entities().iter().enumerate() {
+        let mut e = *e;
+        if j == k {
+            let step = current.entities()[k].position[0] - e.position[0];
+            e.position[0] = config.position.steps()[0] + 1 - step;
+        }
+        edge.push(e).expect("ids ascend");
+    }
+    (edge, buf[..len].to_vec())
 }
 
 /// A datagram changed the way a bad link or an attacker would: a bit flipped, cut short, or a
@@ -270,7 +294,10 @@ fn random_and_corrupted_datagrams_decode_the_same_in_rally_wire_and_the_cpp_port
         let full = config.encode_full(&current, &mut buf).map(|len| buf[..len].to_vec());
         let delta =
             config.encode_delta(&baseline, &current, &mut buf).map(|len| buf[..len].to_vec());
-        for bytes in [full.expect("encodes"), delta.expect("encodes")] {
+        let columns = config
+            .encode_delta_columns(&baseline, &current, &mut buf)
+            .map(|len| buf[..len].to_vec());
+        for bytes in [full, delta, columns].map(|bytes| bytes.expect("encodes")) {
             let salt = case.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ bytes.len() as u64;
             for datagram in [bytes.clone(), corrupt(&bytes, salt), corrupt(&bytes, salt >> 1)] {
                 lines.push(format!("{base_hex} {}", hex(&datagram)));
