@@ -236,6 +236,18 @@ inline std::array<int32_t, 3> read_velocity(BitReader& r, uint32_t bits, uint32_
     return code;
 }
 
+// A spawned entity's BODY (section 4): the moving flags, position, rotation, velocities.
+inline Entity read_body(BitReader& r, const Config& c, uint32_t id) {
+    Entity e;
+    e.id = id;
+    uint64_t flags = r.read(2);
+    e.position = read_position(r, c);
+    read_rotation(r, c, e);
+    if (flags & 1) e.linear_velocity = read_velocity(r, c.linear_bits, c.linear_half);
+    if (flags & 2) e.angular_velocity = read_velocity(r, c.angular_bits, c.angular_half);
+    return e;
+}
+
 inline Error refuse_count(uint64_t count, uint64_t max) {
     return {ErrorKind::OutOfBounds, count, max};
 }
@@ -353,13 +365,7 @@ inline void read_delta(BitReader& r, const Config& c, uint32_t count, const Snap
         } else if (despawn && in_baseline) {
             ++i;
         } else if (!update && !despawn && !in_baseline) {
-            Entity e;
-            e.id = id;
-            uint64_t flags = r.read(2);
-            e.position = read_position(r, c);
-            read_rotation(r, c, e);
-            if (flags & 1) e.linear_velocity = read_velocity(r, c.linear_bits, c.linear_half);
-            if (flags & 2) e.angular_velocity = read_velocity(r, c.angular_bits, c.angular_half);
+            Entity e = read_body(r, c, id);
             if (r.ok()) push(e);
         } else {
             r.fail({ErrorKind::BaselineConflict, id, 0});
@@ -424,13 +430,7 @@ inline void read_columns(BitReader& r, const Config& c, uint32_t updates,
             ++i;
             continue;
         }
-        Entity e;
-        e.id = id;
-        uint64_t flags = r.read(2);
-        e.position = read_position(r, c);
-        read_rotation(r, c, e);
-        if (flags & 1) e.linear_velocity = read_velocity(r, c.linear_bits, c.linear_half);
-        if (flags & 2) e.angular_velocity = read_velocity(r, c.angular_bits, c.angular_half);
+        Entity e = read_body(r, c, id);
         if (r.ok()) push(e);
     }
     while (i < old.size() && r.ok()) push(old[i++]);
