@@ -557,6 +557,22 @@ fn unpack_lanes(width: u32, bytes: &[u8], rows: &mut [[i32; 12]], lane: usize) {
     }
 }
 
+/// The rest of a column delta's header, after the update count: the exception and edit counts
+/// and the five widths (gaps first), each width checked against its limit.
+fn read_counts(r: &mut BitReader<'_>) -> Result<(usize, usize, [u32; 5]), DecodeError> {
+    let exceptions = r.read(32, Field::EntityCount) as usize;
+    let edits = r.read(16, Field::EntityCount) as usize;
+    let gap_width = r.read(8, Field::FieldWidths);
+    r.check(Field::FieldWidths, gap_width, u64::from(GAP_WIDTH_MAX));
+    let packed = r.read(16, Field::FieldWidths);
+    let [p, q, l, a] = [0, 4, 8, 12].map(|shift| (packed >> shift) & 15);
+    for width in [p, q, l, a] {
+        r.check(Field::FieldWidths, width, u64::from(DELTA_WIDTH_MAX));
+    }
+    r.status()?;
+    Ok((exceptions, edits, [gap_width, p, q, l, a].map(|w| w as u32)))
+}
+
 /// Where a column delta's sections start, in bytes, once its edits are read.
 struct Sections {
     updates: usize,
@@ -587,23 +603,13 @@ impl SnapshotConfig {
         baseline: &Snapshot,
         out: &mut Snapshot,
     ) -> Result<(), DecodeError> {
-        let exceptions = r.read(32, Field::EntityCount) as usize;
-        let edits = r.read(16, Field::EntityCount) as usize;
-        let gap_width = r.read(8, Field::FieldWidths);
-        r.check(Field::FieldWidths, gap_width, u64::from(GAP_WIDTH_MAX));
-        let packed = r.read(16, Field::FieldWidths);
-        let [p, q, l, a] = [0, 4, 8, 12].map(|shift| (packed >> shift) & 15);
-        for width in [p, q, l, a] {
-            r.check(Field::FieldWidths, width, u64::from(DELTA_WIDTH_MAX));
-        }
-        r.status()?;
+        let (exceptions, edits, widths) = read_counts(r)?;
         check_count(baseline.len(), self.entities_max())?;
         if edits == 0 {
             out.entities.extend_from_slice(baseline.entities());
         } else {
             self.merge_edits(r, edits, baseline, out)?;
         }
-        let widths = [gap_width, p, q, l, a].map(|w| w as u32);
         let sections = self.sections(r, bytes, usize::from(updates), exceptions, widths)?;
         r.seek(8 * sections.starts[5], Field::AngularVelocity);
         self.add_updates(r, bytes, &sections, out)
@@ -863,16 +869,9 @@ impl SnapshotConfig {
     pub fn list_columns(&self, bytes: &[u8]) -> Result<ColumnsListing, DecodeError> {
         let mut r = BitReader::new(bytes);
         let header = read_header(&mut r)?;
-        let exceptions = r.read(32, Field::EntityCount) as usize;
-        let edits = r.read(16, Field::EntityCount) as usize;
-        let gap_width = r.read(8, Field::FieldWidths);
-        r.check(Field::FieldWidths, gap_width, u64::from(GAP_WIDTH_MAX));
-        let packed = r.read(16, Field::FieldWidths);
-        let fields = [0, 4, 8, 12].map(|shift| (packed >> shift) & 15);
-        fields.iter().for_each(|w| r.check(Field::FieldWidths, *w, u64::from(DELTA_WIDTH_MAX)));
-        r.status()?;
+        let (exceptions, edits, widths) = read_counts(&mut r)?;
         let mut listing = ColumnsListing {
-            widths: [gap_width, fields[0], fields[1], fields[2], fields[3]].map(|w| w as u32),
+            widths,
             edits: Vec::new(),
             updates: Vec::new(),
             exceptions: Vec::new(),
