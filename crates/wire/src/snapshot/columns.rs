@@ -56,28 +56,20 @@ struct Changes<'a, M, U> {
 }
 
 impl<'a, M: Fn(usize) -> u64, U: Fn(usize) -> bool> Changes<'a, M, U> {
-    /// Calls `f` for every difference, in id order; entities with the same codes are skipped.
+    /// Calls `f` for every difference, in id order. An update may carry the same codes on both
+    /// sides (a history's moved entity that came back); [`row`] tells.
     fn for_each(&self, mut f: impl FnMut(Step<'a>)) {
-        let (old, new) = (self.old, self.new);
         if let Some(moved) = &self.moved {
-            for chunk in 0..new.len().div_ceil(64) {
-                let mut bits = moved(chunk);
-                while bits != 0 {
-                    let j = 64 * chunk + bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    let (Some(o), Some(n)) = (old.get(j), new.get(j)) else { return };
-                    if o != n {
-                        f(Step::Update { old: o, new: n, index: j });
-                    }
-                }
-            }
-            return;
+            return for_each_moved(self.old, self.new, moved, |old, new, index| {
+                f(Step::Update { old, new, index })
+            });
         }
+        let (old, new) = (self.old, self.new);
         let (mut i, mut j) = (0, 0);
         loop {
             match (old.get(i), new.get(j)) {
                 (Some(o), Some(n)) if o.id == n.id => {
-                    if !(self.unchanged)(j) && o != n {
+                    if !(self.unchanged)(j) {
                         f(Step::Update { old: o, new: n, index: j });
                     }
                     (i, j) = (i + 1, j + 1);
@@ -100,29 +92,77 @@ impl<'a, M: Fn(usize) -> u64, U: Fn(usize) -> bool> Changes<'a, M, U> {
     }
 }
 
-/// An entity's twelve delta-coded components: position, rotation, linear, angular velocity.
+/// Calls `f` with each entity of `new` whose bit is set in `moved` (a bit set per run of 64),
+/// and its baseline in `old`, which holds the same ids.
+#[inline(always)]
+fn for_each_moved<'a>(
+    old: &'a [QuantizedEntity],
+    new: &'a [QuantizedEntity],
+    moved: &impl Fn(usize) -> u64,
+    mut f: impl FnMut(&'a QuantizedEntity, &'a QuantizedEntity, usize),
+) {
+    for chunk in 0..new.len().div_ceil(64) {
+        let mut bits = moved(chunk);
+        while bits != 0 {
+            let index = 64 * chunk + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let (Some(o), Some(n)) = (old.get(index), new.get(index)) else { return };
+            f(o, n, index);
+        }
+    }
+}
+
+/// Each field's first lane in [`lanes`], in column order (position, rotation, linear and
+/// angular velocity).
+const FIRST_LANE: [usize; 4] = [0, 9, 3, 6];
+/// The field of each lane.
+const FIELD_OF_LANE: [usize; 12] = [0, 0, 0, 2, 2, 2, 3, 3, 3, 1, 1, 1];
+
+/// An entity's twelve delta-coded components: position, linear and angular velocity, rotation.
+/// The rotation comes last so that the nine 32-bit codes, which lie together in an entity, are
+/// together in a row too, and adding a row to an entity is a few vector additions.
 #[inline(always)]
 fn lanes(e: &QuantizedEntity) -> [i32; 12] {
     let [p0, p1, p2] = e.position.map(|c| c as i32);
     let [r0, r1, r2] = e.rotation.components.map(i32::from);
     let [l0, l1, l2] = e.linear_velocity;
     let [a0, a1, a2] = e.angular_velocity;
-    [p0, p1, p2, r0, r1, r2, l0, l1, l2, a0, a1, a2]
+    [p0, p1, p2, l0, l1, l2, a0, a1, a2, r0, r1, r2]
 }
 
-/// The zigzagged differences of the twelve lanes, and which fields (bit `f`) are exceptions:
-/// wider than [`DELTA_WIDTH_MAX`], or a rotation of another smallest-three layout.
+/// The lanes of field `f`.
 #[inline(always)]
-fn deltas(old: &QuantizedEntity, new: &QuantizedEntity) -> ([u32; 12], u32) {
+fn field_lanes<T: Copy>(row: &[T; 12], f: usize) -> [T; 3] {
+    [row[FIRST_LANE[f]], row[FIRST_LANE[f] + 1], row[FIRST_LANE[f] + 2]]
+}
+
+/// An update's column values, the zigzagged differences of its twelve lanes, and which fields
+/// (bit `f`) are exceptions, whose values are left zero; `None` when both sides hold the same
+/// codes. Exceptions are rare, so one test of all twelve lanes keeps them off the common path.
+#[inline(always)]
+fn row(old: &QuantizedEntity, new: &QuantizedEntity) -> Option<([u32; 12], u32)> {
     let (a, b) = (lanes(old), lanes(new));
     let z: [u32; 12] = std::array::from_fn(|k| zigzag(b[k].wrapping_sub(a[k])));
-    let mut exceptions = u32::from(old.rotation.largest != new.rotation.largest) << 1;
+    let any = z.iter().fold(0, |any, v| any | v);
+    let layout = old.rotation.largest != new.rotation.largest;
+    if any >> DELTA_WIDTH_MAX == 0 && !layout {
+        return (any != 0).then_some((z, 0));
+    }
+    Some(split_exceptions(z, layout))
+}
+
+/// [`row`] for an update with an exception: fields wider than [`DELTA_WIDTH_MAX`], and the
+/// rotation when its smallest-three layout changed.
+#[cold]
+fn split_exceptions(z: [u32; 12], layout: bool) -> ([u32; 12], u32) {
+    let mut fields = u32::from(layout) << 1;
     for f in 0..4 {
         // Wider than the limit exactly when a bit at or above it is set.
-        let any = z[3 * f] | z[3 * f + 1] | z[3 * f + 2];
-        exceptions |= u32::from(any >> DELTA_WIDTH_MAX != 0) << f;
+        let any = field_lanes(&z, f).iter().fold(0, |any, v| any | v);
+        fields |= u32::from(any >> DELTA_WIDTH_MAX != 0) << f;
     }
-    (z, exceptions)
+    let row = std::array::from_fn(|k| if fields >> FIELD_OF_LANE[k] & 1 == 1 { 0 } else { z[k] });
+    (row, fields)
 }
 
 /// What the first pass over the differences finds: the counts and widths of the header.
@@ -131,12 +171,16 @@ struct Plan {
     updates: usize,
     exceptions: usize,
     edits: usize,
-    /// The OR of each field's zigzagged deltas over the updates where it is no exception.
-    fields: [u32; 4],
+    /// The OR of each lane's column values.
+    lanes: [u32; 12],
     /// The OR of the index gaps.
     gaps: u32,
+    /// The index after the last update's.
+    next: usize,
     /// The length of the exceptions section.
     exception_bits: usize,
+    /// The update of the last exception, which the next one's gap counts from.
+    last_exception: usize,
 }
 
 impl Plan {
@@ -148,61 +192,95 @@ impl Plan {
         first: &mut Chunk,
     ) -> Self {
         let mut plan = Plan::default();
-        let (mut next, mut previous) = (0, 0);
-        changes.for_each(|step| match step {
-            Step::Update { old, new, index } => {
-                let (z, exceptions) = deltas(old, new);
-                first.hold(plan.updates, &z, exceptions, index - next, index);
-                for f in 0..4 {
-                    let keep = if exceptions >> f & 1 == 0 { u32::MAX } else { 0 };
-                    plan.fields[f] |= (z[3 * f] | z[3 * f + 1] | z[3 * f + 2]) & keep;
-                }
-                for field in (0..4).filter(|f| exceptions >> f & 1 == 1) {
-                    let gap_bits = ID_TIERS.encode(plan.updates as u64 - previous).1;
-                    let bits = gap_bits + 2 + config.absolute(field, new).1;
-                    (plan.exception_bits, previous) =
-                        (plan.exception_bits + bits as usize, plan.updates as u64);
-                    plan.exceptions += 1;
-                }
-                plan.gaps |= (index - next) as u32;
-                next = index + 1;
-                plan.updates += 1;
-            }
-            Step::Despawn { .. } | Step::Spawn { .. } => plan.edits += 1,
-        });
+        // A single call of `add` per loop, so that it is inlined into the common one.
+        match &changes.moved {
+            Some(moved) => for_each_moved(changes.old, changes.new, moved, |old, new, index| {
+                plan.add(config, first, old, new, index)
+            }),
+            None => changes.for_each(|step| match step {
+                Step::Update { old, new, index } => plan.add(config, first, old, new, index),
+                Step::Despawn { .. } | Step::Spawn { .. } => plan.edits += 1,
+            }),
+        }
         plan
+    }
+
+    /// Counts the update from `old` to `new` (entity `index`), if the codes differ.
+    #[inline(always)]
+    fn add(
+        &mut self,
+        config: &SnapshotConfig,
+        first: &mut Chunk,
+        old: &QuantizedEntity,
+        new: &QuantizedEntity,
+        index: usize,
+    ) {
+        let Some((row, fields)) = row(old, new) else { return };
+        for (lane, value) in self.lanes.iter_mut().zip(row) {
+            *lane |= value;
+        }
+        let gap = (index - self.next) as u32;
+        self.gaps |= gap;
+        if let (Some(held), Some(held_gap)) =
+            (first.rows.get_mut(self.updates), first.gaps.get_mut(self.updates))
+        {
+            (*held, *held_gap) = (row, gap);
+        }
+        if fields != 0 {
+            self.add_exceptions(config, first, fields, new, index);
+        }
+        self.next = index + 1;
+        self.updates += 1;
+    }
+
+    /// Counts the exceptions of the current update, and holds them if it is among the first.
+    #[cold]
+    fn add_exceptions(
+        &mut self,
+        config: &SnapshotConfig,
+        first: &mut Chunk,
+        fields: u32,
+        new: &QuantizedEntity,
+        index: usize,
+    ) {
+        for field in (0..4).filter(|f| fields >> f & 1 == 1) {
+            let gap_bits = ID_TIERS.encode((self.updates - self.last_exception) as u64).1;
+            let bits = gap_bits + 2 + config.absolute(field, new).1;
+            self.exception_bits += bits as usize;
+            self.last_exception = self.updates;
+            self.exceptions += 1;
+        }
+        if let Some(held) = first.exceptions.get_mut(self.updates) {
+            *held = (index as u32, fields);
+            first.excepted |= 1 << self.updates;
+        }
     }
 
     /// The gap width, then the four field widths.
     fn widths(&self) -> [u32; 5] {
         let bits = |v: u32| 32 - v.leading_zeros();
-        let [p, r, l, a] = self.fields.map(bits);
-        [bits(self.gaps), p, r, l, a]
+        let l = &self.lanes;
+        let fields: [u32; 4] =
+            std::array::from_fn(|f| bits(field_lanes(l, f).iter().fold(0, |a, v| a | v)));
+        let [p, r, lv, a] = fields;
+        [bits(self.gaps), p, r, lv, a]
     }
 }
 
 /// Up to `CHUNK` updates' column values: each row's zigzags (zero for an exception's field),
-/// its index gap, and for the exceptions its index in the current snapshot and their fields.
+/// its index gap, and for the updates with exceptions (bits of `excepted`) the entity's index
+/// in the current snapshot and their fields.
 struct Chunk {
     rows: [[u32; 12]; CHUNK],
     gaps: [u32; CHUNK],
-    /// Index into the current snapshot and exception fields, of the rows with exceptions.
     exceptions: [(u32, u32); CHUNK],
+    excepted: u64,
 }
 
 impl Chunk {
     fn new() -> Self {
-        Self { rows: [[0; 12]; CHUNK], gaps: [0; CHUNK], exceptions: [(0, 0); CHUNK] }
-    }
-
-    /// Holds update `n`'s values, if it is among the first `CHUNK`.
-    #[inline(always)]
-    fn hold(&mut self, n: usize, z: &[u32; 12], fields: u32, gap: usize, index: usize) {
-        let Some(row) = self.rows.get_mut(n) else { return };
-        let keep: [u32; 4] = std::array::from_fn(|f| (fields >> f & 1).wrapping_sub(1));
-        *row = std::array::from_fn(|k| z[k] & keep[k / 3]);
-        self.gaps[n] = gap as u32;
-        self.exceptions[n] = (index as u32, fields);
+        let exceptions = [(0, 0); CHUNK];
+        Self { rows: [[0; 12]; CHUNK], gaps: [0; CHUNK], exceptions, excepted: 0 }
     }
 }
 
@@ -327,15 +405,14 @@ impl SnapshotConfig {
             let at = |c: usize| starts[c] + done * widths[c] as usize / 8 * per(c);
             pack_values(widths[0], gaps, &mut out[at(0)..]);
             for f in 0..4 {
-                pack_lanes(widths[f + 1], rows, 3 * f, &mut out[at(f + 1)..]);
+                pack_lanes(widths[f + 1], rows, FIRST_LANE[f], &mut out[at(f + 1)..]);
             }
         };
         changes.for_each(|step| {
             let Step::Update { old, new, index } = step else { return };
-            let (z, fields) = deltas(old, new);
             // An exception's column holds zeros; its absolute value follows the columns.
-            let keep: [u32; 4] = std::array::from_fn(|f| (fields >> f & 1).wrapping_sub(1));
-            rows[n] = std::array::from_fn(|k| z[k] & keep[k / 3]);
+            let Some((row, fields)) = row(old, new) else { return };
+            rows[n] = row;
             if fields != 0 {
                 let update = (done + n) as u64;
                 self.write_exceptions(exceptions, fields, update - previous, new);
@@ -370,13 +447,16 @@ impl SnapshotConfig {
         pack_values(widths[0], &held.gaps[..n], &mut out[at..]);
         for f in 0..4 {
             at += sizes[f];
-            pack_lanes(widths[f + 1], &held.rows[..n], 3 * f, &mut out[at..]);
+            pack_lanes(widths[f + 1], &held.rows[..n], FIRST_LANE[f], &mut out[at..]);
         }
-        let mut previous = 0;
-        for (k, (index, fields)) in held.exceptions[..n].iter().enumerate() {
-            if let (true, Some(entity)) = (*fields != 0, new.get(*index as usize)) {
-                self.write_exceptions(exceptions, *fields, k as u64 - previous, entity);
-                previous = k as u64;
+        let (mut excepted, mut previous) = (held.excepted, 0);
+        while excepted != 0 {
+            let k = excepted.trailing_zeros() as usize;
+            excepted &= excepted - 1;
+            let (index, fields) = held.exceptions[k];
+            if let Some(entity) = new.get(index as usize) {
+                self.write_exceptions(exceptions, fields, (k - previous) as u64, entity);
+                previous = k;
             }
         }
     }
@@ -720,9 +800,9 @@ impl SnapshotConfig {
                 return Err(DecodeError::OutOfBounds { field: Field::EntityId, value, max });
             }
             for f in 0..4 {
-                unpack_lanes(s.widths[f + 1], at(f + 1), &mut rows[..n], 3 * f);
+                unpack_lanes(s.widths[f + 1], at(f + 1), &mut rows[..n], FIRST_LANE[f]);
             }
-            self.add_rows(&indices[..n], &rows[..n], &mut out.entities)?;
+            self.add_rows(&indices[..n], &mut rows[..n], &mut out.entities)?;
             while exceptions.pending() && exceptions.update < (done + n) as u64 {
                 let index = indices[exceptions.update as usize - done] as usize;
                 self.write_over(r, exceptions.field, &mut out.entities[index])?;
@@ -739,65 +819,68 @@ impl SnapshotConfig {
         }
     }
 
-    /// Adds each row's twelve deltas to the entity at its index, each lane's range checked on
-    /// its own so that no chain of checks runs through the loop.
+    /// Adds each row's twelve deltas to the entity at its index, leaving the sums in `rows`,
+    /// and checks that every code is within its range.
     fn add_rows(
         &self,
         indices: &[u32],
-        rows: &[[i32; 12]],
+        rows: &mut [[i32; 12]],
         entities: &mut [QuantizedEntity],
     ) -> Result<(), DecodeError> {
-        let (limits, offsets) = self.lane_bounds();
-        let mut bad = [0u32; 12];
-        for (index, row) in indices.iter().zip(rows) {
+        for (index, row) in indices.iter().zip(rows.iter_mut()) {
             let Some(e) = entities.get_mut(*index as usize) else { continue };
             let base = lanes(e);
             let sum: [i32; 12] = std::array::from_fn(|k| base[k].wrapping_add(row[k]));
-            for k in 0..12 {
-                bad[k] |= u32::from(sum[k].wrapping_add(offsets[k]) as u32 > limits[k]);
-            }
             e.position = [sum[0] as u32, sum[1] as u32, sum[2] as u32];
-            e.rotation.components = [sum[3] as u16, sum[4] as u16, sum[5] as u16];
-            e.linear_velocity = [sum[6], sum[7], sum[8]];
-            e.angular_velocity = [sum[9], sum[10], sum[11]];
+            e.linear_velocity = [sum[3], sum[4], sum[5]];
+            e.angular_velocity = [sum[6], sum[7], sum[8]];
+            e.rotation.components = [sum[9] as u16, sum[10] as u16, sum[11] as u16];
+            *row = sum;
         }
-        match bad.iter().position(|b| *b != 0) {
-            None => Ok(()),
-            Some(lane) => Err(self.first_out_of_range(indices, rows, entities, lane)),
+        // Limits are below 2^31, so a code is above its limit exactly when it or the limit
+        // minus it has the sign bit set. A loop of its own over the sums, lane by lane, is one
+        // the compiler vectorises.
+        let (limits, offsets) = self.lane_bounds();
+        let limits = limits.map(|limit| limit as i32);
+        let mut over = [0i32; 12];
+        for row in rows.iter() {
+            for k in 0..12 {
+                let code = row[k].wrapping_add(offsets[k]);
+                over[k] |= limits[k].wrapping_sub(code) | code;
+            }
+        }
+        match over.iter().any(|o| *o < 0) {
+            false => Ok(()),
+            true => Err(self.first_out_of_range(indices, entities)),
         }
     }
 
-    /// For each lane, the largest code plus its offset, and the offset that makes the smallest
-    /// code zero (velocities are signed).
+    /// For each lane, the largest code plus its offset (below 2^31: positions have at most 28
+    /// bits, velocities 18), and the offset that makes the smallest code zero (velocities are
+    /// signed).
     fn lane_bounds(&self) -> ([u32; 12], [i32; 12]) {
         let [sx, sy, sz] = self.position.steps();
         let rotation = mask(self.rotation.bits()) as u32;
         let (lh, ah) = (self.linear_velocity.half(), self.angular_velocity.half());
         let (lr, ar) = (2 * lh as u32, 2 * ah as u32);
-        let limits = [sx, sy, sz, rotation, rotation, rotation, lr, lr, lr, ar, ar, ar];
-        let offsets = [0, 0, 0, 0, 0, 0, lh, lh, lh, ah, ah, ah];
+        let limits = [sx, sy, sz, lr, lr, lr, ar, ar, ar, rotation, rotation, rotation];
+        let offsets = [0, 0, 0, lh, lh, lh, ah, ah, ah, 0, 0, 0];
         (limits, offsets)
     }
 
-    /// The error for the first entity whose `lane` left its range; rare, so recomputed.
+    /// The error for the first updated entity with a code out of its range; rare, so looked
+    /// for again.
     #[cold]
-    fn first_out_of_range(
-        &self,
-        indices: &[u32],
-        rows: &[[i32; 12]],
-        entities: &[QuantizedEntity],
-        lane: usize,
-    ) -> DecodeError {
+    fn first_out_of_range(&self, indices: &[u32], entities: &[QuantizedEntity]) -> DecodeError {
         let (limits, offsets) = self.lane_bounds();
-        let value = indices
+        let codes = indices
             .iter()
-            .zip(rows)
-            .filter_map(|(index, _)| entities.get(*index as usize))
-            .map(|e| lanes(e)[lane].wrapping_add(offsets[lane]) as u32)
-            .find(|code| *code > limits[lane])
-            .unwrap_or(u32::MAX);
+            .filter_map(|index| entities.get(*index as usize))
+            .flat_map(|e| (0..12).map(|k| (k, lanes(e)[k].wrapping_add(offsets[k]) as u32)));
+        let (lane, value) =
+            codes.into_iter().find(|(k, code)| *code > limits[*k]).unwrap_or((0, u32::MAX));
         DecodeError::OutOfBounds {
-            field: FIELDS[lane / 3],
+            field: FIELDS[FIELD_OF_LANE[lane]],
             value: u64::from(value),
             max: u64::from(limits[lane]),
         }
@@ -900,11 +983,12 @@ impl SnapshotConfig {
             let at = |c: usize| &s.column(bytes, c)[done * per(c) * s.widths[c] as usize / 8..];
             unpack_values(s.widths[0], at(0), &mut gaps[..n]);
             for f in 0..4 {
-                unpack_lanes(s.widths[f + 1], at(f + 1), &mut rows[..n], 3 * f);
+                unpack_lanes(s.widths[f + 1], at(f + 1), &mut rows[..n], FIRST_LANE[f]);
             }
             for (gap, row) in gaps[..n].iter().zip(&rows[..n]) {
                 let i = index.map_or(u64::from(*gap), |i| i + 1 + u64::from(*gap));
-                listing.updates.push((i, *row));
+                let fields: [[i32; 3]; 4] = std::array::from_fn(|f| field_lanes(row, f));
+                listing.updates.push((i, *fields.as_flattened().first_chunk().expect("12")));
                 index = Some(i);
             }
         }
