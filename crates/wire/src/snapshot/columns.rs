@@ -560,8 +560,9 @@ fn unpack_values_w<const W: usize>(bytes: &[u8], values: &mut [u32]) {
     }
 }
 
-/// Unpacks zigzagged values into lanes `lane..lane + 3` of each row, eight rows (24 values,
-/// `3 * W` bytes) at a time, each value from an 8-byte load at an offset fixed at compile time.
+/// Unpacks values, still zigzagged (undone with the addition, where it vectorises), into lanes
+/// `lane..lane + 3` of each row, eight rows (24 values, `3 * W` bytes) at a time, each value
+/// from an 8-byte load at an offset fixed at compile time.
 fn unpack_lanes_w<const W: usize>(bytes: &[u8], rows: &mut [[i32; 12]], lane: usize) {
     let m = mask(W as u32) as u32;
     let mut blocks = rows.chunks_exact_mut(8);
@@ -575,7 +576,7 @@ fn unpack_lanes_w<const W: usize>(bytes: &[u8], rows: &mut [[i32; 12]], lane: us
                         // `b` holds 3W + 8 bytes and `bit / 8` is below 3W, so eight follow.
                         let word = b[bit / 8..bit / 8 + 8].try_into().expect("eight bytes");
                         let value = (u64::from_le_bytes(word) >> (bit % 8)) as u32 & m;
-                        row[lane + c] = unzigzag(value);
+                        row[lane + c] = value as i32;
                     }
                 }
             }
@@ -593,7 +594,7 @@ fn unpack_lanes_slow<const W: usize>(bytes: &[u8], rows: &mut [[i32; 12]], lane:
     for (r, row) in rows.iter_mut().enumerate() {
         for c in 0..3 {
             let value = reader.peek_at((3 * r + c) * W) & mask(W as u32);
-            row[lane + c] = unzigzag(value as u32);
+            row[lane + c] = value as i32;
         }
     }
 }
@@ -819,8 +820,8 @@ impl SnapshotConfig {
         }
     }
 
-    /// Adds each row's twelve deltas to the entity at its index, leaving the sums in `rows`,
-    /// and checks that every code is within its range.
+    /// Adds each row's twelve zigzagged deltas to the entity at its index, leaving the sums in
+    /// `rows`, and checks that every code is within its range.
     fn add_rows(
         &self,
         indices: &[u32],
@@ -830,7 +831,8 @@ impl SnapshotConfig {
         for (index, row) in indices.iter().zip(rows.iter_mut()) {
             let Some(e) = entities.get_mut(*index as usize) else { continue };
             let base = lanes(e);
-            let sum: [i32; 12] = std::array::from_fn(|k| base[k].wrapping_add(row[k]));
+            let sum: [i32; 12] =
+                std::array::from_fn(|k| base[k].wrapping_add(unzigzag(row[k] as u32)));
             e.position = [sum[0] as u32, sum[1] as u32, sum[2] as u32];
             e.linear_velocity = [sum[3], sum[4], sum[5]];
             e.angular_velocity = [sum[6], sum[7], sum[8]];
@@ -987,7 +989,8 @@ impl SnapshotConfig {
             }
             for (gap, row) in gaps[..n].iter().zip(&rows[..n]) {
                 let i = index.map_or(u64::from(*gap), |i| i + 1 + u64::from(*gap));
-                let fields: [[i32; 3]; 4] = std::array::from_fn(|f| field_lanes(row, f));
+                let fields: [[i32; 3]; 4] =
+                    std::array::from_fn(|f| field_lanes(row, f).map(|z| unzigzag(z as u32)));
                 listing.updates.push((i, *fields.as_flattened().first_chunk().expect("12")));
                 index = Some(i);
             }
