@@ -73,9 +73,14 @@
 //! - No `array::map` on a per-field path (it is not inlined there; use `map3`/`map4`), and no
 //!   comparison of a small array just written field by field (`widths != [0; 4]` becomes wide
 //!   loads that cannot be forwarded from the narrow stores).
-//! - Where each code's length decides where the next starts, shorten the chain: a full
-//!   snapshot reads a run of consecutive ids at once, and an update record is read with one
-//!   peek per field at offsets computed from its widths.
+//! - Where each code's length decides where the next starts, the chain sets the pace. A full
+//!   snapshot reads a run of consecutive ids at once; a delta has no chain at all: its updates
+//!   are columns of equal-width values, packed and unpacked eight at a time at offsets fixed
+//!   at compile time.
+//! - Let the compiler vectorise: a loop that both scatters into entities and accumulates
+//!   checks stays scalar, while the same checks in a loop of their own over a contiguous
+//!   buffer become a few vector operations per row (the decoder's range checks, its undoing of
+//!   the zigzag). Rare cases (an exception, an equal row) leave the common loop on one test.
 //! - Work per tick, not per client: a [`SnapshotHistory`] records which entities changed at each
 //!   push, so a client's delta skips unchanged entities by bit sets.
 //! - A rare record must not send the common ones down the slow path: a spawn or despawn in a
@@ -83,10 +88,9 @@
 //!   of them are the remaining records merged (with the fast update path too).
 //!
 //! The format is specified in docs/wire.md; `ports/cpp/rally_wire.hpp` is a C++ decoder
-//! written from that page, and `tests/cpp_port.rs` holds it to this crate's answers. A column
-//! delta (format `0x03`, docs/design/delta-columns.md) is on its way to replace the record
-//! delta: this crate and the C++ port decode it and
-//! [`SnapshotConfig::encode_delta_columns`] writes it, but servers do not send it yet.
+//! written from that page, and `tests/cpp_port.rs` holds it to this crate's answers. Deltas are
+//! column deltas (format `0x03`); the record delta before them (format `0x02`,
+//! [`SnapshotConfig::encode_delta_records`]) is still read by both decoders.
 //!
 //! ## Errors
 //!

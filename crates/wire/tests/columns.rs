@@ -13,7 +13,7 @@ use rally_wire::{DecodeError, EncodeError, Field, Snapshot, SnapshotKind};
 fn round_trip(baseline: &Snapshot, current: &Snapshot) -> Vec<u8> {
     let config = common::config();
     let mut buf = vec![0u8; 256 * 1024];
-    let len = config.encode_delta_columns(baseline, current, &mut buf).unwrap();
+    let len = config.encode_delta(baseline, current, &mut buf).unwrap();
     let mut out = Snapshot::default();
     let kind = config.decode(&buf[..len], Some(baseline), &mut out).unwrap();
     assert_eq!(kind, SnapshotKind::Delta { baseline_tick: baseline.tick() });
@@ -36,7 +36,7 @@ proptest! {
         let config = common::config();
         let whole = round_trip(&baseline, &current);
         let mut buf = vec![0u8; whole.len().saturating_sub(cut + 1)];
-        let result = config.encode_delta_columns(&baseline, &current, &mut buf);
+        let result = config.encode_delta(&baseline, &current, &mut buf);
         let (needed, capacity) = (whole.len(), buf.len());
         prop_assert_eq!(result, Err(EncodeError::BufferTooSmall { needed, capacity }));
     }
@@ -69,7 +69,7 @@ fn the_reference_delta_is_smaller_than_the_records() {
     let (baseline, current) = rally_wire::reference::snapshots(&config, 1, 1000);
     let columns = round_trip(&baseline, &current);
     let mut buf = vec![0u8; 64 * 1024];
-    let records = config.encode_delta(&baseline, &current, &mut buf).unwrap();
+    let records = config.encode_delta_records(&baseline, &current, &mut buf).unwrap();
     assert!(columns.len() < records, "{} bytes against {records}", columns.len());
 }
 
@@ -81,7 +81,7 @@ fn a_spawn_of_a_present_id_is_a_conflict() {
     // the first spawn collides.
     let empty = Snapshot::new(1000);
     let mut buf = vec![0u8; 64 * 1024];
-    let len = config.encode_delta_columns(&empty, &current, &mut buf).unwrap();
+    let len = config.encode_delta(&empty, &current, &mut buf).unwrap();
     let mut out = Snapshot::default();
     let first = current.entities()[0].id;
     let result = config.decode(&buf[..len], Some(&baseline), &mut out);

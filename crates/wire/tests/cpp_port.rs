@@ -253,7 +253,7 @@ fn column_step_past_the_edge() -> (Snapshot, Vec<u8>) {
     let config = SnapshotConfig::default();
     let (baseline, current) = rally_wire::reference::snapshots(&config, 1, 1000);
     let mut buf = vec![0u8; 64 * 1024];
-    let len = config.encode_delta_columns(&baseline, &current, &mut buf).expect("encodes");
+    let len = config.encode_delta(&baseline, &current, &mut buf).expect("encodes");
     let mut pairs = baseline.entities().iter().zip(current.entities());
     let k = pairs.position(|(o, n)| n.position[0] > o.position[0]).expect("one moves in +x");
     let mut edge = Snapshot::new(baseline.tick());
@@ -292,11 +292,11 @@ fn random_and_corrupted_datagrams_decode_the_same_in_rally_wire_and_the_cpp_port
         let (baseline, current) = pairs.new_tree(&mut runner).expect("a case").current();
         let base_hex = full_hex(&config, &baseline);
         let full = config.encode_full(&current, &mut buf).map(|len| buf[..len].to_vec());
-        let delta =
-            config.encode_delta(&baseline, &current, &mut buf).map(|len| buf[..len].to_vec());
-        let columns = config
-            .encode_delta_columns(&baseline, &current, &mut buf)
+        let delta = config
+            .encode_delta_records(&baseline, &current, &mut buf)
             .map(|len| buf[..len].to_vec());
+        let columns =
+            config.encode_delta(&baseline, &current, &mut buf).map(|len| buf[..len].to_vec());
         for bytes in [full, delta, columns].map(|bytes| bytes.expect("encodes")) {
             let salt = case.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ bytes.len() as u64;
             for datagram in [bytes.clone(), corrupt(&bytes, salt), corrupt(&bytes, salt >> 1)] {

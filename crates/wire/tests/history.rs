@@ -19,13 +19,13 @@ fn check_against_comparing(
     let config = common::config();
     let (mut buf, mut other) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
     let mut decoded = Snapshot::default();
-    let len = history.encode_delta(&config, baseline.tick(), &mut buf).unwrap();
-    let compared = config.encode_delta(baseline, snapshot, &mut other).unwrap();
+    let len = history.encode_delta_records(&config, baseline.tick(), &mut buf).unwrap();
+    let compared = config.encode_delta_records(baseline, snapshot, &mut other).unwrap();
     prop_assert_eq!(&buf[..len], &other[..compared]);
     config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
     prop_assert_eq!(&decoded, snapshot);
-    let len = history.encode_delta_columns(&config, baseline.tick(), &mut buf).unwrap();
-    let compared = config.encode_delta_columns(baseline, snapshot, &mut other).unwrap();
+    let len = history.encode_delta(&config, baseline.tick(), &mut buf).unwrap();
+    let compared = config.encode_delta(baseline, snapshot, &mut other).unwrap();
     prop_assert_eq!(&buf[..len], &other[..compared]);
     config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
     prop_assert_eq!(&decoded, snapshot);
@@ -132,7 +132,7 @@ fn ticks_must_increase_and_evicted_baselines_are_refused() {
     c.set_tick(0); // newer than u32::MAX across the wrap
     history.push(&c).unwrap();
     let mut buf = vec![0u8; 16 * 1024];
-    let evicted = history.encode_delta(&config, a.tick(), &mut buf);
+    let evicted = history.encode_delta_records(&config, a.tick(), &mut buf);
     assert_eq!(evicted, Err(EncodeError::NoSuchBaseline(u32::MAX - 1)));
     assert_eq!(history.get(u32::MAX), Some(&b));
     assert_eq!(history.len(), 2);

@@ -39,7 +39,7 @@ proptest! {
         let config = common::config();
         let (baseline, current) = rally_wire::reference::snapshots(&config, 4, 10);
         let mut buf = vec![0u8; 8192];
-        let len = config.encode_delta(&baseline, &current, &mut buf).unwrap();
+        let len = config.encode_delta_records(&baseline, &current, &mut buf).unwrap();
         buf[(bit / 8) % len] ^= 1 << (bit % 8);
         let mut out = Snapshot::default();
         if config.decode(&buf[..len], Some(&baseline), &mut out).is_ok() {
@@ -76,7 +76,7 @@ fn every_truncation_names_the_field_it_cut() {
     let mut buf = vec![0u8; 8192];
     for delta in [false, true] {
         let len = if delta {
-            config.encode_delta(&baseline, &current, &mut buf).unwrap()
+            config.encode_delta_records(&baseline, &current, &mut buf).unwrap()
         } else {
             config.encode_full(&current, &mut buf).unwrap()
         };
@@ -114,7 +114,7 @@ fn deltas_cannot_grow_past_entities_max() {
     }
     grown.push(rally_wire::QuantizedEntity { id: 9999, ..Default::default() }).unwrap();
     let mut buf = vec![0u8; 8192];
-    let len = big.encode_delta(&baseline, &grown, &mut buf).unwrap();
+    let len = big.encode_delta_records(&baseline, &grown, &mut buf).unwrap();
     let mut out = Snapshot::default();
     let err = small.decode(&buf[..len], Some(&baseline), &mut out).unwrap_err();
     assert!(matches!(err, DecodeError::OutOfBounds { field: Field::EntityCount, .. }), "{err}");
@@ -163,7 +163,7 @@ fn a_delta_needs_its_own_baseline() {
     let config = common::config();
     let (baseline, current) = rally_wire::reference::snapshots(&config, 2, 50);
     let mut buf = vec![0u8; 8192];
-    let len = config.encode_delta(&baseline, &current, &mut buf).unwrap();
+    let len = config.encode_delta_records(&baseline, &current, &mut buf).unwrap();
     let mut out = Snapshot::default();
     let missing = config.decode(&buf[..len], None, &mut out);
     assert_eq!(missing, Err(DecodeError::BaselineMismatch { wanted: 50, given: None }));

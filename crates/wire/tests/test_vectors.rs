@@ -126,7 +126,7 @@ fn cases() -> Vec<(&'static str, &'static str, Option<Snapshot>, Snapshot)> {
 fn encode(config: &SnapshotConfig, baseline: Option<&Snapshot>, snapshot: &Snapshot) -> Vec<u8> {
     let mut buf = vec![0u8; 16 * 1024];
     let len = match baseline {
-        Some(b) => config.encode_delta(b, snapshot, &mut buf),
+        Some(b) => config.encode_delta_records(b, snapshot, &mut buf),
         None => config.encode_full(snapshot, &mut buf),
     }
     .expect("vectors fit 16 KiB");

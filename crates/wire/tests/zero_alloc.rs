@@ -47,16 +47,16 @@ fn snapshot_encode_and_decode_allocate_nothing_after_warm_up() {
         pushed.set_tick(tick);
         history.push(pushed).unwrap();
         if tick > 1 {
+            history.encode_delta_records(&config, tick - 1, buf).unwrap();
             history.encode_delta(&config, tick - 1, buf).unwrap();
-            history.encode_delta_columns(&config, tick - 1, buf).unwrap();
         }
         let full = config.encode_full(&current, buf).unwrap();
         config.decode(&buf[..full], None, decoded).unwrap();
         assert_eq!(decoded.len(), current.len());
-        let delta = config.encode_delta(&baseline, &current, buf).unwrap();
+        let delta = config.encode_delta_records(&baseline, &current, buf).unwrap();
         config.decode(&buf[..delta], Some(&baseline), decoded).unwrap();
         assert_eq!(*decoded, current);
-        let columns = config.encode_delta_columns(&baseline, &current, buf).unwrap();
+        let columns = config.encode_delta(&baseline, &current, buf).unwrap();
         config.decode(&buf[..columns], Some(&baseline), decoded).unwrap();
         assert_eq!(*decoded, current);
     };

@@ -291,12 +291,11 @@ fn column_bytes(widths: [u32; 5], updates: usize) -> [usize; 5] {
 }
 
 impl SnapshotConfig {
-    /// Encodes the changes from `baseline` to `current` as a column delta (format `0x03`) into
-    /// `out` and returns the bytes written. The column delta is the planned successor of the
-    /// record delta of [`SnapshotConfig::encode_delta`]; decoders of this crate read both. A
-    /// server with a [`SnapshotHistory`] should encode through it, which skips unchanged
-    /// entities without comparing them.
-    pub fn encode_delta_columns(
+    /// Encodes the changes from `baseline` to `current` into `out` as a column delta (format
+    /// `0x03`) and returns the bytes written. Entities whose codes did not change cost nothing.
+    /// A server that keeps its snapshots in a [`SnapshotHistory`] should encode through it,
+    /// which skips unchanged entities without comparing them.
+    pub fn encode_delta(
         &self,
         baseline: &Snapshot,
         current: &Snapshot,
@@ -307,8 +306,8 @@ impl SnapshotConfig {
         self.encode_columns_with(baseline, current, out, same_ids.then_some(every), |_| false)
     }
 
-    /// [`SnapshotConfig::encode_delta_columns`] told what changed, as
-    /// [`SnapshotConfig::encode_delta_with`] is.
+    /// [`SnapshotConfig::encode_delta`] told what changed, as
+    /// [`SnapshotConfig::encode_records_with`] is.
     pub(super) fn encode_columns_with(
         &self,
         baseline: &Snapshot,

@@ -45,11 +45,11 @@ impl SnapshotConfig {
         w.finish().map_err(|needed| too_small(needed, capacity))
     }
 
-    /// Encodes the changes from `baseline` to `current` into `out` and returns the bytes
-    /// written. Entities whose codes did not change cost nothing. A server that keeps its
-    /// snapshots in a [`SnapshotHistory`] should encode through it, which skips unchanged
-    /// entities without comparing them.
-    pub fn encode_delta(
+    /// Encodes the changes from `baseline` to `current` into `out` as a record delta (format
+    /// `0x02`, the one before the column delta of [`SnapshotConfig::encode_delta`]) and returns
+    /// the bytes written. Decoders still read it; servers send column deltas, which are
+    /// smaller and faster to encode and decode.
+    pub fn encode_delta_records(
         &self,
         baseline: &Snapshot,
         current: &Snapshot,
@@ -61,18 +61,18 @@ impl SnapshotConfig {
             let pairs = old.iter().zip(new).skip(64 * chunk).take(64);
             pairs.enumerate().fold(0, |moved, (k, (o, n))| moved | u64::from(o != n) << k)
         };
-        self.encode_delta_with(baseline, current, out, same_ids.then_some(compare), |o, n, _| {
+        self.encode_records_with(baseline, current, out, same_ids.then_some(compare), |o, n, _| {
             o == n
         })
     }
 
-    /// [`SnapshotConfig::encode_delta`] told what changed. `moved`, given only when both
+    /// [`SnapshotConfig::encode_delta_records`] told what changed. `moved`, given only when both
     /// snapshots hold the same ids, returns for each run of 64 entities (`chunk`) a bit set of
     /// those that may differ from the baseline (bit `k` for entity `64 * chunk + k`); a set bit
     /// costs a comparison, a clear one skips the entity. Otherwise `unchanged(old, new, j)`
     /// decides whether entity `j` of `current` (`new`) can be skipped as equal to its baseline
     /// state (`old`). A history answers both from what it recorded at each push.
-    pub(super) fn encode_delta_with(
+    pub(super) fn encode_records_with(
         &self,
         baseline: &Snapshot,
         current: &Snapshot,

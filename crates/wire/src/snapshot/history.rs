@@ -110,23 +110,10 @@ impl SnapshotHistory {
     }
 
     /// Encodes the newest snapshot as a delta against the snapshot of `baseline_tick` into `out`
-    /// and returns the bytes written. Entities unchanged since the baseline are skipped without
-    /// comparing their fields.
+    /// (a column delta, as [`SnapshotConfig::encode_delta`] writes) and returns the bytes
+    /// written. Entities unchanged since the baseline are skipped without comparing their
+    /// fields.
     pub fn encode_delta(
-        &self,
-        config: &SnapshotConfig,
-        baseline_tick: u32,
-        out: &mut [u8],
-    ) -> Result<usize, EncodeError> {
-        let pair = self.pair(baseline_tick)?;
-        let unchanged = |_: &_, _: &_, j: usize| pair.unchanged(j);
-        let (old, new, moved) = (pair.baseline, pair.newest, pair.moved(self));
-        config.encode_delta_with(old, new, out, moved, unchanged)
-    }
-
-    /// [`SnapshotHistory::encode_delta`] as a column delta (format `0x03`, see
-    /// [`SnapshotConfig::encode_delta_columns`]).
-    pub fn encode_delta_columns(
         &self,
         config: &SnapshotConfig,
         baseline_tick: u32,
@@ -136,6 +123,20 @@ impl SnapshotHistory {
         let unchanged = |j: usize| pair.unchanged(j);
         let (old, new, moved) = (pair.baseline, pair.newest, pair.moved(self));
         config.encode_columns_with(old, new, out, moved, unchanged)
+    }
+
+    /// [`SnapshotHistory::encode_delta`] as a record delta (format `0x02`, see
+    /// [`SnapshotConfig::encode_delta_records`]).
+    pub fn encode_delta_records(
+        &self,
+        config: &SnapshotConfig,
+        baseline_tick: u32,
+        out: &mut [u8],
+    ) -> Result<usize, EncodeError> {
+        let pair = self.pair(baseline_tick)?;
+        let unchanged = |_: &_, _: &_, j: usize| pair.unchanged(j);
+        let (old, new, moved) = (pair.baseline, pair.newest, pair.moved(self));
+        config.encode_records_with(old, new, out, moved, unchanged)
     }
 
     /// The newest snapshot and the one of `baseline_tick`, as a delta between them needs them.
