@@ -886,8 +886,10 @@ impl SnapshotConfig {
             *row = sum;
         }
         // Limits are below 2^31, so a code is above its limit exactly when it or the limit
-        // minus it has the sign bit set. A loop of its own over the sums, lane by lane, is one
-        // the compiler vectorises.
+        // minus it has the sign bit set. A loop of its own over the sums makes each row three
+        // vector operations; it stops at the first row out of range in its first lane, and
+        // that exit keeps the compiler from vectorising across rows instead (with a gather
+        // for each value).
         let (limits, offsets) = self.lane_bounds();
         let limits = limits.map(|limit| limit as i32);
         let mut over = [0i32; 12];
@@ -895,6 +897,9 @@ impl SnapshotConfig {
             for k in 0..12 {
                 let code = row[k].wrapping_add(offsets[k]);
                 over[k] |= limits[k].wrapping_sub(code) | code;
+            }
+            if over[0] < 0 {
+                break;
             }
         }
         match over.iter().any(|o| *o < 0) {
