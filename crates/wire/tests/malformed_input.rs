@@ -7,7 +7,7 @@ mod common;
 use proptest::prelude::*;
 use rally_wire::bits::BitWriter;
 use rally_wire::debug::inspect_snapshot;
-use rally_wire::snapshot::{FORMAT_DELTA, FORMAT_FULL};
+use rally_wire::snapshot::{FORMAT_DELTA_RECORDS, FORMAT_FULL};
 use rally_wire::{DecodeError, Field, MessageCodec, MessageError, Snapshot, SnapshotConfig};
 
 proptest! {
@@ -55,7 +55,7 @@ proptest! {
 fn header(delta: bool, tick: u32, baseline: u32, count: u16, body: &[u8]) -> Vec<u8> {
     let mut buf = vec![0u8; 16 + body.len()];
     let mut w = BitWriter::new(&mut buf);
-    w.write(u64::from(if delta { FORMAT_DELTA } else { FORMAT_FULL }), 8);
+    w.write(u64::from(if delta { FORMAT_DELTA_RECORDS } else { FORMAT_FULL }), 8);
     w.write(u64::from(tick), 32);
     if delta {
         w.write(u64::from(baseline), 32);
@@ -202,7 +202,7 @@ fn short_output_buffers_are_an_error() {
 fn one_step_delta(baseline: &Snapshot, field: u32, down: bool) -> Vec<u8> {
     let mut buf = [0u8; 32];
     let mut w = BitWriter::new(&mut buf);
-    w.write(u64::from(FORMAT_DELTA), 8);
+    w.write(u64::from(FORMAT_DELTA_RECORDS), 8);
     w.write(u64::from(baseline.tick() + 1), 32);
     w.write(u64::from(baseline.tick()), 32);
     w.write(1, 16);

@@ -2,9 +2,15 @@
 //! have vectors to check against. Method: docs/wire-vectors.json holds inputs (quantized codes)
 //! and the expected hex; every vector must encode to its hex and decode back to its input, and
 //! the file must equal what this test generates. `RALLY_BLESS=1 cargo test` rewrites the file
-//! after an intended format change.
+//! after an intended format change. Each delta case is there twice: as the column delta servers
+//! send (format 0x03), and as the record delta before it (0x02, `records_...`), which decoders
+//! still read.
 
-use rally_wire::{reference, QuantizedEntity, QuantizedRotation, Snapshot, SnapshotConfig};
+use rally_wire::{
+    reference,
+    snapshot::{FORMAT_DELTA_COLUMNS, FORMAT_DELTA_RECORDS},
+    QuantizedEntity, QuantizedRotation, Snapshot, SnapshotConfig,
+};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -120,14 +126,42 @@ fn cases() -> Vec<(&'static str, &'static str, Option<Snapshot>, Snapshot)> {
             Some(snapshot(u32::MAX, &[rest])),
             snapshot(0, &[entity(0, [256_001, 64_000, 256_000], 3, identity, [0; 3], [0; 3])]),
         ),
+        (
+            "delta_66_moving",
+            "66 of the reference bodies, every one moved by 1 to 5 mm in x, and body 65's \
+             rotation changed its largest component: more updates than one 64-update chunk, \
+             with an exception in the second (column delta only).",
+            Some(sixty_six(&ref_next, 0)),
+            sixty_six(&ref_next, 1),
+        ),
     ]
 }
 
-fn encode(config: &SnapshotConfig, baseline: Option<&Snapshot>, snapshot: &Snapshot) -> Vec<u8> {
+/// The first 66 reference bodies at tick `1000 + step`, each `step * (1 + k % 5)` mm further in
+/// x, body 65 with another largest rotation component after a step.
+fn sixty_six(reference: &Snapshot, step: u32) -> Snapshot {
+    let mut bodies: Vec<QuantizedEntity> = reference.entities()[..66].to_vec();
+    for (k, body) in bodies.iter_mut().enumerate() {
+        body.position[0] += step * (1 + k as u32 % 5);
+    }
+    if step > 0 {
+        bodies[65].rotation.largest = (bodies[65].rotation.largest + 1) % 4;
+    }
+    snapshot(1000 + step, &bodies)
+}
+
+/// The datagram of `snapshot` in `format` (its first byte), against `baseline` for a delta.
+fn encode(
+    config: &SnapshotConfig,
+    format: u8,
+    baseline: Option<&Snapshot>,
+    snapshot: &Snapshot,
+) -> Vec<u8> {
     let mut buf = vec![0u8; 16 * 1024];
-    let len = match baseline {
-        Some(b) => config.encode_delta_records(b, snapshot, &mut buf),
-        None => config.encode_full(snapshot, &mut buf),
+    let len = match (baseline, format) {
+        (Some(b), FORMAT_DELTA_COLUMNS) => config.encode_delta(b, snapshot, &mut buf),
+        (Some(b), _) => config.encode_delta_records(b, snapshot, &mut buf),
+        (None, _) => config.encode_full(snapshot, &mut buf),
     }
     .expect("vectors fit 16 KiB");
     buf.truncate(len);
@@ -147,21 +181,31 @@ fn unhex(text: &str) -> Vec<u8> {
 
 fn generate() -> Vec<Vector> {
     let config = SnapshotConfig::default();
-    cases()
-        .into_iter()
-        .map(|(name, description, baseline, snapshot)| {
-            let bytes = encode(&config, baseline.as_ref(), &snapshot);
+    let mut vectors = Vec::new();
+    let mut records = Vec::new();
+    for (name, description, baseline, snapshot) in cases() {
+        let vector = |name: String, description: String, format| {
+            let bytes = encode(&config, format, baseline.as_ref(), &snapshot);
             Vector {
-                name: name.into(),
-                description: description.into(),
+                name,
+                description,
                 entities_si: rally_wire::debug::snapshot_to_json(&config, &snapshot)["entities"]
                     .clone(),
                 hex: hex(&bytes),
-                baseline,
-                snapshot,
+                baseline: baseline.clone(),
+                snapshot: snapshot.clone(),
             }
-        })
-        .collect()
+        };
+        vectors.push(vector(name.into(), description.into(), FORMAT_DELTA_COLUMNS));
+        let only_columns = name == "delta_66_moving";
+        if let (Some(rest), Some(_), false) = (name.strip_prefix("delta_"), &baseline, only_columns)
+        {
+            let description = format!("Record delta (format 0x02). {description}");
+            records.push(vector(format!("records_{rest}"), description, FORMAT_DELTA_RECORDS));
+        }
+    }
+    vectors.extend(records);
+    vectors
 }
 
 /// The vectors file, first rewritten from the encoder when `RALLY_BLESS` is set.
@@ -195,7 +239,8 @@ fn every_vector_decodes_to_its_input() {
     let config = SnapshotConfig::default();
     for v in stored() {
         let bytes = unhex(&v.hex);
-        assert_eq!(encode(&config, v.baseline.as_ref(), &v.snapshot), bytes, "{}", v.name);
+        let format = bytes[0];
+        assert_eq!(encode(&config, format, v.baseline.as_ref(), &v.snapshot), bytes, "{}", v.name);
         let mut decoded = Snapshot::default();
         config.decode(&bytes, v.baseline.as_ref(), &mut decoded).expect("vectors decode");
         assert_eq!(decoded, v.snapshot, "{}", v.name);

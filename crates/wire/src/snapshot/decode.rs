@@ -675,7 +675,7 @@ pub fn read_header(r: &mut BitReader<'_>) -> Result<SnapshotHeader, DecodeError>
     r.status()?;
     let kind = match format {
         FORMAT_FULL => SnapshotKind::Full,
-        FORMAT_DELTA | FORMAT_DELTA_COLUMNS => {
+        FORMAT_DELTA_RECORDS | FORMAT_DELTA_COLUMNS => {
             SnapshotKind::Delta { baseline_tick: r.read(32, Field::BaselineTick) as u32 }
         }
         other => return Err(DecodeError::UnknownFormat(other)),
@@ -967,7 +967,7 @@ mod tests {
         buf: &mut [u8],
     ) -> usize {
         let mut w = BitWriter::new(buf);
-        w.write(u64::from(FORMAT_DELTA), 8);
+        w.write(u64::from(FORMAT_DELTA_RECORDS), 8);
         w.write(11, 32);
         w.write(10, 32);
         w.write(records.len() as u64, COUNT_BITS);

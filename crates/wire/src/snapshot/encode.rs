@@ -84,7 +84,7 @@ impl SnapshotConfig {
         self.check_count(current)?;
         let capacity = out.len();
         let mut w = BitWriter::new(out);
-        w.write(u64::from(FORMAT_DELTA), 8);
+        w.write(u64::from(FORMAT_DELTA_RECORDS), 8);
         w.write(u64::from(current.tick), 32);
         w.write(u64::from(baseline.tick), 32);
         let count_at = w.bit_len();

@@ -25,8 +25,9 @@ use serde::{Deserialize, Serialize};
 
 /// The format byte of a full snapshot.
 pub const FORMAT_FULL: u8 = 0x01;
-/// The format byte of a delta snapshot.
-pub const FORMAT_DELTA: u8 = 0x02;
+/// The format byte of a record delta, the delta before the column delta
+/// ([`FORMAT_DELTA_COLUMNS`]); decoders still read it.
+pub const FORMAT_DELTA_RECORDS: u8 = 0x02;
 /// The most entities a snapshot can hold, so that a delta's record count (at most twice this)
 /// fits its 16-bit field.
 pub const ENTITIES_MAX_FORMAT: usize = 32_767;
