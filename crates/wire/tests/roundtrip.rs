@@ -29,11 +29,17 @@ proptest! {
     fn delta_applied_to_baseline_is_current((baseline, current) in common::baseline_and_current()) {
         let config = common::config();
         let mut buf = vec![0u8; BUF];
-        let len = config.encode_delta_records(&baseline, &current, &mut buf).unwrap();
-        let mut decoded = Snapshot::default();
-        let kind = config.decode(&buf[..len], Some(&baseline), &mut decoded).unwrap();
-        prop_assert_eq!(kind, SnapshotKind::Delta { baseline_tick: baseline.tick() });
-        prop_assert_eq!(decoded, current);
+        // The column delta servers send, and the record delta decoders still read.
+        for records in [false, true] {
+            let len = match records {
+                false => config.encode_delta(&baseline, &current, &mut buf).unwrap(),
+                true => config.encode_delta_records(&baseline, &current, &mut buf).unwrap(),
+            };
+            let mut decoded = Snapshot::default();
+            let kind = config.decode(&buf[..len], Some(&baseline), &mut decoded).unwrap();
+            prop_assert_eq!(kind, SnapshotKind::Delta { baseline_tick: baseline.tick() });
+            prop_assert_eq!(&decoded, &current);
+        }
     }
 
     #[test]
@@ -44,9 +50,9 @@ proptest! {
         let config = common::config();
         let same = common::build(tick, snapshot.entities().to_vec());
         let mut buf = vec![0u8; BUF];
-        let len = config.encode_delta_records(&snapshot, &same, &mut buf).unwrap();
-        // The 11-byte header and nothing else.
-        prop_assert_eq!(len, 11);
+        let len = config.encode_delta(&snapshot, &same, &mut buf).unwrap();
+        // The 20-byte header and nothing else.
+        prop_assert_eq!(len, 20);
     }
 
     #[test]
@@ -112,7 +118,7 @@ fn ticks_wrap_between_baseline_and_snapshot() {
     let (mut baseline, current) = rally_wire::reference::snapshots(&config, 7, u32::MAX);
     assert_eq!(current.tick(), 0, "the reference successor wraps");
     let mut buf = vec![0u8; BUF];
-    let len = config.encode_delta_records(&baseline, &current, &mut buf).unwrap();
+    let len = config.encode_delta(&baseline, &current, &mut buf).unwrap();
     let mut decoded = Snapshot::default();
     config.decode(&buf[..len], Some(&baseline), &mut decoded).unwrap();
     assert_eq!(decoded, current);
@@ -128,7 +134,7 @@ fn reference_snapshot_fits_the_w4_size_targets() {
     let (baseline, current) = rally_wire::reference::snapshots(&config, 1, 1000);
     let mut buf = vec![0u8; BUF];
     let full = config.encode_full(&current, &mut buf).unwrap();
-    let delta = config.encode_delta_records(&baseline, &current, &mut buf).unwrap();
+    let delta = config.encode_delta(&baseline, &current, &mut buf).unwrap();
     assert!(full <= 16 * 256, "full snapshot is {full} bytes");
     assert!(delta <= 1024, "delta is {delta} bytes");
 }
