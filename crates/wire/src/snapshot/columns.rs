@@ -186,12 +186,14 @@ struct Plan {
 }
 
 impl Plan {
-    /// Walks the changes once; the first `CHUNK` updates' column values go to `first` (the
-    /// whole delta's, in the common case, so that they need not be computed again).
+    /// Walks the changes once, writing the edits into `edits` as it meets them; the first
+    /// `CHUNK` updates' column values go to `first` (the whole delta's, in the common case, so
+    /// that they need not be computed again).
     fn of<M: Fn(usize) -> u64, U: Fn(usize) -> bool>(
         config: &SnapshotConfig,
         changes: &Changes<'_, M, U>,
         first: &mut Chunk,
+        edits: &mut BitWriter<'_>,
     ) -> Self {
         let mut plan = Plan::default();
         // A single call of `add` per loop, so that it is inlined into the common one.
@@ -199,10 +201,20 @@ impl Plan {
             Some(moved) => for_each_moved(changes.old, changes.new, moved, |old, new, index| {
                 plan.add(config, first, old, new, index)
             }),
-            None => changes.for_each(|step| match step {
-                Step::Update { old, new, index } => plan.add(config, first, old, new, index),
-                Step::Despawn { .. } | Step::Spawn { .. } => plan.edits += 1,
-            }),
+            None => {
+                let mut previous = None;
+                changes.for_each(|step| {
+                    let (id, spawn) = match step {
+                        Step::Update { old, new, index } => {
+                            return plan.add(config, first, old, new, index)
+                        }
+                        Step::Despawn { id } => (id, None),
+                        Step::Spawn { new } => (new.id, Some(new)),
+                    };
+                    config.write_edit(edits, previous, id, spawn);
+                    (plan.edits, previous) = (plan.edits + 1, Some(id));
+                })
+            }
         }
         plan
     }
@@ -302,6 +314,9 @@ thread_local! {
         const { RefCell::new(Rows { indices: [0; CHUNK], lanes: [[0; 12]; CHUNK] }) };
 }
 
+/// The header's length: format, ticks, counts and widths.
+const HEADER_BYTES: usize = 20;
+
 /// Bytes of each column for `updates` updates with `widths` (gap width first).
 fn column_bytes(widths: [u32; 5], updates: usize) -> [usize; 5] {
     let values = |c: usize| if c == 0 { updates } else { 3 * updates };
@@ -352,10 +367,22 @@ impl SnapshotConfig {
         first: &mut Chunk,
     ) -> Result<usize, EncodeError> {
         first.excepted = 0;
-        let plan = Plan::of(self, changes, first);
-        let widths = plan.widths();
         let capacity = out.len();
-        let mut w = BitWriter::new(out);
+        // The edits are written as the walk meets them, after the header, which waits for
+        // the counts the walk finds.
+        let (header, rest) = out.split_at_mut(HEADER_BYTES.min(capacity));
+        let mut edits = BitWriter::new(rest);
+        let plan = Plan::of(self, changes, first, &mut edits);
+        let widths = plan.widths();
+        // Every section's length is known before the columns are written, so that a short
+        // buffer is reported with the whole length it needs.
+        let edits_end = HEADER_BYTES + edits.finish().unwrap_or_else(|needed| needed);
+        let columns_end = edits_end + column_bytes(widths, plan.updates).iter().sum::<usize>();
+        let len = columns_end + plan.exception_bits.div_ceil(8);
+        if len > capacity {
+            return Err(too_small(len, capacity));
+        }
+        let mut w = BitWriter::new(header);
         w.write(u64::from(FORMAT_DELTA_COLUMNS), 8);
         w.write(u64::from(current.tick), 32);
         w.write(u64::from(baseline.tick), 32);
@@ -365,17 +392,7 @@ impl SnapshotConfig {
         w.write(u64::from(widths[0]), 8);
         let [_, p, r, l, a] = widths.map(u64::from);
         w.write(p | r << 4 | l << 8 | a << 12, 16);
-        if plan.edits > 0 {
-            self.write_edits(&mut w, changes);
-        }
-        // Every section's length is known before the columns are written, so that a short
-        // buffer is reported with the whole length it needs.
-        let edits_end = w.finish().unwrap_or_else(|needed| needed);
-        let columns_end = edits_end + column_bytes(widths, plan.updates).iter().sum::<usize>();
-        let len = columns_end + plan.exception_bits.div_ceil(8);
-        if len > capacity {
-            return Err(too_small(len, capacity));
-        }
+        w.finish().map_err(|needed| too_small(needed, capacity))?;
         let (columns, exceptions) = out[edits_end..len].split_at_mut(columns_end - edits_end);
         let mut w = BitWriter::new(exceptions);
         if plan.updates <= CHUNK {
@@ -387,26 +404,19 @@ impl SnapshotConfig {
         Ok(len)
     }
 
-    /// The spawns and despawns, by id.
-    fn write_edits<M: Fn(usize) -> u64, U: Fn(usize) -> bool>(
+    /// One edit: the despawn of `id`, or the spawn of `spawn`, after the edit of `previous`.
+    fn write_edit(
         &self,
         w: &mut BitWriter<'_>,
-        changes: &Changes<'_, M, U>,
+        previous: Option<u32>,
+        id: u32,
+        spawn: Option<&QuantizedEntity>,
     ) {
-        let mut previous = None;
-        changes.for_each(|step| {
-            let (id, spawn) = match step {
-                Step::Update { .. } => return,
-                Step::Despawn { id } => (id, None),
-                Step::Spawn { new } => (new.id, Some(new)),
-            };
-            ID_TIERS.write(w, id_gap(previous, id));
-            w.write(u64::from(spawn.is_some()), 1);
-            if let Some(entity) = spawn {
-                self.write_body(w, entity);
-            }
-            previous = Some(id);
-        });
+        ID_TIERS.write(w, id_gap(previous, id));
+        w.write(u64::from(spawn.is_some()), 1);
+        if let Some(entity) = spawn {
+            self.write_body(w, entity);
+        }
     }
 }
 
