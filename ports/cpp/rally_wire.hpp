@@ -397,13 +397,12 @@ inline void read_columns(BitReader& r, const Config& c, uint32_t updates,
                          const Snapshot& baseline, Snapshot& out) {
     uint64_t exceptions = r.read(32);
     uint64_t edits = r.read(16);
-    uint32_t width[5];
+    uint64_t first = r.read(16);
+    // The gap width, then the twelve component columns: position x, y, z, the three rotation
+    // codes, linear x, y, z, angular x, y, z.
+    uint32_t width[13];
     width[0] = uint32_t(r.read_at_most(8, 15));
-    uint64_t packed = r.read(16);
-    for (int f = 0; f < 4; ++f) {
-        width[1 + f] = uint32_t((packed >> (4 * f)) & 15);
-        if (r.ok() && width[1 + f] > 14) r.fail({ErrorKind::OutOfBounds, width[1 + f], 14});
-    }
+    for (int col = 1; col < 13; ++col) width[col] = uint32_t(r.read_at_most(4, 14));
     if (!r.ok()) return;
     const std::vector<Entity>& old = baseline.entities;
     auto push = [&](const Entity& e) {
@@ -436,11 +435,11 @@ inline void read_columns(BitReader& r, const Config& c, uint32_t updates,
     while (i < old.size() && r.ok()) push(old[i++]);
     if (!r.ok()) return;
     // Each section starts on a byte; the columns' sizes follow from the header.
-    size_t start[6];
+    size_t start[14];
     start[0] = (r.pos() + 7) / 8;
     expect_zeros(r, r.pos(), start[0] * 8);
-    for (int col = 0; col < 5 && r.ok(); ++col) {
-        size_t bits = (col == 0 ? size_t(updates) : 3 * size_t(updates)) * width[col];
+    for (int col = 0; col < 13 && r.ok(); ++col) {
+        size_t bits = size_t(updates) * width[col];
         start[col + 1] = start[col] + (bits + 7) / 8;
         if (start[col + 1] * 8 > r.bit_len()) {
             r.fail({ErrorKind::Truncated, 0, 0});
@@ -452,7 +451,7 @@ inline void read_columns(BitReader& r, const Config& c, uint32_t updates,
     std::vector<size_t> index(updates);
     const int64_t lo[4] = {0, 0, -int64_t(c.linear_half), -int64_t(c.angular_half)};
     const int64_t rotation_max = (int64_t(1) << c.rotation_bits) - 1;
-    uint64_t next = 0;
+    uint64_t next = first;
     for (uint32_t k = 0; k < updates && r.ok(); ++k) {
         r.seek(start[0] * 8 + size_t(k) * width[0]);
         next += r.read(width[0]);
@@ -466,8 +465,9 @@ inline void read_columns(BitReader& r, const Config& c, uint32_t updates,
         next += 1;
         for (int f = 0; f < 4; ++f) {
             for (int a = 0; a < 3; ++a) {
-                r.seek(start[1 + f] * 8 + (3 * size_t(k) + a) * width[1 + f]);
-                uint32_t w = width[1 + f];
+                int col = 1 + 3 * f + a;
+                r.seek(start[col] * 8 + size_t(k) * width[col]);
+                uint32_t w = width[col];
                 if (f == 0) e.position[a] = add_delta(r, w, e.position[a], 0, c.position_steps[a]);
                 if (f == 1) e.rotation[a] = add_delta(r, w, e.rotation[a], 0, rotation_max);
                 std::array<int32_t, 3>& v = f == 2 ? e.linear_velocity : e.angular_velocity;
@@ -475,7 +475,7 @@ inline void read_columns(BitReader& r, const Config& c, uint32_t updates,
             }
         }
     }
-    r.seek(start[5] * 8);
+    r.seek(start[13] * 8);
     uint64_t update = 0;
     for (uint64_t x = 0; x < exceptions && r.ok(); ++x) {
         update += read_gap(r);

@@ -51,8 +51,8 @@ proptest! {
         let same = common::build(tick, snapshot.entities().to_vec());
         let mut buf = vec![0u8; BUF];
         let len = config.encode_delta(&snapshot, &same, &mut buf).unwrap();
-        // The 20-byte header and nothing else.
-        prop_assert_eq!(len, 20);
+        // The 26-byte header and nothing else.
+        prop_assert_eq!(len, 26);
     }
 
     #[test]

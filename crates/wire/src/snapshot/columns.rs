@@ -117,6 +117,9 @@ fn for_each_moved<'a>(
 /// Each field's first lane in [`lanes`], in column order (position, rotation, linear and
 /// angular velocity).
 const FIRST_LANE: [usize; 4] = [0, 9, 3, 6];
+/// The row lane of each component column, in wire order: position x, y, z, the three rotation
+/// codes, linear velocity x, y, z, angular velocity x, y, z.
+const COLUMNS: [usize; 12] = [0, 1, 2, 9, 10, 11, 3, 4, 5, 6, 7, 8];
 /// The field of each lane.
 const FIELD_OF_LANE: [usize; 12] = [0, 0, 0, 2, 2, 2, 3, 3, 3, 1, 1, 1];
 
@@ -177,7 +180,8 @@ struct Plan {
     lanes: [u32; 12],
     /// The OR of the index gaps.
     gaps: u32,
-    /// The index after the last update's.
+    /// The index of the first update, and the index after the last update's.
+    first: usize,
     next: usize,
     /// The length of the exceptions section.
     exception_bits: usize,
@@ -233,6 +237,10 @@ impl Plan {
         for (lane, value) in self.lanes.iter_mut().zip(row) {
             *lane |= value;
         }
+        if self.updates == 0 {
+            // The header holds the first index, so that the gaps start from it.
+            (self.first, self.next) = (index, index);
+        }
         let gap = (index - self.next) as u32;
         self.gaps |= gap;
         if let (Some(held), Some(held_gap)) =
@@ -270,14 +278,13 @@ impl Plan {
         }
     }
 
-    /// The gap width, then the four field widths.
-    fn widths(&self) -> [u32; 5] {
+    /// The gap width, then the twelve component widths in [`COLUMNS`] order.
+    fn widths(&self) -> [u32; 13] {
         let bits = |v: u32| 32 - v.leading_zeros();
-        let l = &self.lanes;
-        let fields: [u32; 4] =
-            std::array::from_fn(|f| bits(field_lanes(l, f).iter().fold(0, |a, v| a | v)));
-        let [p, r, lv, a] = fields;
-        [bits(self.gaps), p, r, lv, a]
+        std::array::from_fn(|c| match c {
+            0 => bits(self.gaps),
+            _ => bits(self.lanes[COLUMNS[c - 1]]),
+        })
     }
 }
 
@@ -314,13 +321,12 @@ thread_local! {
         const { RefCell::new(Rows { indices: [0; CHUNK], lanes: [[0; 12]; CHUNK] }) };
 }
 
-/// The header's length: format, ticks, counts and widths.
-const HEADER_BYTES: usize = 20;
+/// The header's length: format, ticks, counts, first index and widths.
+const HEADER_BYTES: usize = 26;
 
 /// Bytes of each column for `updates` updates with `widths` (gap width first).
-fn column_bytes(widths: [u32; 5], updates: usize) -> [usize; 5] {
-    let values = |c: usize| if c == 0 { updates } else { 3 * updates };
-    std::array::from_fn(|c| (values(c) * widths[c] as usize).div_ceil(8))
+fn column_bytes(widths: [u32; 13], updates: usize) -> [usize; 13] {
+    widths.map(|width| (updates * width as usize).div_ceil(8))
 }
 
 impl SnapshotConfig {
@@ -382,17 +388,24 @@ impl SnapshotConfig {
         if len > capacity {
             return Err(too_small(len, capacity));
         }
-        let mut w = BitWriter::new(header);
-        w.write(u64::from(FORMAT_DELTA_COLUMNS), 8);
-        w.write(u64::from(current.tick), 32);
-        w.write(u64::from(baseline.tick), 32);
-        w.write(plan.updates as u64, 16);
-        w.write(plan.exceptions as u64, 32);
-        w.write(plan.edits as u64, 16);
-        w.write(u64::from(widths[0]), 8);
-        let [_, p, r, l, a] = widths.map(u64::from);
-        w.write(p | r << 4 | l << 8 | a << 12, 16);
-        w.finish().map_err(|needed| too_small(needed, capacity))?;
+        // Every header field is whole bytes, so its bit stream is the little-endian bytes.
+        let packed = widths[1..].iter().rev().fold(0, |packed, w| packed << 4 | u64::from(*w));
+        let fields: [&[u8]; 9] = [
+            &[FORMAT_DELTA_COLUMNS],
+            &current.tick.to_le_bytes(),
+            &baseline.tick.to_le_bytes(),
+            &(plan.updates as u16).to_le_bytes(),
+            &(plan.exceptions as u32).to_le_bytes(),
+            &(plan.edits as u16).to_le_bytes(),
+            &(plan.first as u16).to_le_bytes(),
+            &[widths[0] as u8],
+            &packed.to_le_bytes()[..6],
+        ];
+        let mut at = 0;
+        for field in fields {
+            header[at..at + field.len()].copy_from_slice(field);
+            at += field.len();
+        }
         let (columns, exceptions) = out[edits_end..len].split_at_mut(columns_end - edits_end);
         let mut w = BitWriter::new(exceptions);
         if plan.updates <= CHUNK {
@@ -433,19 +446,18 @@ impl SnapshotConfig {
     ) {
         let widths = plan.widths();
         let sizes = column_bytes(widths, plan.updates);
-        let mut starts = [0; 5];
-        for c in 1..5 {
+        let mut starts = [0; 13];
+        for c in 1..13 {
             starts[c] = starts[c - 1] + sizes[c - 1];
         }
         let mut rows = [[0u32; 12]; CHUNK];
         let mut gaps = [0u32; CHUNK];
-        let (mut n, mut done, mut next, mut previous) = (0, 0, 0, 0);
+        let (mut n, mut done, mut next, mut previous) = (0, 0, plan.first, 0);
         let flush = |rows: &[[u32; 12]], gaps: &[u32], done: usize, out: &mut [u8]| {
-            let per = |c: usize| if c == 0 { 1 } else { 3 };
-            let at = |c: usize| starts[c] + done * widths[c] as usize / 8 * per(c);
+            let at = |c: usize| starts[c] + done * widths[c] as usize / 8;
             pack_values(widths[0], gaps, &mut out[at(0)..]);
-            for f in 0..4 {
-                pack_lanes(widths[f + 1], rows, FIRST_LANE[f], &mut out[at(f + 1)..]);
+            for (c, lane) in COLUMNS.iter().enumerate() {
+                pack_lane(widths[c + 1], rows, *lane, &mut out[at(c + 1)..]);
             }
         };
         changes.for_each(|step| {
@@ -485,9 +497,9 @@ impl SnapshotConfig {
         let sizes = column_bytes(widths, n);
         let mut at = 0;
         pack_values(widths[0], &held.gaps[..n], &mut out[at..]);
-        for f in 0..4 {
-            at += sizes[f];
-            pack_lanes(widths[f + 1], &held.rows[..n], FIRST_LANE[f], &mut out[at..]);
+        for (c, lane) in COLUMNS.iter().enumerate() {
+            at += sizes[c];
+            pack_lane(widths[c + 1], &held.rows[..n], *lane, &mut out[at..]);
         }
         let (mut excepted, mut previous) = (held.excepted, 0);
         while excepted != 0 {
@@ -556,29 +568,21 @@ fn pack_values_w<const W: usize>(values: &[u32], out: &mut [u8]) {
     pack_groups::<W>(values, out, &mut 0);
 }
 
-/// Packs lanes `lane..lane + 3` of each row, eight rows (three groups of eight values, `3W`
-/// bytes) at a time.
-fn pack_lanes_w<const W: usize>(rows: &[[u32; 12]], lane: usize, out: &mut [u8]) {
-    // At most 9, which the compiler can see: no bounds check per value.
-    let lane = lane.min(9);
+/// Packs lane `lane` of each row, eight rows (`W` bytes) at a time.
+fn pack_lane_w<const W: usize>(rows: &[[u32; 12]], lane: usize, out: &mut [u8]) {
+    // Below 12, which the compiler can see: no bounds check per value.
+    let lane = lane.min(11);
     let mut at = 0;
     let mut blocks = rows.chunks_exact(8);
     for block in &mut blocks {
         let Some(block) = block.first_chunk::<8>() else { continue };
-        for g in 0..3 {
-            // Value `v` of the block is lane `v % 3` of row `v / 3`.
-            let word = pack8::<W>(std::array::from_fn(|k| {
-                let v = 8 * g + k;
-                block[v / 3][lane + v % 3]
-            }));
-            out[at..at + W].copy_from_slice(&word.to_le_bytes()[..W]);
-            at += W;
-        }
+        let word = pack8::<W>(std::array::from_fn(|r| block[r][lane]));
+        out[at..at + W].copy_from_slice(&word.to_le_bytes()[..W]);
+        at += W;
     }
     let rest = blocks.remainder();
-    let values: [u32; 24] =
-        std::array::from_fn(|v| rest.get(v / 3).map_or(0, |row| row[lane + v % 3]));
-    pack_groups::<W>(&values[..3 * rest.len()], out, &mut at);
+    let values: [u32; 8] = std::array::from_fn(|r| rest.get(r).map_or(0, |row| row[lane]));
+    pack_groups::<W>(&values[..rest.len()], out, &mut at);
 }
 
 /// Eight values of `W` bits from the start of `bytes`; bytes past its end read as zero.
@@ -603,44 +607,38 @@ fn unpack_values_w<const W: usize>(bytes: &[u8], values: &mut [u32]) {
     }
 }
 
-/// Unpacks values, still zigzagged (undone with the addition, where it vectorises), into lanes
-/// `lane..lane + 3` of each row, eight rows (24 values, `3 * W` bytes) at a time, each value
-/// from an 8-byte load at an offset fixed at compile time.
-fn unpack_lanes_w<const W: usize>(bytes: &[u8], rows: &mut [[i32; 12]], lane: usize) {
-    // At most 9, which the compiler can see: no bounds check per value.
-    let lane = lane.min(9);
+/// Unpacks values, still zigzagged (undone with the addition, where it vectorises), into lane
+/// `lane` of each row, eight rows (`W` bytes) at a time, each value from an 8-byte load at an
+/// offset fixed at compile time.
+fn unpack_lane_w<const W: usize>(bytes: &[u8], rows: &mut [[i32; 12]], lane: usize) {
+    // Below 12, which the compiler can see: no bounds check per value.
+    let lane = lane.min(11);
     let m = mask(W as u32) as u32;
     let mut blocks = rows.chunks_exact_mut(8);
     let mut at = 0;
     for block in &mut blocks {
-        match bytes.get(at..at + 3 * W + 8) {
+        match bytes.get(at..at + W + 8) {
             Some(b) => {
                 for (r, row) in block.iter_mut().enumerate() {
-                    for c in 0..3 {
-                        let bit = (3 * r + c) * W;
-                        // `b` holds 3W + 8 bytes and `bit / 8` is below 3W, so eight follow.
-                        let word = b[bit / 8..bit / 8 + 8].try_into().expect("eight bytes");
-                        let value = (u64::from_le_bytes(word) >> (bit % 8)) as u32 & m;
-                        row[lane + c] = value as i32;
-                    }
+                    let bit = r * W;
+                    // `b` holds W + 8 bytes and `bit / 8` is below W, so eight follow.
+                    let word = b[bit / 8..bit / 8 + 8].try_into().expect("eight bytes");
+                    row[lane] = ((u64::from_le_bytes(word) >> (bit % 8)) as u32 & m) as i32;
                 }
             }
-            None => unpack_lanes_slow::<W>(&bytes[at.min(bytes.len())..], block, lane),
+            None => unpack_lane_slow::<W>(&bytes[at.min(bytes.len())..], block, lane),
         }
-        at += 3 * W;
+        at += W;
     }
-    unpack_lanes_slow::<W>(bytes.get(at..).unwrap_or_default(), blocks.into_remainder(), lane);
+    unpack_lane_slow::<W>(bytes.get(at..).unwrap_or_default(), blocks.into_remainder(), lane);
 }
 
-/// [`unpack_lanes_w`] near the end of the column, where fewer than eight bytes follow a value.
+/// [`unpack_lane_w`] near the end of the column, where fewer than eight bytes follow a value.
 #[cold]
-fn unpack_lanes_slow<const W: usize>(bytes: &[u8], rows: &mut [[i32; 12]], lane: usize) {
+fn unpack_lane_slow<const W: usize>(bytes: &[u8], rows: &mut [[i32; 12]], lane: usize) {
     let reader = BitReader::new(bytes);
     for (r, row) in rows.iter_mut().enumerate() {
-        for c in 0..3 {
-            let value = reader.peek_at((3 * r + c) * W) & mask(W as u32);
-            row[lane + c] = value as i32;
-        }
+        row[lane] = (reader.peek_at(r * W) & mask(W as u32)) as i32;
     }
 }
 
@@ -663,9 +661,9 @@ fn pack_values(width: u32, values: &[u32], out: &mut [u8]) {
     }
 }
 
-fn pack_lanes(width: u32, rows: &[[u32; 12]], lane: usize, out: &mut [u8]) {
+fn pack_lane(width: u32, rows: &[[u32; 12]], lane: usize, out: &mut [u8]) {
     if width > 0 {
-        by_width!(width, pack_lanes_w, rows, lane, out);
+        by_width!(width, pack_lane_w, rows, lane, out);
     }
 }
 
@@ -676,37 +674,54 @@ fn unpack_values(width: u32, bytes: &[u8], values: &mut [u32]) {
     }
 }
 
-fn unpack_lanes(width: u32, bytes: &[u8], rows: &mut [[i32; 12]], lane: usize) {
+fn unpack_lane(width: u32, bytes: &[u8], rows: &mut [[i32; 12]], lane: usize) {
     match width {
-        0 => rows.iter_mut().for_each(|row| row[lane..lane + 3].fill(0)),
-        _ => by_width!(width, unpack_lanes_w, bytes, rows, lane),
+        0 => rows.iter_mut().for_each(|row| row[lane] = 0),
+        _ => by_width!(width, unpack_lane_w, bytes, rows, lane),
     }
 }
 
-/// The rest of a column delta's header, after the update count: the exception and edit counts
-/// and the five widths (gaps first), each width checked against its limit.
-fn read_counts(r: &mut BitReader<'_>) -> Result<(usize, usize, [u32; 5]), DecodeError> {
+/// The rest of a column delta's header, after the update count.
+struct Counts {
+    exceptions: usize,
+    edits: usize,
+    /// The index of the first update in the result.
+    first: u64,
+    /// The gap width, then the twelve component widths ([`COLUMNS`] order), each checked
+    /// against its limit.
+    widths: [u32; 13],
+}
+
+/// Reads [`Counts`].
+fn read_counts(r: &mut BitReader<'_>) -> Result<Counts, DecodeError> {
     let exceptions = r.read(32, Field::EntityCount) as usize;
     let edits = r.read(16, Field::EntityCount) as usize;
+    let first = r.read(16, Field::EntityId);
     let gap_width = r.read(8, Field::FieldWidths);
     r.check(Field::FieldWidths, gap_width, u64::from(GAP_WIDTH_MAX));
-    let packed = r.read(16, Field::FieldWidths);
-    let [p, q, l, a] = [0, 4, 8, 12].map(|shift| (packed >> shift) & 15);
-    for width in [p, q, l, a] {
-        r.check(Field::FieldWidths, width, u64::from(DELTA_WIDTH_MAX));
-    }
+    let packed = r.read(48, Field::FieldWidths);
     r.status()?;
-    Ok((exceptions, edits, [gap_width, p, q, l, a].map(|w| w as u32)))
+    let widths: [u32; 13] = std::array::from_fn(|c| match c {
+        0 => gap_width as u32,
+        _ => (packed >> (4 * (c - 1)) & 15) as u32,
+    });
+    if let Some(width) = widths[1..].iter().find(|w| **w > DELTA_WIDTH_MAX) {
+        let (value, max) = (u64::from(*width), u64::from(DELTA_WIDTH_MAX));
+        return Err(DecodeError::OutOfBounds { field: Field::FieldWidths, value, max });
+    }
+    Ok(Counts { exceptions, edits, first, widths })
 }
 
 /// Where a column delta's sections start, in bytes, once its edits are read.
 struct Sections {
     updates: usize,
     exceptions: usize,
-    /// The gap width, then the four field widths.
-    widths: [u32; 5],
+    /// The index of the first update in the result.
+    first: u64,
+    /// The gap width, then the twelve component widths.
+    widths: [u32; 13],
     /// The byte each column starts at, and the byte after the last column.
-    starts: [usize; 6],
+    starts: [usize; 14],
 }
 
 impl Sections {
@@ -729,15 +744,15 @@ impl SnapshotConfig {
         baseline: &Snapshot,
         out: &mut Snapshot,
     ) -> Result<(), DecodeError> {
-        let (exceptions, edits, widths) = read_counts(r)?;
+        let counts = read_counts(r)?;
         check_count(baseline.len(), self.entities_max())?;
-        if edits == 0 {
+        if counts.edits == 0 {
             out.entities.extend_from_slice(baseline.entities());
         } else {
-            self.merge_edits(r, edits, baseline, out)?;
+            self.merge_edits(r, counts.edits, baseline, out)?;
         }
-        let sections = self.sections(r, bytes, usize::from(updates), exceptions, widths)?;
-        r.seek(8 * sections.starts[5], Field::AngularVelocity);
+        let sections = self.sections(r, bytes, usize::from(updates), &counts)?;
+        r.seek(8 * sections.starts[13], Field::AngularVelocity);
         self.add_updates(r, bytes, &sections, out)
     }
 
@@ -786,29 +801,36 @@ impl SnapshotConfig {
         r: &BitReader<'_>,
         bytes: &[u8],
         updates: usize,
-        exceptions: usize,
-        widths: [u32; 5],
+        counts: &Counts,
     ) -> Result<Sections, DecodeError> {
         let end = r.bit_pos();
-        let first = end.div_ceil(8);
         if end % 8 != 0 && r.peek_at(end) & mask((8 - end % 8) as u32) != 0 {
             return Err(DecodeError::NonZeroPadding);
         }
+        let widths = counts.widths;
         let sizes = column_bytes(widths, updates);
-        let mut starts = [first; 6];
-        for c in 0..5 {
+        let mut starts = [end.div_ceil(8); 14];
+        for c in 0..13 {
             starts[c + 1] = starts[c] + sizes[c];
-            if starts[c + 1] > bytes.len() {
-                let field = if c == 0 { Field::EntityId } else { FIELDS[c - 1] };
-                return Err(DecodeError::Truncated { field });
-            }
-            let bits = widths[c] as usize * if c == 0 { updates } else { 3 * updates };
-            let last = bytes[starts[c]..starts[c + 1]].last().copied().unwrap_or(0);
-            if bits % 8 != 0 && last >> (bits % 8) != 0 {
-                return Err(DecodeError::NonZeroPadding);
-            }
         }
-        Ok(Sections { updates, exceptions, widths, starts })
+        if starts[13] > bytes.len() {
+            let c = (0..13).find(|c| starts[c + 1] > bytes.len()).unwrap_or(12);
+            let field =
+                if c == 0 { Field::EntityId } else { FIELDS[FIELD_OF_LANE[COLUMNS[c - 1]]] };
+            return Err(DecodeError::Truncated { field });
+        }
+        // The bits of each column's last byte past its last value, ORed: all must be zero.
+        let mut spare = 0;
+        for c in 0..13 {
+            let used = widths[c] as usize * updates % 8;
+            let last = bytes[..starts[c + 1]].last().copied().unwrap_or(0);
+            spare |= if used == 0 { 0 } else { last >> used };
+        }
+        if spare != 0 {
+            return Err(DecodeError::NonZeroPadding);
+        }
+        let (exceptions, first) = (counts.exceptions, counts.first);
+        Ok(Sections { updates, exceptions, first, widths, starts })
     }
 
     /// Adds every update's deltas to its entity of `out`, `CHUNK` at a time, and writes the
@@ -833,14 +855,13 @@ impl SnapshotConfig {
         scratch: &mut Rows,
     ) -> Result<(), DecodeError> {
         let Rows { indices, lanes: rows } = scratch;
-        let mut next = 0u64;
+        let mut next = s.first;
         let mut exceptions = Exceptions { left: s.exceptions, ready: false, update: 0, field: 0 };
         exceptions.read(r)?;
         for done in (0..s.updates).step_by(CHUNK) {
             let n = (s.updates - done).min(CHUNK);
             let at = |c: usize| {
-                let per = if c == 0 { 1 } else { 3 };
-                s.column(bytes, c).get(done * per * s.widths[c] as usize / 8..).unwrap_or_default()
+                s.column(bytes, c).get(done * s.widths[c] as usize / 8..).unwrap_or_default()
             };
             unpack_values(s.widths[0], at(0), &mut indices[..n]);
             for index in &mut indices[..n] {
@@ -856,8 +877,8 @@ impl SnapshotConfig {
                 let max = len.saturating_sub(1);
                 return Err(DecodeError::OutOfBounds { field: Field::EntityId, value, max });
             }
-            for f in 0..4 {
-                unpack_lanes(s.widths[f + 1], at(f + 1), &mut rows[..n], FIRST_LANE[f]);
+            for (c, lane) in COLUMNS.iter().enumerate() {
+                unpack_lane(s.widths[c + 1], at(c + 1), &mut rows[..n], *lane);
             }
             self.add_rows(&indices[..n], &mut rows[..n], &mut out.entities)?;
             while exceptions.pending() && exceptions.update < (done + n) as u64 {
@@ -998,8 +1019,9 @@ impl Exceptions {
 /// updates show as entity indices and deltas.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ColumnsListing {
-    /// The gap width, then the position, rotation, linear and angular velocity widths.
-    pub widths: [u32; 5],
+    /// The gap width, then the widths of the twelve component columns: position x, y, z, the
+    /// three rotation codes, linear velocity x, y, z, angular velocity x, y, z.
+    pub widths: [u32; 13],
     /// Spawns and despawns, by id.
     pub edits: Vec<DeltaRecord>,
     /// Each update's index into the result and its twelve deltas (position, rotation codes,
@@ -1015,15 +1037,15 @@ impl SnapshotConfig {
     pub fn list_columns(&self, bytes: &[u8]) -> Result<ColumnsListing, DecodeError> {
         let mut r = BitReader::new(bytes);
         let header = read_header(&mut r)?;
-        let (exceptions, edits, widths) = read_counts(&mut r)?;
+        let counts = read_counts(&mut r)?;
         let mut listing = ColumnsListing {
-            widths,
+            widths: counts.widths,
             edits: Vec::new(),
             updates: Vec::new(),
             exceptions: Vec::new(),
         };
         let mut previous = None;
-        for _ in 0..edits {
+        for _ in 0..counts.edits {
             let id = read_id(&mut r, previous);
             let edit = match r.read_bit(Field::RecordKind) {
                 true => {
@@ -1037,27 +1059,27 @@ impl SnapshotConfig {
             previous = Some(id);
         }
         let updates = usize::from(header.count);
-        let s = self.sections(&r, bytes, updates, exceptions, listing.widths)?;
+        let s = self.sections(&r, bytes, updates, &counts)?;
         let mut index = None::<u64>;
         for done in (0..updates).step_by(CHUNK) {
             let n = (updates - done).min(CHUNK);
             let (mut gaps, mut rows) = ([0u32; CHUNK], [[0i32; 12]; CHUNK]);
-            let per = |c: usize| if c == 0 { 1 } else { 3 };
-            let at = |c: usize| &s.column(bytes, c)[done * per(c) * s.widths[c] as usize / 8..];
+            let at = |c: usize| &s.column(bytes, c)[done * s.widths[c] as usize / 8..];
             unpack_values(s.widths[0], at(0), &mut gaps[..n]);
-            for f in 0..4 {
-                unpack_lanes(s.widths[f + 1], at(f + 1), &mut rows[..n], FIRST_LANE[f]);
+            for (c, lane) in COLUMNS.iter().enumerate() {
+                unpack_lane(s.widths[c + 1], at(c + 1), &mut rows[..n], *lane);
             }
             for (gap, row) in gaps[..n].iter().zip(&rows[..n]) {
-                let i = index.map_or(u64::from(*gap), |i| i + 1 + u64::from(*gap));
+                let gap = u64::from(*gap);
+                let i = index.map_or(s.first + gap, |i| i + 1 + gap);
                 let fields: [[i32; 3]; 4] =
                     std::array::from_fn(|f| field_lanes(row, f).map(|z| unzigzag(z as u32)));
                 listing.updates.push((i, *fields.as_flattened().first_chunk().expect("12")));
                 index = Some(i);
             }
         }
-        r.seek(8 * s.starts[5], Field::AngularVelocity);
-        let mut pending = Exceptions { left: exceptions, ready: false, update: 0, field: 0 };
+        r.seek(8 * s.starts[13], Field::AngularVelocity);
+        let mut pending = Exceptions { left: counts.exceptions, ready: false, update: 0, field: 0 };
         pending.read(&mut r)?;
         while pending.pending() {
             let mut entity = QuantizedEntity::default();
