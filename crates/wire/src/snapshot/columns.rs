@@ -406,7 +406,9 @@ impl SnapshotConfig {
             header[at..at + field.len()].copy_from_slice(field);
             at += field.len();
         }
-        let (columns, exceptions) = out[edits_end..len].split_at_mut(columns_end - edits_end);
+        // The exceptions' writer may use the buffer past `len` (zeros, whole words at a time),
+        // which keeps its last words off the byte-by-byte path.
+        let (columns, exceptions) = out[edits_end..].split_at_mut(columns_end - edits_end);
         let mut w = BitWriter::new(exceptions);
         if plan.updates <= CHUNK {
             self.write_held(&plan, first, current.entities(), columns, &mut w);
