@@ -1,12 +1,12 @@
 //! The column delta (format `0x03`, docs/design/delta-columns.md): a delta whose updates are laid
-//! out as columns, one per field, each value of a column the same width. No record's position
+//! out as columns, one per component, each value of a column the same width. No record's position
 //! depends on the one before it, so both sides work eight updates at a time, with shifts fixed
 //! at compile time, instead of following a chain of variable-length records.
 //!
 //! Layout, each section starting on a byte: the header; the edits (spawns and despawns by id);
-//! the gaps between the updates' indices into the result; the four fields' columns of zigzagged
-//! deltas; the exceptions (fields too wide for their column, or a rotation whose largest index
-//! changed), as absolute values.
+//! the gaps between the updates' indices into the result; twelve columns of zigzagged deltas,
+//! one per component of position, rotation and the two velocities; the exceptions (fields too
+//! wide for their columns, or a rotation whose largest index changed), as absolute values.
 
 use std::cell::RefCell;
 
@@ -19,13 +19,13 @@ use crate::varint::{unzigzag, zigzag};
 
 /// The format byte of a column delta.
 pub const FORMAT_DELTA_COLUMNS: u8 = 0x03;
-/// Updates held in a stack buffer at once, eight blocks of eight: a block is whole bytes of
-/// every column (`G` bytes of gaps, `3W` bytes of a field), so each chunk's part of a column
-/// starts on a byte. Eight-update chunks measured slower (more calls per column).
+/// Updates held in rows at once, eight blocks of eight: a block is whole bytes of every column
+/// (`W` bytes of a `W`-bit column), so each chunk's part of a column starts on a byte.
+/// Eight-update chunks measured slower (more calls per column).
 const CHUNK: usize = 64;
 /// The widest gap column: indices are below [`ENTITIES_MAX_FORMAT`], 15 bits.
 const GAP_WIDTH_MAX: u32 = 15;
-/// The four fields, in column order, as errors name them.
+/// The four fields, in wire order, as errors name them.
 const FIELDS: [Field; 4] =
     [Field::Position, Field::Rotation, Field::LinearVelocity, Field::AngularVelocity];
 
