@@ -27,7 +27,8 @@ namespace rally::wire {
 
 constexpr uint8_t kFormatFull = 0x01;
 constexpr uint8_t kFormatDelta = 0x02;
-// The column delta (docs/design/delta-columns.md), on its way to replace the record delta.
+// The column delta (section 6), what servers send; kFormatDelta is the record delta of
+// Appendix A, still read.
 constexpr uint8_t kFormatDeltaColumns = 0x03;
 constexpr uint32_t kWidthAbsolute = 15;
 
@@ -390,7 +391,7 @@ inline void expect_zeros(BitReader& r, size_t from, size_t to) {
     }
 }
 
-// The column delta (format 0x03, docs/design/delta-columns.md): the baseline merged with the
+// The column delta (format 0x03, section 6): the baseline merged with the
 // edits, the updates added by index into that result, then the exceptions written over them.
 // Written for clarity: every value is read with its own seek.
 inline void read_columns(BitReader& r, const Config& c, uint32_t updates,

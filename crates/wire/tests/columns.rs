@@ -1,4 +1,4 @@
-//! Goal: the column delta (format 0x03, docs/design/delta-columns.md) rebuilds the current
+//! Goal: the column delta (format 0x03, docs/wire.md section 6) rebuilds the current
 //! snapshot from any baseline, spawns, despawns and exceptions included, and refuses bad bytes
 //! with a typed error, never a panic. Method: property tests against random baseline and
 //! successor pairs, the reference delta, and every truncation and bit flip of valid datagrams.

@@ -1,4 +1,4 @@
-//! The column delta (format `0x03`, docs/design/delta-columns.md): a delta whose updates are laid
+//! The column delta (format `0x03`, docs/wire.md section 6): a delta whose updates are laid
 //! out as columns, one per component, each value of a column the same width. No record's position
 //! depends on the one before it, so both sides work eight updates at a time, with shifts fixed
 //! at compile time, instead of following a chain of variable-length records.
