@@ -131,13 +131,7 @@ fn sigterm_drains_the_server_and_its_client_is_told_why() {
     let telemetry = telemetry.trim_start_matches("telemetry on http://");
     let telemetry = telemetry.split('/').next().expect("host and port").to_string();
 
-    let key = TokenKey(
-        (0..32)
-            .map(|i| u8::from_str_radix(&KEY[2 * i..2 * i + 2], 16).expect("hex"))
-            .collect::<Vec<u8>>()
-            .try_into()
-            .expect("32 bytes"),
-    );
+    let key = TokenKey(rally_wire::hex::decode(KEY).expect("hex").try_into().expect("32 bytes"));
     let token = backend::issue(&key, PROTOCOL, 1, 0, vec![address], 60).expect("issued");
     let mut client = Client::join(token);
     client.step_until("the client joins its room and gets snapshots", |c| {
