@@ -24,9 +24,11 @@ const BANNED: [&str; 9] = [
 
 /// Text that names a place outside the repository: the planning notes the project was started
 /// from live beside the clone, not in it. (Split with `concat!` so that this file passes too.)
-const OUTSIDE: [&str; 4] = [
+const OUTSIDE: [&str; 6] = [
     concat!("../", "shared"),
-    concat!("shared", "/"),
+    concat!("shared", "/DESIGN"),
+    concat!("shared", "/STYLE"),
+    concat!("shared", "/seeds"),
     concat!("DESIGN", ".md"),
     concat!("STYLE", ".md"),
 ];
