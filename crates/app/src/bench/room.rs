@@ -1,5 +1,5 @@
 //! `rally bench room`: the engine's own CPU cost per reference room-tick (W3 of
-//! shared/DESIGN.md, the part the rooms issue owns).
+//! docs/design.md, the part the rooms issue owns).
 //!
 //! The reference room: 10 clients each sending an input every tick at 128 Hz, 256 bodies of
 //! which 64 move every tick (the 10 controllers the inputs drive and 54 bodies on orbits), 192

@@ -1,4 +1,4 @@
-//! `rally bench wire`: the W4 workload of shared/DESIGN.md.
+//! `rally bench wire`: the W4 workload of docs/design.md.
 //!
 //! Three cases, each codec on the same data in the same run:
 //! - `snapshot_full`: the 256-body reference snapshot. Rally encodes its quantized snapshot; the
@@ -616,7 +616,7 @@ fn print_table(rows: &[Row], per_tick: &[Timing], churn: &[Timing]) {
     }
 }
 
-/// One W4 target of shared/DESIGN.md and whether this run met it.
+/// One W4 target of docs/design.md and whether this run met it.
 #[derive(Debug, Serialize)]
 struct Target {
     text: String,

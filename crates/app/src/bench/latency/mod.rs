@@ -1,4 +1,4 @@
-//! `rally bench latency`: the W2 workload of shared/DESIGN.md, total latency against the
+//! `rally bench latency`: the W2 workload of docs/design.md, total latency against the
 //! latency model.
 //!
 //! A player's controller holds a paddle (grab chain depth 1) or a handle holding a paddle

@@ -1,4 +1,4 @@
-//! `rally bench load`: W3 on real sockets (shared/DESIGN.md, section 5). The host runs in this
+//! `rally bench load`: W3 on real sockets (docs/design.md, section 5). The host runs in this
 //! process with encryption on; its clients are bots in a separate process (`rally peer bots`),
 //! each a real client session on its own socket, many per thread. The bench ramps the number
 //! of reference rooms (10 clients each, 256 bodies of which 64 move, 128 Hz) and, at each step,

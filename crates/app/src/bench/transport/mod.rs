@@ -1,4 +1,4 @@
-//! `rally bench transport`: the W1 workload of shared/DESIGN.md.
+//! `rally bench transport`: the W1 workload of docs/design.md.
 //!
 //! A client sends a 400-byte payload every 1/60 s on a reliable-ordered stream; the server
 //! echoes each one; the client records the round trip from handing the payload to the library
@@ -412,7 +412,7 @@ fn print_table(rows: &[Row], mode: &str) {
     );
 }
 
-/// Whether the source's table (shared/seeds/001) reproduces here: on `clean` ENet within a
+/// Whether the source's table (docs/design.md, W1) reproduces here: on `clean` ENet within a
 /// few milliseconds of the link and KCP as the source ran it about one KCP interval (10 ms)
 /// slower; on `netem-10-25` KCP as the source ran it near 40 ms on a 27.5 ms link (1.45x).
 /// A shape that does not reproduce means something here differs from the source's setup.
@@ -451,7 +451,7 @@ fn print_sanity(rows: &[Row]) {
     }
 }
 
-/// The W1 targets of shared/DESIGN.md for Rally, checked against this run.
+/// The W1 targets of docs/design.md for Rally, checked against this run.
 fn print_targets(rows: &[Row]) {
     let limits =
         [("clean", 1.02), ("netem-10-25", 1.05), ("bernoulli-10", 1.10), ("bursty-10", 1.15)];
