@@ -3,7 +3,9 @@
 //! figure is the median time per operation over its batches. Heap allocations are counted over
 //! every measured batch.
 //!
-//! This is the only place in the benchmarks that reads the OS clock.
+//! It times the benchmarks measured in batches (wire); it is not the only clock reader: the
+//! room benchmark and the transport's crypto cost time themselves, and the real-socket modes
+//! run on the driver's clock (`rally_driver::Clock`), each call site saying why.
 
 use crate::alloc_counter::allocations;
 use indicatif::{ProgressBar, ProgressStyle};

@@ -38,7 +38,7 @@ use std::time::Duration;
 /// The host's target for a whole room-tick (all phases but physics).
 const TARGET_US: f64 = 25.0;
 
-/// Options of `rally bench room`.
+/// Options of `rally-bench room`.
 #[derive(Debug, clap::Args)]
 pub struct RoomArgs {
     /// 10 seconds of ticks instead of 60.

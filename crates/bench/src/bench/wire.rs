@@ -693,5 +693,5 @@ fn draw(rows: &[Row], path: &std::path::Path) -> Result<(), Box<dyn Error>> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    plot::grouped_bars(path, "rally bench wire (W4): lower is better", 3, &panels)
+    plot::grouped_bars(path, "rally-bench wire (W4): lower is better", 3, &panels)
 }
