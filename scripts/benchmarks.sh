@@ -41,7 +41,8 @@ cat >"$page.new" <<EOF
 
 Every figure here was measured by the command printed above it, on $machine,
 on $(date -u +%Y-%m-%d) (regenerate all of them with \`scripts/benchmarks.sh\`, or one with its
-command). Benchmarks are not tests: they assert nothing, and each puts Rally and its peers side by
+command: \`rally-bench\` is the benchmarks' own binary, \`cargo run --release -p rally-bench -- wire\`
+for the first). Benchmarks are not tests: they assert nothing, and each puts Rally and its peers side by
 side in one run, on the same emulated link or the same data, reporting ratios, CPU time and
 distributions. Each writes the JSON and PNG plots linked below to docs/plots/.
 
