@@ -8,7 +8,8 @@
 //! and binary, `rally-bench` (crates/bench), so that this one links none of them: no C source,
 //! no plotting, the system allocator. `rally-bench` plays the games, seals the tokens and
 //! summarizes the samples this crate does, through the public modules below; they are shared
-//! with the test bed, not a stable API.
+//! with the test bed, not a stable API. `rally bench ...` is kept, hidden from `--help`, only to
+//! say where the benchmarks went.
 
 mod demo;
 mod echo;
