@@ -14,6 +14,7 @@ pub enum TokenCommand {
     Keygen,
     /// Issue a token (hex on standard output) letting one client into one room.
     Issue {
+        /// The shared key and the protocol id.
         #[command(flatten)]
         key: KeyArgs,
         /// The client's id.
@@ -37,6 +38,7 @@ pub enum TokenCommand {
     },
     /// Open a token as the server at `--server` would, and print what it grants (JSON).
     Open {
+        /// The shared key and the protocol id.
         #[command(flatten)]
         key: KeyArgs,
         /// The token, hex.
@@ -138,18 +140,16 @@ pub fn run(command: &TokenCommand) -> Result<(), Box<dyn Error>> {
 }
 
 /// The protocol id of the demo's and the benchmarks' tokens.
-pub(crate) const LOCAL_PROTOCOL_ID: u64 = 0x5241_4c4c_5944_454d;
+pub const LOCAL_PROTOCOL_ID: u64 = 0x5241_4c4c_5944_454d;
 
-#[cfg(feature = "bench")]
 /// A fresh random key, for a backend that lives as long as this process.
-pub(crate) fn random_key() -> Result<TokenKey, Box<dyn Error>> {
+pub fn random_key() -> Result<TokenKey, Box<dyn Error>> {
     Ok(rally_driver::backend::random_key()?)
 }
 
-#[cfg(feature = "bench")]
 /// Issues a token letting `client` in at `servers` (tried in order; the server checks that it
 /// is named) for an hour, as a backend would.
-pub(crate) fn issue_local(
+pub fn issue_local(
     key: &TokenKey,
     client: u64,
     servers: Vec<SocketAddr>,
@@ -157,24 +157,24 @@ pub(crate) fn issue_local(
     Ok(rally_driver::backend::issue(key, LOCAL_PROTOCOL_ID, client, 0, servers, 3600)?)
 }
 
-#[cfg(feature = "bench")]
 /// A token as hex, for a command line.
-pub(crate) fn token_to_hex(token: &ConnectToken) -> String {
+pub fn token_to_hex(token: &ConnectToken) -> String {
     hex::encode(&token.encode())
 }
 
 /// A token from hex.
-pub(crate) fn token_from_hex(text: &str) -> Result<ConnectToken, Box<dyn Error>> {
+pub fn token_from_hex(text: &str) -> Result<ConnectToken, Box<dyn Error>> {
     let bytes = hex::decode(text.trim()).map_err(|e| format!("the token must be hex ({e})"))?;
     Ok(ConnectToken::decode(&bytes)?)
 }
 
-/// A key as hex, and back.
-pub(crate) fn key_to_hex(key: &TokenKey) -> String {
+/// A key as hex.
+pub fn key_to_hex(key: &TokenKey) -> String {
     hex::encode(&key.0)
 }
 
-pub(crate) fn key_from_hex(text: &str) -> Result<TokenKey, Box<dyn Error>> {
+/// A key from hex: 64 digits.
+pub fn key_from_hex(text: &str) -> Result<TokenKey, Box<dyn Error>> {
     let bytes =
         hex::decode(text.trim()).map_err(|e| format!("the key must be 64 hex digits ({e})"))?;
     Ok(TokenKey(bytes.try_into().map_err(|_| "the key must be 64 hex digits")?))

@@ -64,7 +64,7 @@
 //!
 //! ## Keeping it fast
 //!
-//! `rally bench wire` holds the codec against bitcode and serde_json; `examples/codec_loop.rs`
+//! `rally-bench wire` holds the codec against bitcode and serde_json; `examples/codec_loop.rs`
 //! runs one path in a loop for perf or callgrind. What mattered when it was measured:
 //!
 //! - The writer's and reader's state must live in registers. Any call that is not inlined and

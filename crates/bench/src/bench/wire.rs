@@ -1,4 +1,4 @@
-//! `rally bench wire`: the W4 workload of docs/design.md.
+//! `rally-bench wire`: the W4 workload of docs/design.md.
 //!
 //! Three cases, each codec on the same data in the same run:
 //! - `snapshot_full`: the 256-body reference snapshot. Rally encodes its quantized snapshot; the
@@ -693,5 +693,5 @@ fn draw(rows: &[Row], path: &std::path::Path) -> Result<(), Box<dyn Error>> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    plot::grouped_bars(path, "rally bench wire (W4): lower is better", 3, &panels)
+    plot::grouped_bars(path, "rally-bench wire (W4): lower is better", 3, &panels)
 }

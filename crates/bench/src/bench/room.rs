@@ -1,4 +1,4 @@
-//! `rally bench room`: the engine's own CPU cost per reference room-tick (W3 of
+//! `rally-bench room`: the engine's own CPU cost per reference room-tick (W3 of
 //! docs/design.md, the part the rooms issue owns).
 //!
 //! The reference room: 10 clients each sending an input every tick at 128 Hz, 256 bodies of
@@ -38,7 +38,7 @@ use std::time::Duration;
 /// The host's target for a whole room-tick (all phases but physics).
 const TARGET_US: f64 = 25.0;
 
-/// Options of `rally bench room`.
+/// Options of `rally-bench room`.
 #[derive(Debug, clap::Args)]
 pub struct RoomArgs {
     /// 10 seconds of ticks instead of 60.
