@@ -530,7 +530,7 @@ impl Checker<'_> {
             return Err(self.source.invalid(span, f(at, "shape"), problem, fix));
         }
         if let Some(hull) = raw.hull {
-            let fix = "convex hulls are planned, not yet built: approximate with a box, sphere or capsule";
+            let fix = "convex hulls are planned, not yet built: use a box, sphere or capsule";
             return Err(self.source.invalid(&hull.span(), f(at, "hull"), "not supported yet", fix));
         }
         if let Some(size) = raw.cuboid {

@@ -165,7 +165,10 @@ fn every_prefix_of_a_scene_is_refused_or_parsed_without_panic() {
 
 proptest! {
     #[test]
-    fn no_mangled_scene_panics(at in 0usize..GOOD.len(), bytes in prop::collection::vec(any::<u8>(), 0..8)) {
+    fn no_mangled_scene_panics(
+        at in 0usize..GOOD.len(),
+        bytes in prop::collection::vec(any::<u8>(), 0..8),
+    ) {
         // Goal: arbitrary damage gives a result, never a panic; method: overwrite a few
         // bytes of the base scene at a random place (lossily back to text) and parse.
         let mut raw = GOOD.as_bytes().to_vec();
