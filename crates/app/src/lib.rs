@@ -16,6 +16,7 @@ mod machine;
 mod peer;
 #[cfg(feature = "bench")]
 mod plot;
+mod scene;
 mod server;
 mod sim;
 mod stats;
@@ -55,6 +56,11 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Host rooms: worker threads from a TOML config, telemetry on HTTP, drain on SIGTERM.
     Server(server::ServerArgs),
+    /// Scene files, rooms without server code: check one and see what its room will hold.
+    Scene {
+        #[command(subcommand)]
+        command: scene::SceneCommand,
+    },
     /// Run seeded deterministic simulations with invariant checkers; replay one with --seed.
     Sim(sim::SimArgs),
     /// Try the transport over real UDP: an echo server and a client that measures round trips.
@@ -88,6 +94,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Server(args) => server::run(&args),
+        Command::Scene { command } => scene::run(&command),
         Command::Sim(args) => sim::run(&args),
         Command::Echo { side } => echo::run(&side),
         Command::Peer { side } => peer::run(&side),

@@ -38,7 +38,7 @@
 //! let err = Scene::parse("ball.toml", "[[bodies]]\nsphere = -1\n").unwrap_err();
 //! assert_eq!(err.field(), Some("bodies[0].sphere"));
 //! assert_eq!(err.to_string(), "ball.toml:2:10: bodies[0].sphere: -1 is out of range; \
-//!     fix: give a value from 0.001 to 1000 (each component, for a vector)");
+//!     fix: give a value from 0.001 to 1000");
 //! # Ok::<(), rally_scene::SceneError>(())
 //! ```
 //!

@@ -681,7 +681,8 @@ impl Checker<'_> {
         range: &RangeInclusive<T>,
     ) -> SceneError {
         let (low, high) = (range.start(), range.end());
-        let fix = format!("give a value from {low} to {high} (each component, for a vector)");
+        let each = if value.starts_with('[') { "each component " } else { "" };
+        let fix = format!("give {each}a value from {low} to {high}");
         self.source.invalid(span, field, format!("{value} is out of range"), fix)
     }
 }
