@@ -47,7 +47,9 @@
 //! [`SceneRoom::new`] spawns a scene's colliders and bodies into a [`World`](rally_engine::World)
 //! with rapier bodies (through rally-physics), and as a [`Simulation`](rally_engine::Simulation)
 //! steps physics and applies the respawn rules each tick. [`scene_room`] makes the whole
-//! [`Room`](rally_engine::Room) with the scene's settings ([`Scene::room_config`]). A Rust game
+//! [`Room`](rally_engine::Room) with the scene's settings ([`Scene::room_config`]) and its grab
+//! rule ([`SceneGrabRule`]: only `grabbable` bodies may be held, and only `takeable` ones taken
+//! from another hand). A Rust game
 //! can wrap a [`SceneRoom`] in its own `Simulation` and call its `step`.
 //!
 //! ```
@@ -102,7 +104,7 @@ mod room;
 mod scene;
 
 pub use error::{Location, SceneError};
-pub use room::{scene_room, SceneRoom, SceneRoomError};
+pub use room::{scene_room, SceneGrabRule, SceneRoom, SceneRoomError};
 pub use scene::{
     Body, BodyKind, BodyShape, Collider, ColliderShape, Grab, Name, Respawn, RoomSettings, Scene,
     SpawnPoint, CLASS_DEFAULT, DENSITY_DEFAULT, FRICTION_DEFAULT, RESTITUTION_DEFAULT,

@@ -3,7 +3,7 @@
 
 use crate::scene::{Body, BodyKind, BodyShape, ColliderShape, Grab, Respawn, Scene};
 use glam::Vec3;
-use rally_engine::{ClientId, Entity, EntityId, Room, Simulation, World, WorldError};
+use rally_engine::{ClientId, Entity, EntityId, GrabRule, Room, Simulation, World, WorldError};
 use rally_physics::{Motion, Physics, PhysicsError, Shape};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -130,6 +130,11 @@ impl SceneRoom {
         self.bodies.iter().find(|b| b.id == id).map_or(Grab::No, |b| b.grab)
     }
 
+    /// The scene's grab rule, for [`World::set_grab_rule`]: see [`SceneGrabRule`].
+    pub fn grab_rule(&self) -> SceneGrabRule {
+        SceneGrabRule { grabs: self.bodies.iter().map(|b| (b.id, b.grab)).collect() }
+    }
+
     /// Bodies returned to their start pose by a respawn rule so far.
     pub fn respawns(&self) -> u64 {
         self.respawns
@@ -160,6 +165,26 @@ impl SceneRoom {
     }
 }
 
+/// Who may hold what, from the scene: a grab is allowed only of a body with `grabbable = true`,
+/// and of one held by another grabber only if it is `takeable` too. Colliders, players' own
+/// entities and anything not in the scene are never grabbable.
+#[derive(Debug, Clone)]
+pub struct SceneGrabRule {
+    grabs: BTreeMap<EntityId, Grab>,
+}
+
+impl GrabRule for SceneGrabRule {
+    fn allow(&self, world: &World, grabber: EntityId, grabbable: EntityId) -> bool {
+        match self.grabs.get(&grabbable) {
+            None | Some(Grab::No) => false,
+            Some(Grab::Yes { takeable: true }) => true,
+            Some(Grab::Yes { takeable: false }) => {
+                world.grabber_of(grabbable).is_none_or(|holder| holder == grabber)
+            }
+        }
+    }
+}
+
 /// rally-physics' shape for a scene body's shape.
 fn physics_shape(shape: BodyShape) -> Shape {
     match shape {
@@ -181,11 +206,12 @@ impl Simulation for SceneRoom {
     }
 }
 
-/// A room hosting `scene`: the engine settings of [`Scene::room_config`] and a [`SceneRoom`]
-/// over its world; `seed` makes the room's session secrets.
+/// A room hosting `scene`: the engine settings of [`Scene::room_config`], a [`SceneRoom`] over
+/// its world, and the scene's [`SceneGrabRule`]; `seed` makes the room's session secrets.
 pub fn scene_room(scene: &Scene, seed: u64) -> Result<Room<SceneRoom>, SceneRoomError> {
     let mut room = Room::new(scene.room_config(), placeholder(), seed);
     let game = SceneRoom::new(scene, room.world_mut())?;
+    room.world_mut().set_grab_rule(Box::new(game.grab_rule()));
     *room.simulation_mut() = game;
     Ok(room)
 }

@@ -180,3 +180,41 @@ fn a_world_too_small_for_the_scene_is_refused() {
     let err = SceneRoom::new(&scene, &mut world).unwrap_err();
     assert!(matches!(err, SceneRoomError::World(_)), "{err}");
 }
+
+#[test]
+fn the_scene_grab_rule_refuses_what_the_scene_refuses() {
+    // Goal: grabbable and takeable reach the room; method: in the table-tennis room (paddles
+    // grabbable, not takeable; the ball not grabbable) hands try each grab; then the same
+    // take in the sandbox, where blocks are takeable.
+    use rally_engine::GrabError;
+    let scene = example("table-tennis.toml");
+    let mut room = scene_room(&scene, 1).unwrap();
+    let game = room.simulation();
+    let (ball, paddle, table) = (
+        game.entity("ball").unwrap(),
+        game.entity("paddle-1").unwrap(),
+        game.entity("table").unwrap(),
+    );
+    let world = room.world_mut();
+    let hand_a = world.spawn(Entity::at(Transform::IDENTITY)).unwrap();
+    let hand_b = world.spawn(Entity::at(Transform::IDENTITY)).unwrap();
+    assert!(matches!(world.grab(hand_a, ball), Err(GrabError::NotAllowed { .. })));
+    assert!(matches!(world.grab(hand_a, table), Err(GrabError::NotAllowed { .. })));
+    assert!(matches!(world.grab(hand_a, hand_b), Err(GrabError::NotAllowed { .. })));
+    world.grab(hand_a, paddle).unwrap();
+    world.grab(hand_a, paddle).expect("its holder may grab it again");
+    assert!(matches!(world.grab(hand_b, paddle), Err(GrabError::NotAllowed { .. })));
+    assert_eq!(world.grabber_of(paddle), Some(hand_a), "the paddle stays in the first hand");
+    world.release(paddle);
+    world.grab(hand_b, paddle).expect("released, anyone may pick it up");
+
+    let scene = example("sandbox.toml");
+    let mut room = scene_room(&scene, 1).unwrap();
+    let block = room.simulation().entity("block-0").unwrap();
+    let world = room.world_mut();
+    let hand_a = world.spawn(Entity::at(Transform::IDENTITY)).unwrap();
+    let hand_b = world.spawn(Entity::at(Transform::IDENTITY)).unwrap();
+    world.grab(hand_a, block).unwrap();
+    world.grab(hand_b, block).expect("a takeable block changes hands");
+    assert_eq!(world.grabber_of(block), Some(hand_b));
+}
