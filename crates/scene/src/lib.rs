@@ -90,20 +90,32 @@
 //!
 //! ## Not yet
 //!
-//! Convex hulls (`hull = [...]` is refused with a message saying so), the standard XR player
-//! (head, hands, grip) and its input, relayed messages and key-value state are planned; a
-//! [`SceneRoom`] ignores players' inputs for now.
+//! ## The standard XR input
+//!
+//! [`XrInput`] is what every XR client sends a scene room: the head's pose, each hand's pose,
+//! grip and trigger, and at most [`GAME_BYTES_MAX`] opaque bytes. It is a scene room's
+//! [`Simulation::Input`](rally_engine::Simulation::Input) and travels through the room's codec;
+//! [`XrPose::transform`] refuses a pose that is not one.
+//!
+//! ## Not yet
+//!
+//! Convex hulls (`hull = [...]` is refused with a message saying so); the standard XR player
+//! (an avatar of head and hands per player that [`XrInput`] drives, grip grabbing the nearest
+//! grabbable, release throwing), so that a [`SceneRoom`] ignores inputs for now; relayed
+//! messages and key-value state.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod error;
 mod format;
+mod input;
 pub mod limits;
 mod room;
 mod scene;
 
 pub use error::{Location, SceneError};
+pub use input::{GameBytes, Hand, XrHand, XrInput, XrPose, GAME_BYTES_MAX, GRIP_HOLD_MIN};
 pub use room::{scene_room, SceneGrabRule, SceneRoom, SceneRoomError};
 pub use scene::{
     Body, BodyKind, BodyShape, Collider, ColliderShape, Grab, Name, Respawn, RoomSettings, Scene,

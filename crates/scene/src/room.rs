@@ -1,6 +1,7 @@
 //! A room built from a scene: its colliders and bodies become entities with rapier bodies, and
 //! each tick steps physics and applies the scene's respawn rules.
 
+use crate::input::XrInput;
 use crate::scene::{Body, BodyKind, BodyShape, ColliderShape, Grab, Respawn, Scene};
 use glam::Vec3;
 use rally_engine::{ClientId, Entity, EntityId, GrabRule, Room, Simulation, World, WorldError};
@@ -30,7 +31,8 @@ struct Placed {
 }
 
 /// The [`Simulation`] of a scene's room: rapier physics over the scene's colliders and bodies,
-/// and its respawn rules. Players' inputs do nothing yet (the standard XR player is next).
+/// and its respawn rules. Its input is the standard [`XrInput`], which does nothing yet (the
+/// standard XR player, which it will drive, is next).
 pub struct SceneRoom {
     physics: Physics,
     colliders: Vec<EntityId>,
@@ -195,10 +197,11 @@ fn physics_shape(shape: BodyShape) -> Shape {
 }
 
 impl Simulation for SceneRoom {
-    type Input = ();
+    type Input = XrInput;
     type Message = ();
 
-    fn apply_input(&mut self, _world: &mut World, _client: ClientId, _input: &()) {}
+    /// Ignored until the standard XR player (head and hands per player) is built.
+    fn apply_input(&mut self, _world: &mut World, _client: ClientId, _input: &XrInput) {}
 
     fn step(&mut self, world: &mut World, dt: Duration) {
         self.physics.step(world, dt);
