@@ -54,6 +54,9 @@ fn each_malformed_scene_names_its_field() {
     // Goal: every class of mistake is refused and names the right field at the right line;
     // method: one change to a good scene per case, then compare the error's field and line
     // with the changed line.
+    // One byte over NAME_BYTES_MAX (a name at the limit passes in the next test).
+    let long = "c".repeat(limits::NAME_BYTES_MAX + 1);
+    let long_class = format!("takeable = false\nclass = \"{long}\"");
     let cases: &[(&str, &str, &str)] = &[
         ("tick_rate = 120", "tick_rate = 5", "room.tick_rate"),
         ("tick_rate = 120", "tick_rate = \"fast\"", "tick_rate"),
@@ -93,6 +96,7 @@ fn each_malformed_scene_names_its_field() {
             "bodies[1].rotation_deg",
         ),
         ("takeable = false", "takeable = false\nclass = \"\"", "bodies[1].class"),
+        ("takeable = false", &long_class, "bodies[1].class"),
         ("takeable = false", "takeable = false\nkind = \"static\"", "kind"),
         ("yaw_deg = 180", "yaw_deg = 1000", "spawns[0].yaw_deg"),
     ];
@@ -107,6 +111,15 @@ fn each_malformed_scene_names_its_field() {
         assert_eq!((at.file.as_str(), at.line), ("bad.toml", line), "{to:?} gave: {err}");
         assert!(err.to_string().contains("fix: "), "{err}");
     }
+}
+
+#[test]
+fn a_name_at_its_limit_passes() {
+    // Goal: the name limit is exact, not off by one; method: a name of NAME_BYTES_MAX bytes.
+    let name = "n".repeat(limits::NAME_BYTES_MAX);
+    let text = broken("name = \"ball\"", &format!("name = \"{name}\""));
+    let scene = Scene::parse("name.toml", &text).unwrap();
+    assert_eq!(scene.bodies()[0].name.as_ref().unwrap().as_str(), name);
 }
 
 #[test]
