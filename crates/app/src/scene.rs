@@ -88,6 +88,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn check_passes_every_example_and_names_the_field_of_a_bad_scene() {
+        // Goal: `rally scene check` succeeds exactly on good scenes and its error carries the
+        // place and the field; method: run it on every file in scenes/, then on a scene with
+        // a negative mass written to the target directory.
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenes");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let file = entry.unwrap().path();
+            if file.extension().is_some_and(|e| e == "toml") {
+                run(&SceneCommand::Check { file }).unwrap();
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 3);
+        let file =
+            std::env::temp_dir().join(format!("rally-bad-scene-{}.toml", std::process::id()));
+        std::fs::write(&file, "[[bodies]]\nsphere = 0.1\nmass_kg = -1\n").unwrap();
+        let err = run(&SceneCommand::Check { file: file.clone() }).unwrap_err().to_string();
+        let _ = std::fs::remove_file(&file);
+        assert!(err.contains(".toml:3:11: bodies[0].mass_kg: -1 is out of range"), "{err}");
+        assert!(err.contains("fix: give a value from 0.001 to 100000"), "{err}");
+    }
+
+    #[test]
     fn the_summary_counts_the_table_tennis_scene() {
         // Goal: `rally scene check` explains a scene truthfully; method: summarize the
         // table-tennis example and compare each count with the file.
