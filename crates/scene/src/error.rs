@@ -140,7 +140,9 @@ impl Source<'_> {
         let offset = error.span().map_or(0, |s| s.start);
         let message = error.message().trim().replace('\n', "; ");
         let field = unknown_field(&message).or_else(|| key_at(self.text, offset));
-        let fix = if message.contains("unknown field") {
+        let fix = if let Some(max) = message.strip_prefix(crate::format::LIST_OVER) {
+            format!("keep at most {max}")
+        } else if message.contains("unknown field") {
             "remove or correct the field; docs/scene.md lists every field".to_owned()
         } else if message.contains("missing field") {
             "add the field; docs/scene.md gives its type and range".to_owned()
@@ -165,7 +167,17 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
     }
     let start = text[..offset].rfind('\n').map_or(0, |n| n + 1);
     let line = text[start..].lines().next()?;
-    let (key, _) = line.split_once('=')?;
+    // A table header names the table: `[[bodies]]`, `[room]`.
+    let header = line
+        .trim()
+        .trim_start_matches('[')
+        .split(']')
+        .next()
+        .filter(|_| line.trim_start().starts_with('['));
+    let (key, _) = match header {
+        Some(name) => (name, ""),
+        None => line.split_once('=')?,
+    };
     let key = key.trim();
     let bare = !key.is_empty()
         && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
@@ -194,7 +206,9 @@ mod tests {
         // on a table header.
         let text = "[room]\ntick_rate = \"x\"\n";
         assert_eq!(key_at(text, 19).as_deref(), Some("tick_rate"));
-        assert_eq!(key_at(text, 2), None);
+        assert_eq!(key_at(text, 2).as_deref(), Some("room"));
+        assert_eq!(key_at("[[bodies]]\n", 0).as_deref(), Some("bodies"));
+        assert_eq!(key_at("# a comment\n", 0), None);
         assert_eq!(unknown_field("unknown field `masss`, expected one of"), Some("masss".into()));
     }
 }

@@ -2,7 +2,10 @@
 //! [`crate::scene`] can say where a bad value is. Nothing here is trusted; nothing leaves the
 //! crate.
 
+use crate::limits::{BODIES_MAX, COLLIDERS_MAX, SPAWNS_MAX};
+use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
+use std::marker::PhantomData;
 use toml::Spanned;
 
 /// A position, a size or a direction: three numbers.
@@ -12,9 +15,45 @@ pub(crate) type Vector = Spanned<[f32; 3]>;
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawScene {
     pub room: Option<Spanned<RawRoom>>,
-    pub colliders: Option<Spanned<Vec<Spanned<RawCollider>>>>,
-    pub bodies: Option<Spanned<Vec<Spanned<RawBody>>>>,
-    pub spawns: Option<Spanned<Vec<Spanned<RawSpawn>>>>,
+    pub colliders: Option<List<Spanned<RawCollider>, COLLIDERS_MAX>>,
+    pub bodies: Option<List<Spanned<RawBody>, BODIES_MAX>>,
+    pub spawns: Option<List<Spanned<RawSpawn>, SPAWNS_MAX>>,
+}
+
+/// A list that stops decoding one entry past `MAX`, so that a hostile file cannot make the
+/// checker hold more than `MAX` entries however many it lists: each raw entry is hundreds of
+/// bytes, a `{}` in the file is three.
+#[derive(Debug)]
+pub(crate) struct List<T, const MAX: usize>(pub Vec<T>);
+
+/// The start of the error a [`List`] gives, which [`crate::error`] recognizes.
+pub(crate) const LIST_OVER: &str = "more entries than the limit of ";
+
+impl<'de, T: Deserialize<'de>, const MAX: usize> Deserialize<'de> for List<T, MAX> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_seq(ListVisitor::<T, MAX>(PhantomData))
+    }
+}
+
+struct ListVisitor<T, const MAX: usize>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>, const MAX: usize> Visitor<'de> for ListVisitor<T, MAX> {
+    type Value = List<T, MAX>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a list of at most {MAX} entries")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(entry) = seq.next_element()? {
+            if entries.len() == MAX {
+                return Err(serde::de::Error::custom(format!("{LIST_OVER}{MAX}")));
+            }
+            entries.push(entry);
+        }
+        Ok(List(entries))
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -3,8 +3,8 @@
 
 use crate::error::{SceneError, Source};
 use crate::format::{
-    RawBody, RawCapsule, RawCollider, RawKind, RawPipeline, RawRoom, RawScene, RawShape, RawSpawn,
-    Vector,
+    List, RawBody, RawCapsule, RawCollider, RawKind, RawPipeline, RawRoom, RawScene, RawShape,
+    RawSpawn, Vector,
 };
 use crate::limits::*;
 use glam::{EulerRot, Quat, Vec3};
@@ -313,9 +313,9 @@ impl Checker<'_> {
             Some(room) => self.room(room.into_inner())?,
             None => RoomSettings::default(),
         };
-        let colliders = self.list("colliders", raw.colliders, COLLIDERS_MAX)?;
-        let bodies = self.list("bodies", raw.bodies, BODIES_MAX)?;
-        let spawns = self.list("spawns", raw.spawns, SPAWNS_MAX)?;
+        let colliders = Self::list(raw.colliders);
+        let bodies = Self::list(raw.bodies);
+        let spawns = Self::list(raw.spawns);
         let colliders = (colliders.into_iter().enumerate())
             .map(|(k, c)| self.collider(&format!("colliders[{k}]"), c))
             .collect::<Checked<Vec<_>>>()?;
@@ -331,19 +331,9 @@ impl Checker<'_> {
         Ok(Scene { settings, colliders, bodies, spawns })
     }
 
-    /// The entries of an array of tables, at most `max` of them.
-    fn list<T>(&self, field: &str, raw: Option<Spanned<Vec<T>>>, max: usize) -> Checked<Vec<T>> {
-        let Some(raw) = raw else { return Ok(Vec::new()) };
-        let count = raw.get_ref().len();
-        if count <= max {
-            return Ok(raw.into_inner());
-        }
-        Err(self.source.invalid(
-            &raw.span(),
-            field,
-            format!("{count} entries, over the limit of {max}"),
-            format!("keep at most {max}"),
-        ))
+    /// The entries of a list, or none.
+    fn list<T, const MAX: usize>(raw: Option<List<T, MAX>>) -> Vec<T> {
+        raw.map_or_else(Vec::new, |list| list.0)
     }
 
     fn room(&self, raw: RawRoom) -> Checked<RoomSettings> {

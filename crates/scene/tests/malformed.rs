@@ -150,6 +150,19 @@ fn each_count_limit_holds() {
 }
 
 #[test]
+fn a_long_inline_list_stops_at_its_limit() {
+    // Goal: the cheapest way to list entries (`{}` is three bytes) is bounded too; method: an
+    // inline list of BODIES_MAX empty tables reaches the shape check, one more is refused as
+    // too long, naming the list.
+    let inline = |n: usize| format!("bodies = [{}]\n", "{},".repeat(n));
+    let err = Scene::parse("n.toml", &inline(limits::BODIES_MAX)).unwrap_err();
+    assert_eq!(err.field(), Some("bodies[0].shape"), "{err}");
+    let err = Scene::parse("n.toml", &inline(limits::BODIES_MAX + 1)).unwrap_err();
+    assert_eq!(err.field(), Some("bodies"), "{err}");
+    assert!(err.to_string().contains("fix: keep at most 1024"), "{err}");
+}
+
+#[test]
 fn a_scene_over_the_size_limit_is_refused_unread() {
     // Goal: a huge file is refused before it is parsed; method: a comment one byte over.
     let text = format!("#{}", "x".repeat(limits::FILE_BYTES_MAX));
@@ -190,4 +203,17 @@ proptest! {
         let text = String::from_utf8_lossy(&raw);
         let _ = Scene::parse("mangled.toml", &text);
     }
+}
+
+#[test]
+fn a_value_nested_too_deep_is_refused_without_overflowing_the_stack() {
+    // Goal: nesting cannot exhaust the stack; method: a hull of 100,000 nested arrays (200 KB,
+    // within the file limit) and a shape inside 100,000 nested inline tables.
+    let n = 100_000;
+    let arrays = format!("[[bodies]]\nhull = {}{}\n", "[".repeat(n), "]".repeat(n));
+    let err = Scene::parse("deep.toml", &arrays).unwrap_err();
+    assert!(matches!(err, SceneError::Syntax { .. }), "{err}");
+    let tables = format!("[[bodies]]\nsphere = {}1{}\n", "{a=".repeat(n), "}".repeat(n));
+    let err = Scene::parse("deep.toml", &tables).unwrap_err();
+    assert_eq!(err.field(), Some("sphere"), "{err}");
 }
