@@ -374,13 +374,13 @@ impl Checker<'_> {
             shape: self.collider_shape(at, &span, raw.shape())?,
             pose: self.pose(at, raw.position.as_ref(), raw.rotation_deg.as_ref())?,
             friction: self.number(
-                &f(at, "friction"),
+                &field(at, "friction"),
                 raw.friction.as_ref(),
                 FRICTION,
                 FRICTION_DEFAULT,
             )?,
             restitution: self.number(
-                &f(at, "restitution"),
+                &field(at, "restitution"),
                 raw.restitution.as_ref(),
                 RESTITUTION,
                 RESTITUTION_DEFAULT,
@@ -398,7 +398,7 @@ impl Checker<'_> {
                 let fix = "make it a [[colliders]] entry, or give the body a box";
                 return Err(self.source.invalid(
                     &span,
-                    f(at, "plane"),
+                    field(at, "plane"),
                     "a body cannot be a plane",
                     fix,
                 ));
@@ -415,36 +415,41 @@ impl Checker<'_> {
             }),
             shape,
             pose,
-            mass_kg: self.number(&f(at, "mass_kg"), raw.mass_kg.as_ref(), MASS_KG, mass_default)?,
+            mass_kg: self.number(
+                &field(at, "mass_kg"),
+                raw.mass_kg.as_ref(),
+                MASS_KG,
+                mass_default,
+            )?,
             friction: self.number(
-                &f(at, "friction"),
+                &field(at, "friction"),
                 raw.friction.as_ref(),
                 FRICTION,
                 FRICTION_DEFAULT,
             )?,
             restitution: self.number(
-                &f(at, "restitution"),
+                &field(at, "restitution"),
                 raw.restitution.as_ref(),
                 RESTITUTION,
                 RESTITUTION_DEFAULT,
             )?,
             linear_damping: self.number(
-                &f(at, "linear_damping"),
+                &field(at, "linear_damping"),
                 raw.linear_damping.as_ref(),
                 DAMPING,
                 0.0,
             )?,
             angular_damping: self.number(
-                &f(at, "angular_damping"),
+                &field(at, "angular_damping"),
                 raw.angular_damping.as_ref(),
                 DAMPING,
                 0.0,
             )?,
             class: match &raw.class {
-                Some(class) => self.identifier(&f(at, "class"), class)?,
+                Some(class) => self.identifier(&field(at, "class"), class)?,
                 None => Name(CLASS_DEFAULT.to_owned()),
             },
-            priority: self.number(&f(at, "priority"), raw.priority.as_ref(), PRIORITY, 1.0)?,
+            priority: self.number(&field(at, "priority"), raw.priority.as_ref(), PRIORITY, 1.0)?,
             grab: self.grab(at, &raw)?,
             respawn: self.respawn(at, &raw, pose.position.y)?,
         })
@@ -456,7 +461,7 @@ impl Checker<'_> {
             (None, false) => Ok(Grab::No),
             (Some(t), false) if *t.get_ref() => Err(self.source.invalid(
                 &t.span(),
-                f(at, "takeable"),
+                field(at, "takeable"),
                 "a body no hand may hold cannot be taken from one",
                 "add grabbable = true, or remove takeable",
             )),
@@ -486,10 +491,10 @@ impl Checker<'_> {
     }
 
     fn spawn(&self, at: &str, raw: RawSpawn) -> Checked<SpawnPoint> {
-        let position = self.vector(&f(at, "position"), &raw.position, POSITION_ABS_MAX_M)?;
+        let position = self.vector(&field(at, "position"), &raw.position, POSITION_ABS_MAX_M)?;
         let yaw = match &raw.yaw_deg {
             None => 0.0,
-            Some(yaw) => self.finite(&f(at, "yaw_deg"), yaw, ANGLE_DEG_ABS_MAX)?.to_radians(),
+            Some(yaw) => self.finite(&field(at, "yaw_deg"), yaw, ANGLE_DEG_ABS_MAX)?.to_radians(),
         };
         Ok(SpawnPoint { position, yaw })
     }
@@ -517,39 +522,49 @@ impl Checker<'_> {
             let span = given.get(1).unwrap_or(span);
             let problem = format!("{} shapes given", given.len());
             let fix = "give exactly one of box, sphere, capsule or plane";
-            return Err(self.source.invalid(span, f(at, "shape"), problem, fix));
+            return Err(self.source.invalid(span, field(at, "shape"), problem, fix));
         }
         if let Some(hull) = raw.hull {
             let fix = "convex hulls are planned, not yet built: use a box, sphere or capsule";
-            return Err(self.source.invalid(&hull.span(), f(at, "hull"), "not supported yet", fix));
+            return Err(self.source.invalid(
+                &hull.span(),
+                field(at, "hull"),
+                "not supported yet",
+                fix,
+            ));
         }
         if let Some(size) = raw.cuboid {
-            let half_extents = self.sizes(&f(at, "box"), size)? / 2.0;
+            let half_extents = self.sizes(&field(at, "box"), size)? / 2.0;
             return Ok(ColliderShape::Solid(BodyShape::Box { half_extents }));
         }
         if let Some(radius) = raw.sphere {
-            let radius = self.size(&f(at, "sphere"), radius)?;
+            let radius = self.size(&field(at, "sphere"), radius)?;
             return Ok(ColliderShape::Solid(BodyShape::Sphere { radius }));
         }
         if let Some(capsule) = raw.capsule {
             return Ok(ColliderShape::Solid(self.capsule(at, capsule.get_ref())?));
         }
         let plane = raw.plane.as_ref().expect("exactly one shape is given, and the others are not");
-        let normal = self.vector(&f(at, "plane"), plane, POSITION_ABS_MAX_M)?;
+        let normal = self.vector(&field(at, "plane"), plane, POSITION_ABS_MAX_M)?;
         if normal.length() < 1e-3 {
             let fix = "give the plane's outward normal, such as [0, 1, 0] for a floor";
-            return Err(self.source.invalid(&plane.span(), f(at, "plane"), "a zero normal", fix));
+            return Err(self.source.invalid(
+                &plane.span(),
+                field(at, "plane"),
+                "a zero normal",
+                fix,
+            ));
         }
         Ok(ColliderShape::Plane { normal: normal.normalize() })
     }
 
     fn capsule(&self, at: &str, raw: &RawCapsule) -> Checked<BodyShape> {
-        let radius = self.size(&f(at, "capsule.radius"), &raw.radius)?;
-        let height = self.size(&f(at, "capsule.height"), &raw.height)?;
+        let radius = self.size(&field(at, "capsule.radius"), &raw.radius)?;
+        let height = self.size(&field(at, "capsule.height"), &raw.height)?;
         if height < 2.0 * radius {
             return Err(self.source.invalid(
                 &raw.height.span(),
-                f(at, "capsule.height"),
+                field(at, "capsule.height"),
                 format!("{height} m is shorter than the two end caps ({} m)", 2.0 * radius),
                 "make height (end to end) at least twice the radius, or use a sphere",
             ));
@@ -565,12 +580,12 @@ impl Checker<'_> {
     ) -> Checked<Transform> {
         let position = match position {
             None => Vec3::ZERO,
-            Some(p) => self.vector(&f(at, "position"), p, POSITION_ABS_MAX_M)?,
+            Some(p) => self.vector(&field(at, "position"), p, POSITION_ABS_MAX_M)?,
         };
         let rotation = match rotation {
             None => Quat::IDENTITY,
             Some(r) => {
-                let deg = self.vector(&f(at, "rotation_deg"), r, ANGLE_DEG_ABS_MAX)?;
+                let deg = self.vector(&field(at, "rotation_deg"), r, ANGLE_DEG_ABS_MAX)?;
                 let rad = deg * std::f32::consts::PI / 180.0;
                 Quat::from_euler(EulerRot::YXZ, rad.y, rad.x, rad.z).normalize()
             }
@@ -581,12 +596,12 @@ impl Checker<'_> {
     /// A name unique among the scene's names.
     fn name(&mut self, at: &str, raw: Option<&Spanned<String>>) -> Checked<Option<Name>> {
         let Some(raw) = raw else { return Ok(None) };
-        let name = self.identifier(&f(at, "name"), raw)?;
+        let name = self.identifier(&field(at, "name"), raw)?;
         if !self.names.insert(name.0.clone()) {
             let problem = format!("the name \"{name}\" is used twice");
             return Err(self.source.invalid(
                 &raw.span(),
-                f(at, "name"),
+                field(at, "name"),
                 problem,
                 "rename one of them",
             ));
@@ -677,7 +692,7 @@ impl Checker<'_> {
     }
 }
 
-/// `at.field`.
-fn f(at: &str, field: &str) -> String {
-    format!("{at}.{field}")
+/// The path of field `name` of the entry at `at`: `bodies[2].mass_kg`.
+fn field(at: &str, name: &str) -> String {
+    format!("{at}.{name}")
 }
