@@ -15,6 +15,7 @@ mod demo;
 mod echo;
 pub mod game;
 mod inspect;
+mod scene;
 mod server;
 mod sim;
 pub mod stats;
@@ -47,6 +48,11 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Host rooms: worker threads from a TOML config, telemetry on HTTP, drain on SIGTERM.
     Server(server::ServerArgs),
+    /// Scene files, rooms without server code: check one and see what its room will hold.
+    Scene {
+        #[command(subcommand)]
+        command: scene::SceneCommand,
+    },
     /// Run seeded deterministic simulations with invariant checkers; replay one with --seed.
     Sim(sim::SimArgs),
     /// Try the transport over real UDP: an echo server and a client that measures round trips.
@@ -73,6 +79,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Server(args) => server::run(&args),
+        Command::Scene { command } => scene::run(&command),
         Command::Sim(args) => sim::run(&args),
         Command::Echo { side } => echo::run(&side),
         Command::Token { command } => token::run(&command),

@@ -59,6 +59,18 @@ pub enum Shape {
     Ball(f32),
     /// A box with these half extents, metres.
     Cuboid(Vec3),
+    /// A capsule along the body's Y axis: the segment between its two sphere centres is
+    /// `2 * half_height` long, metres.
+    Capsule {
+        /// Half the length of the segment between the two sphere centres, metres.
+        half_height: f32,
+        /// The radius of the spheres and of the cylinder between them, metres.
+        radius: f32,
+    },
+    /// Everything on one side of a plane through the body's origin, whose outward normal is
+    /// this unit vector in the body's frame: an endless floor. For [`Motion::Fixed`] bodies
+    /// only (it has no finite mass).
+    HalfSpace(Vec3),
 }
 
 /// What to give an entity's body.
@@ -189,12 +201,42 @@ impl Physics {
         let collider = match body.shape {
             Shape::Ball(radius) => ColliderBuilder::ball(radius),
             Shape::Cuboid(h) => ColliderBuilder::cuboid(h.x, h.y, h.z),
+            Shape::Capsule { half_height, radius } => {
+                ColliderBuilder::capsule_y(half_height, radius)
+            }
+            Shape::HalfSpace(normal) => ColliderBuilder::new(SharedShape::halfspace(normal)),
         };
         let collider =
             collider.restitution(body.restitution).friction(body.friction).density(body.density);
         self.colliders.insert_with_parent(collider, handle, &mut self.bodies);
         self.handles.insert(id, (handle, body.motion));
         Ok(())
+    }
+
+    /// Sets how fast entity `id`'s body loses its linear and angular velocity (rapier's damping
+    /// factors, per second; 0 keeps them); returns whether it has a body.
+    pub fn set_damping(&mut self, id: EntityId, linear: f32, angular: f32) -> bool {
+        let Some(body) = self.handles.get(&id).and_then(|(h, _)| self.bodies.get_mut(*h)) else {
+            return false;
+        };
+        body.set_linear_damping(linear);
+        body.set_angular_damping(angular);
+        true
+    }
+
+    /// Moves entity `id`'s body to the pose and velocities the world has for it now, as when
+    /// the game puts an object back where it started; returns whether it has a body.
+    pub fn teleport(&mut self, world: &World, id: EntityId) -> bool {
+        let (Some(entity), Some(body)) =
+            (world.get(id), self.handles.get(&id).and_then(|(h, _)| self.bodies.get_mut(*h)))
+        else {
+            return false;
+        };
+        let pose = Pose::from_parts(entity.transform.position, entity.transform.rotation);
+        body.set_position(pose, true);
+        body.set_linvel(entity.linear_velocity, true);
+        body.set_angvel(entity.angular_velocity, true);
+        true
     }
 
     /// Removes entity `id`'s body; returns whether it had one.

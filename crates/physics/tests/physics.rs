@@ -4,7 +4,7 @@
 
 use glam::{Quat, Vec3};
 use rally_engine::{Entity, Transform, World};
-use rally_physics::{Body, Physics};
+use rally_physics::{Body, Physics, Shape};
 use std::time::Duration;
 
 const DT: Duration = Duration::from_nanos(7_812_500);
@@ -104,4 +104,46 @@ fn a_despawned_entity_loses_its_body() {
     world.despawn(ball).unwrap();
     physics.step(&mut world, DT);
     assert_eq!(physics.len(), 1);
+}
+
+#[test]
+fn a_capsule_rests_on_a_half_space_floor_at_its_radius() {
+    // Goal: the capsule and half-space shapes collide as their sizes say; method: an upright
+    // capsule (half height 0.2, radius 0.1) dropped on an endless floor through the origin
+    // comes to rest with its centre 0.3 m up.
+    let mut world = World::new(8);
+    let mut physics = Physics::new(Vec3::new(0.0, -9.81, 0.0));
+    let floor = spawn_at(&mut world, Vec3::ZERO);
+    let plane = Body { shape: Shape::HalfSpace(Vec3::Y), ..Body::fixed_cuboid(Vec3::ONE) };
+    physics.add(&world, floor, plane).unwrap();
+    let capsule = spawn_at(&mut world, Vec3::new(0.0, 1.0, 0.0));
+    let shape = Shape::Capsule { half_height: 0.2, radius: 0.1 };
+    physics.add(&world, capsule, Body { shape, ..Body::dynamic_ball(0.1) }).unwrap();
+    physics.set_damping(capsule, 0.5, 5.0);
+    for _ in 0..1280 {
+        physics.step(&mut world, DT);
+    }
+    let y = world.get(capsule).unwrap().transform.position.y;
+    assert!((y - 0.3).abs() < 0.02, "centre at {y}");
+}
+
+#[test]
+fn a_teleported_body_restarts_from_the_world_pose_at_rest() {
+    // Goal: `teleport` moves the rapier body, not only the world's copy; method: a falling
+    // ball put back at 1 m with no velocity is at about 1 m one step later (without teleport
+    // the body's own pose would overwrite the world's), and an unknown entity is refused.
+    let (mut world, mut physics) = world_with_floor();
+    let ball = spawn_at(&mut world, Vec3::new(0.0, 1.0, 0.0));
+    physics.add(&world, ball, Body::dynamic_ball(0.05)).unwrap();
+    for _ in 0..64 {
+        physics.step(&mut world, DT);
+    }
+    assert!(world.get(ball).unwrap().transform.position.y < 0.9, "it fell");
+    *world.get_mut(ball).unwrap() = Entity::at(Transform::from_position(Vec3::new(0.0, 1.0, 0.0)));
+    assert!(physics.teleport(&world, ball));
+    physics.step(&mut world, DT);
+    let y = world.get(ball).unwrap().transform.position.y;
+    assert!((y - 1.0).abs() < 0.01, "back at 1 m: {y}");
+    assert!(!physics.teleport(&world, 999));
+    assert!(!physics.set_damping(999, 1.0, 1.0));
 }

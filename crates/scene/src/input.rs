@@ -1,0 +1,126 @@
+//! The standard XR input: what any XR client sends a scene room each frame, so that no client
+//! developer defines an input type. A head pose, two hands (pose, grip, trigger) and a few
+//! opaque bytes for the game. It travels like any room input, through the room's message codec
+//! (serde, bitcode), and is untrusted: poses are checked when read ([`XrPose::transform`]), the
+//! buttons are bytes that cannot be out of range, and the game bytes are bounded on decode.
+
+use crate::limits::POSITION_ABS_MAX_M;
+use glam::{Quat, Vec3};
+use rally_engine::Transform;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Opaque game bytes in one input at most.
+pub const GAME_BYTES_MAX: usize = 32;
+
+/// The grip value from which a hand holds: more than half pressed.
+pub const GRIP_HOLD_MIN: u8 = 128;
+
+/// A pose as the client sampled it: position in metres and rotation as a quaternion
+/// (x, y, z, w), in the room's frame. Unchecked until [`XrPose::transform`].
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct XrPose {
+    /// Metres.
+    pub position: [f32; 3],
+    /// A quaternion, x, y, z, w; normalized on reading.
+    pub rotation: [f32; 4],
+}
+
+impl XrPose {
+    /// The pose of `transform`.
+    pub fn from_transform(transform: &Transform) -> Self {
+        Self { position: transform.position.into(), rotation: transform.rotation.into() }
+    }
+
+    /// The pose as a transform, or `None` if it is not one: a position that is not finite or
+    /// is further than [`POSITION_ABS_MAX_M`] on an axis, or a rotation whose length is not
+    /// near 1 (a client's bug or a forgery; the room keeps the entity's last pose).
+    pub fn transform(&self) -> Option<Transform> {
+        let position = Vec3::from_array(self.position);
+        let rotation = Quat::from_array(self.rotation);
+        let placed = position.is_finite() && position.abs().max_element() <= POSITION_ABS_MAX_M;
+        // A client's float rounding leaves a unit quaternion within a few percent of 1.
+        let unit = rotation.is_finite() && (0.8..=1.2).contains(&rotation.length());
+        (placed && unit).then(|| Transform { position, rotation: rotation.normalize() })
+    }
+}
+
+/// One hand: where it is and how far its grip and trigger are pressed.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct XrHand {
+    /// The hand's (or its controller's) pose.
+    pub pose: XrPose,
+    /// Grip, 0 (released) to 255 (fully pressed).
+    pub grip: u8,
+    /// Trigger, 0 (released) to 255 (fully pressed).
+    pub trigger: u8,
+}
+
+impl XrHand {
+    /// Whether the grip is pressed enough to hold ([`GRIP_HOLD_MIN`]).
+    pub fn holds(&self) -> bool {
+        self.grip >= GRIP_HOLD_MIN
+    }
+}
+
+/// Which hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Hand {
+    /// The left hand, `hands[0]`.
+    Left = 0,
+    /// The right hand, `hands[1]`.
+    Right = 1,
+}
+
+/// Up to [`GAME_BYTES_MAX`] opaque bytes the game gives meaning to (a button, a gesture).
+/// Longer ones cannot be made, and are refused when decoded.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GameBytes(Vec<u8>);
+
+impl GameBytes {
+    /// The bytes, or `None` if there are more than [`GAME_BYTES_MAX`].
+    pub fn new(bytes: &[u8]) -> Option<Self> {
+        (bytes.len() <= GAME_BYTES_MAX).then(|| Self(bytes.to_vec()))
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Serialize for GameBytes {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for GameBytes {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // The whole input is bounded by the room codec's message_bytes_max before it is
+        // decoded, so this vector is too; the check keeps the game's own bound.
+        let bytes = Vec::<u8>::deserialize(deserializer)?;
+        if bytes.len() > GAME_BYTES_MAX {
+            let expected = "at most GAME_BYTES_MAX game bytes";
+            return Err(serde::de::Error::invalid_length(bytes.len(), &expected));
+        }
+        Ok(Self(bytes))
+    }
+}
+
+/// One frame of a standard XR client: head, both hands, and game bytes.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct XrInput {
+    /// The headset's pose.
+    pub head: XrPose,
+    /// The hands, left then right ([`Hand`]).
+    pub hands: [XrHand; 2],
+    /// Opaque bytes for the game.
+    pub game: GameBytes,
+}
+
+impl XrInput {
+    /// One hand.
+    pub fn hand(&self, hand: Hand) -> &XrHand {
+        &self.hands[hand as usize]
+    }
+}

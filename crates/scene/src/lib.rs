@@ -1,0 +1,127 @@
+//! # rally-scene
+//!
+//! Rooms without server code. A *scene* is a TOML file that describes an authoritative XR room:
+//! its settings (tick rate, pipeline, gravity, players, byte budget), the static colliders that
+//! never move (floors, tables, walls), the bodies that do (balls, paddles, blocks; dynamic or
+//! kinematic, grabbable or not, with a respawn rule), and where players appear. docs/scene.md
+//! is the format's reference, field by field.
+//!
+//! ```toml
+//! [room]
+//! tick_rate = 120
+//!
+//! [[colliders]]
+//! name = "floor"
+//! plane = [0, 1, 0]
+//!
+//! [[bodies]]
+//! name = "ball"
+//! sphere = 0.1
+//! position = [0, 1, 0]
+//! respawn = { below_y = -5 }
+//! ```
+//!
+//! ## Loading a scene
+//!
+//! [`Scene::load`] reads a file and [`Scene::parse`] checks text; both give a [`Scene`] whose
+//! every value is within its range, or an error. Nothing is clamped or guessed: a value out of
+//! range is refused with its place and the range that would fix it. A [`Scene`] only comes from
+//! these two, so holding one means holding a checked scene.
+//!
+//! ```
+//! use rally_scene::Scene;
+//!
+//! let scene = Scene::parse("ball.toml", "[[bodies]]\nsphere = 0.1\nposition = [0, 1, 0]\n")?;
+//! assert_eq!(scene.bodies().len(), 1);
+//! assert_eq!(scene.spawns().len(), 1, "with no spawn point given, players appear at the origin");
+//!
+//! let err = Scene::parse("ball.toml", "[[bodies]]\nsphere = -1\n").unwrap_err();
+//! assert_eq!(err.field(), Some("bodies[0].sphere"));
+//! assert_eq!(err.to_string(), "ball.toml:2:10: bodies[0].sphere: -1 is out of range; \
+//!     fix: give a value from 0.001 to 1000");
+//! # Ok::<(), rally_scene::SceneError>(())
+//! ```
+//!
+//! ## Building a room
+//!
+//! [`SceneRoom::new`] spawns a scene's colliders and bodies into a [`World`](rally_engine::World)
+//! with rapier bodies (through rally-physics), and as a [`Simulation`](rally_engine::Simulation)
+//! steps physics and applies the respawn rules each tick. [`scene_room`] makes the whole
+//! [`Room`](rally_engine::Room) with the scene's settings ([`Scene::room_config`]) and its grab
+//! rule ([`SceneGrabRule`]: only `grabbable` bodies may be held, and only `takeable` ones taken
+//! from another hand). A Rust game
+//! can wrap a [`SceneRoom`] in its own `Simulation` and call its `step`.
+//!
+//! ```
+//! use rally_engine::{Simulation, World};
+//! use rally_scene::{Scene, SceneRoom};
+//! use std::time::Duration;
+//!
+//! let text = "[[colliders]]\nplane = [0, 1, 0]\n[[bodies]]\nname = \"ball\"\nsphere = 0.1\n\
+//!             position = [0, 1, 0]\n";
+//! let scene = Scene::parse("ball.toml", text)?;
+//! let mut world = World::new(scene.entities_max());
+//! let mut room = SceneRoom::new(&scene, &mut world)?;
+//! for _ in 0..240 {
+//!     room.step(&mut world, Duration::from_secs(1) / 120);
+//! }
+//! let ball = room.entity("ball").unwrap();
+//! let y = world.get(ball).unwrap().transform.position.y;
+//! assert!((0.09..0.12).contains(&y), "the ball rests on the floor: {y}");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Errors
+//!
+//! One enum, [`SceneError`], for everything a scene file can do wrong, in four classes:
+//!
+//! - [`SceneError::Read`]: the file could not be read;
+//! - [`SceneError::TooLarge`]: the file is over [`limits::FILE_BYTES_MAX`];
+//! - [`SceneError::Syntax`]: not TOML, or not a scene's shape (an unknown field, a value of the
+//!   wrong type, a missing field, a list longer than its limit, a value nested too deep), with
+//!   the TOML reader's message;
+//! - [`SceneError::Invalid`]: a value out of its range ([`limits`]), or one that contradicts
+//!   another (two shapes, a duplicate name, a respawn height above the start).
+//!
+//! The last two carry a [`Location`] (file, line, column) and name the field as a path
+//! (`bodies[2].mass_kg`), and every variant's message ends with what would fix it. Scene files
+//! are untrusted: no input makes the parser panic (a test cuts an example scene at every byte
+//! and parses each piece; a property test damages one at random), nesting is bounded by the
+//! TOML reader's recursion limit, and each list stops decoding one entry past its limit, so
+//! that what a file makes the checker hold is bounded by the file's size limit (a 1 MiB file
+//! of empty list entries peaks at about 73 MB in a debug build, the TOML reader's own tree).
+//! [`SceneRoomError`] is the room builder's: the world or physics refused an entity.
+//!
+//! ## Not yet
+//!
+//! ## The standard XR input
+//!
+//! [`XrInput`] is what every XR client sends a scene room: the head's pose, each hand's pose,
+//! grip and trigger, and at most [`GAME_BYTES_MAX`] opaque bytes. It is a scene room's
+//! [`Simulation::Input`](rally_engine::Simulation::Input) and travels through the room's codec;
+//! [`XrPose::transform`] refuses a pose that is not one.
+//!
+//! ## Not yet
+//!
+//! Convex hulls (`hull = [...]` is refused with a message saying so); the standard XR player
+//! (an avatar of head and hands per player that [`XrInput`] drives, grip grabbing the nearest
+//! grabbable, release throwing), so that a [`SceneRoom`] ignores inputs for now; relayed
+//! messages and key-value state.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod error;
+mod format;
+mod input;
+pub mod limits;
+mod room;
+mod scene;
+
+pub use error::{Location, SceneError};
+pub use input::{GameBytes, Hand, XrHand, XrInput, XrPose, GAME_BYTES_MAX, GRIP_HOLD_MIN};
+pub use room::{scene_room, SceneGrabRule, SceneRoom, SceneRoomError};
+pub use scene::{
+    Body, BodyKind, BodyShape, Collider, ColliderShape, Grab, Name, Respawn, RoomSettings, Scene,
+    SpawnPoint, CLASS_DEFAULT, DENSITY_DEFAULT, FRICTION_DEFAULT, RESTITUTION_DEFAULT,
+};

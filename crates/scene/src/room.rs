@@ -1,0 +1,231 @@
+//! A room built from a scene: its colliders and bodies become entities with rapier bodies, and
+//! each tick steps physics and applies the scene's respawn rules.
+
+use crate::input::XrInput;
+use crate::scene::{Body, BodyKind, BodyShape, ColliderShape, Grab, Respawn, Scene};
+use glam::Vec3;
+use rally_engine::{ClientId, Entity, EntityId, GrabRule, Room, Simulation, World, WorldError};
+use rally_physics::{Motion, Physics, PhysicsError, Shape};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Why a scene's room could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SceneRoomError {
+    /// The world refused an entity (it is full: its `entities_max` is below the scene's).
+    #[error("the world refused a scene entity: {0}")]
+    World(#[from] WorldError),
+    /// Physics refused a body (the world given already had a body for the entity).
+    #[error("physics refused a scene body: {0}")]
+    Physics(#[from] PhysicsError),
+}
+
+/// One of the scene's bodies in the room.
+#[derive(Debug, Clone)]
+struct Placed {
+    id: EntityId,
+    start: Entity,
+    respawn: Option<Respawn>,
+    grab: Grab,
+}
+
+/// The [`Simulation`] of a scene's room: rapier physics over the scene's colliders and bodies,
+/// and its respawn rules. Its input is the standard [`XrInput`], which does nothing yet (the
+/// standard XR player, which it will drive, is next).
+pub struct SceneRoom {
+    physics: Physics,
+    colliders: Vec<EntityId>,
+    bodies: Vec<Placed>,
+    names: BTreeMap<String, EntityId>,
+    respawns: u64,
+}
+
+impl std::fmt::Debug for SceneRoom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SceneRoom")
+            .field("colliders", &self.colliders.len())
+            .field("bodies", &self.bodies.len())
+            .field("respawns", &self.respawns)
+            .finish()
+    }
+}
+
+impl SceneRoom {
+    /// Spawns `scene`'s colliders, then its bodies, into `world` (in file order, so entity ids
+    /// follow the file) and gives each a rapier body.
+    pub fn new(scene: &Scene, world: &mut World) -> Result<Self, SceneRoomError> {
+        let mut room = Self {
+            physics: Physics::new(scene.settings().gravity),
+            colliders: Vec::with_capacity(scene.colliders().len()),
+            bodies: Vec::with_capacity(scene.bodies().len()),
+            names: BTreeMap::new(),
+            respawns: 0,
+        };
+        for collider in scene.colliders() {
+            let id = world.spawn(Entity::at(collider.pose))?;
+            let shape = match collider.shape {
+                ColliderShape::Solid(shape) => physics_shape(shape),
+                ColliderShape::Plane { normal } => Shape::HalfSpace(normal),
+            };
+            let body = rally_physics::Body {
+                motion: Motion::Fixed,
+                shape,
+                restitution: collider.restitution,
+                friction: collider.friction,
+                density: 1000.0,
+            };
+            room.physics.add(world, id, body)?;
+            room.colliders.push(id);
+            if let Some(name) = &collider.name {
+                room.names.insert(name.to_string(), id);
+            }
+        }
+        for body in scene.bodies() {
+            room.place(world, body)?;
+        }
+        Ok(room)
+    }
+
+    fn place(&mut self, world: &mut World, body: &Body) -> Result<(), SceneRoomError> {
+        let start = Entity { priority: body.priority, ..Entity::at(body.pose) };
+        let id = world.spawn(start)?;
+        let motion = match body.kind {
+            BodyKind::Dynamic => Motion::Dynamic,
+            BodyKind::Kinematic => Motion::Kinematic,
+        };
+        let physical = rally_physics::Body {
+            motion,
+            shape: physics_shape(body.shape),
+            restitution: body.restitution,
+            friction: body.friction,
+            // The scene gives mass; rapier takes density. The shape's volume is above zero:
+            // every size is at least limits::SIZE_M's start.
+            density: body.mass_kg / body.shape.volume(),
+        };
+        self.physics.add(world, id, physical)?;
+        self.physics.set_damping(id, body.linear_damping, body.angular_damping);
+        if let Some(name) = &body.name {
+            self.names.insert(name.to_string(), id);
+        }
+        self.bodies.push(Placed { id, start, respawn: body.respawn, grab: body.grab });
+        Ok(())
+    }
+
+    /// The entity of the collider or body the scene names `name`.
+    pub fn entity(&self, name: &str) -> Option<EntityId> {
+        self.names.get(name).copied()
+    }
+
+    /// The colliders' entities, in file order.
+    pub fn colliders(&self) -> &[EntityId] {
+        &self.colliders
+    }
+
+    /// The bodies' entities, in file order.
+    pub fn bodies(&self) -> impl Iterator<Item = EntityId> + '_ {
+        self.bodies.iter().map(|b| b.id)
+    }
+
+    /// Whether a hand may hold `id`, and whether another hand may take it then.
+    pub fn grab(&self, id: EntityId) -> Grab {
+        self.bodies.iter().find(|b| b.id == id).map_or(Grab::No, |b| b.grab)
+    }
+
+    /// The scene's grab rule, for [`World::set_grab_rule`]: see [`SceneGrabRule`].
+    pub fn grab_rule(&self) -> SceneGrabRule {
+        SceneGrabRule { grabs: self.bodies.iter().map(|b| (b.id, b.grab)).collect() }
+    }
+
+    /// Bodies returned to their start pose by a respawn rule so far.
+    pub fn respawns(&self) -> u64 {
+        self.respawns
+    }
+
+    /// The rapier world, for a game that wraps this room.
+    pub fn physics_mut(&mut self) -> &mut Physics {
+        &mut self.physics
+    }
+
+    /// Bodies whose respawn rule fired go back to their start pose, at rest. A held body is
+    /// left alone: its holder decides where it is.
+    fn respawn(&mut self, world: &mut World) {
+        for placed in &self.bodies {
+            let Some(Respawn::BelowY(y)) = placed.respawn else { continue };
+            if world.grabber_of(placed.id).is_some() {
+                continue;
+            }
+            let Some(entity) = world.get_mut(placed.id) else { continue };
+            // A NaN height (a broken simulation) respawns too: the start pose is known good.
+            if entity.transform.position.y >= y {
+                continue;
+            }
+            *entity = placed.start;
+            self.physics.teleport(world, placed.id);
+            self.respawns += 1;
+        }
+    }
+}
+
+/// Who may hold what, from the scene: a grab is allowed only of a body with `grabbable = true`,
+/// and of one held by another grabber only if it is `takeable` too. Colliders, players' own
+/// entities and anything not in the scene are never grabbable.
+#[derive(Debug, Clone)]
+pub struct SceneGrabRule {
+    grabs: BTreeMap<EntityId, Grab>,
+}
+
+impl GrabRule for SceneGrabRule {
+    fn allow(&self, world: &World, grabber: EntityId, grabbable: EntityId) -> bool {
+        match self.grabs.get(&grabbable) {
+            None | Some(Grab::No) => false,
+            Some(Grab::Yes { takeable: true }) => true,
+            Some(Grab::Yes { takeable: false }) => {
+                world.grabber_of(grabbable).is_none_or(|holder| holder == grabber)
+            }
+        }
+    }
+}
+
+/// rally-physics' shape for a scene body's shape.
+fn physics_shape(shape: BodyShape) -> Shape {
+    match shape {
+        BodyShape::Box { half_extents } => Shape::Cuboid(half_extents),
+        BodyShape::Sphere { radius } => Shape::Ball(radius),
+        BodyShape::Capsule { half_height, radius } => Shape::Capsule { half_height, radius },
+    }
+}
+
+impl Simulation for SceneRoom {
+    type Input = XrInput;
+    type Message = ();
+
+    /// Ignored until the standard XR player (head and hands per player) is built.
+    fn apply_input(&mut self, _world: &mut World, _client: ClientId, _input: &XrInput) {}
+
+    fn step(&mut self, world: &mut World, dt: Duration) {
+        self.physics.step(world, dt);
+        self.respawn(world);
+    }
+}
+
+/// A room hosting `scene`: the engine settings of [`Scene::room_config`], a [`SceneRoom`] over
+/// its world, and the scene's [`SceneGrabRule`]; `seed` makes the room's session secrets.
+pub fn scene_room(scene: &Scene, seed: u64) -> Result<Room<SceneRoom>, SceneRoomError> {
+    let mut room = Room::new(scene.room_config(), placeholder(), seed);
+    let game = SceneRoom::new(scene, room.world_mut())?;
+    room.world_mut().set_grab_rule(Box::new(game.grab_rule()));
+    *room.simulation_mut() = game;
+    Ok(room)
+}
+
+/// An empty scene room, to hold the place while the room's world is filled.
+fn placeholder() -> SceneRoom {
+    SceneRoom {
+        physics: Physics::new(Vec3::ZERO),
+        colliders: Vec::new(),
+        bodies: Vec::new(),
+        names: BTreeMap::new(),
+        respawns: 0,
+    }
+}
