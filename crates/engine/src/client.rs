@@ -1,5 +1,6 @@
 //! The client side: a session in a room, over one connection of a client endpoint.
 
+use crate::config::{self, ConfigError};
 use crate::interpolation::{Interpolated, InterpolationConfig, Interpolator};
 use crate::latency::LatencyMeter;
 use crate::protocol::{
@@ -23,9 +24,11 @@ use std::time::Duration;
 pub struct ClientConfig {
     /// Quantization and limits of snapshots, as the room's.
     pub snapshot: SnapshotConfig,
-    /// Snapshots kept as possible baselines (the room deltas against the one acknowledged).
+    /// Snapshots kept as possible baselines (the room deltas against the one acknowledged), at
+    /// least 2: the one shown and the one being decoded.
     pub views_kept: usize,
-    /// Inputs kept for resending until the room reports them applied; older ones are dropped.
+    /// Inputs kept for resending until the room reports them applied; older ones are dropped
+    /// and counted. At most the room's `inputs_per_frame_max`, or the room drops whole frames.
     pub inputs_kept: usize,
     /// How long a request waits for its response.
     pub request_timeout: Duration,
@@ -51,7 +54,7 @@ impl Default for ClientConfig {
         Self {
             snapshot: SnapshotConfig::default(),
             views_kept: 64,
-            inputs_kept: 32,
+            inputs_kept: INPUTS_KEPT_DEFAULT,
             request_timeout: REQUEST_TIMEOUT,
             requests_max: 256,
             outbox_max: 1024,
@@ -60,6 +63,27 @@ impl Default for ClientConfig {
             interpolation: InterpolationConfig::default(),
             interpolate: true,
         }
+    }
+}
+
+/// The default of [`ClientConfig::inputs_kept`].
+const INPUTS_KEPT_DEFAULT: usize = 32;
+
+// A default client's whole resend window fits a default room's frame limit.
+const _: () = assert!(INPUTS_KEPT_DEFAULT <= crate::room::INPUTS_PER_FRAME_MAX_DEFAULT);
+
+impl ClientConfig {
+    /// Checks every setting against its range (see [`crate::config`]);
+    /// [`ClientSession::new`] calls it.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        config::shared(&self.snapshot, &self.codec)?;
+        config::count("views_kept", self.views_kept, 2..=config::VIEWS_KEPT_MAX)?;
+        config::count("inputs_kept", self.inputs_kept, 1..=config::INPUTS_MAX)?;
+        let timeout = Duration::from_millis(1)..=config::WAIT_MAX;
+        config::duration("request_timeout", self.request_timeout, timeout)?;
+        config::count("requests_max", self.requests_max, 1..=config::REQUESTS_MAX)?;
+        config::count("outbox_max", self.outbox_max, 1..=config::QUEUE_MAX)?;
+        self.interpolation.validate()
     }
 }
 
@@ -153,10 +177,11 @@ pub struct ClientSession<I, M> {
 }
 
 impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
-    /// A session not yet connected.
-    pub fn new(config: ClientConfig) -> Self {
-        Self {
-            views: vec![Snapshot::default(); config.views_kept.max(2)],
+    /// A session not yet connected. Refuses a config that [`ClientConfig::validate`] refuses.
+    pub fn new(config: ClientConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self {
+            views: vec![Snapshot::default(); config.views_kept],
             interpolator: Interpolator::new(config.interpolation),
             requests: Pending::new(config.requests_max),
             outbox: Outbox::new(config.outbox_max),
@@ -178,7 +203,7 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             meter: LatencyMeter::default(),
             tick_rate: 0,
             _message: PhantomData,
-        }
+        })
     }
 
     /// Hands the session an endpoint's event for its connection, at `now`: connected
@@ -296,7 +321,7 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     /// next `transmit` (call it now) and again in later frames until the room reports it
     /// applied. The meter times it from `now` to the frame that first presents its effect.
     pub fn send_input(&mut self, now: Instant, input: I) -> u32 {
-        if self.inputs.len() >= self.config.inputs_kept.max(1) {
+        if self.inputs.len() >= self.config.inputs_kept {
             self.inputs.pop_front();
             self.first_input = self.first_input.wrapping_add(1);
             self.stats.inputs_dropped += 1;

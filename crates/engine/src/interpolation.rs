@@ -27,6 +27,7 @@ use rally_wire::EntityState;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+use crate::config::{self, ConfigError};
 use crate::EntityId;
 use rally_proto::Instant;
 
@@ -63,6 +64,19 @@ pub struct InterpolationConfig {
     pub extrapolation_max: Duration,
     /// Updates kept per entity.
     pub history_max: usize,
+}
+
+impl InterpolationConfig {
+    /// Checks every setting against its range (see [`crate::config`]).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        config::count("interpolation.jitter_window", self.jitter_window, 1..=1 << 16)?;
+        let quantile = self.jitter_quantile;
+        config::fraction("interpolation.jitter_quantile", quantile, 0.0..=1.0)?;
+        let extrapolation = Duration::ZERO..=Duration::from_secs(1);
+        config::duration("interpolation.extrapolation_max", self.extrapolation_max, extrapolation)?;
+        // Two updates to interpolate between.
+        config::count("interpolation.history_max", self.history_max, 2..=1024)
+    }
 }
 
 impl Default for InterpolationConfig {

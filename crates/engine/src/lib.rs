@@ -92,10 +92,11 @@
 //! let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
 //! let mut net = Pair::new(endpoint, rally_netem::LinkConfig::default(), 7);
 //! let (client, server) = net.connect(Duration::from_secs(1)).unwrap();
-//! let mut room = Room::new(RoomConfig::default(), Game, 1);
+//! let mut room = Room::new(RoomConfig::default(), Game, 1).unwrap();
 //! room.world_mut().spawn(Entity::at(Transform::IDENTITY)).unwrap();
 //! room.accept(server);
-//! let mut session: ClientSession<[f32; 3], String> = ClientSession::new(ClientConfig::default());
+//! let mut session: ClientSession<[f32; 3], String> =
+//!     ClientSession::new(ClientConfig::default()).unwrap();
 //! session.connected(client);
 //!
 //! let (mut seen_client, mut seen_server) = (0, 0);
@@ -126,6 +127,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod config;
 pub mod grab;
 pub mod interpolation;
 pub mod latency;
@@ -136,6 +138,7 @@ pub mod rpc;
 pub mod world;
 
 pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
+pub use config::ConfigError;
 pub use grab::{GrabError, GrabRule};
 pub use interpolation::{Interpolated, InterpolationConfig, Interpolator, ObjectClass};
 pub use latency::{LatencyMeter, LatencyModel, LatencySample};

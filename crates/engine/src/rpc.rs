@@ -53,8 +53,10 @@ impl<K: Ord + Copy> Pending<K> {
         Some(id)
     }
 
+    /// Records a request whose id came from [`Pending::next_id`], which checked the limit.
     pub(crate) fn insert(&mut self, key: K, deadline: Instant) {
         self.deadlines.insert(key, deadline);
+        debug_assert!(self.deadlines.len() <= self.max, "a request past requests_max");
     }
 
     /// Whether `key` was waiting (and is no longer).
@@ -76,6 +78,11 @@ impl<K: Ord + Copy> Pending<K> {
     /// Forgets every request matching `pred` without reporting it.
     pub(crate) fn forget(&mut self, mut pred: impl FnMut(&K) -> bool) {
         self.deadlines.retain(|key, _| !pred(key));
+    }
+
+    /// Requests waiting.
+    pub(crate) fn len(&self) -> usize {
+        self.deadlines.len()
     }
 
     pub(crate) fn earliest(&self) -> Option<Instant> {
@@ -132,6 +139,7 @@ impl<To> Outbox<To> {
             return false;
         }
         self.queue.push_back((to, channel, bytes));
+        debug_assert!(self.queue.len() <= self.max);
         true
     }
 }

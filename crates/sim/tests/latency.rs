@@ -25,11 +25,12 @@ fn latencies(pipeline: Pipeline, phase: f64, link: LinkConfig) -> Vec<f64> {
 /// The meter's samples of one player for one second, as [`latencies`].
 fn samples(pipeline: Pipeline, phase: f64, link: LinkConfig) -> Vec<LatencySample> {
     let config = RoomConfig { tick_rate: HZ, pipeline, ..RoomConfig::default() };
-    let mut room = Room::new(config, Sandbox::default(), 1);
+    let mut room = Room::new(config, Sandbox::default(), 1).unwrap();
     Sandbox::populate(room.world_mut(), 8, 1);
     let mut net = RoomNet::new(room, 1, link, 1);
     let defer_inputs = pipeline == Pipeline::Naive;
-    net.sessions[0] = ClientSession::new(ClientConfig { defer_inputs, ..ClientConfig::default() });
+    let client = ClientConfig { defer_inputs, ..ClientConfig::default() };
+    net.sessions[0] = ClientSession::new(client).unwrap();
     let dt = 1.0 / f64::from(HZ);
     net.set_tick_schedule(at(phase * dt), Duration::from_secs_f64(dt));
     net.connect(0);
@@ -148,7 +149,7 @@ fn with_jitter_each_sample_sits_within_the_model_of_its_own_round_trip() {
 /// interpolator's buffer and mean added latency, milliseconds.
 fn observer_stalls(link: LinkConfig) -> (usize, usize, f64, f64) {
     let config = RoomConfig { tick_rate: HZ, pipeline: Pipeline::Fast, ..RoomConfig::default() };
-    let mut room = Room::new(config, Sandbox::default(), 1);
+    let mut room = Room::new(config, Sandbox::default(), 1).unwrap();
     Sandbox::populate(room.world_mut(), 8, 1);
     let mut net = RoomNet::new(room, 2, link, 1);
     let dt = 1.0 / f64::from(HZ);
