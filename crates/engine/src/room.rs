@@ -694,9 +694,14 @@ impl<S: Simulation> Room<S> {
         let Some(seq) = self.sessions.get(&client).and_then(|s| s.last_input) else { return };
         self.world.propagate_grabs();
         let mut chain = Snapshot::new(self.tick);
-        for id in self.world.chain_of(root) {
+        // A chain lists grabbers first; a snapshot takes ids in ascending order, and a grabber
+        // may hold what was spawned before it.
+        let mut ids = self.world.chain_of(root);
+        ids.sort_unstable();
+        for id in ids {
             let Some(entity) = self.world.get(id) else { continue };
-            let _ = chain.push(self.config.snapshot.quantize(&entity_state(id, entity)));
+            let pushed = chain.push(self.config.snapshot.quantize(&entity_state(id, entity)));
+            debug_assert!(pushed.is_ok(), "a chain holds each entity once");
         }
         let mut message = vec![0u8; 20];
         let since_tick = now.saturating_duration_since(self.last_tick_at);
@@ -927,8 +932,9 @@ impl<S: Simulation> Room<S> {
             self.queue(deferred.connection, STATE, message);
         }
         self.quantize();
-        // Ticks only increase, so the push cannot fail.
-        let _ = self.history.push(&self.snapshot);
+        // Ticks only increase (wrapping), so the push cannot fail.
+        let pushed = self.history.push(&self.snapshot);
+        debug_assert!(pushed.is_ok(), "snapshot history refused tick {}", self.tick);
         self.shared.clear();
         self.shared_bytes.clear();
         let mut connected = std::mem::take(&mut self.connected);
@@ -1045,7 +1051,8 @@ impl<S: Simulation> Room<S> {
                 _ => config.snapshot.quantize(&state),
             };
             // Ids ascend and the world holds at most entities_max.
-            let _ = snapshot.push(code);
+            let pushed = snapshot.push(code);
+            debug_assert!(pushed.is_ok(), "world ids out of order");
             weights.push(entity.priority);
             raw_next.push(state);
         }
@@ -1091,7 +1098,7 @@ mod tests {
     use super::*;
     use crate::protocol::{encode_frame, InputFrame};
 
-    /// Every input moves nothing; client 1 drives entity 1 (for the fast path).
+    /// Every input moves nothing; client `n` drives entity `n` (for the fast path).
     struct Inert;
 
     impl Simulation for Inert {
@@ -1100,7 +1107,7 @@ mod tests {
         fn apply_input(&mut self, _world: &mut World, _client: ClientId, _input: &u8) {}
         fn step(&mut self, _world: &mut World, _dt: Duration) {}
         fn driven(&self, client: ClientId) -> Option<crate::EntityId> {
-            (client == 1).then_some(1)
+            Some(client)
         }
     }
 
@@ -1241,5 +1248,25 @@ mod tests {
         room.receive(NOW, sender, STATE, &inputs(0, 2));
         assert_eq!(fast_messages(&room), 4, "a new input among old ones forwards");
         assert_eq!(room.stats.inputs_applied, 2);
+    }
+
+    #[test]
+    fn the_fast_path_sends_a_chain_whose_grabber_is_newer_than_what_it_holds() {
+        // Goal: every entity of the chain goes out, even one spawned before its grabber (a
+        // hand that picks up a ball already on the table). Method: entity 2 holds entity 1;
+        // client 2 drives entity 2; decode the fast-path message its input causes.
+        let mut room = room(RoomConfig { pipeline: Pipeline::Fast, ..RoomConfig::default() });
+        let hand = room.world_mut().spawn(crate::Entity::at(crate::Transform::IDENTITY));
+        room.world_mut().grab(hand.unwrap(), 1).unwrap();
+        join(&mut room, 1);
+        let client = join(&mut room, 2);
+        room.receive(NOW, ConnectionHandle(2), STATE, &inputs(0, 1));
+        let (_, _, payload) = room.outbox.queue.iter().find(|(_, c, _)| *c == FAST).unwrap();
+        let (sender, seq, _, bytes) = crate::client::parse_fast(payload).unwrap();
+        assert_eq!((sender, seq), (client, Some(0)));
+        let mut chain = Snapshot::default();
+        room.config.snapshot.decode(bytes, None, &mut chain).unwrap();
+        let ids: Vec<u32> = chain.entities().iter().map(|e| e.id).collect();
+        assert_eq!(ids, [1, 2]);
     }
 }
