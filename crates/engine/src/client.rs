@@ -36,6 +36,11 @@ pub struct ClientConfig {
     pub requests_max: usize,
     /// Messages waiting for `transmit` at most.
     pub outbox_max: usize,
+    /// Events waiting for [`ClientSession::poll_event`] at most; past it the room's messages,
+    /// requests and responses are dropped (a response dropped so leaves its request to time
+    /// out) and snapshots are applied without an event, counted in
+    /// [`ClientStats::events_dropped`]. Joins and timeouts always queue.
+    pub events_max: usize,
     /// User messages' size limit.
     pub codec: MessageCodec,
     /// Send each input at the next frame ([`ClientSession::present`]) instead of at once: the
@@ -58,6 +63,7 @@ impl Default for ClientConfig {
             request_timeout: REQUEST_TIMEOUT,
             requests_max: 256,
             outbox_max: 1024,
+            events_max: 4096,
             codec: MessageCodec::default(),
             defer_inputs: false,
             interpolation: InterpolationConfig::default(),
@@ -83,6 +89,7 @@ impl ClientConfig {
         config::duration("request_timeout", self.request_timeout, timeout)?;
         config::count("requests_max", self.requests_max, 1..=config::REQUESTS_MAX)?;
         config::count("outbox_max", self.outbox_max, 1..=config::QUEUE_MAX)?;
+        config::count("events_max", self.events_max, 1..=config::QUEUE_MAX)?;
         self.interpolation.validate()
     }
 }
@@ -136,6 +143,9 @@ pub struct ClientStats {
     pub inputs_dropped: u64,
     /// Messages the endpoint refused.
     pub sends_failed: u64,
+    /// Events not queued because `events_max` events waited for
+    /// [`ClientSession::poll_event`].
+    pub events_dropped: u64,
 }
 
 /// A client's session in a room: sends inputs the moment they are sampled, applies each
@@ -449,7 +459,18 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             self.input_applied(reflected);
             self.meter.arrived(now, reflected, |seq| prefix.hold(seq));
         }
-        self.events.push_back(ClientEvent::Snapshot { tick: header.tick });
+        if self.admits_event() {
+            self.events.push_back(ClientEvent::Snapshot { tick: header.tick });
+        }
+    }
+
+    /// Whether an event may queue (fewer than `events_max` wait); counts the drop if not.
+    fn admits_event(&mut self) -> bool {
+        let admits = self.events.len() < self.config.events_max;
+        if !admits {
+            self.stats.events_dropped += 1;
+        }
+        admits
     }
 
     /// Hands view `slot`'s entities to the interpolator, as of `tick` plus `offset`; a full
@@ -533,7 +554,16 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
 
     fn envelope(&mut self, payload: &[u8]) {
         let codec = self.config.codec;
-        let event = match codec.decode::<Envelope>(payload) {
+        let envelope = codec.decode::<Envelope>(payload);
+        let rpc = matches!(
+            envelope,
+            Ok(Envelope::Message(_) | Envelope::Request { .. } | Envelope::Response { .. })
+        );
+        // Checked before a response completes its request, which then times out instead.
+        if rpc && !self.admits_event() {
+            return;
+        }
+        let event = match envelope {
             Ok(Envelope::Welcome { ticket, tick_rate, resumed }) => {
                 self.ticket = Some(ticket);
                 self.welcomed = true;
@@ -620,4 +650,43 @@ pub(crate) fn parse_fast(payload: &[u8]) -> Option<(ClientId, Option<u32>, Durat
     let client = u32::try_from(client).ok()?;
     let seq = seq.checked_sub(1).and_then(|s| u32::try_from(s).ok());
     Some((client, seq, Duration::from_micros(offset), payload.get(a + b + c..)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(codec: &MessageCodec, message: u8) -> Vec<u8> {
+        frame(codec, &message, Envelope::Message).unwrap()
+    }
+
+    #[test]
+    fn the_event_queue_stops_at_events_max_but_keeps_joins_and_timeouts() {
+        // Goal: the room's messages beyond `events_max` waiting events are dropped and
+        // counted, the session's own events (its join, a request's timeout) still queue, and
+        // once the game polls messages queue again. Method: crafted envelopes, a game that
+        // does not poll, five messages against a queue of three.
+        let config = ClientConfig { events_max: 3, ..ClientConfig::default() };
+        let mut session: ClientSession<u8, u8> = ClientSession::new(config).unwrap();
+        let codec = MessageCodec::default();
+        let ticket = SessionTicket { client: 1, secret: 2 };
+        let welcome = Envelope::Welcome { ticket, tick_rate: 128, resumed: false };
+        session.receive(Instant::ZERO, RELIABLE, &codec.encode(&welcome).unwrap());
+        for n in 0..5 {
+            session.receive(Instant::ZERO, RELIABLE, &message(&codec, n));
+        }
+        assert_eq!(session.stats().events_dropped, 3);
+        let id = session.request(Instant::ZERO, &9).unwrap();
+        session.handle_timeout(Instant::ZERO + REQUEST_TIMEOUT);
+        let events: Vec<_> = std::iter::from_fn(|| session.poll_event()).collect();
+        let expected = [
+            ClientEvent::Joined { client: 1, resumed: false },
+            ClientEvent::Message(0),
+            ClientEvent::Message(1),
+            ClientEvent::RequestTimedOut(id),
+        ];
+        assert_eq!(events, expected);
+        session.receive(Instant::ZERO, RELIABLE, &message(&codec, 7));
+        assert_eq!(session.poll_event(), Some(ClientEvent::Message(7)));
+    }
 }

@@ -356,6 +356,32 @@ mod tests {
     }
 
     #[test]
+    fn an_entity_keeps_history_max_updates() {
+        // Goal: however many updates arrive, an entity holds the newest `history_max` and
+        // still interpolates between them. Method: fifty updates against a history of four.
+        let config = InterpolationConfig { history_max: 4, ..InterpolationConfig::default() };
+        let mut interpolator = Interpolator::new(config);
+        feed(&mut interpolator, 50, |_| 0.0);
+        assert_eq!(interpolator.tracks[&1].updates.len(), 4);
+        let oldest = interpolator.tracks[&1].updates.front().unwrap().1.position.x;
+        assert_eq!(oldest, 46.0);
+        let shown = interpolator.sample(Instant::ZERO + ms(490.0 + 30.0), 1).unwrap();
+        assert!((shown.state.position.x - 49.0).abs() < 1e-3, "{shown:?}");
+    }
+
+    #[test]
+    fn the_buffer_forgets_jitter_older_than_the_jitter_window() {
+        // Goal: the buffer is sized on the last `jitter_window` updates only, so it shrinks
+        // back once a link calms down. Method: a hundred updates with every fourth 8 ms late,
+        // then a hundred on time, against a window of 32.
+        let config = InterpolationConfig { jitter_window: 32, ..InterpolationConfig::default() };
+        let mut interpolator = Interpolator::new(config);
+        feed(&mut interpolator, 200, |k| if k < 100 && k % 4 == 0 { 8.0 } else { 0.0 });
+        let buffer = interpolator.stats(ObjectClass::Free).buffer;
+        assert!(buffer < 1e-9, "buffer {buffer}");
+    }
+
+    #[test]
     fn extrapolation_is_bounded_and_then_the_entity_holds() {
         let mut interpolator = Interpolator::default();
         feed(&mut interpolator, 10, |_| 0.0);

@@ -77,7 +77,9 @@ pub(crate) struct Built {
 }
 
 impl Replicator {
+    /// A replicator keeping `views` views (at least 2, which `RoomConfig::validate` checks).
     pub(crate) fn new(views: usize) -> Self {
+        debug_assert!(views >= 2, "a ring of {views} views holds no baseline while sending");
         Self {
             views: (0..views.max(2)).map(|_| View::default()).collect(),
             next: 0,

@@ -114,7 +114,8 @@ pub struct RoomConfig {
     /// Snapshot bytes per client per tick at most; changes that do not fit wait, the most
     /// important first. The default fits one datagram.
     pub snapshot_budget_bytes: usize,
-    /// Views kept per client as possible baselines (64 is half a second at 128 Hz).
+    /// Views kept per client as possible baselines (64 is half a second at 128 Hz), at least
+    /// 2: the one acknowledged and the one being sent.
     pub views_kept: usize,
     /// How long a disconnected client's session may be resumed.
     pub resume_window: Duration,
@@ -176,7 +177,7 @@ impl RoomConfig {
         config::shared(&self.snapshot, &self.codec)?;
         let budget = config::SNAPSHOT_BUDGET_BYTES_MIN..=config::SNAPSHOT_BUDGET_BYTES_MAX;
         config::count("snapshot_budget_bytes", self.snapshot_budget_bytes, budget)?;
-        config::count("views_kept", self.views_kept, 1..=config::VIEWS_KEPT_MAX)?;
+        config::count("views_kept", self.views_kept, 2..=config::VIEWS_KEPT_MAX)?;
         let wait = Duration::ZERO..=config::WAIT_MAX;
         config::duration("resume_window", self.resume_window, wait)?;
         let timeout = Duration::from_millis(1)..=config::WAIT_MAX;

@@ -181,6 +181,7 @@ fn configs_outside_their_ranges_are_refused_naming_the_field() {
         RoomConfig { inputs_per_frame_max: 0, ..RoomConfig::default() },
         RoomConfig { requests_max: 0, ..RoomConfig::default() },
         RoomConfig { events_max: 0, ..RoomConfig::default() },
+        RoomConfig { views_kept: 1, ..RoomConfig::default() },
         RoomConfig { snapshot_budget_bytes: 10, ..RoomConfig::default() },
         RoomConfig { request_timeout: Duration::ZERO, ..RoomConfig::default() },
     ] {
