@@ -689,4 +689,45 @@ mod tests {
         session.receive(Instant::ZERO, RELIABLE, &message(&codec, 7));
         assert_eq!(session.poll_event(), Some(ClientEvent::Message(7)));
     }
+
+    /// A fast-path message from `client`: its chain is one entity, its own id.
+    fn fast(client: u32) -> Vec<u8> {
+        let mut out = vec![0u8; 256];
+        let mut len = 0;
+        for value in [u64::from(client), 0, 0] {
+            len += rally_wire::varint::write_varint(value, &mut out[len..]).unwrap();
+        }
+        let config = SnapshotConfig::default();
+        let mut chain = Snapshot::new(1);
+        let state = EntityState {
+            id: client,
+            position: glam::Vec3::ZERO,
+            rotation: glam::Quat::IDENTITY,
+            linear_velocity: glam::Vec3::ZERO,
+            angular_velocity: glam::Vec3::ZERO,
+        };
+        chain.push(config.quantize(&state)).unwrap();
+        len += config.encode_full(&chain, &mut out[len..]).unwrap();
+        out.truncate(len);
+        out
+    }
+
+    #[test]
+    fn fast_path_chains_are_kept_for_overlays_max_senders() {
+        // Goal: a session shows at most `OVERLAYS_MAX` senders' chains at once, whatever the
+        // room sends; a sender already shown still updates. Method: crafted fast-path messages
+        // from ten senders more than the limit.
+        let mut session: ClientSession<u8, u8> = ClientSession::new(Default::default()).unwrap();
+        let codec = MessageCodec::default();
+        let ticket = SessionTicket { client: 1, secret: 2 };
+        let welcome = Envelope::Welcome { ticket, tick_rate: 128, resumed: false };
+        session.receive(Instant::ZERO, RELIABLE, &codec.encode(&welcome).unwrap());
+        for sender in 2..OVERLAYS_MAX as u32 + 12 {
+            session.receive(Instant::ZERO, FAST, &fast(sender));
+        }
+        assert_eq!(session.overlays.len(), OVERLAYS_MAX);
+        assert_eq!(session.stats().snapshots_dropped, 0);
+        session.receive(Instant::ZERO, FAST, &fast(2));
+        assert_eq!(session.overlays.len(), OVERLAYS_MAX);
+    }
 }

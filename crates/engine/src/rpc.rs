@@ -146,3 +146,21 @@ impl<To> Outbox<To> {
 
 /// How long a request waits for its response by default.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outbox_keeps_spare_max_spare_buffers_and_none_larger_than_spare_bytes_max() {
+        // Goal: recycling keeps at most `SPARE_MAX` buffers, none over `SPARE_BYTES_MAX`, so a
+        // burst or one large message does not stay held. Method: recycle more, and a big one.
+        let mut outbox: Outbox<()> = Outbox::new(8);
+        outbox.recycle(Vec::with_capacity(SPARE_BYTES_MAX + 1));
+        assert!(outbox.spare.is_empty());
+        for _ in 0..SPARE_MAX + 10 {
+            outbox.recycle(Vec::with_capacity(100));
+        }
+        assert_eq!(outbox.spare.len(), SPARE_MAX);
+    }
+}
