@@ -638,8 +638,11 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     }
 }
 
-/// Fast-path chains shown at once at most (one per sending client).
+/// Fast-path chains shown at once at most (one per sending client). In a room of more
+/// clients, the chains of senders past it show at the next snapshot instead.
 const OVERLAYS_MAX: usize = 64;
+// Every other client of a default room has its chain shown.
+const _: () = assert!(OVERLAYS_MAX >= crate::room::CLIENTS_MAX_DEFAULT - 1);
 
 /// Splits a fast-path message into its sender, its input, how long after its tick it was
 /// sent, and its snapshot bytes.

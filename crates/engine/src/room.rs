@@ -152,13 +152,16 @@ impl Default for RoomConfig {
             request_timeout: REQUEST_TIMEOUT,
             requests_max: 1024,
             inputs_per_frame_max: INPUTS_PER_FRAME_MAX_DEFAULT,
-            clients_max: 64,
+            clients_max: CLIENTS_MAX_DEFAULT,
             outbox_max: 4096,
             events_max: 4096,
             codec: MessageCodec::default(),
         }
     }
 }
+
+/// The default of [`RoomConfig::clients_max`].
+pub(crate) const CLIENTS_MAX_DEFAULT: usize = 64;
 
 /// The default of [`RoomConfig::inputs_per_frame_max`].
 pub(crate) const INPUTS_PER_FRAME_MAX_DEFAULT: usize = 64;
