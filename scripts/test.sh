@@ -39,30 +39,28 @@ if ! command -v "${CXX:-c++}" >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -
 fi
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
-# The README's first command (`cargo demo`) builds the app without its benchmarks.
-step "clippy, the demo's build" cargo clippy -p rally --no-default-features --all-targets --locked \
-    -- -D warnings
 step tests cargo test --workspace --locked
 step docs env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 # Benchmarks are not tests: the smoke run proves they work end to end (table, JSON, plot) and
-# leaves the report in target/ci/; it asserts no timing.
+# leaves the report in target/ci/; it asserts no timing. They are the rally-bench binary
+# (crates/bench), apart from the product.
 # A short batch of deterministic simulations: every channel's invariants under faults, and
 # rooms converging through them.
 step "simulation" cargo run --release --locked -- sim --seeds 40
-step "bench smoke: wire" cargo run --release --locked -- bench wire --quick \
+step "bench smoke: wire" cargo run --release --locked -p rally-bench -- wire --quick \
     --json target/ci/wire.json --plot target/ci
-step "bench smoke: transport" cargo run --release --locked -- bench transport --quick \
+step "bench smoke: transport" cargo run --release --locked -p rally-bench -- transport --quick \
     --json target/ci/transport.json --plot target/ci
-step "bench smoke: room" cargo run --release --locked -- bench room --quick \
+step "bench smoke: room" cargo run --release --locked -p rally-bench -- room --quick \
     --json target/ci/room.json --plot target/ci
-step "bench smoke: latency" cargo run --release --locked -- bench latency --quick \
+step "bench smoke: latency" cargo run --release --locked -p rally-bench -- latency --quick \
     --json target/ci/latency.json --plot target/ci
-step "bench smoke: load" cargo run --release --locked -- bench load --quick \
+step "bench smoke: load" cargo run --release --locked -p rally-bench -- load --quick \
     --json target/ci/load.json --plot target/ci
-step "bench smoke: transport, real sockets" cargo run --release --locked -- bench transport \
-    --mode real --quick --json target/ci/transport-real.json --plot target/ci
-step "bench smoke: latency, real processes" cargo run --release --locked -- bench latency \
-    --mode real --quick --hz 120 --json target/ci/latency-real.json
+step "bench smoke: transport, real sockets" cargo run --release --locked -p rally-bench -- \
+    transport --mode real --quick --json target/ci/transport-real.json --plot target/ci
+step "bench smoke: latency, real processes" cargo run --release --locked -p rally-bench -- \
+    latency --mode real --quick --hz 120 --json target/ci/latency-real.json
 # The dashboard in a real browser: headless Chromium (Debian's, installed here when missing)
 # opens `rally demo`'s page, checks that its figures update and its canvas draws, saves a
 # screenshot; then the demo must stop cleanly on SIGINT.

@@ -1,5 +1,5 @@
 // kcp-go-echo: kcp-go (github.com/xtaci/kcp-go) with Reed-Solomon FEC on the W1 workload of
-// Rally's transport shootout (shared/DESIGN.md). `rally bench transport --mode real` builds it
+// Rally's transport shootout (docs/design.md). `rally-bench transport --mode real` builds it
 // with the Go toolchain when one is present and runs both sides through its link emulator.
 //
 //	kcp-go-echo server                       prints "listening ADDR", echoes until stdin closes

@@ -90,7 +90,7 @@ pub const BODIES: usize = 256;
 /// Bodies that move every tick, controllers included.
 pub const MOVING: usize = 64;
 
-/// The W3 reference game (shared/DESIGN.md, section 5): inputs move controllers;
+/// The W3 reference game (docs/design.md, section 5): inputs move controllers;
 /// `MOVING - CLIENTS` bodies orbit; the rest of the `BODIES` rest. No physics: the host's
 /// budget leaves the game's own cost apart.
 #[derive(Default)]

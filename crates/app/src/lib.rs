@@ -1,31 +1,29 @@
 //! `rally`: the command-line front end: the demo and its dashboard, the server, the
-//! benchmarks, the simulator, inspect and the tools. The binary (src/main.rs) only calls
-//! [`main`]; everything lives in this library so that cargo can compile it while the
-//! physics crates it depends on are still being optimized (a library starts from its
-//! dependencies' metadata; a binary waits for their code), which shortens a fresh build.
+//! simulator, inspect and the tools. The binary (src/main.rs) only calls [`main`];
+//! everything lives in this library so that cargo can compile it while the physics crates it
+//! depends on are still being optimized (a library starts from its dependencies' metadata; a
+//! binary waits for their code), which shortens a fresh build.
+//!
+//! The benchmarks, their peer processes, plots and counting allocator live in their own crate
+//! and binary, `rally-bench` (crates/bench), so that this one links none of them: no C source,
+//! no plotting, the system allocator. `rally-bench` plays the games, seals the tokens and
+//! summarizes the samples this crate does, through the public modules below; they are shared
+//! with the test bed, not a stable API. `rally bench ...` is kept, hidden from `--help`, only to
+//! say where the benchmarks went.
 
-mod alloc_counter;
-#[cfg(feature = "bench")]
-mod bench;
 mod demo;
 mod echo;
-mod game;
+pub mod game;
 mod inspect;
-#[cfg(feature = "bench")]
-mod machine;
-mod peer;
-#[cfg(feature = "bench")]
-mod plot;
 mod server;
 mod sim;
-mod stats;
-mod token;
+pub mod stats;
+pub mod token;
 
 use clap::{Parser, Subcommand};
+use rally_engine::Pipeline;
+use std::error::Error;
 use std::process::ExitCode;
-
-#[global_allocator]
-static ALLOCATOR: alloc_counter::CountingAllocator = alloc_counter::CountingAllocator;
 
 /// Rally: a server-authoritative, latency-first networking engine for multiplayer and XR games.
 #[derive(Debug, Parser)]
@@ -37,16 +35,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a benchmark: Rally and its peers side by side, in one run.
-    #[cfg(feature = "bench")]
+    /// The benchmarks moved to their own binary, `rally-bench`: this only says so.
+    #[command(hide = true)]
     Bench {
-        #[command(subcommand)]
-        bench: bench::BenchCommand,
-    },
-    /// Run a benchmark (not in this build: it was built without the `bench` feature).
-    #[cfg(not(feature = "bench"))]
-    Bench {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         rest: Vec<String>,
     },
     /// Table tennis played by bots over UDP on this machine, with a live web dashboard.
@@ -67,30 +59,22 @@ enum Command {
         #[command(subcommand)]
         command: token::TokenCommand,
     },
-    /// One side of a benchmark in its own process (the benchmarks start these).
-    #[command(hide = true)]
-    Peer {
-        #[command(subcommand)]
-        side: peer::PeerCommand,
-    },
 }
 
 /// Parses the command line and runs the command; the process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        #[cfg(feature = "bench")]
-        Command::Bench { bench } => bench::run(bench),
-        #[cfg(not(feature = "bench"))]
-        Command::Bench { .. } => Err("this rally was built without its benchmarks (the `cargo \
-                                      demo` build): run them with cargo run --release -- bench"
-            .into()),
+        Command::Bench { rest } => Err(format!(
+            "the benchmarks are a binary of their own: cargo run --release -p rally-bench -- {}",
+            rest.join(" ")
+        )
+        .into()),
         Command::Demo(args) => demo::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Server(args) => server::run(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Echo { side } => echo::run(&side),
-        Command::Peer { side } => peer::run(&side),
         Command::Token { command } => token::run(&command),
     };
     match result {
@@ -99,5 +83,15 @@ pub fn main() -> ExitCode {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Parses a pipeline's name as command lines spell it: `fast`, `greedy` or `naive`.
+pub fn pipeline(name: &str) -> Result<Pipeline, Box<dyn Error>> {
+    match name {
+        "fast" => Ok(Pipeline::Fast),
+        "greedy" => Ok(Pipeline::Greedy),
+        "naive" => Ok(Pipeline::Naive),
+        other => Err(format!("pipeline {other}: use fast, greedy or naive").into()),
     }
 }

@@ -1,14 +1,19 @@
-//! Distribution summaries for benchmark reports.
+//! Distribution summaries: the benchmarks' reports, `rally echo`'s and the demo's figures.
 
 use serde::Serialize;
 
 /// Mean, standard deviation and quantiles of a sample, in its own unit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Summary {
+    /// The arithmetic mean.
     pub mean: f64,
+    /// The population standard deviation.
     pub sd: f64,
+    /// The median (nearest rank).
     pub p50: f64,
+    /// The 99th percentile (nearest rank).
     pub p99: f64,
+    /// The largest sample.
     pub max: f64,
 }
 

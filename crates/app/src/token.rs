@@ -2,6 +2,7 @@
 //! by hand and for scripts: make a shared key, issue a token, open one as a server would.
 
 use rally_proto::token::{self, ConnectToken, Grant, TokenKey, TokenRandomness, USER_DATA_LEN};
+use rally_wire::hex;
 use std::error::Error;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ pub enum TokenCommand {
     Keygen,
     /// Issue a token (hex on standard output) letting one client into one room.
     Issue {
+        /// The shared key and the protocol id.
         #[command(flatten)]
         key: KeyArgs,
         /// The client's id.
@@ -36,6 +38,7 @@ pub enum TokenCommand {
     },
     /// Open a token as the server at `--server` would, and print what it grants (JSON).
     Open {
+        /// The shared key and the protocol id.
         #[command(flatten)]
         key: KeyArgs,
         /// The token, hex.
@@ -68,7 +71,8 @@ impl KeyArgs {
                 .map_err(|e| format!("--key-file {}: {e}", path.display()))?,
             (None, None) => return Err("give the shared key: --key HEX or --key-file PATH".into()),
         };
-        let bytes = from_hex(text.trim()).ok_or("the key must be 64 hex digits")?;
+        let bytes =
+            hex::decode(text.trim()).map_err(|e| format!("the key must be 64 hex digits ({e})"))?;
         let key: [u8; 32] = bytes.try_into().map_err(|_| "the key must be 64 hex digits")?;
         Ok(TokenKey(key))
     }
@@ -77,7 +81,7 @@ impl KeyArgs {
 /// Runs a `rally token` command.
 pub fn run(command: &TokenCommand) -> Result<(), Box<dyn Error>> {
     match command {
-        TokenCommand::Keygen => println!("{}", to_hex(&random::<32>()?)),
+        TokenCommand::Keygen => println!("{}", hex::encode(&random::<32>()?)),
         TokenCommand::Issue { key, client, room, servers, ttl, timeout, user_data } => {
             let bytes = user_data.as_bytes();
             if bytes.len() > USER_DATA_LEN {
@@ -100,10 +104,11 @@ pub fn run(command: &TokenCommand) -> Result<(), Box<dyn Error>> {
             let issued =
                 token::issue(&key.key()?, key.protocol_id, &grant, unix_now()?, *ttl, &randomness)
                     .map_err(|e| format!("--server: {e} (give 1 to 8)"))?;
-            println!("{}", to_hex(&issued.encode()));
+            println!("{}", hex::encode(&issued.encode()));
         }
         TokenCommand::Open { key, token: text, server } => {
-            let bytes = from_hex(text.trim()).ok_or("the token must be hex")?;
+            let bytes =
+                hex::decode(text.trim()).map_err(|e| format!("the token must be hex ({e})"))?;
             let token = ConnectToken::decode(&bytes)?;
             if token.protocol_id != key.protocol_id {
                 return Err(rally_proto::TokenError::WrongProtocol.into());
@@ -135,18 +140,16 @@ pub fn run(command: &TokenCommand) -> Result<(), Box<dyn Error>> {
 }
 
 /// The protocol id of the demo's and the benchmarks' tokens.
-pub(crate) const LOCAL_PROTOCOL_ID: u64 = 0x5241_4c4c_5944_454d;
+pub const LOCAL_PROTOCOL_ID: u64 = 0x5241_4c4c_5944_454d;
 
-#[cfg(feature = "bench")]
 /// A fresh random key, for a backend that lives as long as this process.
-pub(crate) fn random_key() -> Result<TokenKey, Box<dyn Error>> {
+pub fn random_key() -> Result<TokenKey, Box<dyn Error>> {
     Ok(rally_driver::backend::random_key()?)
 }
 
-#[cfg(feature = "bench")]
 /// Issues a token letting `client` in at `servers` (tried in order; the server checks that it
 /// is named) for an hour, as a backend would.
-pub(crate) fn issue_local(
+pub fn issue_local(
     key: &TokenKey,
     client: u64,
     servers: Vec<SocketAddr>,
@@ -154,25 +157,26 @@ pub(crate) fn issue_local(
     Ok(rally_driver::backend::issue(key, LOCAL_PROTOCOL_ID, client, 0, servers, 3600)?)
 }
 
-#[cfg(feature = "bench")]
 /// A token as hex, for a command line.
-pub(crate) fn token_to_hex(token: &ConnectToken) -> String {
-    to_hex(&token.encode())
+pub fn token_to_hex(token: &ConnectToken) -> String {
+    hex::encode(&token.encode())
 }
 
 /// A token from hex.
-pub(crate) fn token_from_hex(text: &str) -> Result<ConnectToken, Box<dyn Error>> {
-    let bytes = from_hex(text.trim()).ok_or("the token must be hex")?;
+pub fn token_from_hex(text: &str) -> Result<ConnectToken, Box<dyn Error>> {
+    let bytes = hex::decode(text.trim()).map_err(|e| format!("the token must be hex ({e})"))?;
     Ok(ConnectToken::decode(&bytes)?)
 }
 
-/// A key as hex, and back.
-pub(crate) fn key_to_hex(key: &TokenKey) -> String {
-    to_hex(&key.0)
+/// A key as hex.
+pub fn key_to_hex(key: &TokenKey) -> String {
+    hex::encode(&key.0)
 }
 
-pub(crate) fn key_from_hex(text: &str) -> Result<TokenKey, Box<dyn Error>> {
-    let bytes = from_hex(text.trim()).ok_or("the key must be 64 hex digits")?;
+/// A key from hex: 64 digits.
+pub fn key_from_hex(text: &str) -> Result<TokenKey, Box<dyn Error>> {
+    let bytes =
+        hex::decode(text.trim()).map_err(|e| format!("the key must be 64 hex digits ({e})"))?;
     Ok(TokenKey(bytes.try_into().map_err(|_| "the key must be 64 hex digits")?))
 }
 
@@ -185,28 +189,4 @@ fn random<const N: usize>() -> Result<[u8; N], Box<dyn Error>> {
 #[allow(clippy::disallowed_methods)] // tokens expire on the wall clock
 fn unix_now() -> Result<u64, Box<dyn Error>> {
     Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs())
-}
-
-pub(crate) fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub(crate) fn from_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
-        return None;
-    }
-    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hex_round_trips_and_refuses_junk() {
-        assert_eq!(from_hex(&to_hex(&[0, 1, 0xab, 0xff])), Some(vec![0, 1, 0xab, 0xff]));
-        assert_eq!(from_hex("abc"), None);
-        assert_eq!(from_hex("zz"), None);
-        assert_eq!(from_hex("é1"), None);
-    }
 }

@@ -1,8 +1,9 @@
 //! Goal: the engine works over real UDP sockets and the OS clock as the examples use it: a
 //! client joins a room on loopback, its inputs move its hand, and it sees the move.
-//! Method: the examples' server loop in a thread, a client in the test, one second.
+//! Method: the examples' server loop in a thread, a client in the test, about a second of
+//! inputs, then a wait (with a generous deadline) for the snapshot that reflects the last one.
 
-use rally_driver::UdpDriver;
+use rally_driver::{Clock, UdpDriver};
 use rally_engine::{connection_config, ClientConfig, ClientSession, Entity, EntityId, Room};
 use rally_engine::{ClientId, RoomConfig, Simulation, Transform, World};
 use rally_proto::{EndpointConfig, Event};
@@ -81,8 +82,14 @@ fn a_client_moves_its_hand_in_a_room_over_loopback() {
             .unwrap();
         session.transmit(client.endpoint());
     }
-    // Let the last inputs land and their snapshot come back.
-    for _ in 0..20 {
+    // Let the last inputs land and their snapshot come back, however long a loaded machine
+    // takes.
+    let clock = Clock::start();
+    let patience = rally_proto::Instant::ZERO + Duration::from_secs(30);
+    let moved = |session: &ClientSession<[f32; 3], ()>| {
+        session.entities().next().is_some_and(|hand| (hand.position.x - 0.89).abs() < 0.002)
+    };
+    while !(session.last_applied_input() == last && moved(&session)) && clock.now() < patience {
         client
             .run_for(Duration::from_millis(10), |_, _, event| {
                 if let Event::Message { channel, payload } = event {

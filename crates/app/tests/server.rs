@@ -2,9 +2,10 @@
 //! drains: its client is told the server is shutting down and the process exits cleanly; a
 //! config with a misspelled field is refused with the field named.
 //! Method: the real binary in a child process on loopback, a client session in the test with a
-//! token from the config's key, the metrics read over plain HTTP, `kill -TERM`.
+//! token from the config's key, the metrics read over plain HTTP, `kill -TERM`. Each wait is
+//! for what it needs (snapshots, a published figure, the goodbye) with a generous deadline.
 
-use rally_driver::{backend, UdpDriver};
+use rally_driver::{backend, Clock, UdpDriver};
 use rally_engine::{connection_config, ClientEvent, ClientSession};
 use rally_proto::{DisconnectReason, EndpointConfig, Event, TokenKey};
 use rally_sim::sandbox::HandInput;
@@ -16,6 +17,10 @@ use std::time::Duration;
 
 const KEY: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
 const PROTOCOL: u64 = 9;
+
+/// How long the test waits for something that must happen: seconds where an idle machine takes
+/// milliseconds, so that a loaded one makes the test slower, not red.
+const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Writes `text` as a config file in a fresh directory under the target directory.
 fn config_file(name: &str, text: &str) -> std::path::PathBuf {
@@ -44,10 +49,10 @@ fn start(config: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
     (child, received)
 }
 
-/// The next line that starts with `prefix`, within a few seconds.
+/// The next line that starts with `prefix`, within [`PATIENCE`].
 fn line_starting(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
     loop {
-        let line = lines.recv_timeout(Duration::from_secs(10)).expect("the server says more");
+        let line = lines.recv_timeout(PATIENCE).expect("the server says more");
         if line.starts_with(prefix) {
             return line;
         }
@@ -80,6 +85,16 @@ impl Client {
         Self { driver, session, snapshots: 0, ended: None }
     }
 
+    /// Steps until `done` holds; fails naming `what` if it does not within [`PATIENCE`].
+    fn step_until(&mut self, what: &str, mut done: impl FnMut(&mut Self) -> bool) {
+        let clock = Clock::start();
+        while !done(self) {
+            let waited = clock.now() >= rally_proto::Instant::ZERO + PATIENCE;
+            assert!(!waited, "{what}: not within {PATIENCE:?}");
+            self.step();
+        }
+    }
+
     /// One frame: what arrived, then an input.
     fn step(&mut self) {
         let clock = self.driver.clock();
@@ -105,7 +120,7 @@ impl Client {
 #[test]
 fn sigterm_drains_the_server_and_its_client_is_told_why() {
     let config = format!(
-        "[host]\nworkers = 1\nport = 0\ndrain_timeout_ms = 1000\n[security]\nkey = \"{KEY}\"\n\
+        "[host]\nworkers = 1\nport = 0\ndrain_timeout_ms = 30000\n[security]\nkey = \"{KEY}\"\n\
          protocol_id = {PROTOCOL}\n[telemetry]\nlisten = \"127.0.0.1:0\"\n"
     );
     let (mut server, lines) = start(&config_file("sigterm", &config));
@@ -116,39 +131,27 @@ fn sigterm_drains_the_server_and_its_client_is_told_why() {
     let telemetry = telemetry.trim_start_matches("telemetry on http://");
     let telemetry = telemetry.split('/').next().expect("host and port").to_string();
 
-    let key = TokenKey(
-        (0..32)
-            .map(|i| u8::from_str_radix(&KEY[2 * i..2 * i + 2], 16).expect("hex"))
-            .collect::<Vec<u8>>()
-            .try_into()
-            .expect("32 bytes"),
-    );
+    let key = TokenKey(rally_wire::hex::decode(KEY).expect("hex").try_into().expect("32 bytes"));
     let token = backend::issue(&key, PROTOCOL, 1, 0, vec![address], 60).expect("issued");
     let mut client = Client::join(token);
-    for _ in 0..250 {
-        client.step();
-        if client.snapshots > 20 {
-            break;
-        }
-    }
-    assert!(client.snapshots > 20, "the client joined its room and gets snapshots");
-    // Figures are published ten times a second.
-    std::thread::sleep(Duration::from_millis(150));
-    let metrics = http_get(&telemetry, "/metrics");
+    client.step_until("the client joins its room and gets snapshots", |c| {
+        c.snapshots > 20 || c.ended.is_some()
+    });
+    assert_eq!(client.ended, None);
+    // Figures are published ten times a second: wait for the first that counts the client.
+    let mut metrics = String::new();
+    client.step_until("the metrics count the connection", |_| {
+        metrics = http_get(&telemetry, "/metrics");
+        metrics.contains("rally_connections{worker=\"0\"} 1")
+    });
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
-    assert!(metrics.contains("rally_connections{worker=\"0\"} 1"), "{metrics}");
     assert!(metrics.contains("rally_room_ticks_total{worker=\"0\"}"), "{metrics}");
     assert!(http_get(&telemetry, "/stats").contains("\"room_ticks\""));
 
     let pid = server.id().to_string();
     let killed = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
     assert!(killed.success());
-    for _ in 0..300 {
-        client.step();
-        if client.ended.is_some() {
-            break;
-        }
-    }
+    client.step_until("the client is told why", |c| c.ended.is_some());
     assert_eq!(client.ended, Some(DisconnectReason::ServerShutdown));
     let status = server.wait().expect("the server exits");
     assert!(status.success(), "a drained server exits cleanly: {status}");

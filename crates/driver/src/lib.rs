@@ -10,11 +10,11 @@
 //!   their connect token names, telemetry per scope against budgets, a room whose game panics
 //!   closed alone, a graceful drain (see [`host`]);
 //! - [`backend`]: what a game's backend calls to issue connect tokens;
-//! - [`LinkRelay`]: a loopback relay that emulates a link (rally-netem) in real time, for
-//!   real-time benchmarks and unmodified peers; [`netns::TunLink`] does the same between two
-//!   network namespaces for peers that are not UDP (the kernel's TCP);
 //! - [`cpu`]: CPU time from the OS, and pinning threads to cores;
 //! - [`batch`]: many datagrams per syscall (`recvmmsg`, `sendmmsg`), for loops of their own.
+//!
+//! The real-time link emulation that benchmarks put between processes (a loopback relay,
+//! network namespaces) is test bed, not product: it lives in rally-bench's `testbed` module.
 //!
 //! A server for one room:
 //!
@@ -46,15 +46,11 @@ pub mod batch;
 mod clock;
 pub mod cpu;
 pub mod host;
-#[cfg(target_os = "linux")]
-pub mod netns;
-mod relay;
 mod udp;
 mod wait;
 
 pub use clock::Clock;
 pub use host::{Host, HostConfig};
-pub use relay::{LinkRelay, RelayStats};
 pub use udp::UdpDriver;
 #[cfg(target_os = "linux")]
 pub use wait::readable_fds;

@@ -3,11 +3,14 @@
 //! alone, its clients told why, while the other rooms tick on; a shutdown delivers every
 //! reliable message already sent, through loss, before telling clients the server is going.
 //! Method: a host on loopback with sealed connections, players that are real client sessions
-//! on their own sockets, all in this process; a lossy relay thread where loss matters.
+//! on their own sockets, all in this process; a lossy relay thread where loss matters. Every
+//! wait is for a condition (players joined, a report showing the rooms) with a generous
+//! deadline, never a fixed sleep, so a loaded machine makes these tests slower, not red.
 
 use rally_driver::backend;
+use rally_driver::host::HostReport;
 use rally_driver::host::{Game, Scope};
-use rally_driver::{Host, HostConfig, UdpDriver};
+use rally_driver::{Clock, Host, HostConfig, UdpDriver};
 use rally_engine::{connection_config, ClientEvent, ClientSession, Delivery, Entity, EntityId};
 use rally_engine::{ClientId, Room, RoomConfig, Simulation, Target, Transform, World};
 use rally_proto::{DisconnectReason, EndpointConfig, Event, TokenKey};
@@ -19,13 +22,16 @@ use std::time::Duration;
 
 const PROTOCOL: u64 = 0x7e57;
 
-/// Each client's input moves its hand; the game panics at `panic_at` ticks if set, and takes
-/// `slow` of real time over each step.
+/// How long a test waits for something that must happen: seconds where an idle machine takes
+/// milliseconds.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Each client's input moves its hand; the game panics at its first step with
+/// `panic_with_clients` clients if set, and sleeps `slow` in each step.
 #[derive(Default)]
 struct Hands {
     hands: BTreeMap<ClientId, EntityId>,
-    ticks: u32,
-    panic_at: Option<u32>,
+    panic_with_clients: Option<usize>,
     slow: Duration,
 }
 
@@ -41,8 +47,7 @@ impl Simulation for Hands {
 
     fn step(&mut self, _world: &mut World, _dt: Duration) {
         std::thread::sleep(self.slow);
-        self.ticks += 1;
-        if self.panic_at == Some(self.ticks) {
+        if self.panic_with_clients == Some(self.hands.len()) {
             panic!("the game's own bug (a test of containment)");
         }
     }
@@ -118,12 +123,42 @@ fn play(players: &mut [Player], length: Duration) {
     }
 }
 
+/// Plays until `done` holds; fails naming `what` if it still does not after [`PATIENCE`].
+fn play_until(players: &mut [Player], what: &str, mut done: impl FnMut(&[Player]) -> bool) {
+    let clock = Clock::start();
+    while !done(players) {
+        assert!(clock.now() < rally_proto::Instant::ZERO + PATIENCE, "{what}: not in {PATIENCE:?}");
+        play(players, Duration::from_millis(20));
+    }
+}
+
+/// Plays until the host publishes a report for which `ready` holds, and returns it; fails
+/// naming `what`, with the last report, if none does within [`PATIENCE`].
+fn report_when(
+    host: &Host,
+    players: &mut [Player],
+    what: &str,
+    ready: impl Fn(&HostReport) -> bool,
+) -> HostReport {
+    let clock = Clock::start();
+    loop {
+        let report = host.report();
+        if ready(&report) {
+            return report;
+        }
+        let waited = clock.now() >= rally_proto::Instant::ZERO + PATIENCE;
+        assert!(!waited, "{what}: not in {PATIENCE:?}; the last report: {report:#?}");
+        play(players, Duration::from_millis(20));
+    }
+}
+
 fn host_config(workers: usize, key: &TokenKey) -> HostConfig {
     HostConfig { workers, key: Some(key.clone()), protocol_id: PROTOCOL, ..HostConfig::default() }
 }
 
-fn room(panic_at: Option<u32>) -> Room<Hands> {
-    Room::new(RoomConfig::default(), Hands { panic_at, ..Hands::default() }, 1).expect("valid")
+fn room(panic_with_clients: Option<usize>) -> Room<Hands> {
+    Room::new(RoomConfig::default(), Hands { panic_with_clients, ..Hands::default() }, 1)
+        .expect("the default config is valid")
 }
 
 #[test]
@@ -133,56 +168,54 @@ fn connections_reach_the_room_their_token_names_on_its_worker() {
     let mut players: Vec<Player> = (0..6u64)
         .map(|k| Player::join(&key, k, k % 3 + 1, vec![host.room_address(k % 3 + 1)]))
         .collect();
-    play(&mut players, Duration::from_millis(600));
+    play_until(&mut players, "every player joins and gets snapshots", |players| {
+        players.iter().all(|p| (p.joined && p.snapshots > 0) || p.ended.is_some())
+    });
     for (k, player) in players.iter().enumerate() {
-        assert!(player.joined && player.snapshots > 0, "player {k} joined and got snapshots");
-        assert_eq!(player.ended, None);
+        assert_eq!(player.ended, None, "player {k} stays connected");
     }
-    // Figures are published ten times a second.
-    std::thread::sleep(Duration::from_millis(150));
-    let report = host.report();
+    // Figures are published ten times a second: wait for one that shows all six clients and
+    // every scope timed, then check where each room is.
+    let timed = [Scope::Receive, Scope::Decrypt, Scope::Replicate, Scope::Encrypt];
+    let report = report_when(&host, &mut players, "a report of 3 rooms of 2", |report| {
+        report.rooms.iter().map(|r| r.clients).sum::<usize>() == 6
+            && report.workers.iter().all(|w| timed.iter().all(|s| w.scope_nanos[s.index()] > 0))
+            && report.workers.iter().all(|w| w.cpu_us > 0)
+    });
     let mut rooms: Vec<(u64, usize, usize)> =
         report.rooms.iter().map(|r| (r.room_id, r.worker, r.clients)).collect();
     rooms.sort();
     assert_eq!(rooms, vec![(1, 1, 2), (2, 0, 2), (3, 1, 2)], "(room, worker, clients)");
-    for worker in &report.workers {
-        for scope in [Scope::Receive, Scope::Decrypt, Scope::Replicate, Scope::Encrypt] {
-            assert!(
-                worker.scope_nanos[scope.index()] > 0,
-                "worker {} timed {scope:?}",
-                worker.worker
-            );
-        }
-    }
-    assert!(report.room_ticks() > 0 && report.workers.iter().all(|w| w.cpu_us > 0));
+    assert_eq!(report.workers.len(), 2);
+    assert!(report.room_ticks() > 0);
     host.shutdown(Duration::from_millis(200)).expect("drains");
 }
 
 #[test]
 fn a_room_whose_game_panics_is_closed_alone() {
     let key = backend::random_key().expect("randomness");
-    // Room 2's game panics at its 40th tick; room 1's never does. One worker runs both.
-    let game = |id: u64| room((id == 2).then_some(40));
+    // Room 2's game panics once both its players are in; room 1's never does. One worker
+    // runs both.
+    let game = |id: u64| room((id == 2).then_some(2));
     let host = Host::start(host_config(1, &key), game).expect("starts");
     let address = host.room_address(1);
     let mut players: Vec<Player> =
         (0..4u64).map(|k| Player::join(&key, k, k % 2 + 1, vec![address])).collect();
-    for _ in 0..100 {
-        play(&mut players, Duration::from_millis(40));
-        if players[1].ended.is_some() && players[3].ended.is_some() {
-            break;
-        }
-    }
+    play_until(&mut players, "room 2's players are let go", |p| {
+        p[1].ended.is_some() && p[3].ended.is_some()
+    });
     assert_eq!(players[1].ended, Some(DisconnectReason::RoomFailed));
     assert_eq!(players[3].ended, Some(DisconnectReason::RoomFailed));
     let before: Vec<u64> = players.iter().map(|p| p.snapshots).collect();
-    play(&mut players, Duration::from_millis(300));
+    play_until(&mut players, "room 1 ticks on", |p| {
+        [0, 2].iter().all(|&k| p[k].snapshots > before[k] || p[k].ended.is_some())
+    });
     for k in [0, 2] {
         assert_eq!(players[k].ended, None, "player {k} in the sound room stays");
-        assert!(players[k].snapshots > before[k], "player {k}'s room ticks on");
     }
-    std::thread::sleep(Duration::from_millis(150));
-    let report = host.report();
+    let report = report_when(&host, &mut players, "a report of the failure", |report| {
+        report.workers.iter().any(|w| w.rooms_failed > 0)
+    });
     assert_eq!(report.workers[0].rooms_failed, 1);
     assert_eq!(report.rooms.iter().map(|r| r.room_id).collect::<Vec<_>>(), vec![1]);
     host.shutdown(Duration::from_millis(200)).expect("drains");
@@ -192,27 +225,38 @@ fn a_room_whose_game_panics_is_closed_alone() {
 fn a_room_over_its_budget_is_counted_on_every_tick() {
     let key = backend::random_key().expect("randomness");
     let mut config = host_config(1, &key);
-    config.budgets.simulate = Duration::from_micros(500);
-    // Room 2's game takes 2 ms per step, four times its budget; room 1's takes nothing.
-    let game = |id: u64| {
-        let slow = if id == 2 { Duration::from_millis(2) } else { Duration::ZERO };
+    let budget = Duration::from_millis(5);
+    config.budgets.simulate = budget;
+    // Room 2's game sleeps twice its budget in every step: a sleep lasts at least as long as
+    // asked on the monotonic clock the host times scopes with, so each of its ticks is over
+    // budget however fast or loaded the machine. Room 1's game does nothing: for its step to
+    // take 5 ms on every tick, the machine would have to stall the worker at that instant
+    // every time.
+    let game = move |id: u64| {
+        let slow = if id == 2 { 2 * budget } else { Duration::ZERO };
         Room::new(RoomConfig::default(), Hands { slow, ..Hands::default() }, 1).expect("valid")
     };
     let host = Host::start(config, game).expect("starts");
     let address = host.room_address(1);
     let mut players: Vec<Player> =
         (0..2u64).map(|k| Player::join(&key, k, k + 1, vec![address])).collect();
-    play(&mut players, Duration::from_millis(400));
-    std::thread::sleep(Duration::from_millis(150));
-    let report = host.report();
+    let ticked = |report: &HostReport, id: u64| {
+        report.rooms.iter().find(|r| r.room_id == id).is_some_and(|r| r.ticks > 10)
+    };
+    let report = report_when(&host, &mut players, "both rooms tick 10 times", |report| {
+        ticked(report, 1) && ticked(report, 2)
+    });
     let room = |id: u64| report.rooms.iter().find(|r| r.room_id == id).expect("open").clone();
     let simulate = 2; // the index of simulate in ROOM_SCOPES
     assert_eq!(rally_driver::host::telemetry::ROOM_SCOPES[simulate], Scope::Simulate);
     let (sound, slow) = (room(1), room(2));
-    assert!(slow.ticks > 10, "the slow room ticked: {slow:?}");
-    assert_eq!(slow.overruns[simulate], slow.ticks, "every slow tick is over budget");
-    assert!(slow.scope_max_nanos[simulate] >= 2_000_000);
-    assert!(sound.overruns[simulate] * 2 < sound.ticks, "the sound room is mostly within");
+    assert_eq!(slow.overruns[simulate], slow.ticks, "every slow tick is over budget: {slow:?}");
+    assert!(slow.scope_max_nanos[simulate] >= 2 * budget.as_nanos() as u64, "{slow:?}");
+    assert!(sound.overruns[simulate] < sound.ticks, "the slow room's overruns are its own");
+    assert_eq!(
+        report.workers[0].overruns[simulate],
+        slow.overruns[simulate] + sound.overruns[simulate]
+    );
     host.shutdown(Duration::from_millis(200)).expect("drains");
 }
 
@@ -277,22 +321,23 @@ fn a_shutdown_delivers_what_was_sent_through_loss_then_says_why() {
     let relay = lossy_relay(host.room_address(1), stop.clone(), dark.clone());
     // The token names the relay (where the player sends) and the worker (which checks it).
     let mut players = vec![Player::join(&key, 1, 1, vec![relay, host.room_address(1)])];
-    play(&mut players, Duration::from_millis(300));
-    assert!(players[0].joined && !players[0].messages.is_empty(), "counting started");
+    play_until(&mut players, "counting starts", |p| {
+        !p[0].messages.is_empty() || p[0].ended.is_some()
+    });
+    assert!(players[0].joined, "the player joined");
     // The way back goes dark: the messages sent now are lost, so they are still unacknowledged
     // when the host starts draining, on another thread, while the player plays on. Only
     // resends after the dark can deliver them; a goodbye that did not wait would be lost too.
+    // The drain may take all the patience it needs: it ends as soon as all is acknowledged.
     dark.store(true, Ordering::Relaxed);
-    play(&mut players, Duration::from_millis(60));
-    let shutdown = std::thread::spawn(move || host.shutdown(Duration::from_secs(3)));
+    let before_dark = sent.load(Ordering::Relaxed);
+    play_until(&mut players, "messages are sent into the dark", |_| {
+        sent.load(Ordering::Relaxed) >= before_dark + 3
+    });
+    let shutdown = std::thread::spawn(move || host.shutdown(PATIENCE));
     play(&mut players, Duration::from_millis(100));
     dark.store(false, Ordering::Relaxed);
-    for _ in 0..200 {
-        play(&mut players, Duration::from_millis(20));
-        if players[0].ended.is_some() {
-            break;
-        }
-    }
+    play_until(&mut players, "the player is told the server is going", |p| p[0].ended.is_some());
     let drained = shutdown.join().expect("no panic").expect("drains");
     stop.store(true, Ordering::Relaxed);
     assert_eq!(players[0].ended, Some(DisconnectReason::ServerShutdown));

@@ -1,12 +1,18 @@
 //! Goal: the driver carries a real connection over real sockets: a client on loopback
 //! connects, sends reliable messages, and gets every echo back in order. Method: a server
-//! driver in a thread echoing, a client driver in the test, both on 127.0.0.1.
+//! driver in a thread echoing, a client driver in the test, both on 127.0.0.1. The tests wait
+//! for what they need with a generous deadline and assert no duration: a loaded machine makes
+//! them slower, not red.
 
-use rally_driver::UdpDriver;
-use rally_proto::{EndpointConfig, Event};
+use rally_driver::{Clock, UdpDriver};
+use rally_proto::{EndpointConfig, Event, Instant};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How long a test waits for something that must happen: seconds where an idle machine takes
+/// milliseconds.
+const PATIENCE: Duration = Duration::from_secs(30);
 
 #[test]
 fn a_client_gets_every_echo_back_in_order_over_loopback() {
@@ -31,7 +37,8 @@ fn a_client_gets_every_echo_back_in_order_over_loopback() {
     let mut echoes = Vec::new();
     let mut connected = false;
     let mut next = 0u32;
-    for _ in 0..400 {
+    let clock = Clock::start();
+    while echoes.len() < 100 && clock.now() < Instant::ZERO + PATIENCE {
         if connected && next < 100 {
             client.endpoint().send(handle, 0, &next.to_le_bytes()).expect("queue has room");
             next += 1;
@@ -45,15 +52,14 @@ fn a_client_gets_every_echo_back_in_order_over_loopback() {
                 Event::Disconnected { reason } => panic!("disconnected: {reason:?}"),
             })
             .expect("the client loop runs");
-        if echoes.len() == 100 {
-            break;
-        }
     }
     stop.store(true, Ordering::Relaxed);
     thread.join().expect("the server thread ends");
-    assert_eq!(echoes, (0..100).collect::<Vec<u32>>());
+    assert_eq!(echoes, (0..100).collect::<Vec<u32>>(), "all echoes within {PATIENCE:?}");
+    // Round trips were measured on the OS clock (a driver that passed the endpoint a frozen
+    // time would measure none, or zero); how long they took is the machine's business.
     let stats = client.endpoint().connection(handle).expect("open").stats();
-    assert!(stats.rtt < Duration::from_millis(50), "loopback RTT {:?}", stats.rtt);
+    assert!(stats.rtt_min > Duration::ZERO && stats.rtt_min <= stats.rtt, "{stats:?}");
 }
 
 /// Plaintext: this test is of the driver's loop, not of the security.
@@ -72,10 +78,17 @@ fn datagrams_too_long_for_any_packet_are_dropped_and_counted_among_good_ones() {
         let len = if k % 10 == 3 { 4000 } else { 20 };
         sender.send_to(&vec![k as u8; len], address).expect("sent");
     }
-    server.run_for(Duration::from_millis(50), |_, _, _| {}).expect("runs");
+    // Reads until all 40 are accounted for: the 4 too long in the driver, the 36 others in the
+    // endpoint (being garbage from a stranger, dropped there with their reason).
+    let clock = Clock::start();
+    let counted = |server: &mut UdpDriver| {
+        let stats = server.endpoint().stats();
+        server.oversized + stats.malformed + stats.unknown_peer
+    };
+    while counted(&mut server) < 40 && clock.now() < Instant::ZERO + PATIENCE {
+        server.run_for(Duration::from_millis(10), |_, _, _| {}).expect("runs");
+    }
     assert_eq!(server.oversized, 4);
-    // The 36 others reached the endpoint (and, being garbage from a stranger, were dropped
-    // there with their reason).
     let stats = server.endpoint().stats();
     assert_eq!(stats.malformed + stats.unknown_peer, 36, "{stats:?}");
 }

@@ -1,4 +1,4 @@
-//! The total-latency meter and the latency model of shared/DESIGN.md.
+//! The total-latency meter and the latency model of docs/design.md.
 //!
 //! Total latency is what a player feels: from the moment the client samples an input to the
 //! first frame that presents its effect, both on the client's own clock, so no clock sync is

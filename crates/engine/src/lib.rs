@@ -5,7 +5,7 @@
 //! sit on a `rally-proto` [`Endpoint`](rally_proto::Endpoint) that the caller owns and drives;
 //! neither reads a clock or touches a socket.
 //!
-//! ## The tick (shared/DESIGN.md, section 4)
+//! ## The tick (docs/design.md, section 4)
 //!
 //! Nothing waits for the next tick. [`Room::receive`] applies an input to the world the moment
 //! the caller hands it over; [`Room::tick`] then runs [`PHASES`] in order: *ingest* (sessions

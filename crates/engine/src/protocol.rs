@@ -16,6 +16,7 @@
 //! round trip and the server's wait without synchronized clocks, as QUIC's ack delay does.
 
 use rally_proto::{ChannelConfig, ChannelKind, ConnectionConfig};
+use rally_wire::hex;
 use rally_wire::varint::{read_varint, write_varint};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -194,9 +195,9 @@ pub fn inspect(
         (FAST, _) => fast_json(payload, snapshot),
         _ => Err(format!("channel {channel} is not one of the engine's")),
     };
-    result.unwrap_or_else(
-        |error| serde_json::json!({ "error": error, "bytes": payload.len(), "hex": hex(payload) }),
-    )
+    result.unwrap_or_else(|error| {
+        serde_json::json!({ "error": error, "bytes": payload.len(), "hex": hex::encode(payload) })
+    })
 }
 
 fn envelope_json(envelope: &Envelope) -> serde_json::Value {
@@ -206,12 +207,12 @@ fn envelope_json(envelope: &Envelope) -> serde_json::Value {
         Envelope::Welcome { ticket, tick_rate, resumed } => json!({
             "welcome": { "client": ticket.client, "tick_rate": tick_rate, "resumed": resumed }
         }),
-        Envelope::Message(payload) => json!({ "message": { "payload_hex": hex(payload) } }),
+        Envelope::Message(payload) => json!({ "message": { "payload_hex": hex::encode(payload) } }),
         Envelope::Request { id, payload } => {
-            json!({ "request": { "id": id, "payload_hex": hex(payload) } })
+            json!({ "request": { "id": id, "payload_hex": hex::encode(payload) } })
         }
         Envelope::Response { id, payload } => {
-            json!({ "response": { "id": id, "payload_hex": hex(payload) } })
+            json!({ "response": { "id": id, "payload_hex": hex::encode(payload) } })
         }
     }
 }
@@ -242,7 +243,7 @@ fn input_frame_json(payload: &[u8]) -> Result<serde_json::Value, String> {
             "snapshot_ack": snapshot_ack,
             "first_seq": first_seq,
             "inputs": inputs,
-            "inputs_hex": hex(&rest[used..]),
+            "inputs_hex": hex::encode(&rest[used..]),
         }
     }))
 }
@@ -263,11 +264,6 @@ fn fast_json(
             "chain": chain,
         }
     }))
-}
-
-/// Bytes as lowercase hex.
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

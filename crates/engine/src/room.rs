@@ -20,7 +20,7 @@ use std::time::Duration;
 /// A client's id in its room; it survives a reconnect within the resume window.
 pub type ClientId = u32;
 
-/// The phases of one tick, in the order [`Room::tick`] runs them (see shared/DESIGN.md,
+/// The phases of one tick, in the order [`Room::tick`] runs them (see docs/design.md,
 /// section 4: nothing waits for the next tick).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Phase {
@@ -83,7 +83,7 @@ pub trait Simulation {
     fn left(&mut self, _world: &mut World, _client: ClientId) {}
 }
 
-/// How a room turns inputs into state on clients (shared/DESIGN.md, section 4, and the
+/// How a room turns inputs into state on clients (docs/design.md, section 4, and the
 /// latency source's three implementations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Pipeline {

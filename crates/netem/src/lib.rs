@@ -41,12 +41,12 @@
 //!
 //! ## Why not str0m-netem
 //!
-//! DESIGN.md asks to evaluate the str0m-netem crate first. It is a good sans-IO design, but its
-//! API takes `std::time::Instant` (a simulation cannot start its clock at zero without reading
-//! the OS clock), its rate limit has no finite queue (the `choked` profile needs tail drop),
-//! it has no MTU, and its correlated loss is not Linux netem's generator, which the source's
-//! "10% loss, 25% correlation" figures depend on. This crate borrows its shape and its
-//! Gilbert-Elliott parameterization.
+//! Rally prefers a maintained crate to its own code, so str0m-netem was evaluated first. It is a
+//! good sans-IO design, but its API takes `std::time::Instant` (a simulation cannot start its
+//! clock at zero without reading the OS clock), its rate limit has no finite queue (the `choked`
+//! profile needs tail drop), it has no MTU, and its correlated loss is not Linux netem's
+//! generator, which the source's "10% loss, 25% correlation" figures depend on. This crate
+//! borrows its shape and its Gilbert-Elliott parameterization.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

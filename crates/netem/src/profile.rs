@@ -1,4 +1,4 @@
-//! Named link profiles (the W1 conditions of shared/DESIGN.md) and the command-line spec
+//! Named link profiles (the W1 conditions of docs/design.md) and the command-line spec
 //! language for any other.
 //!
 //! A spec is a comma-separated list: an optional profile name first, then `key=value` changes.
@@ -75,7 +75,7 @@ impl LinkProfile {
         Ok(profile)
     }
 
-    /// One of the W1 profiles of shared/DESIGN.md.
+    /// One of the W1 profiles of docs/design.md.
     pub fn named(name: &str) -> Option<Self> {
         let clean = clean();
         let config = match name {

@@ -1,6 +1,6 @@
-//! Goal: every W1 profile exists under its DESIGN.md name, any other condition can be written on
-//! the command line, and a bad spec gets an error naming the part to fix. Method: parse names,
-//! specs and broken specs.
+//! Goal: every W1 profile exists under its name in docs/design.md, any other condition can be
+//! written on the command line, and a bad spec gets an error naming the part to fix. Method:
+//! parse names, specs and broken specs.
 
 use rally_netem::{LinkProfile, LossModel, ProfileError, PROFILE_NAMES};
 use std::time::Duration;

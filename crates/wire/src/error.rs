@@ -1,5 +1,6 @@
 //! The error types of the wire layer: one per API surface (decode, encode, configuration,
-//! messages). Decoding errors say which field failed and, where a bound was broken, which bound.
+//! messages, hex). Decoding errors say which field failed and, where a bound was broken, which
+//! bound.
 
 use std::fmt;
 
@@ -220,5 +221,23 @@ pub enum MessageError {
         len: usize,
         /// The configured limit.
         max: usize,
+    },
+}
+
+/// Text that does not spell bytes in hex ([`crate::hex::decode`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HexError {
+    /// An odd number of digits: every byte takes two.
+    #[error("{digits} hex digits: every byte takes two")]
+    OddLength {
+        /// The length of the text, in bytes.
+        digits: usize,
+    },
+    /// Something other than `0-9`, `a-f` or `A-F`.
+    #[error("not a hex digit at position {at}")]
+    NotADigit {
+        /// Its position in the text, in bytes.
+        at: usize,
     },
 }

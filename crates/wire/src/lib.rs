@@ -15,6 +15,7 @@
 //! - [`message`]: user messages through serde (binary via bitcode, JSON for debugging).
 //! - [`debug`]: the JSON form of Rally's own messages, snapshots included.
 //! - [`seq`]: wrap-safe sequence comparison.
+//! - [`hex`]: bytes as hex digits and back, for keys, tokens and test vectors.
 //!
 //! The format is specified bit by bit in `docs/wire.md`, with hex test vectors in
 //! `docs/wire-vectors.json` that the tests check.
@@ -63,7 +64,7 @@
 //!
 //! ## Keeping it fast
 //!
-//! `rally bench wire` holds the codec against bitcode and serde_json; `examples/codec_loop.rs`
+//! `rally-bench wire` holds the codec against bitcode and serde_json; `examples/codec_loop.rs`
 //! runs one path in a loop for perf or callgrind. What mattered when it was measured:
 //!
 //! - The writer's and reader's state must live in registers. Any call that is not inlined and
@@ -105,6 +106,7 @@
 pub mod bits;
 pub mod debug;
 pub mod error;
+pub mod hex;
 pub mod message;
 pub mod quant;
 pub mod reference;
@@ -125,7 +127,8 @@ pub(crate) fn map4<T: Copy, U>(a: [T; 4], f: impl Fn(T) -> U) -> [U; 4] {
 }
 
 pub use error::{
-    ConfigError, DecodeError, EncodeError, Field, HistoryError, MessageError, SnapshotError,
+    ConfigError, DecodeError, EncodeError, Field, HexError, HistoryError, MessageError,
+    SnapshotError,
 };
 pub use message::MessageCodec;
 pub use quant::{PositionQuantizer, QuantizedRotation, RotationQuantizer, VelocityQuantizer};

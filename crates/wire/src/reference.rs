@@ -1,4 +1,4 @@
-//! The W4 reference snapshot (shared/DESIGN.md section 5): 256 rigid bodies in a room-sized
+//! The W4 reference snapshot (docs/design.md section 5): 256 rigid bodies in a room-sized
 //! sandbox from a seeded generator, 64 of them moving, and the snapshot one 128 Hz tick later.
 //!
 //! Benchmarks, tests and the test vectors use the same generator, so a figure measured on it can be

@@ -11,6 +11,7 @@ use glam::Vec3;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 use rally_wire::bits::BitWriter;
+use rally_wire::hex;
 use rally_wire::snapshot::ID_TIERS;
 use rally_wire::{
     DecodeError, PositionQuantizer, QuantizedEntity, Snapshot, SnapshotConfig, VelocityQuantizer,
@@ -67,14 +68,10 @@ fn run_port(lines: &[String]) -> Vec<String> {
     answers
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn full_hex(config: &SnapshotConfig, snapshot: &Snapshot) -> String {
     let mut buf = vec![0u8; 1 << 20];
     let len = config.encode_full(snapshot, &mut buf).expect("encodes");
-    hex(&buf[..len])
+    hex::encode(&buf[..len])
 }
 
 /// What the port should print for `bytes`: the snapshot's codes, or `err KIND` (the error's
@@ -300,14 +297,14 @@ fn random_and_corrupted_datagrams_decode_the_same_in_rally_wire_and_the_cpp_port
         for bytes in [full, delta, columns].map(|bytes| bytes.expect("encodes")) {
             let salt = case.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ bytes.len() as u64;
             for datagram in [bytes.clone(), corrupt(&bytes, salt), corrupt(&bytes, salt >> 1)] {
-                lines.push(format!("{base_hex} {}", hex(&datagram)));
+                lines.push(format!("{base_hex} {}", hex::encode(&datagram)));
                 wanted.push(expected(&config, &datagram, Some(&baseline)));
             }
         }
     }
     let random = lines.len();
     for (baseline, datagram) in crafted() {
-        lines.push(format!("{} {}", full_hex(&config, &baseline), hex(&datagram)));
+        lines.push(format!("{} {}", full_hex(&config, &baseline), hex::encode(&datagram)));
         wanted.push(expected(&config, &datagram, Some(&baseline)));
     }
     let answers = run_port(&lines);

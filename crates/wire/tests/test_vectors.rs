@@ -6,6 +6,7 @@
 //! send (format 0x03), and as the record delta before it (0x02, `records_...`), which decoders
 //! still read.
 
+use rally_wire::hex;
 use rally_wire::{
     reference,
     snapshot::{FORMAT_DELTA_COLUMNS, FORMAT_DELTA_RECORDS},
@@ -168,17 +169,6 @@ fn encode(
     buf
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Vec<u8> {
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
-        .collect()
-}
-
 fn generate() -> Vec<Vector> {
     let config = SnapshotConfig::default();
     let mut vectors = Vec::new();
@@ -191,7 +181,7 @@ fn generate() -> Vec<Vector> {
                 description,
                 entities_si: rally_wire::debug::snapshot_to_json(&config, &snapshot)["entities"]
                     .clone(),
-                hex: hex(&bytes),
+                hex: hex::encode(&bytes),
                 baseline: baseline.clone(),
                 snapshot: snapshot.clone(),
             }
@@ -238,7 +228,7 @@ fn vectors_file_matches_the_encoder() {
 fn every_vector_decodes_to_its_input() {
     let config = SnapshotConfig::default();
     for v in stored() {
-        let bytes = unhex(&v.hex);
+        let bytes = hex::decode(&v.hex).expect("vectors are hex");
         let format = bytes[0];
         assert_eq!(encode(&config, format, v.baseline.as_ref(), &v.snapshot), bytes, "{}", v.name);
         let mut decoded = Snapshot::default();

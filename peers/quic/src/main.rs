@@ -1,5 +1,5 @@
 //! QUIC (quinn, one bidirectional stream) on the W1 workload of Rally's transport shootout
-//! (shared/DESIGN.md). `rally bench transport --mode real` builds it (`cargo build --release
+//! (docs/design.md). `rally-bench transport --mode real` builds it (`cargo build --release
 //! -p rally-quic-peer`) and runs both sides through its link emulator.
 //!
 //! - `rally-quic-peer server`: prints `listening ADDR CERT` (the self-signed certificate, DER

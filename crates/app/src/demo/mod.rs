@@ -61,7 +61,7 @@ const WINDOW: Duration = Duration::from_secs(1);
 
 /// Runs the demo until `--duration` passes, Ctrl-C or SIGTERM.
 pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
-    let pipeline = crate::peer::pipeline(&args.pipeline)?;
+    let pipeline = crate::pipeline(&args.pipeline)?;
     if !(10..=1000).contains(&args.hz) || args.bots == 0 || args.bots > 64 {
         return Err("--hz must be 10 to 1000 and --bots 1 to 64, such as --hz 120 --bots 4".into());
     }

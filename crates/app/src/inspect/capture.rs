@@ -2,8 +2,16 @@
 //! or nanosecond timestamps, either byte order) and pcapng (as tshark and Wireshark write it),
 //! over Ethernet, Linux cooked (SLL and SLL2), BSD loopback or raw IP links, IPv4 or IPv6.
 //! Anything else in the file (TCP, ARP, IP fragments, unknown links) is skipped and counted.
+//!
+//! The file formats are pcap-parser's to read and the link, IP and UDP headers etherparse's;
+//! this module only walks the records, keeps each interface's link type and time unit, and
+//! counts what it skips.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use pcap_parser::nom;
+use pcap_parser::traits::PcapNGPacketBlock;
+use pcap_parser::{Block, Linktype, PcapBlockOwned, PcapNGSlice};
+use std::net::{IpAddr, SocketAddr};
 
 /// One UDP datagram from a capture.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,134 +44,99 @@ pub enum CaptureError {
     /// A record runs past the end of the file.
     #[error("the capture is cut short in record {0}")]
     Truncated(usize),
+    /// A record's own fields do not hold together (a block shorter than its header, say).
+    #[error("record {0} of the capture is malformed")]
+    Malformed(usize),
 }
-
-/// Link types this reader unwraps (LINKTYPE_* numbers of the pcap spec).
-const LINK_NULL: u32 = 0;
-const LINK_ETHERNET: u32 = 1;
-const LINK_RAW: [u32; 3] = [101, 12, 14];
-const LINK_IPV4: u32 = 228;
-const LINK_IPV6: u32 = 229;
-const LINK_SLL: u32 = 113;
-const LINK_SLL2: u32 = 276;
 
 /// Reads every UDP datagram of a pcap or pcapng file's bytes.
 pub fn read(bytes: &[u8]) -> Result<Capture, CaptureError> {
     let magic: [u8; 4] = bytes.get(..4).and_then(|m| m.try_into().ok()).unwrap_or_default();
     match magic {
         [0x0a, 0x0d, 0x0d, 0x0a] => read_pcapng(bytes),
-        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => read_pcap(bytes, false),
-        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => read_pcap(bytes, true),
-        other => Err(CaptureError::NotACapture(other)),
+        _ => read_pcap(bytes).ok_or(CaptureError::NotACapture(magic))?,
     }
 }
 
-/// Reads a field of a file in either byte order.
-#[derive(Clone, Copy)]
-struct Order {
-    big: bool,
-}
-
-impl Order {
-    fn u16(self, b: &[u8], at: usize) -> Option<u16> {
-        let b: [u8; 2] = b.get(at..at + 2)?.try_into().ok()?;
-        Some(if self.big { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) })
-    }
-
-    fn u32(self, b: &[u8], at: usize) -> Option<u32> {
-        let b: [u8; 4] = b.get(at..at + 4)?.try_into().ok()?;
-        Some(if self.big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) })
+/// Why pcap-parser stopped in record `record`: the data ran out, or did not parse.
+fn stopped<E>(record: usize, error: &nom::Err<E>) -> CaptureError {
+    match error {
+        nom::Err::Incomplete(_) => CaptureError::Truncated(record),
+        nom::Err::Error(_) | nom::Err::Failure(_) => CaptureError::Malformed(record),
     }
 }
 
-fn read_pcap(bytes: &[u8], big: bool) -> Result<Capture, CaptureError> {
-    let order = Order { big };
-    let nanos = matches!(bytes[..4], [0x4d, 0x3c, 0xb2, 0xa1] | [0xa1, 0xb2, 0x3c, 0x4d]);
-    let link = order.u32(bytes, 20).ok_or(CaptureError::Truncated(0))?;
+/// A classic pcap file, or `None` if `bytes` do not start with its header.
+fn read_pcap(bytes: &[u8]) -> Option<Result<Capture, CaptureError>> {
+    let (mut rest, header) = pcap_parser::parse_pcap_header(bytes).ok()?;
+    // The record layout follows the header's magic: byte order, and the old "modified" form.
+    let parse = if header.is_modified_format() {
+        pcap_parser::parse_pcap_frame_modified
+    } else if header.is_bigendian() {
+        pcap_parser::parse_pcap_frame_be
+    } else {
+        pcap_parser::parse_pcap_frame
+    };
+    let unit = if header.is_nanosecond_precision() { 1e-9 } else { 1e-6 };
     let mut capture = Capture::default();
-    let mut at = 24;
     let mut record = 0;
-    while at < bytes.len() {
+    while !rest.is_empty() {
         record += 1;
-        let field = |k: usize| order.u32(bytes, at + 4 * k).ok_or(CaptureError::Truncated(record));
-        let (seconds, fraction, len) = (field(0)?, field(1)?, field(2)? as usize);
-        let frame = bytes.get(at + 16..at + 16 + len).ok_or(CaptureError::Truncated(record))?;
-        let time = f64::from(seconds) + f64::from(fraction) / if nanos { 1e9 } else { 1e6 };
-        capture.push(link, time, frame);
-        at += 16 + len;
+        let (after, frame) = match parse(rest) {
+            Ok(parsed) => parsed,
+            Err(error) => return Some(Err(stopped(record, &error))),
+        };
+        let time = f64::from(frame.ts_sec) + f64::from(frame.ts_usec) * unit;
+        capture.push(header.network, time, frame.data);
+        rest = after;
     }
-    Ok(capture)
+    Some(Ok(capture))
 }
 
+/// A pcapng file: sections of interfaces (each with its link type and time unit) and packets.
 fn read_pcapng(bytes: &[u8]) -> Result<Capture, CaptureError> {
+    let blocks = PcapNGSlice::from_slice(bytes).map_err(|error| stopped(1, &error))?;
     let mut capture = Capture::default();
-    // Each section says its byte order; each interface its link type and time unit.
-    let mut order = Order { big: false };
-    let mut interfaces: Vec<(u32, f64)> = Vec::new();
-    let (mut at, mut record) = (0, 0);
-    while at + 12 <= bytes.len() {
-        record += 1;
-        if bytes[at..at + 4] == [0x0a, 0x0d, 0x0d, 0x0a] {
-            order.big = bytes.get(at + 8..at + 12) == Some(&[0x1a, 0x2b, 0x3c, 0x4d]);
-            interfaces.clear();
-        }
-        let kind = order.u32(bytes, at).ok_or(CaptureError::Truncated(record))?;
-        let len = order.u32(bytes, at + 4).ok_or(CaptureError::Truncated(record))? as usize;
-        let block = bytes.get(at..at + len).filter(|_| len >= 12);
-        let block = block.ok_or(CaptureError::Truncated(record))?;
-        match kind {
-            // Interface description: link type, and a time unit of microseconds unless an
-            // if_tsresol option says otherwise.
-            1 => {
-                let link = u32::from(order.u16(block, 8).unwrap_or(u16::MAX));
-                interfaces.push((link, tsresol(block, order).unwrap_or(1e-6)));
+    // Per interface: its link type, ticks per second and offset in seconds.
+    let mut interfaces: Vec<(Linktype, f64, f64)> = Vec::new();
+    for (k, block) in blocks.enumerate() {
+        match block.map_err(|error| stopped(k + 1, &error))? {
+            PcapBlockOwned::NG(Block::SectionHeader(_)) => interfaces.clear(),
+            PcapBlockOwned::NG(Block::InterfaceDescription(interface)) => {
+                let rate = ticks_per_second(interface.if_tsresol);
+                interfaces.push((interface.linktype, rate, interface.if_tsoffset as f64));
             }
-            // Enhanced packet: interface, timestamp, captured length, data.
-            6 => {
-                let field = |k: usize| order.u32(block, 8 + 4 * k);
-                let (Some(interface), Some(high), Some(low), Some(captured)) =
-                    (field(0), field(1), field(2), field(3))
-                else {
-                    return Err(CaptureError::Truncated(record));
-                };
-                let frame = block.get(28..28 + captured as usize);
-                let frame = frame.ok_or(CaptureError::Truncated(record))?;
-                match interfaces.get(interface as usize) {
-                    Some(&(link, unit)) => {
-                        let ticks = (u64::from(high) << 32) | u64::from(low);
-                        capture.push(link, ticks as f64 * unit, frame);
+            PcapBlockOwned::NG(Block::EnhancedPacket(packet)) => {
+                match interfaces.get(packet.if_id as usize) {
+                    Some(&(link, rate, offset)) => {
+                        let ticks = (u64::from(packet.ts_high) << 32) | u64::from(packet.ts_low);
+                        capture.push(link, offset + ticks as f64 / rate, packet.packet_data());
                     }
                     None => capture.skipped += 1,
                 }
             }
+            PcapBlockOwned::NG(Block::SimplePacket(_)) => capture.skipped += 1,
             _ => {}
         }
-        at += len;
     }
     Ok(capture)
 }
 
-/// An interface's `if_tsresol` option (code 9): 10^-n seconds, or 2^-n with the top bit set.
-fn tsresol(block: &[u8], order: Order) -> Option<f64> {
-    let mut at = 16;
-    while at + 4 <= block.len().saturating_sub(4) {
-        let (code, len) = (order.u16(block, at)?, order.u16(block, at + 2)? as usize);
-        if code == 0 {
-            return None;
-        }
-        if code == 9 && len >= 1 {
-            let v = *block.get(at + 4)?;
-            let exponent = i32::from(v & 0x7f);
-            return Some(if v & 0x80 == 0 { 10f64.powi(-exponent) } else { 2f64.powi(-exponent) });
-        }
-        at += 4 + len.div_ceil(4) * 4;
+/// Ticks per second of an interface's `if_tsresol` option: 10^n, or 2^n with the top bit set.
+/// (In floating point, where pcap-parser's `ts_resolution` refuses every power of two, and its
+/// `decode_ts` adds the file's offset in integers that a hostile file can overflow.)
+fn ticks_per_second(tsresol: u8) -> f64 {
+    let n = i32::from(tsresol & 0x7f);
+    if tsresol & 0x80 == 0 {
+        10f64.powi(n)
+    } else {
+        2f64.powi(n)
     }
-    None
 }
 
 impl Capture {
     /// Keeps `frame`'s UDP datagram, or counts it skipped.
-    fn push(&mut self, link: u32, time: f64, frame: &[u8]) {
+    fn push(&mut self, link: Linktype, time: f64, frame: &[u8]) {
         match udp(link, frame) {
             Some((from, to, payload)) => {
                 self.datagrams.push(Datagram { time, from, to, payload: payload.to_vec() })
@@ -173,84 +146,55 @@ impl Capture {
     }
 }
 
-/// The IP packet inside a link-layer frame, then its UDP datagram.
-fn udp(link: u32, frame: &[u8]) -> Option<(SocketAddr, SocketAddr, &[u8])> {
-    let ip = match link {
-        LINK_ETHERNET => {
-            let mut at = 12;
-            let mut ethertype = u16::from_be_bytes(frame.get(at..at + 2)?.try_into().ok()?);
-            // 802.1Q tags, one or two.
-            while ethertype == 0x8100 || ethertype == 0x88a8 {
-                at += 4;
-                ethertype = u16::from_be_bytes(frame.get(at..at + 2)?.try_into().ok()?);
-            }
-            frame.get(at + 2..)?
+/// The UDP datagram inside a link-layer frame, if it holds a whole one.
+fn udp(link: Linktype, frame: &[u8]) -> Option<(SocketAddr, SocketAddr, &[u8])> {
+    let packet = match link {
+        Linktype::ETHERNET => SlicedPacket::from_ethernet(frame),
+        Linktype::LINUX_SLL => SlicedPacket::from_linux_sll(frame),
+        // BSD loopback: a 4-byte address family; Linux cooked v2: a 20-byte header.
+        Linktype::NULL | Linktype::LOOP => SlicedPacket::from_ip(frame.get(4..)?),
+        Linktype::LINUX_SLL2 => SlicedPacket::from_ip(frame.get(20..)?),
+        // Raw IP, under each number it has had (12 and 14 on some BSDs).
+        Linktype::RAW | Linktype::IPV4 | Linktype::IPV6 | Linktype(12) | Linktype(14) => {
+            SlicedPacket::from_ip(frame)
         }
-        LINK_NULL => frame.get(4..)?,
-        LINK_SLL => frame.get(16..)?,
-        LINK_SLL2 => frame.get(20..)?,
-        l if LINK_RAW.contains(&l) || l == LINK_IPV4 || l == LINK_IPV6 => frame,
+        _ => return None,
+    }
+    .ok()?;
+    let (from, to): (IpAddr, IpAddr) = match &packet.net {
+        Some(NetSlice::Ipv4(ip)) => {
+            (ip.header().source_addr().into(), ip.header().destination_addr().into())
+        }
+        Some(NetSlice::Ipv6(ip)) => {
+            (ip.header().source_addr().into(), ip.header().destination_addr().into())
+        }
         _ => return None,
     };
-    match ip.first()? >> 4 {
-        4 => ipv4_udp(ip),
-        6 => ipv6_udp(ip),
-        _ => None,
-    }
-}
-
-fn ipv4_udp(ip: &[u8]) -> Option<(SocketAddr, SocketAddr, &[u8])> {
-    let header = usize::from(ip[0] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes(ip.get(2..4)?.try_into().ok()?));
-    let fragmented = u16::from_be_bytes(ip.get(6..8)?.try_into().ok()?) & 0x3fff != 0;
-    if *ip.get(9)? != 17 || fragmented || header < 20 {
-        return None;
-    }
-    let source = Ipv4Addr::from(<[u8; 4]>::try_from(ip.get(12..16)?).ok()?);
-    let destination = Ipv4Addr::from(<[u8; 4]>::try_from(ip.get(16..20)?).ok()?);
-    datagram(source.into(), destination.into(), ip.get(header..total.max(header))?)
-}
-
-fn ipv6_udp(ip: &[u8]) -> Option<(SocketAddr, SocketAddr, &[u8])> {
-    // Only UDP right after the fixed header: Rally sends no extension headers.
-    if *ip.get(6)? != 17 {
-        return None;
-    }
-    let source = Ipv6Addr::from(<[u8; 16]>::try_from(ip.get(8..24)?).ok()?);
-    let destination = Ipv6Addr::from(<[u8; 16]>::try_from(ip.get(24..40)?).ok()?);
-    datagram(source.into(), destination.into(), ip.get(40..)?)
-}
-
-fn datagram(from: IpAddr, to: IpAddr, udp: &[u8]) -> Option<(SocketAddr, SocketAddr, &[u8])> {
-    let port = |at: usize| Some(u16::from_be_bytes(udp.get(at..at + 2)?.try_into().ok()?));
-    let len = usize::from(port(4)?);
-    let payload = udp.get(8..len.max(8))?;
-    Some((SocketAddr::new(from, port(0)?), SocketAddr::new(to, port(2)?), payload))
+    // etherparse leaves a fragment's transport unparsed, so an IP fragment ends here too.
+    let Some(TransportSlice::Udp(udp)) = &packet.transport else { return None };
+    let from = SocketAddr::new(from, udp.source_port());
+    Some((from, SocketAddr::new(to, udp.destination_port()), udp.payload()))
 }
 
 /// Writes datagrams as a classic pcap of raw IPv4 packets (link type 228), as a test's
 /// capture of traffic it made itself.
 #[cfg(test)]
 pub fn write_pcap(datagrams: &[Datagram]) -> Vec<u8> {
+    // The file header: magic (microseconds, little-endian), version 2.4, zone and accuracy 0,
+    // snap length, link type.
     let mut out = Vec::new();
     out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
     out.extend_from_slice(&2u16.to_le_bytes());
     out.extend_from_slice(&4u16.to_le_bytes());
     out.extend_from_slice(&[0; 8]);
     out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&LINK_IPV4.to_le_bytes());
+    out.extend_from_slice(&Linktype::IPV4.0.to_le_bytes());
     for d in datagrams {
         let (SocketAddr::V4(from), SocketAddr::V4(to)) = (d.from, d.to) else { continue };
-        let udp_len = 8 + d.payload.len();
-        let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0];
-        ip[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
-        ip.extend_from_slice(&from.ip().octets());
-        ip.extend_from_slice(&to.ip().octets());
-        ip.extend_from_slice(&from.port().to_be_bytes());
-        ip.extend_from_slice(&to.port().to_be_bytes());
-        ip.extend_from_slice(&(udp_len as u16).to_be_bytes());
-        ip.extend_from_slice(&[0, 0]);
-        ip.extend_from_slice(&d.payload);
+        let builder = etherparse::PacketBuilder::ipv4(from.ip().octets(), to.ip().octets(), 64)
+            .udp(from.port(), to.port());
+        let mut ip = Vec::with_capacity(builder.size(d.payload.len()));
+        builder.write(&mut ip, &d.payload).expect("a test's datagram fits a packet");
         out.extend_from_slice(&(d.time as u32).to_le_bytes());
         out.extend_from_slice(&((d.time.fract() * 1e6) as u32).to_le_bytes());
         out.extend_from_slice(&(ip.len() as u32).to_le_bytes());
@@ -317,5 +261,91 @@ mod tests {
         file.extend(block(6, &epb));
         let capture = read(&file).unwrap();
         assert_eq!(capture.datagrams, sample()[..1]);
+        // Cut anywhere, or with any byte changed: an error or fewer datagrams, never a panic.
+        for at in 0..file.len() {
+            let _ = read(&file[..at]);
+            let mut changed = file.clone();
+            changed[at] ^= 0xff;
+            let _ = read(&changed);
+        }
+        assert!(matches!(read(&file[..file.len() - 1]), Err(CaptureError::Truncated(3))));
+        // The same packet on an interface that counts 2^-20 s (if_tsresol's top bit set).
+        let tsresol = 28 + 8 + 12; // after the section header, the block header, link and snap
+        assert_eq!(file[tsresol], 9, "the if_tsresol value");
+        let mut binary = file.clone();
+        binary[tsresol] = 0x80 | 20;
+        let time = read(&binary).unwrap().datagrams[0].time;
+        assert_eq!(time, ticks as f64 / f64::from(1 << 20));
+    }
+
+    /// A classic pcap of `frames` on `link`, in either byte order, with nanosecond times.
+    fn pcap_nanos(link: Linktype, big: bool, frames: &[(f64, Vec<u8>)]) -> Vec<u8> {
+        let u32s = |v: u32| if big { v.to_be_bytes() } else { v.to_le_bytes() };
+        let u16s = |v: u16| if big { v.to_be_bytes() } else { v.to_le_bytes() };
+        let mut out = [&u32s(0xa1b2_3c4d)[..], &u16s(2), &u16s(4), &[0; 8]].concat();
+        out.extend_from_slice(&u32s(65535));
+        out.extend_from_slice(&u32s(link.0 as u32));
+        for (time, frame) in frames {
+            out.extend_from_slice(&u32s(*time as u32));
+            out.extend_from_slice(&u32s((time.fract() * 1e9).round() as u32));
+            out.extend_from_slice(&u32s(frame.len() as u32));
+            out.extend_from_slice(&u32s(frame.len() as u32));
+            out.extend_from_slice(frame);
+        }
+        out
+    }
+
+    fn frame(
+        builder: etherparse::PacketBuilderStep<etherparse::UdpHeader>,
+        body: &[u8],
+    ) -> Vec<u8> {
+        let mut out = Vec::new();
+        builder.write(&mut out, body).expect("fits");
+        out
+    }
+
+    #[test]
+    fn big_endian_ethernet_with_vlans_and_ipv6_and_a_loopback_link_read() {
+        // Goal: what tcpdump writes on other machines reads too: a big-endian nanosecond pcap
+        // of Ethernet frames (a VLAN-tagged IPv6 datagram kept, a TCP segment and an IPv4
+        // fragment skipped), and a BSD loopback capture.
+        use etherparse::PacketBuilder;
+        let (a, b) = ([1u8; 6], [2u8; 6]);
+        let (v6a, v6b) = ([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0xfe; 16]);
+        let vlan = etherparse::VlanId::try_new(7).expect("a VLAN id");
+        let kept = PacketBuilder::ethernet2(a, b).single_vlan(vlan).ipv6(v6a, v6b, 9).udp(7777, 9);
+        let mut tcp = Vec::new();
+        PacketBuilder::ethernet2(a, b)
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(1, 2, 3, 4)
+            .write(&mut tcp, b"not udp")
+            .expect("fits");
+        let mut fragment = frame(
+            PacketBuilder::ethernet2(a, b).ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).udp(5, 6),
+            b"part",
+        );
+        fragment[14 + 6] |= 0x20; // more fragments follow
+        let frames = [(1.5, frame(kept, b"hello")), (2.0, tcp), (2.5, fragment)];
+        let capture = read(&pcap_nanos(Linktype::ETHERNET, true, &frames)).unwrap();
+        assert_eq!(capture.skipped, 2, "the TCP segment and the fragment");
+        let want = Datagram {
+            time: 1.5,
+            from: SocketAddr::new(std::net::Ipv6Addr::from(v6a).into(), 7777),
+            to: SocketAddr::new(std::net::Ipv6Addr::from(v6b).into(), 9),
+            payload: b"hello".to_vec(),
+        };
+        assert_eq!(capture.datagrams, [want]);
+
+        let ip = frame(PacketBuilder::ipv4([127, 0, 0, 1], [127, 0, 0, 1], 64).udp(1, 2), b"x");
+        let looped = [&2u32.to_le_bytes()[..], &ip].concat(); // AF_INET, host order
+        let capture = read(&pcap_nanos(Linktype::NULL, false, &[(0.25, looped)])).unwrap();
+        assert_eq!(capture.datagrams.len(), 1);
+        assert_eq!(
+            (capture.datagrams[0].time, &capture.datagrams[0].payload[..]),
+            (0.25, &b"x"[..])
+        );
+        // A link the reader does not know is counted, not guessed at.
+        let capture = read(&pcap_nanos(Linktype(147), false, &[(0.0, vec![0; 40])])).unwrap();
+        assert_eq!((capture.datagrams.len(), capture.skipped), (0, 1));
     }
 }

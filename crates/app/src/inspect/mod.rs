@@ -68,8 +68,9 @@ pub fn run(args: &InspectArgs) -> Result<(), Box<dyn Error>> {
     let mut inspector = Inspector::new(key);
     if let Some(hex) = &args.hex {
         let cleaned: String = hex.chars().filter(|c| !c.is_whitespace() && *c != ':').collect();
-        let bytes = crate::token::from_hex(&cleaned)
-            .ok_or("the datagram must be hex digits, two per byte, such as 04a1...")?;
+        let bytes = rally_wire::hex::decode(&cleaned).map_err(|e| {
+            format!("the datagram must be hex digits, two per byte, such as 04a1... ({e})")
+        })?;
         let direction = args.direction.map(|way| match way {
             Way::ToServer => Direction::ToServer,
             Way::ToClient => Direction::ToClient,

@@ -286,7 +286,7 @@ pub struct WorkerReport {
     pub room_reports: Vec<RoomReport>,
 }
 
-/// The whole host's figures: what `/stats` serves and `rally bench load` reads.
+/// The whole host's figures: what `/stats` serves and `rally-bench load` reads.
 #[derive(Debug, Clone, Serialize)]
 pub struct HostReport {
     /// Workers' figures.

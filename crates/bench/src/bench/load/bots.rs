@@ -1,4 +1,4 @@
-//! `rally peer bots`: the W3 load's clients, in their own process. Each bot is a real client
+//! `rally-bench peer bots`: the W3 load's clients, in their own process. Each bot is a real client
 //! session on its own UDP socket with its own sealed connection; one thread serves many of
 //! them, each on its own frame schedule spread over the frame, so the host sees inputs arrive
 //! evenly rather than in one burst per frame.

@@ -1,17 +1,18 @@
-//! `rally peer`: one side of a benchmark in its own process, so that a server and a client
+//! `rally-bench peer`: one side of a benchmark in its own process, so that a server and a client
 //! share no process, no allocator and no scheduler queue with each other or with the bench.
 //! Hidden from `--help`: the benchmarks start these themselves.
 //!
-//! - `rally peer server`: prints `listening <address>` on its first line, then serves a room
+//! - `rally-bench peer server`: prints `listening <address>` on its first line, then serves a room
 //!   of the latency workload until its standard input closes.
-//! - `rally peer player`: plays in that room and prints, each second, one JSON line of the
+//! - `rally-bench peer player`: plays in that room and prints, each second, one JSON line of the
 //!   latency samples its meter took (microseconds) and its connection's RTT, until its
 //!   standard input closes or `--seconds` pass.
 
 mod latency;
 
 use latency::{play, serve, Report};
-use rally_engine::{connection_config, LatencySample, Pipeline};
+use rally_app::pipeline;
+use rally_engine::{connection_config, LatencySample};
 use rally_proto::EndpointConfig;
 use serde::{Deserialize, Serialize};
 use std::error::Error;
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-/// Options of `rally peer`.
+/// Options of `rally-bench peer`.
 #[derive(Debug, clap::Subcommand)]
 pub enum PeerCommand {
     /// Serve a room of the latency workload on loopback.
@@ -39,7 +40,6 @@ pub enum PeerCommand {
         key: String,
     },
     /// The W3 load's bots: many client sessions on their own sockets, then one JSON report.
-    #[cfg(feature = "bench")]
     Bots(crate::bench::load::bots::BotsArgs),
     /// Play in a room, printing latency samples.
     Player {
@@ -59,7 +59,7 @@ pub enum PeerCommand {
     },
 }
 
-/// One second of a player's samples, as `rally peer player` prints them.
+/// One second of a player's samples, as `rally-bench peer player` prints them.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct PlayerLine {
     /// Per sample: total, round trip (or -1), server hold (or -1), frame wait, microseconds.
@@ -70,7 +70,6 @@ pub struct PlayerLine {
 
 impl PlayerLine {
     /// The samples back as the meter's.
-    #[cfg(feature = "bench")]
     pub fn samples(&self) -> Vec<LatencySample> {
         let micros = |v: i64| u64::try_from(v).ok().map(Duration::from_micros);
         self.samples
@@ -83,16 +82,6 @@ impl PlayerLine {
                 frame_wait: micros(s[3]).unwrap_or_default(),
             })
             .collect()
-    }
-}
-
-/// Parses a pipeline's name.
-pub fn pipeline(name: &str) -> Result<Pipeline, Box<dyn Error>> {
-    match name {
-        "fast" => Ok(Pipeline::Fast),
-        "greedy" => Ok(Pipeline::Greedy),
-        "naive" => Ok(Pipeline::Naive),
-        other => Err(format!("pipeline {other}: use fast, greedy or naive").into()),
     }
 }
 
@@ -124,7 +113,6 @@ pub fn run(command: &PeerCommand) -> Result<(), Box<dyn Error>> {
             std::thread::spawn(move || serve(driver, hz, pipeline, depth, &stopped))
         }
         // The bots report once, at the end, on their own.
-        #[cfg(feature = "bench")]
         PeerCommand::Bots(args) => return crate::bench::load::bots::run(args),
         PeerCommand::Player { token, hz, defer, seconds } => {
             let token = crate::token::token_from_hex(token)?;

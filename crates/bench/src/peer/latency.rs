@@ -1,7 +1,7 @@
 //! The latency workload's two sides on real sockets, each on its own OS clock: a room of
 //! paddles ticking at a rate ([`serve`]) and a player whose hand moves every frame ([`play`]).
-//! `rally peer server` and `rally peer player` run them in their own processes for
-//! `rally bench latency --mode real`.
+//! `rally-bench peer server` and `rally-bench peer player` run them in their own processes for
+//! `rally-bench latency --mode real`.
 
 use crate::game::Paddles;
 use rally_driver::UdpDriver;

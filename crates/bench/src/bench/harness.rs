@@ -3,7 +3,9 @@
 //! figure is the median time per operation over its batches. Heap allocations are counted over
 //! every measured batch.
 //!
-//! This is the only place in the benchmarks that reads the OS clock.
+//! The wire benchmark times its codecs here. Other benchmarks read the clock themselves where
+//! they measure: the room benchmark times each phase, the sealing cost is a timed loop, and the
+//! real-time modes (`--mode real`, the load benchmark) run on the driver's clock and CPU time.
 
 use crate::alloc_counter::allocations;
 use indicatif::{ProgressBar, ProgressStyle};

@@ -13,7 +13,7 @@
 //! second's wait for the last echoes) and prints one JSON line. Both are killed on any exit.
 
 use super::{RealRun, Run, PAYLOAD_BYTES};
-use rally_driver::LinkRelay;
+use crate::testbed::LinkRelay;
 use rally_netem::LinkConfig;
 use serde::Deserialize;
 use std::error::Error;

@@ -1,4 +1,4 @@
-//! `rally bench wire`: the W4 workload of shared/DESIGN.md.
+//! `rally-bench wire`: the W4 workload of docs/design.md.
 //!
 //! Three cases, each codec on the same data in the same run:
 //! - `snapshot_full`: the 256-body reference snapshot. Rally encodes its quantized snapshot; the
@@ -616,7 +616,7 @@ fn print_table(rows: &[Row], per_tick: &[Timing], churn: &[Timing]) {
     }
 }
 
-/// One W4 target of shared/DESIGN.md and whether this run met it.
+/// One W4 target of docs/design.md and whether this run met it.
 #[derive(Debug, Serialize)]
 struct Target {
     text: String,
@@ -693,5 +693,5 @@ fn draw(rows: &[Row], path: &std::path::Path) -> Result<(), Box<dyn Error>> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    plot::grouped_bars(path, "rally bench wire (W4): lower is better", 3, &panels)
+    plot::grouped_bars(path, "rally-bench wire (W4): lower is better", 3, &panels)
 }

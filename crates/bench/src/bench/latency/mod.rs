@@ -1,4 +1,4 @@
-//! `rally bench latency`: the W2 workload of shared/DESIGN.md, total latency against the
+//! `rally-bench latency`: the W2 workload of docs/design.md, total latency against the
 //! latency model.
 //!
 //! A player's controller holds a paddle (grab chain depth 1) or a handle holding a paddle
@@ -14,7 +14,7 @@
 //! held each input). Without jitter that is the link's RTT; with jitter it varies per sample.
 //!
 //! `--mode sim` runs in virtual time through the emulated link, once without jitter and once
-//! per `--jitter`. `--mode real` runs a server process and a player process (`rally peer`) on
+//! per `--jitter`. `--mode real` runs a server process and a player process (`rally-bench peer`) on
 //! UDP sockets and their own OS clocks through a relay in this process that delays each
 //! datagram by half the RTT (no jitter there). Real mode also measures the OS: a process woken
 //! late samples or presents late, which moves samples by a frame either way.
@@ -45,7 +45,7 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Options of `rally bench latency`.
+/// Options of `rally-bench latency`.
 #[derive(Debug, clap::Args)]
 pub struct LatencyArgs {
     /// `sim`: virtual time through the emulated link; `real`: a server and a client thread on
@@ -382,7 +382,7 @@ fn measure_real(setup: &Setup, seconds: u64) -> Result<(Vec<LatencySample>, f64)
         .ok_or_else(|| format!("the server process said {first:?}"))?
         .parse()?;
     let one_way = Duration::from_secs_f64(setup.rtt_ms / 2000.0);
-    let relay = rally_driver::LinkRelay::delay(address, one_way)?;
+    let relay = crate::testbed::LinkRelay::delay(address, one_way)?;
     // The player goes to the relay; the server checks that the token names it too.
     let token = crate::token::issue_local(&key, 0, vec![relay.address(), address])?;
     let (token, run) = (crate::token::token_to_hex(&token), (seconds + 1).to_string());
@@ -404,7 +404,7 @@ fn measure_real(setup: &Setup, seconds: u64) -> Result<(Vec<LatencySample>, f64)
     Ok((samples, rtt))
 }
 
-/// A `rally peer` child process and its output lines; killed when dropped.
+/// A `rally-bench peer` child process and its output lines; killed when dropped.
 struct Peer {
     child: std::process::Child,
     lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,

@@ -8,8 +8,7 @@
 //! profile means the same thing in both. The relay counts what it applied per direction
 //! ([`RelayStats`]), so a report can print the link it measured beside the one it asked for.
 
-use crate::wait::precise_timers;
-use crate::Clock;
+use rally_driver::{precise_timers, Clock};
 use rally_netem::{Link, LinkConfig, LinkStats};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -250,7 +249,7 @@ pub(crate) fn relay(
 
 #[cfg(target_os = "linux")]
 fn wait_either(a: i32, b: i32, timeout: Duration) -> io::Result<()> {
-    crate::wait::readable_fds(&[a, b], timeout).map(|_| ())
+    rally_driver::readable_fds(&[a, b], timeout).map(|_| ())
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -1,4 +1,4 @@
-//! `rally bench transport`: the W1 workload of shared/DESIGN.md.
+//! `rally-bench transport`: the W1 workload of docs/design.md.
 //!
 //! A client sends a 400-byte payload every 1/60 s on a reliable-ordered stream; the server
 //! echoes each one; the client records the round trip from handing the payload to the library
@@ -41,7 +41,7 @@ pub const SIM_PEERS: [&str; 4] = ["rally", "kcp-source", "kcp-flush", "floor"];
 /// Rows that are references, not libraries.
 const REFERENCES: [&str; 2] = ["link", "floor"];
 
-/// Options of `rally bench transport`.
+/// Options of `rally-bench transport`.
 #[derive(Debug, clap::Args)]
 pub struct TransportArgs {
     /// `sim`: virtual time through the emulator; `real`: real sockets and the OS clock through
@@ -177,7 +177,7 @@ fn run_sim(args: &TransportArgs, profiles: &[LinkProfile]) -> Result<Vec<Row>, B
 fn run_real(
     args: &TransportArgs,
     profiles: &[LinkProfile],
-) -> Result<(Vec<Row>, Vec<rally_driver::RelayStats>), Box<dyn Error>> {
+) -> Result<(Vec<Row>, Vec<crate::testbed::RelayStats>), Box<dyn Error>> {
     let mut peers = peers(args, &real::REAL_PEERS)?;
     // The bare UDP echo is every row's baseline: it always runs, first.
     peers.retain(|p| p != "link");
@@ -194,7 +194,7 @@ fn run_real(
     let duration = Duration::from_secs(seconds);
     let progress = progress((rounds * profiles.len() * peers.len()) as u64);
     let mut runs: Vec<Vec<Run>> = (0..profiles.len() * peers.len()).map(|_| Vec::new()).collect();
-    let mut applied = vec![rally_driver::RelayStats::default(); profiles.len()];
+    let mut applied = vec![crate::testbed::RelayStats::default(); profiles.len()];
     let mut failed = std::collections::BTreeSet::new();
     for round in 0..rounds as u64 {
         for (p, profile) in profiles.iter().enumerate() {
@@ -255,7 +255,7 @@ fn progress(total: u64) -> ProgressBar {
 /// The link each profile asked for beside what the relay applied, over all its runs (the
 /// applied delay runs from send to delivery: the bottleneck's serialization and queue
 /// included, as a packet meets them).
-fn print_applied(profiles: &[LinkProfile], applied: &[rally_driver::RelayStats]) {
+fn print_applied(profiles: &[LinkProfile], applied: &[crate::testbed::RelayStats]) {
     println!(
         "{:<14} {:>18} {:>10} {:>10} {:>18} {:>18} {:>8}",
         "link applied",
@@ -412,7 +412,7 @@ fn print_table(rows: &[Row], mode: &str) {
     );
 }
 
-/// Whether the source's table (shared/seeds/001) reproduces here: on `clean` ENet within a
+/// Whether the source's table (docs/design.md, W1) reproduces here: on `clean` ENet within a
 /// few milliseconds of the link and KCP as the source ran it about one KCP interval (10 ms)
 /// slower; on `netem-10-25` KCP as the source ran it near 40 ms on a 27.5 ms link (1.45x).
 /// A shape that does not reproduce means something here differs from the source's setup.
@@ -451,7 +451,7 @@ fn print_sanity(rows: &[Row]) {
     }
 }
 
-/// The W1 targets of shared/DESIGN.md for Rally, checked against this run.
+/// The W1 targets of docs/design.md for Rally, checked against this run.
 fn print_targets(rows: &[Row]) {
     let limits =
         [("clean", 1.02), ("netem-10-25", 1.05), ("bernoulli-10", 1.10), ("bursty-10", 1.15)];
@@ -518,7 +518,7 @@ fn note_floor(rally: &Row, floor: &Row, mean_limit: f64, p99_limit: f64) {
 /// What each profile's relays applied, per direction, as JSON (empty in sim mode).
 fn applied_json(
     profiles: &[LinkProfile],
-    applied: &[rally_driver::RelayStats],
+    applied: &[crate::testbed::RelayStats],
 ) -> serde_json::Value {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let direction = |l: &rally_netem::LinkStats| {

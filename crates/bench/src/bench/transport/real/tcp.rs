@@ -1,12 +1,12 @@
 //! The kernel's TCP with TCP_NODELAY: a UDP relay cannot impair it, so the client and the
 //! server live in two network namespaces joined by TUN devices, and the link emulator sits
-//! between the devices ([`rally_driver::netns::TunLink`]), seeing every segment, ack and
+//! between the devices ([`crate::testbed::netns::TunLink`]), seeing every segment, ack and
 //! retransmission the kernel sends. Payloads are 400 bytes each on one stream; the client
 //! cuts the echoed stream back into payloads.
 
 use super::{index_of, w1, Client, RealRun, CONNECT_TIMEOUT};
 use crate::bench::transport::PAYLOAD_BYTES;
-use rally_driver::netns::{Side, TunLink, SERVER_IP};
+use crate::testbed::netns::{Side, TunLink, SERVER_IP};
 use rally_driver::Clock;
 use rally_netem::LinkConfig;
 use rally_proto::Instant;

@@ -1,7 +1,7 @@
 //! KCP on the W1 workload, in virtual time: the original C ikcp.c (bundled by the kcp-rs
 //! crate) on both ends, driven by the same clock and links as Rally.
 //!
-//! Two configurations, as shared/DESIGN.md names them: `kcp-source` as the source ran it
+//! Two configurations, as docs/design.md names them: `kcp-source` as the source ran it
 //! (nodelay 1, interval 10 ms, fast resend 2, no congestion control, no explicit flush) and
 //! `kcp-flush` as KCP's author recommends (the same plus `ikcp_flush` after every send and
 //! every input), which removes the wait for the next 10 ms update.

@@ -1,5 +1,5 @@
-//! `rally bench room`: the engine's own CPU cost per reference room-tick (W3 of
-//! shared/DESIGN.md, the part the rooms issue owns).
+//! `rally-bench room`: the engine's own CPU cost per reference room-tick (W3 of
+//! docs/design.md, the part the rooms issue owns).
 //!
 //! The reference room: 10 clients each sending an input every tick at 128 Hz, 256 bodies of
 //! which 64 move every tick (the 10 controllers the inputs drive and 54 bodies on orbits), 192
@@ -38,7 +38,7 @@ use std::time::Duration;
 /// The host's target for a whole room-tick (all phases but physics).
 const TARGET_US: f64 = 25.0;
 
-/// Options of `rally bench room`.
+/// Options of `rally-bench room`.
 #[derive(Debug, clap::Args)]
 pub struct RoomArgs {
     /// 10 seconds of ticks instead of 60.

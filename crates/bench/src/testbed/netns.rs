@@ -12,7 +12,7 @@
 
 #![allow(unsafe_code)] // setns and the TUN ioctl: each call says what makes it sound
 
-use crate::relay::{Links, Port, RelayStats, Running};
+use super::relay::{Links, Port, RelayStats, Running};
 use rally_netem::LinkConfig;
 use std::fs::File;
 use std::io::{self, Read, Write};

@@ -1,4 +1,4 @@
-//! `rally bench ...`: benchmarks that run Rally and its peers side by side in one run, interleaved
+//! `rally-bench ...`: benchmarks that run Rally and its peers side by side in one run, interleaved
 //! so that machine noise hits all of them alike, and report ratios, distributions and allocations
 //! as a table, JSON and PNG plots.
 
@@ -28,7 +28,7 @@ pub enum BenchCommand {
     Load(load::LoadArgs),
 }
 
-/// Options of `rally bench wire`.
+/// Options of `rally-bench wire`.
 #[derive(Debug, clap::Args)]
 pub struct WireArgs {
     /// Fewer, shorter batches: finishes in well under 30 seconds.

@@ -1,18 +1,25 @@
 //! Goal: the link relay carries datagrams both ways, never delivers one before its delay, and
 //! applies the loss it was given, counting what it did per direction.
 //! Method: a UDP echo behind the relay on loopback; a few round trips through a delay-only
-//! link, then a stream through a link that loses half of what goes up.
+//! link, then a stream through a link that loses half of what goes up, kept to a small window
+//! in flight so that no socket buffer overflows (every loss is the link's), and counted until
+//! every datagram is accounted for: echoed, or lost by the link. Nothing waits a fixed time:
+//! the deadlines only end a test that would otherwise hang, and a loaded machine only makes it
+//! slower.
 
-use rally_driver::LinkRelay;
+use rally_bench::testbed::LinkRelay;
 use rally_netem::{LinkConfig, LossModel};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
+
+/// How long a test may take before it is called hung: far beyond what any run needs.
+const DEADLINE: Duration = Duration::from_secs(60);
 
 /// An echo server that answers `count` datagrams, on its own thread.
 fn echo(count: usize) -> (SocketAddr, std::thread::JoinHandle<()>) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     let address = socket.local_addr().unwrap();
-    socket.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    socket.set_read_timeout(Some(DEADLINE)).unwrap();
     let thread = std::thread::spawn(move || {
         let mut buf = [0u8; 64];
         for _ in 0..count {
@@ -29,7 +36,7 @@ fn datagrams_cross_both_ways_no_sooner_than_the_delay() {
     let (server, echoing) = echo(3);
     let relay = LinkRelay::delay(server, Duration::from_millis(20)).unwrap();
     let client = UdpSocket::bind("127.0.0.1:0").unwrap();
-    client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    client.set_read_timeout(Some(DEADLINE)).unwrap();
     for n in 0..3u8 {
         let sent = std::time::Instant::now();
         client.send_to(&[n; 8], relay.address()).unwrap();
@@ -37,6 +44,8 @@ fn datagrams_cross_both_ways_no_sooner_than_the_delay() {
         let (len, _) = client.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[..len], &[n; 8]);
         let rtt = sent.elapsed();
+        // A floor, never a ceiling: a loaded machine only adds to the round trip, so this fails
+        // only if the relay delivers early.
         assert!(rtt >= Duration::from_millis(40), "round trip {rtt:?} beat the relay's delay");
     }
     echoing.join().unwrap();
@@ -46,8 +55,12 @@ fn datagrams_cross_both_ways_no_sooner_than_the_delay() {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods)] // the deadline that ends a hung run reads the clock
 fn the_relay_loses_what_its_link_loses_and_says_so() {
-    let (server, echoing) = echo(400);
+    const COUNT: u16 = 400;
+    /// Datagrams sent and not yet accounted for, at most.
+    const WINDOW: u64 = 16;
+    let (server, echoing) = echo(usize::from(COUNT));
     let lossy = LinkConfig {
         loss: LossModel::Bernoulli { probability: 0.5 },
         delay: Duration::from_millis(1),
@@ -56,16 +69,24 @@ fn the_relay_loses_what_its_link_loses_and_says_so() {
     let clean = LinkConfig { delay: Duration::from_millis(1), ..LinkConfig::default() };
     let relay = LinkRelay::start(server, lossy, clean, 7).unwrap();
     let client = UdpSocket::bind("127.0.0.1:0").unwrap();
-    client.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
-    for n in 0..400u16 {
-        client.send_to(&n.to_le_bytes(), relay.address()).unwrap();
-        // Paced, so that no socket buffer overflows and every loss is the link's.
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    let mut echoed = 0;
+    // A short wait per read keeps the loop looking at the relay's counts; it bounds nothing.
+    client.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+    let (mut sent, mut echoed) = (0u16, 0u64);
     let mut buf = [0u8; 8];
-    while client.recv_from(&mut buf).is_ok() {
-        echoed += 1;
+    let started = std::time::Instant::now();
+    loop {
+        while client.recv_from(&mut buf).is_ok() {
+            echoed += 1;
+        }
+        let lost = relay.stats().up.lost;
+        if u64::from(sent) == lost + echoed && sent == COUNT {
+            break;
+        }
+        if sent < COUNT && u64::from(sent) < lost + echoed + WINDOW {
+            client.send_to(&sent.to_le_bytes(), relay.address()).unwrap();
+            sent += 1;
+        }
+        assert!(started.elapsed() < DEADLINE, "hung: {sent} sent, {echoed} echoed, {lost} lost");
     }
     let stats = relay.stop().unwrap();
     drop(echoing);

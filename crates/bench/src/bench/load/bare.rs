@@ -2,7 +2,7 @@
 //! same loopback sockets and the same batched syscalls, with no protocol, no encryption and no
 //! game. A host thread on the worker's core takes in every bot's inputs and, at each room's
 //! tick (spread over the tick as the host spreads them), sends each of the room's clients one
-//! datagram of a snapshot's size; the bots (`rally peer bots --bare`) send an input's worth per
+//! datagram of a snapshot's size; bots (`rally-bench peer bots --bare`) send an input's worth per
 //! frame and count what comes back. Its CPU per room-tick is what any UDP server with this tick
 //! structure pays on this machine before doing anything of its own. On loopback the sender's
 //! syscall also delivers each datagram into the receiving socket, work a network card would

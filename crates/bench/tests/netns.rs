@@ -5,7 +5,7 @@
 //! runs as root); elsewhere the test says it did not run.
 #![cfg(target_os = "linux")]
 
-use rally_driver::netns::{Side, TunLink, SERVER_IP};
+use rally_bench::testbed::netns::{Side, TunLink, SERVER_IP};
 use rally_netem::{LinkConfig, LossModel};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -1,6 +1,6 @@
-//! `rally bench transport --mode real`: W1 on real sockets and the OS clock, every peer the
+//! `rally-bench transport --mode real`: W1 on real sockets and the OS clock, every peer the
 //! real library, each through the same real-time link emulator
-//! ([`rally_driver::LinkRelay`]: the profiles of the sim mode, per direction, with real
+//! ([`crate::testbed::LinkRelay`]: the profiles of the sim mode, per direction, with real
 //! delays), in one run.
 //!
 //! Each run starts a peer's echo server on loopback, a relay in front of it with the profile
@@ -28,7 +28,8 @@ mod tcp;
 mod udp;
 
 use super::{Run, PAYLOAD_BYTES, SEND_INTERVAL};
-use rally_driver::{Clock, LinkRelay, RelayStats};
+use crate::testbed::{LinkRelay, RelayStats};
+use rally_driver::Clock;
 use rally_netem::LinkConfig;
 use rally_proto::Instant;
 use std::error::Error;

@@ -38,7 +38,6 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 }
 
-#[cfg(feature = "bench")]
 /// Allocations since the process started.
 pub fn allocations() -> u64 {
     ALLOCATIONS.load(Ordering::Relaxed)

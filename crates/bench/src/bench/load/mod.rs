@@ -1,9 +1,9 @@
-//! `rally bench load`: W3 on real sockets (shared/DESIGN.md, section 5). The host runs in this
-//! process with encryption on; its clients are bots in a separate process (`rally peer bots`),
-//! each a real client session on its own socket, many per thread. The bench ramps the number
-//! of reference rooms (10 clients each, 256 bodies of which 64 move, 128 Hz) and, at each step,
-//! reads the host's own telemetry over a measurement window after a warm-up: the workers'
-//! CPU time from getrusage, per room-tick and per scope, and tick lateness.
+//! `rally-bench load`: W3 on real sockets (docs/design.md, section 5). The host runs in this
+//! process with encryption on; its clients are bots in a separate process (`rally-bench peer
+//! bots`), each a real client session on its own socket, many per thread. The bench ramps the
+//! number of reference rooms (10 clients each, 256 bodies of which 64 move, 128 Hz) and, at
+//! each step, reads the host's own telemetry over a measurement window after a warm-up: the
+//! workers' CPU time from getrusage, per room-tick and per scope, and tick lateness.
 //!
 //! The ramp stops where a budget breaks: the host's worker core full, tick lateness past its
 //! budget, or the bots unable to keep their frame rate (then it is the load generator, not the
@@ -44,7 +44,7 @@ const LATENESS_BUDGET_MS: f64 = 0.5;
 /// The tokens' protocol id in this bench.
 const PROTOCOL: u64 = 0x10ad;
 
-/// Options of `rally bench load`.
+/// Options of `rally-bench load`.
 #[derive(Debug, clap::Args)]
 pub struct LoadArgs {
     /// A short ramp (1 to 64 rooms, 4 s windows): under two minutes.
@@ -288,8 +288,8 @@ fn start_bots(
     spawn_bots(&session, rooms, threads_cores, seconds)
 }
 
-/// Starts `rally peer bots` with `session` (what the bots connect to and how) for `rooms` rooms
-/// of the reference clients, on `threads` threads and `cores`, for `seconds`.
+/// Starts `rally-bench peer bots` with `session` (what the bots connect to and how) for `rooms`
+/// rooms of the reference clients, on `threads` threads and `cores`, for `seconds`.
 fn spawn_bots(
     session: &[String],
     rooms: u64,
@@ -307,7 +307,9 @@ fn spawn_bots(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("starting the bots (rally peer bots {}): {e}", session.join(" ")))?;
+        .map_err(|e| {
+            format!("starting the bots (rally-bench peer bots {}): {e}", session.join(" "))
+        })?;
     Ok(child)
 }
 
