@@ -19,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut driver = UdpDriver::bind("127.0.0.1:0", config)?;
     let connection = driver.connect_with_token(backend_token(server)?)?;
     let clock = driver.clock();
-    let mut session: ClientSession<[f32; 3], String> = ClientSession::new(ClientConfig::default());
+    let mut session: ClientSession<[f32; 3], String> = ClientSession::new(ClientConfig::default())?;
     let frame = Duration::from_secs(1) / 90;
     for n in 0..450u32 {
         // Sample the hand and send it at once; then take what arrives until the next frame.

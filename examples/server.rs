@@ -52,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = EndpointConfig { connection: connection_config(), ..Default::default() };
     let key = TokenKey(EXAMPLE_KEY);
     let mut driver = UdpDriver::bind_secure("127.0.0.1:7777", config, key, EXAMPLE_PROTOCOL)?;
-    let mut room = Room::new(RoomConfig::default(), Hands::default(), 1);
+    let mut room = Room::new(RoomConfig::default(), Hands::default(), 1)?;
     let clock = driver.clock();
     println!("room listening on {}", driver.local_addr()?);
     loop {

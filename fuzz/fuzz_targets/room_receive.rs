@@ -11,7 +11,7 @@ use std::time::Duration;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&channel, payload)) = data.split_first() else { return };
-    let mut room = Room::new(RoomConfig::default(), Sandbox::default(), 1);
+    let mut room = Room::new(RoomConfig::default(), Sandbox::default(), 1).unwrap();
     Sandbox::populate(room.world_mut(), 4, 1);
     let mut net = RoomNet::new(room, 1, LinkConfig::default(), 1);
     net.connect(0);

@@ -135,7 +135,9 @@ pub fn reference_room(
 ) -> Result<Room<Reference>, rally_engine::WorldError> {
     config.snapshot.entities_max = config.snapshot.entities_max.max(BODIES);
     let mut game = Reference::default();
-    let mut room = Room::new(config, Reference::default(), seed);
+    // Callers pass a validated config (the server checks it at start), and the raised entity
+    // limit is far below the engine's.
+    let mut room = Room::new(config, Reference::default(), seed).expect("a valid room config");
     for k in 0..BODIES - CLIENTS {
         let at = Transform::from_position(Vec3::new(k as f32 * 0.1 - 10.0, 0.5, -3.0));
         let id = room.world_mut().spawn(Entity::at(at))?;

@@ -43,7 +43,7 @@ fn a_client_moves_its_hand_in_a_room_over_loopback() {
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = stop.clone();
     let room_thread = std::thread::spawn(move || {
-        let mut room = Room::new(RoomConfig::default(), Hands::default(), 1);
+        let mut room = Room::new(RoomConfig::default(), Hands::default(), 1).unwrap();
         let clock = server.clock();
         while !stopped.load(Ordering::Relaxed) {
             server
@@ -65,7 +65,8 @@ fn a_client_moves_its_hand_in_a_room_over_loopback() {
     let mut client = UdpDriver::bind("127.0.0.1:0", config()).unwrap();
     let client_clock = client.clock();
     client.connect(address);
-    let mut session: ClientSession<[f32; 3], ()> = ClientSession::new(ClientConfig::default());
+    let mut session: ClientSession<[f32; 3], ()> =
+        ClientSession::new(ClientConfig::default()).unwrap();
     let mut last = None;
     for n in 0..90u32 {
         last = Some(session.send_input(client.now(), [n as f32 * 0.01, 1.0, 0.0]));

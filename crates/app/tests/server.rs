@@ -81,7 +81,7 @@ impl Client {
         let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
         let mut driver = UdpDriver::bind("127.0.0.1:0", endpoint).expect("binds");
         driver.connect_with_token(token).expect("a valid token");
-        let session = ClientSession::new(Default::default());
+        let session = ClientSession::new(Default::default()).expect("valid");
         Self { driver, session, snapshots: 0, ended: None }
     }
 

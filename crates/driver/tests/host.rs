@@ -76,7 +76,7 @@ impl Player {
         let mut driver = UdpDriver::bind("127.0.0.1:0", config).expect("binds");
         let token = backend::issue(key, PROTOCOL, client, room, servers, 60).expect("issued");
         driver.connect_with_token(token).expect("a valid token");
-        let session = ClientSession::new(Default::default());
+        let session = ClientSession::new(Default::default()).expect("the default config is valid");
         Self { driver, session, joined: false, snapshots: 0, messages: Vec::new(), ended: None }
     }
 
@@ -158,6 +158,7 @@ fn host_config(workers: usize, key: &TokenKey) -> HostConfig {
 
 fn room(panic_with_clients: Option<usize>) -> Room<Hands> {
     Room::new(RoomConfig::default(), Hands { panic_with_clients, ..Hands::default() }, 1)
+        .expect("the default config is valid")
 }
 
 #[test]
@@ -233,7 +234,7 @@ fn a_room_over_its_budget_is_counted_on_every_tick() {
     // every time.
     let game = move |id: u64| {
         let slow = if id == 2 { 2 * budget } else { Duration::ZERO };
-        Room::new(RoomConfig::default(), Hands { slow, ..Hands::default() }, 1)
+        Room::new(RoomConfig::default(), Hands { slow, ..Hands::default() }, 1).expect("valid")
     };
     let host = Host::start(config, game).expect("starts");
     let address = host.room_address(1);

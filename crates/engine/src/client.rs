@@ -1,5 +1,6 @@
 //! The client side: a session in a room, over one connection of a client endpoint.
 
+use crate::config::{self, ConfigError};
 use crate::interpolation::{Interpolated, InterpolationConfig, Interpolator};
 use crate::latency::LatencyMeter;
 use crate::protocol::{
@@ -23,9 +24,11 @@ use std::time::Duration;
 pub struct ClientConfig {
     /// Quantization and limits of snapshots, as the room's.
     pub snapshot: SnapshotConfig,
-    /// Snapshots kept as possible baselines (the room deltas against the one acknowledged).
+    /// Snapshots kept as possible baselines (the room deltas against the one acknowledged), at
+    /// least 2: the one shown and the one being decoded.
     pub views_kept: usize,
-    /// Inputs kept for resending until the room reports them applied; older ones are dropped.
+    /// Inputs kept for resending until the room reports them applied; older ones are dropped
+    /// and counted. At most the room's `inputs_per_frame_max`, or the room drops whole frames.
     pub inputs_kept: usize,
     /// How long a request waits for its response.
     pub request_timeout: Duration,
@@ -33,6 +36,11 @@ pub struct ClientConfig {
     pub requests_max: usize,
     /// Messages waiting for `transmit` at most.
     pub outbox_max: usize,
+    /// Events waiting for [`ClientSession::poll_event`] at most; past it the room's messages,
+    /// requests and responses are dropped (a response dropped so leaves its request to time
+    /// out) and snapshots are applied without an event, counted in
+    /// [`ClientStats::events_dropped`]. Joins and timeouts always queue.
+    pub events_max: usize,
     /// User messages' size limit.
     pub codec: MessageCodec,
     /// Send each input at the next frame ([`ClientSession::present`]) instead of at once: the
@@ -51,15 +59,38 @@ impl Default for ClientConfig {
         Self {
             snapshot: SnapshotConfig::default(),
             views_kept: 64,
-            inputs_kept: 32,
+            inputs_kept: INPUTS_KEPT_DEFAULT,
             request_timeout: REQUEST_TIMEOUT,
             requests_max: 256,
             outbox_max: 1024,
+            events_max: 4096,
             codec: MessageCodec::default(),
             defer_inputs: false,
             interpolation: InterpolationConfig::default(),
             interpolate: true,
         }
+    }
+}
+
+/// The default of [`ClientConfig::inputs_kept`].
+const INPUTS_KEPT_DEFAULT: usize = 32;
+
+// A default client's whole resend window fits a default room's frame limit.
+const _: () = assert!(INPUTS_KEPT_DEFAULT <= crate::room::INPUTS_PER_FRAME_MAX_DEFAULT);
+
+impl ClientConfig {
+    /// Checks every setting against its range (see [`crate::config`]);
+    /// [`ClientSession::new`] calls it.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        config::shared(&self.snapshot, &self.codec)?;
+        config::count("views_kept", self.views_kept, 2..=config::VIEWS_KEPT_MAX)?;
+        config::count("inputs_kept", self.inputs_kept, 1..=config::INPUTS_MAX)?;
+        let timeout = Duration::from_millis(1)..=config::WAIT_MAX;
+        config::duration("request_timeout", self.request_timeout, timeout)?;
+        config::count("requests_max", self.requests_max, 1..=config::REQUESTS_MAX)?;
+        config::count("outbox_max", self.outbox_max, 1..=config::QUEUE_MAX)?;
+        config::count("events_max", self.events_max, 1..=config::QUEUE_MAX)?;
+        self.interpolation.validate()
     }
 }
 
@@ -112,6 +143,9 @@ pub struct ClientStats {
     pub inputs_dropped: u64,
     /// Messages the endpoint refused.
     pub sends_failed: u64,
+    /// Events not queued because `events_max` events waited for
+    /// [`ClientSession::poll_event`].
+    pub events_dropped: u64,
 }
 
 /// A client's session in a room: sends inputs the moment they are sampled, applies each
@@ -153,10 +187,11 @@ pub struct ClientSession<I, M> {
 }
 
 impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
-    /// A session not yet connected.
-    pub fn new(config: ClientConfig) -> Self {
-        Self {
-            views: vec![Snapshot::default(); config.views_kept.max(2)],
+    /// A session not yet connected. Refuses a config that [`ClientConfig::validate`] refuses.
+    pub fn new(config: ClientConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self {
+            views: vec![Snapshot::default(); config.views_kept],
             interpolator: Interpolator::new(config.interpolation),
             requests: Pending::new(config.requests_max),
             outbox: Outbox::new(config.outbox_max),
@@ -178,7 +213,7 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             meter: LatencyMeter::default(),
             tick_rate: 0,
             _message: PhantomData,
-        }
+        })
     }
 
     /// Hands the session an endpoint's event for its connection, at `now`: connected
@@ -296,7 +331,7 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     /// next `transmit` (call it now) and again in later frames until the room reports it
     /// applied. The meter times it from `now` to the frame that first presents its effect.
     pub fn send_input(&mut self, now: Instant, input: I) -> u32 {
-        if self.inputs.len() >= self.config.inputs_kept.max(1) {
+        if self.inputs.len() >= self.config.inputs_kept {
             self.inputs.pop_front();
             self.first_input = self.first_input.wrapping_add(1);
             self.stats.inputs_dropped += 1;
@@ -424,7 +459,18 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             self.input_applied(reflected);
             self.meter.arrived(now, reflected, |seq| prefix.hold(seq));
         }
-        self.events.push_back(ClientEvent::Snapshot { tick: header.tick });
+        if self.admits_event() {
+            self.events.push_back(ClientEvent::Snapshot { tick: header.tick });
+        }
+    }
+
+    /// Whether an event may queue (fewer than `events_max` wait); counts the drop if not.
+    fn admits_event(&mut self) -> bool {
+        let admits = self.events.len() < self.config.events_max;
+        if !admits {
+            self.stats.events_dropped += 1;
+        }
+        admits
     }
 
     /// Hands view `slot`'s entities to the interpolator, as of `tick` plus `offset`; a full
@@ -508,7 +554,16 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
 
     fn envelope(&mut self, payload: &[u8]) {
         let codec = self.config.codec;
-        let event = match codec.decode::<Envelope>(payload) {
+        let envelope = codec.decode::<Envelope>(payload);
+        let rpc = matches!(
+            envelope,
+            Ok(Envelope::Message(_) | Envelope::Request { .. } | Envelope::Response { .. })
+        );
+        // Checked before a response completes its request, which then times out instead.
+        if rpc && !self.admits_event() {
+            return;
+        }
+        let event = match envelope {
             Ok(Envelope::Welcome { ticket, tick_rate, resumed }) => {
                 self.ticket = Some(ticket);
                 self.welcomed = true;
@@ -583,8 +638,11 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     }
 }
 
-/// Fast-path chains shown at once at most (one per sending client).
+/// Fast-path chains shown at once at most (one per sending client). In a room of more
+/// clients, the chains of senders past it show at the next snapshot instead.
 const OVERLAYS_MAX: usize = 64;
+// Every other client of a default room has its chain shown.
+const _: () = assert!(OVERLAYS_MAX >= crate::room::CLIENTS_MAX_DEFAULT - 1);
 
 /// Splits a fast-path message into its sender, its input, how long after its tick it was
 /// sent, and its snapshot bytes.
@@ -595,4 +653,84 @@ pub(crate) fn parse_fast(payload: &[u8]) -> Option<(ClientId, Option<u32>, Durat
     let client = u32::try_from(client).ok()?;
     let seq = seq.checked_sub(1).and_then(|s| u32::try_from(s).ok());
     Some((client, seq, Duration::from_micros(offset), payload.get(a + b + c..)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(codec: &MessageCodec, message: u8) -> Vec<u8> {
+        frame(codec, &message, Envelope::Message).unwrap()
+    }
+
+    #[test]
+    fn the_event_queue_stops_at_events_max_but_keeps_joins_and_timeouts() {
+        // Goal: the room's messages beyond `events_max` waiting events are dropped and
+        // counted, the session's own events (its join, a request's timeout) still queue, and
+        // once the game polls messages queue again. Method: crafted envelopes, a game that
+        // does not poll, five messages against a queue of three.
+        let config = ClientConfig { events_max: 3, ..ClientConfig::default() };
+        let mut session: ClientSession<u8, u8> = ClientSession::new(config).unwrap();
+        let codec = MessageCodec::default();
+        let ticket = SessionTicket { client: 1, secret: 2 };
+        let welcome = Envelope::Welcome { ticket, tick_rate: 128, resumed: false };
+        session.receive(Instant::ZERO, RELIABLE, &codec.encode(&welcome).unwrap());
+        for n in 0..5 {
+            session.receive(Instant::ZERO, RELIABLE, &message(&codec, n));
+        }
+        assert_eq!(session.stats().events_dropped, 3);
+        let id = session.request(Instant::ZERO, &9).unwrap();
+        session.handle_timeout(Instant::ZERO + REQUEST_TIMEOUT);
+        let events: Vec<_> = std::iter::from_fn(|| session.poll_event()).collect();
+        let expected = [
+            ClientEvent::Joined { client: 1, resumed: false },
+            ClientEvent::Message(0),
+            ClientEvent::Message(1),
+            ClientEvent::RequestTimedOut(id),
+        ];
+        assert_eq!(events, expected);
+        session.receive(Instant::ZERO, RELIABLE, &message(&codec, 7));
+        assert_eq!(session.poll_event(), Some(ClientEvent::Message(7)));
+    }
+
+    /// A fast-path message from `client`: its chain is one entity, its own id.
+    fn fast(client: u32) -> Vec<u8> {
+        let mut out = vec![0u8; 256];
+        let mut len = 0;
+        for value in [u64::from(client), 0, 0] {
+            len += rally_wire::varint::write_varint(value, &mut out[len..]).unwrap();
+        }
+        let config = SnapshotConfig::default();
+        let mut chain = Snapshot::new(1);
+        let state = EntityState {
+            id: client,
+            position: glam::Vec3::ZERO,
+            rotation: glam::Quat::IDENTITY,
+            linear_velocity: glam::Vec3::ZERO,
+            angular_velocity: glam::Vec3::ZERO,
+        };
+        chain.push(config.quantize(&state)).unwrap();
+        len += config.encode_full(&chain, &mut out[len..]).unwrap();
+        out.truncate(len);
+        out
+    }
+
+    #[test]
+    fn fast_path_chains_are_kept_for_overlays_max_senders() {
+        // Goal: a session shows at most `OVERLAYS_MAX` senders' chains at once, whatever the
+        // room sends; a sender already shown still updates. Method: crafted fast-path messages
+        // from ten senders more than the limit.
+        let mut session: ClientSession<u8, u8> = ClientSession::new(Default::default()).unwrap();
+        let codec = MessageCodec::default();
+        let ticket = SessionTicket { client: 1, secret: 2 };
+        let welcome = Envelope::Welcome { ticket, tick_rate: 128, resumed: false };
+        session.receive(Instant::ZERO, RELIABLE, &codec.encode(&welcome).unwrap());
+        for sender in 2..OVERLAYS_MAX as u32 + 12 {
+            session.receive(Instant::ZERO, FAST, &fast(sender));
+        }
+        assert_eq!(session.overlays.len(), OVERLAYS_MAX);
+        assert_eq!(session.stats().snapshots_dropped, 0);
+        session.receive(Instant::ZERO, FAST, &fast(2));
+        assert_eq!(session.overlays.len(), OVERLAYS_MAX);
+    }
 }

@@ -168,5 +168,15 @@ impl GrabGraph {
         order.sort_by_key(|(depth, _, grabbable, _)| (*depth, *grabbable));
         self.order = order.into_iter().map(|(_, a, b, offset)| (a, b, offset)).collect();
         self.stale = false;
+        debug_assert!(self.is_topological(), "a grabber propagated after what it holds");
+    }
+
+    /// Whether every held grabber's own hold comes before the holds it makes: what
+    /// propagating a chain of any depth in one pass relies on.
+    fn is_topological(&self) -> bool {
+        self.order.iter().enumerate().all(|(i, (grabber, _, _))| {
+            !self.holds.contains_key(grabber)
+                || self.order[..i].iter().any(|(_, held, _)| held == grabber)
+        })
     }
 }

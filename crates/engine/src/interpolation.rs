@@ -27,6 +27,7 @@ use rally_wire::EntityState;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+use crate::config::{self, ConfigError};
 use crate::EntityId;
 use rally_proto::Instant;
 
@@ -63,6 +64,19 @@ pub struct InterpolationConfig {
     pub extrapolation_max: Duration,
     /// Updates kept per entity.
     pub history_max: usize,
+}
+
+impl InterpolationConfig {
+    /// Checks every setting against its range (see [`crate::config`]).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        config::count("interpolation.jitter_window", self.jitter_window, 1..=1 << 16)?;
+        let quantile = self.jitter_quantile;
+        config::fraction("interpolation.jitter_quantile", quantile, 0.0..=1.0)?;
+        let extrapolation = Duration::ZERO..=Duration::from_secs(1);
+        config::duration("interpolation.extrapolation_max", self.extrapolation_max, extrapolation)?;
+        // Two updates to interpolate between.
+        config::count("interpolation.history_max", self.history_max, 2..=1024)
+    }
 }
 
 impl Default for InterpolationConfig {
@@ -339,6 +353,32 @@ mod tests {
         assert!((shown.state.position.x - 98.2).abs() < 1e-3, "{shown:?}");
         assert!((shown.behind - 0.008).abs() < 1e-6);
         assert!(!shown.starved);
+    }
+
+    #[test]
+    fn an_entity_keeps_history_max_updates() {
+        // Goal: however many updates arrive, an entity holds the newest `history_max` and
+        // still interpolates between them. Method: fifty updates against a history of four.
+        let config = InterpolationConfig { history_max: 4, ..InterpolationConfig::default() };
+        let mut interpolator = Interpolator::new(config);
+        feed(&mut interpolator, 50, |_| 0.0);
+        assert_eq!(interpolator.tracks[&1].updates.len(), 4);
+        let oldest = interpolator.tracks[&1].updates.front().unwrap().1.position.x;
+        assert_eq!(oldest, 46.0);
+        let shown = interpolator.sample(Instant::ZERO + ms(490.0 + 30.0), 1).unwrap();
+        assert!((shown.state.position.x - 49.0).abs() < 1e-3, "{shown:?}");
+    }
+
+    #[test]
+    fn the_buffer_forgets_jitter_older_than_the_jitter_window() {
+        // Goal: the buffer is sized on the last `jitter_window` updates only, so it shrinks
+        // back once a link calms down. Method: a hundred updates with every fourth 8 ms late,
+        // then a hundred on time, against a window of 32.
+        let config = InterpolationConfig { jitter_window: 32, ..InterpolationConfig::default() };
+        let mut interpolator = Interpolator::new(config);
+        feed(&mut interpolator, 200, |k| if k < 100 && k % 4 == 0 { 8.0 } else { 0.0 });
+        let buffer = interpolator.stats(ObjectClass::Free).buffer;
+        assert!(buffer < 1e-9, "buffer {buffer}");
     }
 
     #[test]

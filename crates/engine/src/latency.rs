@@ -202,6 +202,30 @@ mod tests {
     }
 
     #[test]
+    fn the_meter_keeps_pending_max_inputs_and_samples_max_samples() {
+        // Goal: a client that never presents (or never takes its samples) holds a bounded
+        // meter: the oldest inputs are given up on, samples past the limit are counted in the
+        // mean but not kept. Method: ten more than each limit.
+        let mut meter = LatencyMeter::default();
+        for seq in 0..PENDING_MAX as u32 + 10 {
+            meter.sampled(seq, Instant::ZERO, true);
+        }
+        assert_eq!(meter.pending.len(), PENDING_MAX);
+        assert_eq!(meter.pending.front().map(|p| p.seq), Some(10));
+        let sample = LatencySample {
+            seq: 0,
+            total: ms(20.0),
+            round_trip: None,
+            server_hold: None,
+            frame_wait: Duration::ZERO,
+        };
+        for _ in 0..SAMPLES_MAX + 10 {
+            meter.record(sample);
+        }
+        assert_eq!((meter.samples.len(), meter.count), (SAMPLES_MAX, SAMPLES_MAX as u64 + 10));
+    }
+
+    #[test]
     fn model_rounds_the_round_trip_up_to_frames_and_adds_a_tick() {
         let dt = ms(1000.0 / 120.0);
         let model = LatencyModel::new(ms(10.0), dt, dt);

@@ -49,7 +49,8 @@
 //! and split into the network's round trip, the server's hold (which each snapshot reports)
 //! and the client's wait for its frame, so that each sample can be judged against the
 //! [`LatencyModel`] of the round trip it saw. [`Pipeline::Fast`] sends the poses an input moves
-//! the moment it arrives, so the hold is zero and every sample sits at the model's floor.
+//! the moment it arrives, so the hold is zero and every sample sits at the model's floor; a
+//! frame that brings no new input (a resend, a duplicate) sends nothing.
 //!
 //! Remote entities can be shown through [`ClientSession::interpolated`] ([`interpolation`]): a
 //! buffer per [`ObjectClass`] sized to the jitter measured on that class's updates, zero on a
@@ -60,12 +61,23 @@
 //! [`Simulation::step`] is the game's; `rally-physics` puts rapier3d behind it, so that this
 //! crate depends on no physics engine.
 //!
-//! ## Bad input
+//! ## Bad input and limits
 //!
 //! A message that fails to decode, arrives on an unknown channel or before the hello, or
 //! breaks a limit is dropped and counted in [`RoomStats`] / [`ClientStats`]; the room and the
 //! other clients carry on. What an input means (an unknown entity, a forbidden grab) is the
 //! game's to judge: [`World`] refuses bad grabs with a [`GrabError`].
+//!
+//! Everything a peer can make a room or a session hold has a named limit in its config:
+//! clients (`clients_max`: one more is refused with `ServerFull`), inputs per frame, queued
+//! messages and pending requests (`outbox_max`, `requests_max`: one more is
+//! [`RpcError::Full`]), events waiting for the game to poll (`events_max`: peers' messages
+//! past it are dropped and counted; the room's own events always queue), inputs kept for
+//! resending and entities ([`WorldError::Full`]). [`Room::new`] and [`ClientSession::new`]
+//! check every setting against its range ([`RoomConfig::validate`],
+//! [`ClientConfig::validate`]) and refuse one outside it with a [`ConfigError`] naming the
+//! field and the range; nothing is clamped. Debug builds assert, after each message and each
+//! phase, that every bounded collection is within its limit.
 //!
 //! ## A room and a client on one screen
 //!
@@ -92,10 +104,11 @@
 //! let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
 //! let mut net = Pair::new(endpoint, rally_netem::LinkConfig::default(), 7);
 //! let (client, server) = net.connect(Duration::from_secs(1)).unwrap();
-//! let mut room = Room::new(RoomConfig::default(), Game, 1);
+//! let mut room = Room::new(RoomConfig::default(), Game, 1).unwrap();
 //! room.world_mut().spawn(Entity::at(Transform::IDENTITY)).unwrap();
 //! room.accept(server);
-//! let mut session: ClientSession<[f32; 3], String> = ClientSession::new(ClientConfig::default());
+//! let mut session: ClientSession<[f32; 3], String> =
+//!     ClientSession::new(ClientConfig::default()).unwrap();
 //! session.connected(client);
 //!
 //! let (mut seen_client, mut seen_server) = (0, 0);
@@ -126,6 +139,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod config;
 pub mod grab;
 pub mod interpolation;
 pub mod latency;
@@ -136,6 +150,7 @@ pub mod rpc;
 pub mod world;
 
 pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
+pub use config::ConfigError;
 pub use grab::{GrabError, GrabRule};
 pub use interpolation::{Interpolated, InterpolationConfig, Interpolator, ObjectClass};
 pub use latency::{LatencyMeter, LatencyModel, LatencySample};

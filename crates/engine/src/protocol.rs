@@ -106,6 +106,8 @@ pub(crate) fn decode_frame<I: serde::de::DeserializeOwned>(
 pub(crate) const HOLDS_MAX: usize = 4;
 /// The longest [`StatePrefix`] in bytes: three varints' worth of u32 each, and the count.
 pub(crate) const STATE_PREFIX_MAX: usize = 5 + 1 + HOLDS_MAX * 5;
+// The count takes one byte as a varint only below 128.
+const _: () = assert!(HOLDS_MAX < 128);
 
 /// What a snapshot message says before its snapshot: the input it reflects and how long the
 /// server held the newest inputs before sending it.

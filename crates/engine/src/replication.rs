@@ -77,7 +77,9 @@ pub(crate) struct Built {
 }
 
 impl Replicator {
+    /// A replicator keeping `views` views (at least 2, which `RoomConfig::validate` checks).
     pub(crate) fn new(views: usize) -> Self {
+        debug_assert!(views >= 2, "a ring of {views} views holds no baseline while sending");
         Self {
             views: (0..views.max(2)).map(|_| View::default()).collect(),
             next: 0,
@@ -98,6 +100,16 @@ impl Replicator {
         if self.views.iter().any(|v| v.used && v.tick == tick) {
             self.acked = Some(tick);
         }
+        self.assert_baseline_held();
+    }
+
+    /// The acknowledged view, if any, is still in the ring: a delta is only ever built
+    /// against a view the client was sent (`advance` forgets the ack when it reuses its slot).
+    fn assert_baseline_held(&self) {
+        debug_assert!(
+            self.acked.is_none_or(|tick| self.views.iter().any(|v| v.used && v.tick == tick)),
+            "the acknowledged view left the ring"
+        );
     }
 
     /// Forgets everything the client held: the next view starts from nothing (a client that
@@ -126,6 +138,7 @@ impl Replicator {
         let slot = self.advance();
         let view = &mut self.views[slot];
         (view.used, view.tick, view.complete) = (true, tick, true);
+        self.assert_baseline_held();
     }
 
     /// The ring slot for the next view; if it held the acknowledged view, the client's ack of
@@ -212,7 +225,13 @@ impl Replicator {
                 // The estimate was short: send fewer changes rather than nothing.
                 Ok(len) if len > budget && take > 0 => take = take * 3 / 4,
                 Err(EncodeError::BufferTooSmall { .. }) if take > 0 => take = take * 3 / 4,
-                Ok(len) => return Ok((Built { len, deferred: candidates.len() - take }, take)),
+                Ok(len) => {
+                    // Over the budget only when not even one change was taken (the despawns
+                    // and the header alone exceed it).
+                    debug_assert!(len <= budget || take == 0, "{len} bytes over {budget}");
+                    debug_assert!(take <= candidates.len());
+                    return Ok((Built { len, deferred: candidates.len() - take }, take));
+                }
                 Err(e) => return Err(e),
             }
         }

@@ -1,5 +1,6 @@
 //! The server side: a room runs its world one tick at a time, in explicit phases.
 
+use crate::config::{self, ConfigError};
 use crate::protocol::{decode_frame, hold_micros, Envelope, SessionTicket, StatePrefix};
 use crate::protocol::{FAST, HOLDS_MAX, RELIABLE, STATE, STATE_PREFIX_MAX, UNRELIABLE};
 use crate::replication::{Baseline, Replicator};
@@ -113,7 +114,8 @@ pub struct RoomConfig {
     /// Snapshot bytes per client per tick at most; changes that do not fit wait, the most
     /// important first. The default fits one datagram.
     pub snapshot_budget_bytes: usize,
-    /// Views kept per client as possible baselines (64 is half a second at 128 Hz).
+    /// Views kept per client as possible baselines (64 is half a second at 128 Hz), at least
+    /// 2: the one acknowledged and the one being sent.
     pub views_kept: usize,
     /// How long a disconnected client's session may be resumed.
     pub resume_window: Duration,
@@ -125,8 +127,15 @@ pub struct RoomConfig {
     pub inputs_per_frame_max: usize,
     /// Clients (connected or resumable) at most; more are refused with `ServerFull`.
     pub clients_max: usize,
-    /// Messages waiting for `transmit` at most; more are dropped and counted.
+    /// Messages waiting for `transmit` at most; more are dropped and counted. At least
+    /// `clients_max`, so that every client's snapshot of a tick fits.
     pub outbox_max: usize,
+    /// Clients' messages, requests and responses waiting for [`Room::poll_event`] at most;
+    /// more are dropped and counted in [`RoomStats::events_dropped`] (a response dropped so
+    /// leaves its request to time out). The room's own events (joins, leaves, timeouts) are
+    /// always queued, since the game's bookkeeping depends on each: they come a few per
+    /// connection, and a game that polls after every tick holds them bounded.
+    pub events_max: usize,
     /// User messages' size limit.
     pub codec: MessageCodec,
 }
@@ -142,18 +151,47 @@ impl Default for RoomConfig {
             resume_window: Duration::from_secs(10),
             request_timeout: REQUEST_TIMEOUT,
             requests_max: 1024,
-            inputs_per_frame_max: 64,
-            clients_max: 64,
+            inputs_per_frame_max: INPUTS_PER_FRAME_MAX_DEFAULT,
+            clients_max: CLIENTS_MAX_DEFAULT,
             outbox_max: 4096,
+            events_max: 4096,
             codec: MessageCodec::default(),
         }
     }
 }
 
+/// The default of [`RoomConfig::clients_max`].
+pub(crate) const CLIENTS_MAX_DEFAULT: usize = 64;
+
+/// The default of [`RoomConfig::inputs_per_frame_max`].
+pub(crate) const INPUTS_PER_FRAME_MAX_DEFAULT: usize = 64;
+
 impl RoomConfig {
-    /// The length of one tick.
+    /// The length of one tick. A room's tick rate is at least 1 ([`RoomConfig::validate`]);
+    /// an unchecked config with 0 gets one tick a second rather than a division by zero.
     pub fn dt(&self) -> Duration {
         Duration::from_secs(1) / self.tick_rate.max(1)
+    }
+
+    /// Checks every setting against its range (see [`crate::config`]); [`Room::new`] calls it.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let tick_rate = usize::try_from(self.tick_rate).unwrap_or(usize::MAX);
+        config::count("tick_rate", tick_rate, 1..=config::TICK_RATE_MAX as usize)?;
+        config::shared(&self.snapshot, &self.codec)?;
+        let budget = config::SNAPSHOT_BUDGET_BYTES_MIN..=config::SNAPSHOT_BUDGET_BYTES_MAX;
+        config::count("snapshot_budget_bytes", self.snapshot_budget_bytes, budget)?;
+        config::count("views_kept", self.views_kept, 2..=config::VIEWS_KEPT_MAX)?;
+        let wait = Duration::ZERO..=config::WAIT_MAX;
+        config::duration("resume_window", self.resume_window, wait)?;
+        let timeout = Duration::from_millis(1)..=config::WAIT_MAX;
+        config::duration("request_timeout", self.request_timeout, timeout)?;
+        config::count("requests_max", self.requests_max, 1..=config::REQUESTS_MAX)?;
+        let inputs = 1..=config::INPUTS_MAX;
+        config::count("inputs_per_frame_max", self.inputs_per_frame_max, inputs)?;
+        config::count("clients_max", self.clients_max, 1..=config::CLIENTS_MAX)?;
+        let outbox = self.clients_max..=config::QUEUE_MAX;
+        config::count("outbox_max", self.outbox_max, outbox)?;
+        config::count("events_max", self.events_max, 1..=config::QUEUE_MAX)
     }
 }
 
@@ -248,6 +286,9 @@ pub struct RoomStats {
     pub sends_failed: u64,
     /// Connections refused (room full, or a bad resume ticket).
     pub joins_refused: u64,
+    /// Clients' messages, requests and responses dropped because `events_max` events waited
+    /// for [`Room::poll_event`].
+    pub events_dropped: u64,
 }
 
 /// One client's session.
@@ -370,9 +411,11 @@ impl<S: Simulation> std::fmt::Debug for Room<S> {
 
 impl<S: Simulation> Room<S> {
     /// A room running `simulation` on an empty world; `seed` makes its session secrets.
-    pub fn new(config: RoomConfig, simulation: S, seed: u64) -> Self {
+    /// Refuses a config that [`RoomConfig::validate`] refuses.
+    pub fn new(config: RoomConfig, simulation: S, seed: u64) -> Result<Self, ConfigError> {
+        config.validate()?;
         let entities_max = config.snapshot.entities_max;
-        Self {
+        Ok(Self {
             world: World::new(entities_max),
             simulation,
             tick: 0,
@@ -398,9 +441,9 @@ impl<S: Simulation> Room<S> {
             shared: Vec::new(),
             shared_bytes: Vec::new(),
             // One datagram's worth: an encoding that does not fit is over the budget anyway.
-            datagram: vec![0; config.snapshot_budget_bytes.max(64) + 16],
+            datagram: vec![0; config.snapshot_budget_bytes + 16],
             config,
-        }
+        })
     }
 
     /// The settings.
@@ -509,6 +552,20 @@ impl<S: Simulation> Room<S> {
             (Some(client), RELIABLE | UNRELIABLE) => self.envelope(client, payload),
             _ => self.stats.messages_dropped += 1,
         }
+        self.assert_bounded();
+    }
+
+    /// Asserts that every collection a peer can make the room grow is within its limit: after
+    /// each message received and after each phase of a tick.
+    fn assert_bounded(&self) {
+        let config = &self.config;
+        debug_assert!(self.sessions.len() <= config.clients_max, "sessions past clients_max");
+        debug_assert!(self.outbox.queue.len() <= config.outbox_max, "outbox past outbox_max");
+        debug_assert!(self.requests.len() <= config.requests_max, "requests past requests_max");
+        debug_assert!(self.world.len() <= config.snapshot.entities_max, "world past entities_max");
+        let deferred_max = config.inputs_per_frame_max * config.clients_max;
+        debug_assert!(self.deferred_inputs.len() <= deferred_max, "deferred inputs unbounded");
+        debug_assert!(self.sessions.values().all(|s| s.arrivals.len() <= HOLDS_MAX));
     }
 
     fn hello(&mut self, connection: ConnectionHandle, payload: &[u8]) {
@@ -599,12 +656,14 @@ impl<S: Simulation> Room<S> {
         if let Some(tick) = frame.snapshot_ack {
             session.replicator.ack(tick);
         }
+        let mut fresh = false;
         for (i, input) in frame.inputs.into_iter().enumerate() {
             let seq = frame.first_seq.wrapping_add(i as u32);
             // Inputs ride again in later frames until acknowledged; apply each once, in order.
             if session.last_input.is_some_and(|last| !seq32_newer(seq, last)) {
                 continue;
             }
+            fresh = true;
             session.last_input = Some(seq);
             if session.arrivals.len() >= HOLDS_MAX {
                 session.arrivals.pop_front();
@@ -623,7 +682,9 @@ impl<S: Simulation> Room<S> {
             self.simulation.apply_input(&mut self.world, client, &input);
             self.stats.inputs_applied += 1;
         }
-        if self.config.pipeline == Pipeline::Fast {
+        // Only a new input moves the chain: a frame that merely repeats applied inputs (a
+        // resend, a duplicate, an acknowledgement) would send every client the same poses again.
+        if fresh && self.config.pipeline == Pipeline::Fast {
             self.fast_forward(now, client);
         }
     }
@@ -637,9 +698,14 @@ impl<S: Simulation> Room<S> {
         let Some(seq) = self.sessions.get(&client).and_then(|s| s.last_input) else { return };
         self.world.propagate_grabs();
         let mut chain = Snapshot::new(self.tick);
-        for id in self.world.chain_of(root) {
+        // A chain lists grabbers first; a snapshot takes ids in ascending order, and a grabber
+        // may hold what was spawned before it.
+        let mut ids = self.world.chain_of(root);
+        ids.sort_unstable();
+        for id in ids {
             let Some(entity) = self.world.get(id) else { continue };
-            let _ = chain.push(self.config.snapshot.quantize(&entity_state(id, entity)));
+            let pushed = chain.push(self.config.snapshot.quantize(&entity_state(id, entity)));
+            debug_assert!(pushed.is_ok(), "a chain holds each entity once");
         }
         let mut message = vec![0u8; 20];
         let since_tick = now.saturating_duration_since(self.last_tick_at);
@@ -662,6 +728,11 @@ impl<S: Simulation> Room<S> {
     }
 
     fn envelope(&mut self, client: ClientId, payload: &[u8]) {
+        if self.events.len() >= self.config.events_max {
+            // Checked before a response completes its request, which then times out instead.
+            self.stats.events_dropped += 1;
+            return;
+        }
         let codec = self.config.codec;
         let event = match codec.decode::<Envelope>(payload) {
             Ok(Envelope::Message(bytes)) => {
@@ -786,6 +857,7 @@ impl<S: Simulation> Room<S> {
                 Phase::Transmit => self.transmit(endpoint),
             }
             observer.exit(phase);
+            self.assert_bounded();
         }
         self.phase = None;
         self.stats.ticks += 1;
@@ -864,8 +936,9 @@ impl<S: Simulation> Room<S> {
             self.queue(deferred.connection, STATE, message);
         }
         self.quantize();
-        // Ticks only increase, so the push cannot fail.
-        let _ = self.history.push(&self.snapshot);
+        // Ticks only increase (wrapping), so the push cannot fail.
+        let pushed = self.history.push(&self.snapshot);
+        debug_assert!(pushed.is_ok(), "snapshot history refused tick {}", self.tick);
         self.shared.clear();
         self.shared_bytes.clear();
         let mut connected = std::mem::take(&mut self.connected);
@@ -982,7 +1055,8 @@ impl<S: Simulation> Room<S> {
                 _ => config.snapshot.quantize(&state),
             };
             // Ids ascend and the world holds at most entities_max.
-            let _ = snapshot.push(code);
+            let pushed = snapshot.push(code);
+            debug_assert!(pushed.is_ok(), "world ids out of order");
             weights.push(entity.priority);
             raw_next.push(state);
         }
@@ -1017,5 +1091,186 @@ fn entity_state(id: crate::EntityId, entity: &crate::Entity) -> EntityState {
         rotation: entity.transform.rotation,
         linear_velocity: entity.linear_velocity,
         angular_velocity: entity.angular_velocity,
+    }
+}
+
+/// The room's limits, at the level of the messages a connection sends: each test crafts what a
+/// client (or a peer that is not one of ours) could send, hands it to the room, and checks
+/// what the room kept, counted and queued.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{encode_frame, InputFrame};
+
+    /// Every input moves nothing; client `n` drives entity `n` (for the fast path).
+    struct Inert;
+
+    impl Simulation for Inert {
+        type Input = u8;
+        type Message = u8;
+        fn apply_input(&mut self, _world: &mut World, _client: ClientId, _input: &u8) {}
+        fn step(&mut self, _world: &mut World, _dt: Duration) {}
+        fn driven(&self, client: ClientId) -> Option<crate::EntityId> {
+            Some(client)
+        }
+    }
+
+    const NOW: Instant = Instant::ZERO;
+
+    fn room(config: RoomConfig) -> Room<Inert> {
+        let mut room = Room::new(config, Inert, 1).unwrap();
+        room.world_mut().spawn(crate::Entity::at(crate::Transform::IDENTITY)).unwrap();
+        room
+    }
+
+    /// Connection `handle` completes its handshake and says hello; returns the client it is.
+    fn join(room: &mut Room<Inert>, handle: usize) -> ClientId {
+        let connection = ConnectionHandle(handle);
+        room.accept(connection);
+        let hello = room.config.codec.encode(&Envelope::Hello { resume: None }).unwrap();
+        room.receive(NOW, connection, RELIABLE, &hello);
+        room.connections[&connection].expect("joined")
+    }
+
+    /// An input frame of `count` inputs from `first_seq` on.
+    fn inputs(first_seq: u32, count: usize) -> Vec<u8> {
+        let inputs = vec![7u8; count];
+        let frame = InputFrame { snapshot_ack: None, first_seq, inputs: inputs.iter().collect() };
+        encode_frame(&frame).unwrap()
+    }
+
+    /// Fast-path messages queued so far.
+    fn fast_messages(room: &Room<Inert>) -> usize {
+        room.outbox.queue.iter().filter(|(_, channel, _)| *channel == FAST).count()
+    }
+
+    #[test]
+    fn a_frame_past_inputs_per_frame_max_is_dropped_and_the_next_applies() {
+        // Goal: a frame of one input more than the limit applies nothing and is counted; the
+        // client's next frame, at the limit, applies every input. Method: crafted frames.
+        let mut room = room(RoomConfig { inputs_per_frame_max: 64, ..RoomConfig::default() });
+        let client = join(&mut room, 1);
+        room.receive(NOW, ConnectionHandle(1), STATE, &inputs(0, 65));
+        assert_eq!((room.stats.messages_dropped, room.stats.inputs_applied), (1, 0));
+        assert_eq!(room.last_input(client), None);
+        room.receive(NOW, ConnectionHandle(1), STATE, &inputs(0, 64));
+        assert_eq!((room.stats.messages_dropped, room.stats.inputs_applied), (1, 64));
+        assert_eq!(room.last_input(client), Some(63));
+    }
+
+    #[test]
+    fn naive_inputs_waiting_for_the_tick_stop_at_their_bound() {
+        // Goal: the naive pipeline's queue of inputs waiting for the tick holds at most a
+        // frame's worth per client; past it inputs are dropped and counted, and after the
+        // tick drains it new inputs queue again. Method: three one-input frames between ticks
+        // against a bound of two.
+        let config = RoomConfig {
+            pipeline: Pipeline::Naive,
+            inputs_per_frame_max: 2,
+            clients_max: 1,
+            ..RoomConfig::default()
+        };
+        let mut room = room(config);
+        join(&mut room, 1);
+        for seq in 0..3 {
+            room.receive(NOW, ConnectionHandle(1), STATE, &inputs(seq, 1));
+        }
+        assert_eq!((room.deferred_inputs.len(), room.stats.messages_dropped), (2, 1));
+        // What the next tick's ingest does first.
+        room.apply_deferred_inputs();
+        assert_eq!(room.stats.inputs_applied, 2);
+        room.receive(NOW, ConnectionHandle(1), STATE, &inputs(3, 1));
+        assert_eq!(room.deferred_inputs.len(), 1);
+    }
+
+    #[test]
+    fn clients_past_clients_max_are_refused_as_full_and_the_others_keep_playing() {
+        // Goal: the connection one past the limit is refused with `ServerFull` and gets no
+        // session; those within it were welcomed and their inputs still apply. Method: three
+        // hellos against a limit of two.
+        let mut room = room(RoomConfig { clients_max: 2, ..RoomConfig::default() });
+        let (a, b) = (join(&mut room, 1), join(&mut room, 2));
+        room.accept(ConnectionHandle(3));
+        let hello = room.config.codec.encode(&Envelope::Hello { resume: None }).unwrap();
+        room.receive(NOW, ConnectionHandle(3), RELIABLE, &hello);
+        assert_eq!(room.closing, vec![(ConnectionHandle(3), DisconnectReason::ServerFull)]);
+        assert_eq!((room.sessions.len(), room.stats.joins_refused), (2, 1));
+        assert!(!room.connections.contains_key(&ConnectionHandle(3)));
+        room.receive(NOW, ConnectionHandle(1), STATE, &inputs(0, 1));
+        room.receive(NOW, ConnectionHandle(2), STATE, &inputs(0, 1));
+        assert_eq!((room.last_input(a), room.last_input(b)), (Some(0), Some(0)));
+    }
+
+    #[test]
+    fn the_event_queue_stops_at_events_max_but_keeps_the_rooms_own_events() {
+        // Goal: clients' messages beyond `events_max` waiting events are dropped and counted,
+        // a disconnect is still reported, and once the game polls messages queue again.
+        // Method: a game that does not poll, five messages against a queue of three.
+        let mut room = room(RoomConfig { events_max: 3, ..RoomConfig::default() });
+        join(&mut room, 1);
+        let codec = room.config.codec;
+        for n in 0..5u8 {
+            let bytes = message(&codec, n);
+            room.receive(NOW, ConnectionHandle(1), RELIABLE, &bytes);
+        }
+        // Joined, then messages 0 and 1.
+        assert_eq!((room.events.len(), room.stats.events_dropped), (3, 3));
+        room.disconnected(NOW, ConnectionHandle(1), DisconnectReason::Closed);
+        let events: Vec<_> = std::iter::from_fn(|| room.poll_event()).collect();
+        assert_eq!(events.len(), 4);
+        assert_eq!(events[2], RoomEvent::Message { client: 1, message: 1 });
+        assert!(matches!(events[3], RoomEvent::Disconnected(1, DisconnectReason::Closed)));
+        let client = join(&mut room, 2);
+        room.receive(NOW, ConnectionHandle(2), RELIABLE, &message(&codec, 9));
+        assert_eq!(room.poll_event(), Some(RoomEvent::Joined(client)));
+        assert_eq!(room.poll_event(), Some(RoomEvent::Message { client, message: 9 }));
+    }
+
+    /// A one-way message as a client sends it.
+    fn message(codec: &MessageCodec, message: u8) -> Vec<u8> {
+        crate::rpc::frame(codec, &message, Envelope::Message).unwrap()
+    }
+
+    #[test]
+    fn the_fast_path_forwards_once_per_frame_that_applies_a_new_input() {
+        // Goal: a frame that only repeats applied inputs (a resend, a duplicate, a bare
+        // acknowledgement) sends nobody the chain again, and a frame with one new input among
+        // old ones does. Method: two clients; client 1's frames, counted in the outbox as
+        // fast-path messages (one per client per forward).
+        let config = RoomConfig { pipeline: Pipeline::Fast, ..RoomConfig::default() };
+        let mut room = room(config);
+        join(&mut room, 1);
+        join(&mut room, 2);
+        let sender = ConnectionHandle(1);
+        room.receive(NOW, sender, STATE, &inputs(0, 1));
+        assert_eq!(fast_messages(&room), 2, "one forward, to both clients");
+        for _ in 0..5 {
+            room.receive(NOW, sender, STATE, &inputs(0, 1));
+        }
+        room.receive(NOW, sender, STATE, &inputs(1, 0));
+        assert_eq!(fast_messages(&room), 2, "resends and acknowledgements forward nothing");
+        room.receive(NOW, sender, STATE, &inputs(0, 2));
+        assert_eq!(fast_messages(&room), 4, "a new input among old ones forwards");
+        assert_eq!(room.stats.inputs_applied, 2);
+    }
+
+    #[test]
+    fn the_fast_path_sends_a_chain_whose_grabber_is_newer_than_what_it_holds() {
+        // Goal: every entity of the chain goes out, even one spawned before its grabber (a
+        // hand that picks up a ball already on the table). Method: entity 2 holds entity 1;
+        // client 2 drives entity 2; decode the fast-path message its input causes.
+        let mut room = room(RoomConfig { pipeline: Pipeline::Fast, ..RoomConfig::default() });
+        let hand = room.world_mut().spawn(crate::Entity::at(crate::Transform::IDENTITY));
+        room.world_mut().grab(hand.unwrap(), 1).unwrap();
+        join(&mut room, 1);
+        let client = join(&mut room, 2);
+        room.receive(NOW, ConnectionHandle(2), STATE, &inputs(0, 1));
+        let (_, _, payload) = room.outbox.queue.iter().find(|(_, c, _)| *c == FAST).unwrap();
+        let (sender, seq, _, bytes) = crate::client::parse_fast(payload).unwrap();
+        assert_eq!((sender, seq), (client, Some(0)));
+        let mut chain = Snapshot::default();
+        room.config.snapshot.decode(bytes, None, &mut chain).unwrap();
+        let ids: Vec<u32> = chain.entities().iter().map(|e| e.id).collect();
+        assert_eq!(ids, [1, 2]);
     }
 }

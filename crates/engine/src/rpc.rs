@@ -53,8 +53,10 @@ impl<K: Ord + Copy> Pending<K> {
         Some(id)
     }
 
+    /// Records a request whose id came from [`Pending::next_id`], which checked the limit.
     pub(crate) fn insert(&mut self, key: K, deadline: Instant) {
         self.deadlines.insert(key, deadline);
+        debug_assert!(self.deadlines.len() <= self.max, "a request past requests_max");
     }
 
     /// Whether `key` was waiting (and is no longer).
@@ -76,6 +78,11 @@ impl<K: Ord + Copy> Pending<K> {
     /// Forgets every request matching `pred` without reporting it.
     pub(crate) fn forget(&mut self, mut pred: impl FnMut(&K) -> bool) {
         self.deadlines.retain(|key, _| !pred(key));
+    }
+
+    /// Requests waiting.
+    pub(crate) fn len(&self) -> usize {
+        self.deadlines.len()
     }
 
     pub(crate) fn earliest(&self) -> Option<Instant> {
@@ -132,9 +139,28 @@ impl<To> Outbox<To> {
             return false;
         }
         self.queue.push_back((to, channel, bytes));
+        debug_assert!(self.queue.len() <= self.max);
         true
     }
 }
 
 /// How long a request waits for its response by default.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outbox_keeps_spare_max_spare_buffers_and_none_larger_than_spare_bytes_max() {
+        // Goal: recycling keeps at most `SPARE_MAX` buffers, none over `SPARE_BYTES_MAX`, so a
+        // burst or one large message does not stay held. Method: recycle more, and a big one.
+        let mut outbox: Outbox<()> = Outbox::new(8);
+        outbox.recycle(Vec::with_capacity(SPARE_BYTES_MAX + 1));
+        assert!(outbox.spare.is_empty());
+        for _ in 0..SPARE_MAX + 10 {
+            outbox.recycle(Vec::with_capacity(100));
+        }
+        assert_eq!(outbox.spare.len(), SPARE_MAX);
+    }
+}

@@ -29,7 +29,7 @@ fn interact_precedes_simulate_which_precedes_replicate() {
         PHASES,
         [Phase::Ingest, Phase::Interact, Phase::Simulate, Phase::Replicate, Phase::Transmit]
     );
-    let mut room = Room::new(RoomConfig::default(), Probe::default(), 1);
+    let mut room = Room::new(RoomConfig::default(), Probe::default(), 1).unwrap();
     let world = room.world_mut();
     let hand = world.spawn(Entity::at(Transform::IDENTITY)).unwrap();
     let cup = world.spawn(Entity::at(Transform::from_position(Vec3::X))).unwrap();

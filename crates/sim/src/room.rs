@@ -8,6 +8,10 @@ use rally_netem::LinkConfig;
 use rally_proto::{DisconnectReason, EndpointConfig, Event, Instant};
 use std::time::Duration;
 
+/// Why a default client config with the room's snapshot settings is valid: the room validated
+/// them.
+const VALID: &str = "the room's snapshot settings passed its validation";
+
 /// A client's session type for simulation `S`.
 pub type Session<S> = ClientSession<<S as Simulation>::Input, <S as Simulation>::Message>;
 
@@ -50,7 +54,9 @@ impl<S: Simulation> RoomNet<S> {
             // Rooms run as deployed: connect tokens and sealed packets.
             net: Net::secure(endpoint, link, clients, seed),
             room,
-            sessions: (0..clients).map(|_| ClientSession::new(client_config.clone())).collect(),
+            sessions: (0..clients)
+                .map(|_| ClientSession::new(client_config.clone()).expect(VALID))
+                .collect(),
             room_events: Vec::new(),
             client_events: (0..clients).map(|_| Vec::new()).collect(),
             client_disconnects: vec![Vec::new(); clients],

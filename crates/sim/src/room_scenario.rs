@@ -105,7 +105,8 @@ fn healed(faulty: &LinkConfig) -> LinkConfig {
 }
 
 fn setup(scenario: &RoomScenario) -> RoomNet<Sandbox> {
-    let mut room = Room::new(RoomConfig::default(), Sandbox::default(), scenario.seed);
+    let room = Room::new(RoomConfig::default(), Sandbox::default(), scenario.seed);
+    let mut room = room.expect("the default config is valid");
     Sandbox::populate(room.world_mut(), scenario.bodies, scenario.seed);
     let link = healed(&scenario.faults.faulty);
     let mut net = RoomNet::new(room, scenario.clients, link, scenario.seed);

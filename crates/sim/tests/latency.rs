@@ -7,9 +7,9 @@
 //! 10 ms link, in virtual time, over several tick phases.
 
 use rally_engine::{ClientConfig, ClientSession, LatencyModel, LatencySample, Pipeline, Room};
-use rally_engine::{ObjectClass, RoomConfig};
+use rally_engine::{ObjectClass, RoomConfig, FAST};
 use rally_netem::{LinkConfig, LossModel};
-use rally_proto::Instant;
+use rally_proto::{Event, Instant};
 use rally_sim::sandbox::{HandInput, Sandbox};
 use rally_sim::RoomNet;
 use std::time::Duration;
@@ -25,11 +25,12 @@ fn latencies(pipeline: Pipeline, phase: f64, link: LinkConfig) -> Vec<f64> {
 /// The meter's samples of one player for one second, as [`latencies`].
 fn samples(pipeline: Pipeline, phase: f64, link: LinkConfig) -> Vec<LatencySample> {
     let config = RoomConfig { tick_rate: HZ, pipeline, ..RoomConfig::default() };
-    let mut room = Room::new(config, Sandbox::default(), 1);
+    let mut room = Room::new(config, Sandbox::default(), 1).unwrap();
     Sandbox::populate(room.world_mut(), 8, 1);
     let mut net = RoomNet::new(room, 1, link, 1);
     let defer_inputs = pipeline == Pipeline::Naive;
-    net.sessions[0] = ClientSession::new(ClientConfig { defer_inputs, ..ClientConfig::default() });
+    let client = ClientConfig { defer_inputs, ..ClientConfig::default() };
+    net.sessions[0] = ClientSession::new(client).unwrap();
     let dt = 1.0 / f64::from(HZ);
     net.set_tick_schedule(at(phase * dt), Duration::from_secs_f64(dt));
     net.connect(0);
@@ -148,7 +149,7 @@ fn with_jitter_each_sample_sits_within_the_model_of_its_own_round_trip() {
 /// interpolator's buffer and mean added latency, milliseconds.
 fn observer_stalls(link: LinkConfig) -> (usize, usize, f64, f64) {
     let config = RoomConfig { tick_rate: HZ, pipeline: Pipeline::Fast, ..RoomConfig::default() };
-    let mut room = Room::new(config, Sandbox::default(), 1);
+    let mut room = Room::new(config, Sandbox::default(), 1).unwrap();
     Sandbox::populate(room.world_mut(), 8, 1);
     let mut net = RoomNet::new(room, 2, link, 1);
     let dt = 1.0 / f64::from(HZ);
@@ -194,4 +195,29 @@ fn interpolation_removes_the_stalls_jitter_causes_at_the_cost_of_the_jitter_only
     assert!(smooth * 5 < raw, "interpolation removes most stalls: {smooth} of {raw} left");
     assert!((2.0..15.0).contains(&buffer), "the buffer follows the jitter: {buffer} ms");
     assert!(added < buffer, "it adds less than its buffer on average: {added} ms");
+}
+
+#[test]
+fn the_fast_path_sends_each_new_input_once_to_every_other_client() {
+    // Goal: the fast path costs one message per new input per client, however often the
+    // sender's frames repeat inputs or only acknowledge snapshots. Method: two players on a
+    // clean link; player 0 sends 30 inputs 20 ms apart while snapshots flow at 120 Hz (each
+    // acknowledged by a frame); player 1, who sends none, counts the fast-path messages.
+    let config = RoomConfig { tick_rate: HZ, pipeline: Pipeline::Fast, ..RoomConfig::default() };
+    let room = Room::new(config, Sandbox::default(), 1).unwrap();
+    let mut net = RoomNet::new(room, 2, link(), 1);
+    net.connect(0);
+    net.connect(1);
+    net.run_for(Duration::from_millis(500));
+    let fast = |net: &RoomNet<Sandbox>| {
+        let events = net.net.clients[1].events.iter();
+        events.filter(|(_, e)| matches!(e, Event::Message { channel: FAST, .. })).count()
+    };
+    let before = fast(&net);
+    for k in 0..30 {
+        net.input(0, HandInput::on_circle(0, f64::from(k) * 0.02));
+        net.run_for(Duration::from_millis(20));
+    }
+    net.run_for(Duration::from_millis(100));
+    assert_eq!(fast(&net) - before, 30);
 }

@@ -73,7 +73,7 @@ fn ten_clients_stay_in_step_with_a_physics_world() {
     for seed in 0..2 {
         let physics = Physics::new(Vec3::new(0.0, -9.81, 0.0));
         let game = PhysicsGame { physics, controllers: BTreeMap::new(), frozen: false };
-        let mut room = Room::new(RoomConfig::default(), game, seed);
+        let mut room = Room::new(RoomConfig::default(), game, seed).unwrap();
         let mut physics =
             std::mem::replace(&mut room.simulation_mut().physics, Physics::new(Vec3::ZERO));
         populate(room.world_mut(), &mut physics, 32, seed);

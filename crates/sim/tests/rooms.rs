@@ -30,7 +30,7 @@ fn clean() -> LinkConfig {
 
 /// A room with `bodies` free bodies and `clients` clients, all connected and joined.
 fn room(clients: usize, bodies: usize, link: LinkConfig, seed: u64) -> RoomNet<Sandbox> {
-    let mut room = Room::new(RoomConfig::default(), Sandbox::default(), seed);
+    let mut room = Room::new(RoomConfig::default(), Sandbox::default(), seed).unwrap();
     Sandbox::populate(room.world_mut(), bodies, seed);
     let mut net = RoomNet::new(room, clients, link, seed);
     for i in 0..clients {
@@ -222,7 +222,7 @@ fn a_late_joiner_catches_up_within_the_budget() {
     play(&mut net, Duration::from_millis(500));
     let budget = net.room.config().snapshot_budget_bytes;
     // A fresh session for client 1: it knows nothing, and 252 entities do not fit one datagram.
-    net.sessions[1] = rally_sim::Session::<Sandbox>::new(rally_engine::ClientConfig::default());
+    net.sessions[1] = rally_sim::Session::<Sandbox>::new(Default::default()).unwrap();
     net.connect(1);
     net.run_for(Duration::from_millis(100));
     let during = net.room.stats().changes_deferred;

@@ -167,7 +167,7 @@ pub fn play(
     driver.set_spin(SPIN);
     driver.connect_with_token(token)?;
     let clock = driver.clock();
-    let mut session: ClientSession<HandInput, ()> = ClientSession::new(ClientConfig::default());
+    let mut session: ClientSession<HandInput, ()> = ClientSession::new(ClientConfig::default())?;
     let mut player = Player::new(bot, bots);
     let frame = Duration::from_secs(1) / hz;
     let mut next_frame = driver.now();

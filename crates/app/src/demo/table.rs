@@ -68,7 +68,8 @@ impl Game for TableTennis {
     fn open(&self, room_id: u64) -> Room<Table> {
         let mut table =
             Table { paddles: Paddles::new(1), play: Play::default(), roles: self.roles.clone() };
-        let mut room = Room::new(self.config.clone(), Table::default(), room_id + 1);
+        let room = Room::new(self.config.clone(), Table::default(), room_id + 1);
+        let mut room = room.expect("the demo's room config is valid");
         if let Err(e) = table.set(room.world_mut()) {
             // An empty room still ticks; the dashboard shows no table and says nothing worse.
             eprintln!("demo: the table could not be set: {e}");

@@ -366,10 +366,10 @@ mod tests {
         let config = EndpointConfig { connection: connection_config(), ..Default::default() };
         let mut server = Endpoint::new(secure::server_config(config.clone(), server_at), 1);
         let mut client = Endpoint::new(config, 2);
-        let mut room = Room::new(RoomConfig::default(), Sandbox::default(), 3);
+        let mut room = Room::new(RoomConfig::default(), Sandbox::default(), 3).expect("valid");
         Sandbox::populate(room.world_mut(), 3, 4);
         let mut session: ClientSession<HandInput, rally_sim::sandbox::SandboxMessage> =
-            ClientSession::new(ClientConfig::default());
+            ClientSession::new(ClientConfig::default()).expect("valid");
         let mut now = Instant::ZERO;
         client.connect_with_token(now, secure::token(9, 0, server_at)).unwrap();
         let mut captured = Vec::new();

@@ -113,6 +113,7 @@ fn start(config: &ServerConfig, host: HostConfig) -> Result<Host, Box<dyn Error>
         pipeline: config.pipeline()?,
         ..RoomConfig::default()
     };
+    room.validate()?;
     let started = match config.game()? {
         GameKind::Reference => Host::start(host, move |id| {
             // reference_room raises the entity limit to fit its bodies, so spawning cannot fail.
@@ -137,7 +138,8 @@ fn room_seed(id: u64) -> u64 {
 
 /// The demo's table-tennis room.
 fn paddles_room(config: RoomConfig, seed: u64) -> Room<Paddles> {
-    let mut room = Room::new(config, Paddles::new(1), seed);
+    // `start` validated the config.
+    let mut room = Room::new(config, Paddles::new(1), seed).expect("a valid room config");
     let mut game = std::mem::replace(room.simulation_mut(), Paddles::new(1));
     // A table and a ball in an empty world cannot exceed its entity limit.
     game.set_table(room.world_mut()).expect("room for the table");

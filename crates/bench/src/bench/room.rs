@@ -111,7 +111,8 @@ impl Bench {
         if !net.connect_all(Duration::from_secs(1)) {
             return Err("the reference clients did not connect".into());
         }
-        let sessions = (0..CLIENTS).map(|_| ClientSession::new(ClientConfig::default())).collect();
+        let session = || ClientSession::new(ClientConfig::default()).expect("valid");
+        let sessions = (0..CLIENTS).map(|_| session()).collect();
         let mut bench =
             Bench { room, net, sessions, seen_server: 0, seen_clients: vec![0; CLIENTS] };
         for _ in 0..10 {

@@ -35,7 +35,7 @@ pub(crate) fn serve(
     stop: &AtomicBool,
 ) -> Outcome {
     let config = RoomConfig { tick_rate: hz, pipeline, ..RoomConfig::default() };
-    let mut room = Room::new(config, Paddles::new(chain_depth), 1);
+    let mut room = Room::new(config, Paddles::new(chain_depth), 1).map_err(|e| e.to_string())?;
     let mut game = std::mem::replace(room.simulation_mut(), Paddles::new(chain_depth));
     game.set_table(room.world_mut()).map_err(|e| e.to_string())?;
     *room.simulation_mut() = game;
@@ -73,7 +73,7 @@ pub(crate) fn play(
     driver.connect_with_token(token)?;
     let clock = driver.clock();
     let client = ClientConfig { defer_inputs, ..ClientConfig::default() };
-    let mut session: ClientSession<HandInput, ()> = ClientSession::new(client);
+    let mut session: ClientSession<HandInput, ()> = ClientSession::new(client)?;
     let frame = Duration::from_secs(1) / hz;
     let mut next_frame = driver.now();
     let mut last_report = driver.now();

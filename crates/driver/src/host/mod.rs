@@ -100,6 +100,89 @@ impl Default for HostConfig {
     }
 }
 
+/// Workers per host at most.
+pub const WORKERS_MAX: usize = 1024;
+
+/// Why a host's settings were refused: [`HostConfig::validate`] names the field and its range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostConfigError {
+    /// A count or a port is outside its range.
+    #[error("{field} is {value}, outside its range {min}..={max}")]
+    OutOfRange {
+        /// The setting.
+        field: &'static str,
+        /// What it was set to.
+        value: u64,
+        /// The smallest allowed.
+        min: u64,
+        /// The largest allowed.
+        max: u64,
+    },
+    /// A duration is outside its range.
+    #[error("{field} is {value:?}, outside its range {min:?}..={max:?}")]
+    DurationOutOfRange {
+        /// The setting.
+        field: &'static str,
+        /// What it was set to.
+        value: Duration,
+        /// The shortest allowed.
+        min: Duration,
+        /// The longest allowed.
+        max: Duration,
+    },
+}
+
+impl HostConfig {
+    /// Checks every count and duration against its range; [`Host::start`] calls it (and
+    /// checks the ports again once `workers: 0` is resolved to the number of cores). The
+    /// endpoint's own settings are the endpoint's to check.
+    pub fn validate(&self) -> Result<(), HostConfigError> {
+        count("workers", self.workers, 0..=WORKERS_MAX)?;
+        self.check_ports(self.workers.max(1))?;
+        count("rooms_per_worker_max", self.rooms_per_worker_max, 1..=1 << 16)?;
+        let second = Duration::from_secs(1);
+        duration("spin", self.spin, Duration::ZERO..=Duration::from_millis(10))?;
+        duration("sleep_step", self.sleep_step, Duration::from_micros(1)..=second)?;
+        let idle = Duration::from_millis(1)..=Duration::from_secs(24 * 3600);
+        duration("room_idle_close", self.room_idle_close, idle)
+    }
+
+    /// Worker `i` binds `port + i`: the last worker's port must exist.
+    fn check_ports(&self, workers: usize) -> Result<(), HostConfigError> {
+        if self.port == 0 {
+            return Ok(());
+        }
+        let last = usize::from(u16::MAX) + 1 - workers.max(1);
+        count("port", usize::from(self.port), 1..=last)
+    }
+}
+
+fn count(
+    field: &'static str,
+    value: usize,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<(), HostConfigError> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    let wide = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+    let (min, max) = (wide(*range.start()), wide(*range.end()));
+    Err(HostConfigError::OutOfRange { field, value: wide(value), min, max })
+}
+
+fn duration(
+    field: &'static str,
+    value: Duration,
+    range: std::ops::RangeInclusive<Duration>,
+) -> Result<(), HostConfigError> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    let (min, max) = (*range.start(), *range.end());
+    Err(HostConfigError::DurationOutOfRange { field, value, min, max })
+}
+
 /// What a worker's drain left behind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DrainReport {
@@ -197,12 +280,16 @@ impl std::fmt::Debug for Host {
 
 impl Host {
     /// Binds every worker's socket and starts the workers; `game` builds each room when its
-    /// first client connects.
+    /// first client connects. A config [`HostConfig::validate`] refuses is an
+    /// [`io::ErrorKind::InvalidInput`] error carrying the [`HostConfigError`].
     pub fn start<G: Game>(config: HostConfig, game: G) -> io::Result<Self> {
+        let invalid = |e: HostConfigError| io::Error::new(io::ErrorKind::InvalidInput, e);
+        config.validate().map_err(invalid)?;
         let workers = match config.workers {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
+        config.check_ports(workers).map_err(invalid)?;
         let game = Arc::new(game);
         let shared = Arc::new(Shared::default());
         *lock(&shared.reports) = vec![None; workers];
@@ -296,4 +383,43 @@ fn bind(config: &HostConfig, address: SocketAddr) -> io::Result<UdpDriver> {
 /// Locks a mutex that a panicking holder cannot leave broken (its data is replaced whole).
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_config_outside_its_ranges_is_refused_before_anything_binds() {
+        // Goal: each refused setting names its field and range, and `Host::start` refuses it
+        // as invalid input instead of binding sockets or overflowing a port. Method: settings
+        // just past their ranges.
+        assert_eq!(HostConfig::default().validate(), Ok(()));
+        let ports = HostConfig { port: 65_535, workers: 2, ..HostConfig::default() };
+        let expected =
+            HostConfigError::OutOfRange { field: "port", value: 65_535, min: 1, max: 65_534 };
+        assert_eq!(ports.validate(), Err(expected));
+        let rooms = HostConfig { rooms_per_worker_max: 0, ..HostConfig::default() };
+        assert!(matches!(
+            rooms.validate(),
+            Err(HostConfigError::OutOfRange { field: "rooms_per_worker_max", .. })
+        ));
+        let step = HostConfig { sleep_step: Duration::ZERO, ..HostConfig::default() };
+        assert!(matches!(
+            step.validate(),
+            Err(HostConfigError::DurationOutOfRange { field: "sleep_step", .. })
+        ));
+        let game = |_: u64| -> Room<Idle> { unreachable!("no room opens") };
+        let Err(refused) = Host::start(ports, game) else { panic!("a host on port 65536") };
+        assert_eq!(refused.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    struct Idle;
+
+    impl Simulation for Idle {
+        type Input = ();
+        type Message = ();
+        fn apply_input(&mut self, _: &mut rally_engine::World, _: u32, _: &()) {}
+        fn step(&mut self, _: &mut rally_engine::World, _: Duration) {}
+    }
 }

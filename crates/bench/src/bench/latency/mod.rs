@@ -255,7 +255,7 @@ fn measure(setup: &Setup, seconds: u64, seed: u64) -> Result<Measured, Box<dyn E
     let Setup { pipeline, hz, depth, rtt_ms, jitter_ms, .. } = *setup;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let config = RoomConfig { tick_rate: hz, pipeline, ..RoomConfig::default() };
-    let mut room = Room::new(config, Paddles::new(depth), seed);
+    let mut room = Room::new(config, Paddles::new(depth), seed)?;
     let mut game = std::mem::replace(room.simulation_mut(), Paddles::new(0));
     game.set_table(room.world_mut())?;
     *room.simulation_mut() = game;
@@ -266,7 +266,7 @@ fn measure(setup: &Setup, seconds: u64, seed: u64) -> Result<Measured, Box<dyn E
     let mut net = RoomNet::new(room, 2, link, seed);
     let defer_inputs = pipeline == Pipeline::Naive;
     let client = ClientConfig { defer_inputs, ..ClientConfig::default() };
-    net.sessions[0] = ClientSession::new(client);
+    net.sessions[0] = ClientSession::new(client)?;
     // Each clock has its own phase and drift.
     let nominal = 1.0 / f64::from(hz);
     let mut drifted = || nominal * (1.0 + (unit(&mut rng) * 2.0 - 1.0) * DRIFT_PPM * 1e-6);

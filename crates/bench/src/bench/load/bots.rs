@@ -167,7 +167,8 @@ fn serve(args: &BotsArgs, key: &TokenKey, clients: &[u64]) -> Outcome {
         let offset = frame.mul_f64(k as f64 / clients.len().max(1) as f64);
         let next_frame = clock.now() + offset;
         // Bots show nothing: interpolation would cost them more than everything else.
-        let session = ClientSession::new(ClientConfig { interpolate: false, ..Default::default() });
+        let config = ClientConfig { interpolate: false, ..Default::default() };
+        let session = ClientSession::new(config).expect("a valid client config");
         bots.push(Bot { index: client, driver, session, next_frame, inputs: 0, ended: false });
     }
     let mut report = BotsReport::default();
