@@ -4,7 +4,7 @@ use crate::batch::Batch;
 use crate::clock::Clock;
 use crate::host::telemetry::{Scope, ScopeClock};
 use rally_proto::{ConnectToken, ConnectionHandle, Endpoint, EndpointConfig, Event, Instant};
-use rally_proto::{Security, TokenError, TokenKey};
+use rally_proto::{EndpointRandomness, Security, TokenError, TokenKey};
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::Arc;
@@ -77,7 +77,8 @@ impl UdpDriver {
         let seed = seed_from(&clock, local);
         Ok(Self {
             socket,
-            endpoint: Endpoint::new(config, seed),
+            endpoint: Endpoint::new(config, EndpointRandomness::danger_from_seed(seed))
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
             clock,
             received: Batch::new(RECEIVE_BATCH),
             to_send: Batch::new(SEND_BATCH),

@@ -26,7 +26,7 @@
 //! close it. [`Security::DangerPlaintext`] skips all of it, for debugging and for testing the
 //! protocol's other parts only: anyone can connect, read and close.
 
-use crate::config::ConnectionConfig;
+use crate::config::{ConfigError, ConnectionConfig};
 use crate::connection::{Connection, Event, SendError};
 use crate::crypto::{OpenError, PacketKeys};
 use crate::limit::{Rate, RateLimiter, Verdict};
@@ -81,6 +81,14 @@ pub struct EndpointConfig {
     /// Sources each rate limit tracks at most; past that, packets from new sources are dropped
     /// until old ones go quiet.
     pub rate_sources_max: usize,
+}
+
+impl EndpointConfig {
+    /// Checks every limit: the connection's ([`ConnectionConfig::validate`]) and the
+    /// endpoint's own.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.connection.validate()
+    }
 }
 
 /// Who may connect to an endpoint, and whether its packets are sealed. Encryption is on by
@@ -238,24 +246,52 @@ pub struct Endpoint {
     observer: Observer,
 }
 
+/// The secrets an endpoint starts from: a server in production fills both from the OS's
+/// randomness (the driver does, and refuses to start without it); simulations and tests derive
+/// them from a seed with [`EndpointRandomness::danger_from_seed`], by explicit choice.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EndpointRandomness {
+    /// Seeds the client's handshake nonces (which are also keyed with `cookie_secret`).
+    pub seed: u64,
+    /// The key of the challenge cookies' SipHash tag: whoever knows it can forge cookies for
+    /// any address, so it takes 128 bits of its own, never a 64-bit seed.
+    pub cookie_secret: [u8; 16],
+}
+
+impl EndpointRandomness {
+    /// **Danger**: every secret follows from a 64-bit `seed`, which an attacker can search.
+    /// For deterministic simulations and tests only, where a seed must replay a run exactly.
+    pub fn danger_from_seed(seed: u64) -> Self {
+        let mut cookie_secret = [0u8; 16];
+        cookie_secret[..8].copy_from_slice(&seed.to_le_bytes());
+        cookie_secret[8..].copy_from_slice(&(!seed).rotate_left(17).to_le_bytes());
+        Self { seed, cookie_secret }
+    }
+}
+
+impl std::fmt::Debug for EndpointRandomness {
+    // Never print a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EndpointRandomness { .. }")
+    }
+}
+
 impl Endpoint {
-    /// An endpoint whose secret and nonces derive from `seed`. Servers in production pass a
-    /// seed from the OS's randomness (the driver does); tests pass a constant.
+    /// An endpoint with `config`, its secrets from `randomness`.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// If `config.connection` fails [`ConnectionConfig::validate`]: check a configuration that
-    /// comes from a file or a user before building an endpoint from it.
-    pub fn new(config: EndpointConfig, seed: u64) -> Self {
-        if let Err(e) = config.connection.validate() {
-            panic!("invalid connection configuration: {e}");
-        }
+    /// [`ConfigError`] if `config` fails [`EndpointConfig::validate`]: an endpoint is never
+    /// built from limits it cannot keep.
+    pub fn new(
+        config: EndpointConfig,
+        randomness: EndpointRandomness,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
         let packet_limiter = RateLimiter::new(config.packet_rate, config.rate_sources_max);
         let handshake_limiter = RateLimiter::new(config.handshake_rate, config.rate_sources_max);
-        let mut key = [0u8; 16];
-        key[..8].copy_from_slice(&seed.to_le_bytes());
-        key[8..].copy_from_slice(&(!seed).rotate_left(17).to_le_bytes());
-        Self {
+        let EndpointRandomness { seed, cookie_secret: key } = randomness;
+        Ok(Self {
             config,
             key,
             nonces: seed,
@@ -272,7 +308,7 @@ impl Endpoint {
             packet_limiter,
             handshake_limiter,
             observer: Observer::default(),
-        }
+        })
     }
 
     /// Lets `observer` watch the stages of every packet (decrypt, decode, encode, encrypt), so

@@ -22,7 +22,7 @@
 //!
 //! ```
 //! use rally_proto::token::{self, Grant, TokenRandomness, USER_DATA_LEN};
-//! use rally_proto::{Endpoint, EndpointConfig, Event, Instant, Security, TokenKey};
+//! use rally_proto::{Endpoint, EndpointConfig, EndpointRandomness, Event, Instant, Security, TokenKey};
 //! use std::time::Duration;
 //!
 //! let (client_addr, server_addr) = ("10.0.0.1:4000".parse()?, "10.0.0.2:7777".parse()?);
@@ -44,8 +44,10 @@
 //! let token = token::issue(&key, protocol_id, &grant, unix_now, 30, &random)?;
 //! let security =
 //!     Security::Tokens { key, protocol_id, address: server_addr, unix_at_zero: unix_now };
-//! let mut server = Endpoint::new(EndpointConfig { security, ..EndpointConfig::default() }, 2);
-//! let mut client = Endpoint::new(EndpointConfig::default(), 1);
+//! // A simulation seeds its secrets; a server in production takes them from the OS.
+//! let seeded = EndpointRandomness::danger_from_seed;
+//! let mut server = Endpoint::new(EndpointConfig { security, ..EndpointConfig::default() }, seeded(2))?;
+//! let mut client = Endpoint::new(EndpointConfig::default(), seeded(1))?;
 //! let handle = client.connect_with_token(Instant::ZERO, token)?;
 //!
 //! let mut now = Instant::ZERO;
@@ -112,11 +114,12 @@ mod schedule;
 pub mod time;
 pub mod token;
 
-pub use config::{ChannelConfig, ChannelKind, ConnectionConfig, Redundancy};
+pub use config::{ChannelConfig, ChannelKind, ConfigError, ConnectionConfig, Redundancy};
 pub use connection::{Connection, ConnectionStats, Event, SendError};
 pub use crypto::open_captured;
 pub use endpoint::{
-    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Footprint, Security, Transmit,
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointRandomness, EndpointStats, Footprint,
+    Security, Transmit,
 };
 pub use observe::{Stage, StageObserver};
 pub use packet::DisconnectReason;
