@@ -1,5 +1,6 @@
 //! Connection and endpoint configuration: every limit has a name and a default.
 
+use crate::packet::{DATA_HEADER_SIZE, FRAGMENT_FRAME_OVERHEAD_MAX, TAG_SIZE};
 use std::time::Duration;
 
 /// How a channel delivers its messages.
@@ -51,6 +52,13 @@ pub struct ConnectionConfig {
     /// Messages received ahead of a gap (reliable-ordered) or messages in reassembly, per
     /// channel, at most; the sender's window cannot exceed it.
     pub receive_window: usize,
+    /// Bytes the connection holds for its peer at most, over all channels: messages in
+    /// reassembly (each reserving what its announced piece count allows when its first piece
+    /// arrives) and messages held behind a gap, bookkeeping included. Past it a reliable piece
+    /// is refused without acking its packet, so that the sender resends it later (nothing is
+    /// lost), and unreliable assemblies are dropped first. Each reliable-ordered channel keeps
+    /// room for one largest message aside, for the next message it must deliver.
+    pub receive_bytes_max: usize,
     /// Shortest time before an unacknowledged message is resent.
     pub resend_interval_min: Duration,
     /// Longest time before an unacknowledged message is resent: backoff stops here instead of
@@ -107,6 +115,7 @@ impl Default for ConnectionConfig {
             send_queue_max: 1024,
             send_delay_max: Duration::from_millis(500),
             receive_window: 1024,
+            receive_bytes_max: 1024 * 1024,
             resend_interval_min: Duration::from_millis(5),
             resend_interval_max: Duration::from_millis(250),
             // Long enough for an ack to ride on the peer's next message at 60 Hz: on a path
@@ -156,11 +165,38 @@ impl ConnectionConfig {
         check("channels", self.channels.len(), 1, 255)?;
         check("mtu", self.mtu, 200, 65_000)?;
         // 255 fragments of what fits one packet.
-        let fragment_max = self.mtu - crate::packet::DATA_HEADER_SIZE - 16;
+        let fragment_max = self.piece_bytes();
         check("message_bytes_max", self.message_bytes_max, 1, 255 * fragment_max)?;
         check("send_queue_max", self.send_queue_max, 1, 16_384)?;
         // Sequence numbers are 16 bits; the window must stay well inside half their range.
-        check("receive_window", self.receive_window, 1, 16_384)
+        check("receive_window", self.receive_window, 1, 16_384)?;
+        // The ordered channels' reserve and one more largest message, so that every channel
+        // can always make progress.
+        let least = self.head_reserve_bytes() + self.message_cost_max();
+        check("receive_bytes_max", self.receive_bytes_max, least, 1 << 30)
+    }
+
+    /// The largest piece of a fragmented message: what a sealed packet of `mtu` bytes has room
+    /// for after its header, the fragment frame's overhead and the tag. Both ends compute it
+    /// from the shared configuration; a receiver bounds a message's size by it.
+    pub fn piece_bytes(&self) -> usize {
+        let overhead = DATA_HEADER_SIZE + FRAGMENT_FRAME_OVERHEAD_MAX + TAG_SIZE;
+        self.mtu.saturating_sub(overhead).max(1)
+    }
+
+    /// What one largest message counts against `receive_bytes_max` while held.
+    pub(crate) fn message_cost_max(&self) -> usize {
+        let pieces = (self.message_bytes_max.max(1) - 1) / self.piece_bytes() + 1;
+        let pieces = u8::try_from(pieces).unwrap_or(u8::MAX);
+        crate::channel::held_cost(self.message_bytes_max, pieces)
+    }
+
+    /// The room kept aside within `receive_bytes_max` for the next message of each
+    /// reliable-ordered channel.
+    pub(crate) fn head_reserve_bytes(&self) -> usize {
+        let ordered =
+            self.channels.iter().filter(|c| c.kind == ChannelKind::ReliableOrdered).count();
+        ordered * self.message_cost_max()
     }
 }
 

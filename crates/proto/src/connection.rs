@@ -19,14 +19,14 @@
 //! at home instead of in the path.
 
 use crate::acks::{ReceivedPackets, RttEstimator, SentPackets};
-use crate::channel::{ReceiveChannel, Received, SendChannel};
+use crate::channel::{ReceiveChannel, Received, Room, SendChannel};
 use crate::config::{ConnectionConfig, Redundancy};
 use crate::crypto::{OpenError, PacketKeys};
 use crate::observe::{Observer, Stage};
 use crate::packet::{
     fragment_frame_size, message_frame_size, sealed_disconnect_header, write_data_header,
     write_fragment, write_message, write_ping, Acks, DataHeader, DisconnectReason, Frame, Frames,
-    Writer, DATA_HEADER_SIZE, FRAGMENT_FRAME_OVERHEAD_MAX, TAG_SIZE,
+    Writer, TAG_SIZE,
 };
 use crate::time::Instant;
 use rally_wire::seq::seq16_newer;
@@ -104,6 +104,16 @@ pub struct ConnectionStats {
     pub resends: u64,
     /// Frames refused (outside a window, inconsistent fragments).
     pub frames_refused: u64,
+    /// Pieces refused because the connection held `receive_bytes_max` already; their packets
+    /// went unacked, so that the peer sends them again.
+    pub frames_deferred: u64,
+    /// Packets left unacked because they carried such a piece.
+    pub packets_deferred: u64,
+    /// Unreliable assemblies dropped to make room under `receive_bytes_max`.
+    pub assemblies_evicted: u64,
+    /// What each channel holds against `receive_bytes_max` (messages in reassembly and held
+    /// behind a gap, bookkeeping included).
+    pub receive_bytes: Vec<usize>,
     /// Units waiting in each channel's send queue.
     pub send_queue: Vec<usize>,
 }
@@ -204,22 +214,31 @@ pub struct Connection {
     window_bytes: usize,
     /// The connection's keys, when it was opened with a connect token: every packet is sealed.
     keys: Option<PacketKeys>,
+    /// Room within `receive_bytes_max` kept for the next message of each ordered channel.
+    head_reserve: usize,
+    /// What the receive channels hold against `receive_bytes_max`, summed.
+    receive_bytes: usize,
 }
 
 impl Connection {
     pub(crate) fn new(config: ConnectionConfig, now: Instant) -> Self {
         let send = config.channels.iter().map(|c| SendChannel::new(*c)).collect();
+        let (window, piece, message_max) =
+            (config.receive_window, config.piece_bytes(), config.message_bytes_max);
         let receive = config
             .channels
             .iter()
-            .map(|c| ReceiveChannel::new(c.kind, config.receive_window))
+            .map(|c| ReceiveChannel::new(c.kind, window, piece, message_max))
             .collect();
+        let head_reserve = config.head_reserve_bytes();
         let mut channel_order: Vec<usize> = (0..config.channels.len()).collect();
         channel_order.sort_by_key(|i| std::cmp::Reverse(config.channels[*i].priority));
         let mut events = VecDeque::new();
         events.push_back(Event::Connected);
         Self {
             channel_order,
+            head_reserve,
+            receive_bytes: 0,
             config,
             state: State::Connected,
             sent: SentPackets::new(),
@@ -313,7 +332,12 @@ impl Connection {
 
     /// The largest piece of a message one packet carries.
     fn piece_size(&self) -> usize {
-        self.config.mtu - DATA_HEADER_SIZE - FRAGMENT_FRAME_OVERHEAD_MAX
+        self.config.piece_bytes()
+    }
+
+    /// What the receive channels hold against `receive_bytes_max`.
+    pub fn receive_bytes(&self) -> usize {
+        self.receive_bytes
     }
 
     /// Starts closing: the peer is told `reason` several times, then the connection goes quiet.
@@ -354,6 +378,7 @@ impl Connection {
         stats.rtt_variance = self.rtt.variance();
         stats.rtt_min = self.rtt.min().unwrap_or_default();
         stats.send_queue = self.send.iter().map(SendChannel::pending).collect();
+        stats.receive_bytes = self.receive.iter().map(ReceiveChannel::held_bytes).collect();
         stats
     }
 
@@ -371,7 +396,7 @@ impl Connection {
             // Closing or closed: the application was told; nothing more is delivered.
             return Ok(());
         }
-        if !self.received.record(header.seq, now) {
+        if !self.received.is_new(header.seq) {
             self.stats.duplicates_received += 1;
             return Ok(());
         }
@@ -384,22 +409,33 @@ impl Connection {
         if !frames.is_empty() && self.ack_owed_since.is_none() {
             self.ack_owed_since = Some(now);
         }
+        let mut deferred = false;
         for frame in Frames::new(frames) {
             let Ok(frame) = frame else {
                 self.disconnect(DisconnectReason::PeerMisbehaved);
                 return Err(DisconnectReason::PeerMisbehaved);
             };
-            self.handle_frame(frame)?;
+            deferred |= self.handle_frame(frame)?;
         }
+        // A packet with a reliable piece refused for want of room goes unacked: the sender
+        // declares it lost and resends its reliable contents, which are duplicates here except
+        // for what was refused. Acking it would lose that piece for good.
+        if deferred {
+            self.stats.packets_deferred += 1;
+        } else {
+            self.received.record(header.seq, now);
+        }
+        debug_assert!(self.receive_bytes <= self.config.receive_bytes_max, "receive limit");
         Ok(())
     }
 
-    fn handle_frame(&mut self, frame: Frame<'_>) -> Result<(), DisconnectReason> {
+    /// Takes one frame; `Ok(true)` if it was a reliable piece refused for want of room.
+    fn handle_frame(&mut self, frame: Frame<'_>) -> Result<bool, DisconnectReason> {
         let (channel, seq, index, count, payload) = match frame {
             // A ping asks for its ack at once (a tail-loss probe waits on it).
             Frame::Ping => {
                 self.ack_now = true;
-                return Ok(());
+                return Ok(false);
             }
             Frame::Message { channel, seq, payload } => (channel, seq, 0, 1, payload),
             Frame::Fragment { channel, seq, index, count, payload } => {
@@ -412,18 +448,66 @@ impl Connection {
             return Err(DisconnectReason::PeerMisbehaved);
         };
         let ahead = receive.is_ahead(seq);
-        let received = receive.receive(seq, index, count, payload);
+        let reliable = !receive.is_evictable();
+        let mut received = self.receive_piece(channel, (seq, index, count), payload);
+        if received == Received::NoRoom && self.evict_unreliable() {
+            received = self.receive_piece(channel, (seq, index, count), payload);
+        }
         self.ack_now |= ahead && matches!(received, Received::Deliver | Received::Held);
         match received {
             Received::Deliver => {
+                let receive = &mut self.receive[usize::from(channel)];
                 while let Some(payload) = receive.ready.pop_front() {
                     self.events.push_back(Event::Message { channel, payload });
                 }
             }
             Received::Refused => self.stats.frames_refused += 1,
+            Received::NoRoom => {
+                self.stats.frames_deferred += 1;
+                return Ok(reliable);
+            }
+            Received::Oversized => {
+                // The peer shares this configuration, so it never announces a message larger
+                // than `message_bytes_max`: this one is out to make the server hold memory.
+                self.disconnect(DisconnectReason::PeerMisbehaved);
+                return Err(DisconnectReason::PeerMisbehaved);
+            }
             Received::Held | Received::Duplicate => {}
         }
-        Ok(())
+        Ok(false)
+    }
+
+    /// Hands a piece to its channel with the room the receive limit leaves, and keeps the
+    /// connection's total in step with the channel's.
+    fn receive_piece(&mut self, channel: u8, piece: (u16, u8, u8), payload: &[u8]) -> Received {
+        let limit = self.config.receive_bytes_max;
+        let head = limit.saturating_sub(self.receive_bytes);
+        let room = Room { ahead: head.saturating_sub(self.head_reserve), head };
+        let receive = &mut self.receive[usize::from(channel)];
+        let before = receive.held_bytes();
+        let received = receive.receive(piece, payload, room);
+        self.receive_bytes = self.receive_bytes - before + receive.held_bytes();
+        debug_assert!(self.receive_bytes <= limit, "{} held past {limit}", self.receive_bytes);
+        received
+    }
+
+    /// Drops every unreliable assembly to make room for a piece that did not fit; returns
+    /// whether anything was freed. Unreliable messages may be lost by definition, and an
+    /// assembly missing a lost piece would otherwise hold its room until evicted by newer ones.
+    fn evict_unreliable(&mut self) -> bool {
+        let mut freed = 0;
+        for receive in self.receive.iter_mut().filter(|r| r.is_evictable()) {
+            loop {
+                let bytes = receive.evict_oldest();
+                if bytes == 0 {
+                    break;
+                }
+                freed += bytes;
+                self.stats.assemblies_evicted += 1;
+            }
+        }
+        self.receive_bytes -= freed;
+        freed > 0
     }
 
     /// Applies the acks of a received packet: acked packets free their units and give an RTT

@@ -147,6 +147,24 @@ pub fn open_captured(
     Some((body, number))
 }
 
+/// **Danger**: seals `buf[..len]` in place as packet `number` under `key`, as
+/// [`open_captured`]'s counterpart: `buf[..header]` is the clear header (which must carry
+/// `number`'s low 16 bits as its sequence), the tag is appended; returns the sealed length,
+/// or `None` if `buf` has no room for the tag. Sealing two packets with one number under one
+/// key breaks the encryption: an endpoint numbers its own packets, and this is only for tests
+/// and tools that play a peer (a misbehaving one, in the simulation's attack tests).
+pub fn danger_seal(
+    key: &[u8; 32],
+    number: u64,
+    buf: &mut [u8],
+    header: usize,
+    len: usize,
+) -> Option<usize> {
+    let mut keys = PacketKeys::new(key, key);
+    keys.next = number;
+    keys.seal(buf, header, len)
+}
+
 /// The nonce of packet `number`.
 fn nonce(number: u64) -> Nonce {
     let mut bytes = [0u8; 12];

@@ -176,6 +176,11 @@ pub struct Footprint {
     pub rate_sources: usize,
     /// Handshake replies waiting (at most `replies_max`).
     pub replies: usize,
+    /// Bytes all connections hold for their peers in reassembly and behind gaps (at most
+    /// `connections_max` times `connection.receive_bytes_max`).
+    pub receive_bytes: usize,
+    /// The most any one connection holds of those (at most `connection.receive_bytes_max`).
+    pub receive_bytes_connection_max: usize,
 }
 
 /// Handshakes refused for their connect token, by reason.
@@ -329,7 +334,21 @@ impl Endpoint {
             tokens_used: self.tokens_used.len(),
             rate_sources: self.packet_limiter.len() + self.handshake_limiter.len(),
             replies: self.replies.len(),
+            receive_bytes: self.connections().map(Connection::receive_bytes).sum(),
+            receive_bytes_connection_max: self
+                .connections()
+                .map(Connection::receive_bytes)
+                .max()
+                .unwrap_or(0),
         }
+    }
+
+    /// The established connections.
+    fn connections(&self) -> impl Iterator<Item = &Connection> {
+        self.slots.iter().filter_map(|s| match s {
+            Slot::Open { connection, .. } => Some(&**connection),
+            _ => None,
+        })
     }
 
     /// The connection behind `handle`, once established.

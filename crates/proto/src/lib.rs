@@ -116,7 +116,7 @@ pub mod token;
 
 pub use config::{ChannelConfig, ChannelKind, ConfigError, ConnectionConfig, Redundancy};
 pub use connection::{Connection, ConnectionStats, Event, SendError};
-pub use crypto::open_captured;
+pub use crypto::{danger_seal, open_captured};
 pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointRandomness, EndpointStats, Footprint,
     Security, Transmit,

@@ -242,6 +242,24 @@ pub enum Frame<'a> {
     },
 }
 
+impl Frame<'_> {
+    /// Encodes the frame into `buf` and returns its length. A connection writes its own
+    /// frames; this is for tools and for tests that play a peer.
+    pub fn encode(&self, buf: &mut [u8]) -> Result<usize, PacketError> {
+        let mut w = Writer::new(buf);
+        match *self {
+            Frame::Message { channel, seq, payload } => {
+                write_message(&mut w, channel, seq, payload)?
+            }
+            Frame::Ping => write_ping(&mut w)?,
+            Frame::Fragment { channel, seq, index, count, payload } => {
+                write_fragment(&mut w, (channel, seq, index, count), payload)?
+            }
+        }
+        Ok(w.len())
+    }
+}
+
 /// A cursor over untrusted bytes.
 struct Reader<'a> {
     bytes: &'a [u8],
