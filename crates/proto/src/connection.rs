@@ -903,3 +903,111 @@ impl Connection {
         keys.seal(packet, header.len(), header.len())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ChannelConfig, ChannelKind};
+
+    fn config() -> ConnectionConfig {
+        ConnectionConfig::default()
+    }
+
+    /// Frames encoded one after another, as a packet's payload.
+    fn frames(list: &[Frame<'_>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for frame in list {
+            let mut buf = vec![0u8; 70_000];
+            let len = frame.encode(&mut buf).unwrap();
+            out.extend_from_slice(&buf[..len]);
+        }
+        out
+    }
+
+    fn take(
+        connection: &mut Connection,
+        seq: u16,
+        list: &[Frame<'_>],
+    ) -> Result<(), DisconnectReason> {
+        let header = DataHeader { seq, acks: None };
+        let payload = frames(list);
+        connection.handle_data(Instant::ZERO, header, &payload, payload.len())
+    }
+
+    fn acked(connection: &Connection, seq: u16) -> bool {
+        let Some(acks) = connection.received.ack_fields(Instant::ZERO) else { return false };
+        let back = acks.ack.wrapping_sub(seq);
+        back == 0 || (1..=32).contains(&back) && acks.bits & (1 << (back - 1)) != 0
+    }
+
+    /// Goal: a fragment announcing more than `message_bytes_max`, or pieces adding up to more
+    /// than their count allows, close the connection as misbehaved. Method: each sent to a
+    /// fresh connection; the result, the state and the event.
+    #[test]
+    fn oversized_announcements_close_the_connection() {
+        let piece = vec![0u8; config().piece_bytes()];
+        let count = config().message_bytes_max.div_ceil(piece.len()) as u8;
+        let too_many =
+            Frame::Fragment { channel: 0, seq: 0, index: 0, count: count + 1, payload: &piece };
+        let whole = vec![0u8; config().message_bytes_max + 1];
+        let too_big = Frame::Message { channel: 1, seq: 0, payload: &whole };
+        for frame in [too_many, too_big] {
+            let mut connection = Connection::new(config(), Instant::ZERO);
+            assert_eq!(take(&mut connection, 0, &[frame]), Err(DisconnectReason::PeerMisbehaved));
+            assert!(connection.is_closed());
+            assert_eq!(connection.receive_bytes(), 0);
+        }
+        let mut connection = Connection::new(config(), Instant::ZERO);
+        let fits = Frame::Fragment { channel: 0, seq: 0, index: 0, count, payload: &piece };
+        assert_eq!(take(&mut connection, 0, &[fits]), Ok(()));
+        assert!(connection.receive_bytes() > config().message_bytes_max, "reserved in full");
+    }
+
+    /// Goal: a reliable piece refused for want of room leaves its packet unacked (so the
+    /// sender resends it), while an accepted one is acked; the limit is never exceeded.
+    /// Method: the least valid receive limit, message 0 withheld, then largest messages
+    /// 1, 2, ... each in one packet of its first piece, until one is refused.
+    #[test]
+    fn a_piece_refused_for_room_is_not_acked() {
+        let least = config().head_reserve_bytes() + config().message_cost_max();
+        let limited = ConnectionConfig { receive_bytes_max: least, ..config() };
+        let mut connection = Connection::new(limited.clone(), Instant::ZERO);
+        let piece = vec![0u8; limited.piece_bytes()];
+        let count = limited.message_bytes_max.div_ceil(piece.len()) as u8;
+        let fragment = |seq| Frame::Fragment { channel: 0, seq, index: 1, count, payload: &piece };
+        assert_eq!(take(&mut connection, 0, &[fragment(1)]), Ok(()));
+        assert!(acked(&connection, 0), "the first message ahead fits");
+        assert_eq!(take(&mut connection, 1, &[fragment(2)]), Ok(()));
+        assert!(!acked(&connection, 1), "the second does not: its packet goes unacked");
+        let stats = connection.stats();
+        assert_eq!((stats.frames_deferred, stats.packets_deferred), (1, 1));
+        assert!(connection.receive_bytes() <= least);
+        // The next message in order always finds room: the ordered channel's reserve.
+        assert_eq!(take(&mut connection, 2, &[fragment(0)]), Ok(()));
+        assert!(acked(&connection, 2));
+        assert!(connection.receive_bytes() <= least);
+    }
+
+    /// Goal: unreliable assemblies make way for reliable pieces instead of starving them.
+    /// Method: fill the room with incomplete unreliable messages, then send a reliable piece.
+    #[test]
+    fn unreliable_assemblies_make_way_for_reliable_ones() {
+        let channels = vec![
+            ChannelConfig { kind: ChannelKind::ReliableUnordered, priority: 0 },
+            ChannelConfig { kind: ChannelKind::Unreliable, priority: 0 },
+        ];
+        let least = ConnectionConfig { channels: channels.clone(), ..config() }.message_cost_max();
+        let limited = ConnectionConfig { channels, receive_bytes_max: least, ..config() };
+        let mut connection = Connection::new(limited.clone(), Instant::ZERO);
+        let piece = vec![0u8; limited.piece_bytes()];
+        let count = limited.message_bytes_max.div_ceil(piece.len()) as u8;
+        let frame =
+            |channel, seq| Frame::Fragment { channel, seq, index: 1, count, payload: &piece };
+        assert_eq!(take(&mut connection, 0, &[frame(1, 0)]), Ok(()));
+        assert!(connection.receive_bytes() > 0);
+        assert_eq!(take(&mut connection, 1, &[frame(0, 0)]), Ok(()));
+        assert!(acked(&connection, 1), "the reliable piece got the room");
+        assert_eq!(connection.stats().assemblies_evicted, 1);
+        assert_eq!(connection.stats().receive_bytes[1], 0);
+    }
+}

@@ -14,6 +14,8 @@ use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit, Nonce, Tag};
 
 /// Numbers below the largest authenticated one that are still accepted (once each).
 const REPLAY_WINDOW: u64 = 128;
+// One bit per number of the window, in a u128.
+const _: () = assert!(REPLAY_WINDOW >= 1 && REPLAY_WINDOW <= u128::BITS as u64);
 
 /// Why a packet did not open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +110,10 @@ impl PacketKeys {
         back == 0 || back > REPLAY_WINDOW || self.seen & (1 << (back - 1)) != 0
     }
 
+    /// Records `number` as accepted. Precondition: `was_seen(number)` is false, which rules
+    /// out the largest number itself and numbers past the window (whose bit would not exist).
     fn mark_seen(&mut self, number: u64) {
+        debug_assert!(!self.was_seen(number), "mark_seen({number}) after was_seen said no");
         match self.largest {
             Some(largest) if number <= largest => self.seen |= 1 << (largest - number - 1),
             Some(largest) => {
@@ -239,6 +244,27 @@ mod tests {
         assert!(open(&mut server, &packets[199]).is_ok());
         assert_eq!(open(&mut server, &packets[20]), Err(OpenError::Replayed), "too old to tell");
         assert!(open(&mut server, &packets[150]).is_ok());
+    }
+
+    /// Goal: the replay window is exactly `REPLAY_WINDOW` (128) numbers wide, at both edges.
+    /// Method: open the newest packet, then ones exactly 128 and 129 below it, each twice.
+    #[test]
+    fn the_replay_window_is_128_numbers_wide() {
+        assert_eq!(REPLAY_WINDOW, 128);
+        let (mut client, mut server) = pair();
+        let packets: Vec<Vec<u8>> = (0..300).map(|i| seal(&mut client, &[i as u8])).collect();
+        assert!(open(&mut server, &packets[299]).is_ok());
+        assert_eq!(open(&mut server, &packets[299]), Err(OpenError::Replayed), "the newest");
+        assert_eq!(open(&mut server, &packets[170]), Err(OpenError::Replayed), "129 below");
+        assert!(open(&mut server, &packets[171]).is_ok(), "128 below: the window's last");
+        assert_eq!(open(&mut server, &packets[171]), Err(OpenError::Replayed));
+        assert!(open(&mut server, &packets[298]).is_ok(), "1 below: the window's first");
+        // A jump past the whole window forgets every bit; the old newest is then too old.
+        let mut keys = PacketKeys::new(&[1; 32], &[2; 32]);
+        keys.mark_seen(10);
+        keys.mark_seen(10 + REPLAY_WINDOW + 1);
+        assert!(keys.was_seen(10) && !keys.was_seen(11 + REPLAY_WINDOW - 1));
+        assert!(keys.was_seen(10 + REPLAY_WINDOW + 1));
     }
 
     #[test]

@@ -19,8 +19,9 @@ proptest! {
     fn random_datagrams_never_panic_a_fresh_endpoint(
         bytes in prop::collection::vec(any::<u8>(), 0..1300),
     ) {
-        let mut endpoint = Endpoint::new(EndpointConfig::default(), EndpointRandomness::danger_from_seed(1))
-            .expect("the default config is valid");
+        let randomness = EndpointRandomness::danger_from_seed(1);
+        let config = EndpointConfig::default();
+        let mut endpoint = Endpoint::new(config, randomness).expect("the default config is valid");
         endpoint.handle_datagram(Instant::ZERO, stranger(), &bytes);
         let mut buf = [0u8; 1500];
         // At most a challenge goes back, and it is never larger than what came in.
