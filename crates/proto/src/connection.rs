@@ -908,6 +908,7 @@ impl Connection {
 mod tests {
     use super::*;
     use crate::config::{ChannelConfig, ChannelKind};
+    use std::time::Duration;
 
     fn config() -> ConnectionConfig {
         ConnectionConfig::default()
@@ -961,6 +962,13 @@ mod tests {
         let fits = Frame::Fragment { channel: 0, seq: 0, index: 0, count, payload: &piece };
         assert_eq!(take(&mut connection, 0, &[fits]), Ok(()));
         assert!(connection.receive_bytes() > config().message_bytes_max, "reserved in full");
+        // Full pieces of the largest count add up past `message_bytes_max`: the last one that
+        // would cross it closes the connection.
+        let full = |index| Frame::Fragment { channel: 0, seq: 0, index, count, payload: &piece };
+        let results: Vec<_> =
+            (1..count).map(|i| take(&mut connection, u16::from(i), &[full(i)])).collect();
+        assert_eq!(results.last(), Some(&Err(DisconnectReason::PeerMisbehaved)));
+        assert!(results[..results.len() - 1].iter().all(Result::is_ok));
     }
 
     /// Goal: a reliable piece refused for want of room leaves its packet unacked (so the
@@ -1009,5 +1017,45 @@ mod tests {
         assert!(acked(&connection, 1), "the reliable piece got the room");
         assert_eq!(connection.stats().assemblies_evicted, 1);
         assert_eq!(connection.stats().receive_bytes[1], 0);
+    }
+
+    /// Goal: `receive_window` bounds what a receive channel holds: an ordered message that far
+    /// ahead, or one more assembly on an unordered channel, is refused and counted.
+    /// Method: a window of 4; ordered message 4 (with 0 missing), then fragments of five
+    /// different unordered messages.
+    #[test]
+    fn receive_window_refuses_what_lies_past_it() {
+        let channels = vec![
+            ChannelConfig { kind: ChannelKind::ReliableOrdered, priority: 0 },
+            ChannelConfig { kind: ChannelKind::ReliableUnordered, priority: 0 },
+        ];
+        let windowed = ConnectionConfig { channels, receive_window: 4, ..config() };
+        let mut connection = Connection::new(windowed, Instant::ZERO);
+        let far = Frame::Message { channel: 0, seq: 4, payload: b"far" };
+        assert_eq!(take(&mut connection, 0, &[far]), Ok(()));
+        assert_eq!(connection.stats().frames_refused, 1);
+        assert_eq!(connection.receive_bytes(), 0);
+        let near = Frame::Message { channel: 0, seq: 3, payload: b"near" };
+        assert_eq!(take(&mut connection, 1, &[near]), Ok(()));
+        assert_eq!(connection.stats().frames_refused, 1, "inside the window: held");
+        for seq in 0..5u16 {
+            let piece = Frame::Fragment { channel: 1, seq, index: 0, count: 2, payload: b"p" };
+            assert_eq!(take(&mut connection, 2 + seq, &[piece]), Ok(()));
+        }
+        assert_eq!(connection.stats().frames_refused, 2, "the fifth assembly");
+    }
+
+    /// Goal: once the oldest unacknowledged message has waited `send_delay_max`, new messages
+    /// are refused (latency stays bounded on a slow link). Method: one message, no acks, time
+    /// past the limit, another message.
+    #[test]
+    fn sends_past_send_delay_max_are_refused() {
+        let mut connection = Connection::new(config(), Instant::ZERO);
+        assert_eq!(connection.send(0, b"first"), Ok(()));
+        connection.handle_timeout(Instant::ZERO + config().send_delay_max);
+        assert_eq!(connection.send(0, b"in time"), Ok(()));
+        connection
+            .handle_timeout(Instant::ZERO + config().send_delay_max + Duration::from_millis(1));
+        assert_eq!(connection.send(0, b"late"), Err(SendError::QueueFull(0)));
     }
 }

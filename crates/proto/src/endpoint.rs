@@ -1022,13 +1022,14 @@ mod tests {
         (client, server, handle, now)
     }
 
-    /// Delivers every datagram either way at `now`, until both are quiet.
+    /// Delivers every datagram either way at `now`, until both are quiet; panics on a
+    /// livelock (an endpoint that never stops sending at one instant).
     fn exchange(client: &mut Endpoint, server: &mut Endpoint, now: Instant) {
         let (client_at, server_at) = (CLIENT.parse().unwrap(), SERVER.parse().unwrap());
         let mut buf = [0u8; 1500];
         client.handle_timeout(now);
         server.handle_timeout(now);
-        loop {
+        for _ in 0..1000 {
             let mut busy = false;
             while let Some(t) = client.poll_transmit(now, &mut buf) {
                 server.handle_datagram(now, client_at, &buf[..t.len]);
@@ -1042,6 +1043,7 @@ mod tests {
                 return;
             }
         }
+        panic!("livelock at {now}");
     }
 
     /// Goal: every endpoint field is checked, and `Endpoint::new` refuses what fails.
@@ -1127,5 +1129,70 @@ mod tests {
             }
         }
         assert_eq!(server.footprint().slots, 0, "a challenge keeps nothing");
+    }
+
+    /// Goal: `connections_max` refuses the connection past it, with a reason the client sees.
+    /// Method: a plaintext server allowing one connection; two clients connect in turn.
+    #[test]
+    fn connections_past_connections_max_are_refused_as_server_full() {
+        let security = || Security::DangerPlaintext;
+        let config =
+            EndpointConfig { security: security(), connections_max: 1, ..Default::default() };
+        let mut server = Endpoint::new(config, seeded(5)).unwrap();
+        let server_at: SocketAddr = SERVER.parse().unwrap();
+        let mut clients: Vec<(Endpoint, SocketAddr)> = (0..2u16)
+            .map(|i| {
+                let config = EndpointConfig { security: security(), ..Default::default() };
+                let client = Endpoint::new(config, seeded(10 + u64::from(i))).unwrap();
+                (client, SocketAddr::from(([10, 0, 0, 1], 4000 + i)))
+            })
+            .collect();
+        let mut buf = [0u8; 1500];
+        let mut now = Instant::ZERO;
+        let mut refused = false;
+        for (i, (client, _)) in clients.iter_mut().enumerate() {
+            client.connect(now + Duration::from_millis(50 * i as u64), server_at);
+        }
+        for _ in 0..200 {
+            for (client, at) in &mut clients {
+                client.handle_timeout(now);
+                while let Some(t) = client.poll_transmit(now, &mut buf) {
+                    server.handle_datagram(now, *at, &buf[..t.len]);
+                }
+            }
+            server.handle_timeout(now);
+            while let Some(t) = server.poll_transmit(now, &mut buf) {
+                let (client, _) = clients.iter_mut().find(|(_, at)| *at == t.destination).unwrap();
+                client.handle_datagram(now, server_at, &buf[..t.len]);
+            }
+            while server.poll_event().is_some() {}
+            while let Some((_, event)) = clients[1].0.poll_event() {
+                refused |= event == Event::Disconnected { reason: DisconnectReason::ServerFull };
+            }
+            now += Duration::from_millis(1);
+        }
+        assert!(refused, "the second client was not told the server is full");
+        assert!(server.stats().refused_full >= 1);
+        assert_eq!(server.footprint().slots, 1);
+    }
+
+    /// Goal: `replies_max` bounds the handshake replies waiting; the rest are dropped and
+    /// counted. Method: five connect requests from five addresses before anything is sent.
+    #[test]
+    fn replies_past_replies_max_are_dropped_and_counted() {
+        let security = Security::DangerPlaintext;
+        let config = EndpointConfig { security, replies_max: 2, ..Default::default() };
+        let mut server = Endpoint::new(config, seeded(6)).unwrap();
+        let mut buf = [0u8; 1500];
+        let len = Packet::ConnectRequest { nonce: 1, token: None }.encode(&mut buf).unwrap();
+        for i in 0..5u16 {
+            server.handle_datagram(
+                Instant::ZERO,
+                SocketAddr::from(([10, 1, 0, 1], i + 1)),
+                &buf[..len],
+            );
+        }
+        assert_eq!(server.footprint().replies, 2);
+        assert_eq!(server.stats().replies_dropped, 3);
     }
 }
