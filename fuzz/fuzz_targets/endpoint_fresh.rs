@@ -3,11 +3,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rally_proto::{Endpoint, EndpointConfig, Instant};
+use rally_proto::{Endpoint, EndpointConfig, EndpointRandomness, Instant};
 use std::net::SocketAddr;
 
 fuzz_target!(|data: &[u8]| {
-    let mut endpoint = Endpoint::new(EndpointConfig::default(), 7);
+    let randomness = EndpointRandomness::danger_from_seed(7);
+    let mut endpoint =
+        Endpoint::new(EndpointConfig::default(), randomness).expect("the default config is valid");
     let mut buf = [0u8; 1500];
     for (i, datagram) in data.split(|b| *b == 0xFF).enumerate().take(32) {
         let from = SocketAddr::from(([10, 0, 0, (i % 4) as u8], 4000));

@@ -4,7 +4,7 @@ use crate::batch::Batch;
 use crate::clock::Clock;
 use crate::host::telemetry::{Scope, ScopeClock};
 use rally_proto::{ConnectToken, ConnectionHandle, Endpoint, EndpointConfig, Event, Instant};
-use rally_proto::{Security, TokenError, TokenKey};
+use rally_proto::{EndpointRandomness, Security, TokenError, TokenKey};
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::Arc;
@@ -39,8 +39,9 @@ pub struct UdpDriver {
 }
 
 impl UdpDriver {
-    /// Binds a socket at `address` (port 0 picks one) with an endpoint seeded from the OS's
-    /// randomness, so that no two servers share a cookie secret.
+    /// Binds a socket at `address` (port 0 picks one) with an endpoint whose secrets come from
+    /// the OS's randomness, so that no two servers share a cookie secret. Fails if the OS gives
+    /// no randomness (a server never starts with a guessable secret) or `config` is invalid.
     pub fn bind(address: impl ToSocketAddrs, config: EndpointConfig) -> io::Result<Self> {
         Self::bind_with(address, |_, _| config)
     }
@@ -74,10 +75,10 @@ impl UdpDriver {
         let clock = Clock::start();
         let local = socket.local_addr()?;
         let config = config(local, &clock);
-        let seed = seed_from(&clock, local);
         Ok(Self {
             socket,
-            endpoint: Endpoint::new(config, seed),
+            endpoint: Endpoint::new(config, randomness()?)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
             clock,
             received: Batch::new(RECEIVE_BATCH),
             to_send: Batch::new(SEND_BATCH),
@@ -348,18 +349,19 @@ fn is_transient(e: &io::Error) -> bool {
     )
 }
 
-/// A seed that differs per process start and per address.
-/// The OS's randomness; where it has none, the wall clock, the address and the process.
-fn seed_from(clock: &Clock, local: SocketAddr) -> u64 {
-    let mut bytes = [0u8; 8];
-    if getrandom::fill(&mut bytes).is_ok() {
-        return u64::from_le_bytes(bytes);
-    }
-    let port = u64::from(local.port());
-    unix_nanos()
-        ^ clock.now().as_nanos().rotate_left(17)
-        ^ port.rotate_left(48)
-        ^ u64::from(std::process::id())
+/// The endpoint's secrets, from the OS's randomness: the cookie secret takes 16 bytes of its
+/// own. An OS that gives none is an error, never a guessable fallback (a cookie key an attacker
+/// can guess lets it forge handshakes from any address).
+fn randomness() -> io::Result<EndpointRandomness> {
+    let mut bytes = [0u8; 24];
+    getrandom::fill(&mut bytes).map_err(|e| {
+        io::Error::other(format!("the OS gave no randomness for the endpoint's secrets: {e}"))
+    })?;
+    let (seed, cookie_secret) = bytes.split_at(8);
+    Ok(EndpointRandomness {
+        seed: u64::from_le_bytes(seed.try_into().expect("eight bytes")),
+        cookie_secret: cookie_secret.try_into().expect("sixteen bytes"),
+    })
 }
 
 #[allow(clippy::disallowed_methods)] // Reading the wall clock is the driver's job.

@@ -4,7 +4,7 @@
 
 use glam::Vec3;
 use rally_engine::{Entity, Phase, Room, RoomConfig, Simulation, Transform, World, PHASES};
-use rally_proto::{Endpoint, EndpointConfig, Instant};
+use rally_proto::{Endpoint, EndpointConfig, EndpointRandomness, Instant};
 use std::time::Duration;
 
 /// Records, in its step, where the held cup was; then moves the ball one metre.
@@ -38,7 +38,9 @@ fn interact_precedes_simulate_which_precedes_replicate() {
     world.grab(hand, cup).unwrap();
     // The hand moves between ticks, as an input arriving would move it.
     world.get_mut(hand).unwrap().transform.position = Vec3::new(0.0, 2.0, 0.0);
-    let mut endpoint = Endpoint::new(EndpointConfig::default(), 1);
+    let mut endpoint =
+        Endpoint::new(EndpointConfig::default(), EndpointRandomness::danger_from_seed(1))
+            .expect("the default config is valid");
     room.tick(Instant::from_millis(8), &mut endpoint);
     assert_eq!(room.simulation().cup_seen_at, Some(Vec3::new(1.0, 2.0, 0.0)));
     let ball_code = room.snapshot().get(ball).unwrap().position;

@@ -125,6 +125,17 @@ pub(crate) struct ReceivedPackets {
 }
 
 impl ReceivedPackets {
+    /// Whether `seq` is neither a duplicate nor too old to track (what `record` would return,
+    /// without recording it).
+    pub(crate) fn is_new(&self, seq: u16) -> bool {
+        let Some((newest, _)) = self.newest else { return true };
+        if seq16_newer(seq, newest) {
+            return true;
+        }
+        let back = u32::from(newest.wrapping_sub(seq));
+        (1..=32).contains(&back) && self.bits & (1 << (back - 1)) == 0
+    }
+
     /// Records `seq`; returns false for a duplicate or a packet too old to track.
     pub(crate) fn record(&mut self, seq: u16, now: Instant) -> bool {
         let Some((newest, _)) = self.newest else {

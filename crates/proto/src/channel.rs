@@ -142,29 +142,71 @@ fn empty_if(payload: &[u8]) -> impl Iterator<Item = &[u8]> {
     payload.is_empty().then_some(payload).into_iter()
 }
 
-/// A message being put back together.
+/// A message being put back together, or (one part, complete) waiting for its turn.
 #[derive(Debug)]
 struct Assembly {
     seq: u16,
     parts: Vec<Option<Vec<u8>>>,
     received: usize,
+    /// Payload bytes received so far.
+    bytes: usize,
+    /// Payload bytes it may hold at most: what its announced piece count allows.
+    bytes_max: usize,
+    /// What it counts against the receive limit: `bytes_max` and its bookkeeping
+    /// ([`held_cost`]), reserved when it is created so that a message let in can complete.
+    cost: usize,
 }
 
 impl Assembly {
-    fn new(seq: u16, count: u8) -> Self {
-        Self { seq, parts: (0..count).map(|_| None).collect(), received: 0 }
+    fn new(seq: u16, count: u8, bytes_max: usize) -> Self {
+        Self {
+            seq,
+            parts: (0..count).map(|_| None).collect(),
+            received: 0,
+            bytes: 0,
+            bytes_max,
+            cost: held_cost(bytes_max, count),
+        }
     }
 
-    /// Adds a piece; returns the whole message when it is complete.
-    fn add(&mut self, index: u8, payload: &[u8]) -> Option<Vec<u8>> {
-        let slot = self.parts.get_mut(usize::from(index))?;
+    /// A complete message held until the messages before it arrive.
+    fn complete(seq: u16, message: Vec<u8>) -> Self {
+        let bytes = message.len();
+        Self {
+            seq,
+            parts: vec![Some(message)],
+            received: 1,
+            bytes,
+            bytes_max: bytes,
+            cost: held_cost(bytes, 1),
+        }
+    }
+
+    /// Adds a piece; returns the whole message when it is complete, `Err` when the pieces
+    /// add up to more than the announced count allows.
+    fn add(&mut self, index: u8, payload: &[u8]) -> Result<Option<Vec<u8>>, ()> {
+        let Some(slot) = self.parts.get_mut(usize::from(index)) else { return Ok(None) };
         if slot.is_none() {
+            if self.bytes + payload.len() > self.bytes_max {
+                return Err(());
+            }
             *slot = Some(payload.to_vec());
             self.received += 1;
+            self.bytes += payload.len();
         }
-        (self.received == self.parts.len())
-            .then(|| self.parts.iter_mut().flat_map(|p| p.take().unwrap_or_default()).collect())
+        let complete = self.received == self.parts.len();
+        Ok(complete
+            .then(|| self.parts.iter_mut().flat_map(|p| p.take().unwrap_or_default()).collect()))
     }
+}
+
+/// What holding a message of at most `bytes_max` payload bytes in `count` pieces counts
+/// against the receive limit: the payload and the bookkeeping of its pieces, so that many
+/// tiny pieces cost what they occupy.
+pub(crate) fn held_cost(bytes_max: usize, count: u8) -> usize {
+    const ASSEMBLY: usize = std::mem::size_of::<Assembly>();
+    const PIECE: usize = std::mem::size_of::<Option<Vec<u8>>>();
+    ASSEMBLY + usize::from(count) * PIECE + bytes_max
 }
 
 /// What a receive channel did with an incoming piece.
@@ -178,6 +220,31 @@ pub(crate) enum Received {
     Duplicate,
     /// Refused: outside the window or inconsistent with what arrived before.
     Refused,
+    /// Refused for want of receive room (`receive_bytes_max`): nothing was kept, and the
+    /// packet that carried it must not be acked, so that the sender sends it again.
+    NoRoom,
+    /// Announces, or adds up to, a message larger than `message_bytes_max`: a peer that
+    /// shares the configuration never sends one.
+    Oversized,
+}
+
+/// Bytes a receive channel may newly hold: `ahead` for a message after a gap or a new
+/// assembly, `head` for the next message of an ordered channel, which must always find room
+/// (the connection keeps it aside), or the messages held behind it could never be delivered.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Room {
+    pub(crate) ahead: usize,
+    pub(crate) head: usize,
+}
+
+/// How an assembly step ended.
+enum Assembled {
+    /// More pieces to come.
+    More,
+    /// The message is complete.
+    Complete(Vec<u8>),
+    /// The piece was not kept, for this reason.
+    Not(Received),
 }
 
 /// The receiving half of a channel.
@@ -185,12 +252,18 @@ pub(crate) enum Received {
 pub(crate) struct ReceiveChannel {
     kind: ChannelKind,
     window: usize,
+    /// The largest piece of a fragmented message.
+    piece: usize,
+    /// The largest message accepted.
+    message_bytes_max: usize,
     /// Ordered: the next sequence to deliver.
     next: u16,
     /// Sequenced: the newest sequence delivered.
     last: Option<u16>,
     /// Messages (or their assemblies) received ahead of `next`, or in reassembly.
     held: VecDeque<Assembly>,
+    /// What `held` counts against the receive limit (the sum of their costs).
+    held_bytes: usize,
     /// Unordered: sequences delivered recently, by `seq % window`.
     delivered: Vec<Option<u16>>,
     /// Unordered: the newest sequence seen.
@@ -200,19 +273,47 @@ pub(crate) struct ReceiveChannel {
 }
 
 impl ReceiveChannel {
-    pub(crate) fn new(kind: ChannelKind, window: usize) -> Self {
+    /// A channel of `kind` holding at most `window` messages, of at most `message_bytes_max`
+    /// bytes in pieces of at most `piece`.
+    pub(crate) fn new(
+        kind: ChannelKind,
+        window: usize,
+        piece: usize,
+        message_bytes_max: usize,
+    ) -> Self {
         let delivered =
             if kind == ChannelKind::ReliableUnordered { vec![None; window] } else { Vec::new() };
         Self {
             kind,
             window,
+            piece,
+            message_bytes_max,
             next: 0,
             last: None,
             held: VecDeque::new(),
+            held_bytes: 0,
             delivered,
             newest: None,
             ready: VecDeque::new(),
         }
+    }
+
+    /// What the channel holds against the receive limit.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
+    /// Whether the channel's messages may be dropped to make room (unreliable ones).
+    pub(crate) fn is_evictable(&self) -> bool {
+        !self.kind.is_reliable()
+    }
+
+    /// Drops the oldest assembly of an unreliable channel; returns what it freed (0 if none).
+    pub(crate) fn evict_oldest(&mut self) -> usize {
+        debug_assert!(self.is_evictable(), "a reliable channel's held messages were acked");
+        let Some(oldest) = self.held.pop_front() else { return 0 };
+        self.held_bytes -= oldest.cost;
+        oldest.cost
     }
 
     /// Whether message `seq` of a reliable channel comes after one not yet received: a hole
@@ -228,18 +329,22 @@ impl ReceiveChannel {
         }
     }
 
-    /// Takes one piece of message `seq`.
-    pub(crate) fn receive(&mut self, seq: u16, index: u8, count: u8, payload: &[u8]) -> Received {
-        match self.kind {
-            ChannelKind::ReliableOrdered => self.receive_ordered(seq, index, count, payload),
-            ChannelKind::ReliableUnordered => self.receive_unordered(seq, index, count, payload),
+    /// Takes one piece of message `seq`, holding at most `room` more bytes for it.
+    pub(crate) fn receive(&mut self, piece: (u16, u8, u8), payload: &[u8], room: Room) -> Received {
+        let received = match self.kind {
+            ChannelKind::ReliableOrdered => self.receive_ordered(piece, payload, room),
+            ChannelKind::ReliableUnordered => self.receive_unordered(piece, payload, room.ahead),
             ChannelKind::Unreliable | ChannelKind::UnreliableSequenced => {
-                self.receive_unreliable(seq, index, count, payload)
+                self.receive_unreliable(piece, payload, room.ahead)
             }
-        }
+        };
+        debug_assert!(self.held.len() <= self.window, "held past the window");
+        debug_assert_eq!(self.held_bytes, self.held.iter().map(|a| a.cost).sum::<usize>());
+        received
     }
 
-    fn receive_ordered(&mut self, seq: u16, index: u8, count: u8, payload: &[u8]) -> Received {
+    fn receive_ordered(&mut self, piece: (u16, u8, u8), payload: &[u8], room: Room) -> Received {
+        let seq = piece.0;
         if seq != self.next && !seq16_newer(seq, self.next) {
             return Received::Duplicate;
         }
@@ -250,34 +355,42 @@ impl ReceiveChannel {
             // Complete and waiting for an earlier message: this copy is a resend.
             return Received::Duplicate;
         }
-        let Some(complete) = self.assemble(seq, index, count, payload) else {
-            return Received::Held;
+        let head = seq == self.next;
+        let room = if head { room.head } else { room.ahead };
+        let complete = match self.assemble(piece, payload, room) {
+            Assembled::More => return Received::Held,
+            Assembled::Not(why) => return why,
+            Assembled::Complete(complete) => complete,
         };
-        let Some(complete) = complete else { return Received::Refused };
-        // Keep the whole message until its turn; deliver everything now in order.
-        let position =
-            self.held.iter().position(|a| seq16_newer(a.seq, seq)).unwrap_or(self.held.len());
-        let mut done = Assembly::new(seq, 1);
-        done.parts[0] = Some(complete);
-        done.received = 1;
-        self.held.insert(position, done);
-        let before = self.ready.len();
+        if !head {
+            // A fragmented message's reservation covered it; a whole one needs room now.
+            let held = Assembly::complete(seq, complete);
+            if piece.2 == 1 && held.cost > room {
+                return Received::NoRoom;
+            }
+            let position =
+                self.held.iter().position(|a| seq16_newer(a.seq, seq)).unwrap_or(self.held.len());
+            self.held_bytes += held.cost;
+            self.held.insert(position, held);
+            return Received::Held;
+        }
+        // Deliver it, and everything held behind it that is now in order.
+        self.ready.push_back(complete);
+        self.next = self.next.wrapping_add(1);
         while let Some(front) = self.held.front() {
-            if front.seq != self.next || front.received != front.parts.len() {
+            if front.seq != self.next || front.parts.len() != 1 {
                 break;
             }
             let mut front = self.held.pop_front().expect("front exists");
+            self.held_bytes -= front.cost;
             self.ready.push_back(front.parts[0].take().unwrap_or_default());
             self.next = self.next.wrapping_add(1);
         }
-        if self.ready.len() > before {
-            Received::Deliver
-        } else {
-            Received::Held
-        }
+        Received::Deliver
     }
 
-    fn receive_unordered(&mut self, seq: u16, index: u8, count: u8, payload: &[u8]) -> Received {
+    fn receive_unordered(&mut self, piece: (u16, u8, u8), payload: &[u8], room: usize) -> Received {
+        let seq = piece.0;
         if let Some(newest) = self.newest {
             let behind = newest.wrapping_sub(seq);
             if seq16_newer(newest, seq) && usize::from(behind) >= self.window {
@@ -287,10 +400,11 @@ impl ReceiveChannel {
         if self.delivered[usize::from(seq) % self.window] == Some(seq) {
             return Received::Duplicate;
         }
-        let Some(complete) = self.assemble(seq, index, count, payload) else {
-            return Received::Held;
+        let complete = match self.assemble(piece, payload, room) {
+            Assembled::More => return Received::Held,
+            Assembled::Not(why) => return why,
+            Assembled::Complete(complete) => complete,
         };
-        let Some(complete) = complete else { return Received::Refused };
         self.delivered[usize::from(seq) % self.window] = Some(seq);
         if self.newest.is_none_or(|n| seq16_newer(seq, n)) {
             self.newest = Some(seq);
@@ -299,15 +413,22 @@ impl ReceiveChannel {
         Received::Deliver
     }
 
-    fn receive_unreliable(&mut self, seq: u16, index: u8, count: u8, payload: &[u8]) -> Received {
+    fn receive_unreliable(
+        &mut self,
+        piece: (u16, u8, u8),
+        payload: &[u8],
+        room: usize,
+    ) -> Received {
+        let seq = piece.0;
         let sequenced = self.kind == ChannelKind::UnreliableSequenced;
         if sequenced && self.last.is_some_and(|last| !seq16_newer(seq, last)) {
             return Received::Duplicate;
         }
-        let Some(complete) = self.assemble(seq, index, count, payload) else {
-            return Received::Held;
+        let complete = match self.assemble(piece, payload, room) {
+            Assembled::More => return Received::Held,
+            Assembled::Not(why) => return why,
+            Assembled::Complete(complete) => complete,
         };
-        let Some(complete) = complete else { return Received::Refused };
         if sequenced {
             self.last = Some(seq);
         }
@@ -315,37 +436,65 @@ impl ReceiveChannel {
         Received::Deliver
     }
 
-    /// Adds a piece to its message's assembly. `None`: more pieces to come; `Some(None)`: the
-    /// piece contradicts what arrived before; `Some(Some(message))`: complete.
-    fn assemble(
-        &mut self,
-        seq: u16,
-        index: u8,
-        count: u8,
-        payload: &[u8],
-    ) -> Option<Option<Vec<u8>>> {
+    /// The payload bytes a message of `count` pieces may hold, or `None` if even its
+    /// smallest possible size (`count - 1` full pieces and one byte) exceeds the limit.
+    fn announced_bytes_max(&self, count: u8) -> Option<usize> {
+        let count = usize::from(count);
+        let smallest = (count - 1) * self.piece + 1;
+        (smallest <= self.message_bytes_max)
+            .then(|| (count * self.piece).min(self.message_bytes_max))
+    }
+
+    /// Adds piece `(seq, index, count)` to its message's assembly, creating the assembly
+    /// (and reserving what it may hold) if `room` allows.
+    fn assemble(&mut self, piece: (u16, u8, u8), payload: &[u8], room: usize) -> Assembled {
+        let (seq, index, count) = piece;
         if count == 1 {
-            return Some(Some(payload.to_vec()));
+            if payload.len() > self.message_bytes_max {
+                return Assembled::Not(Received::Oversized);
+            }
+            return Assembled::Complete(payload.to_vec());
         }
         let existing = self.held.iter().position(|a| a.seq == seq && a.parts.len() > 1);
         let at = match existing {
             Some(at) => at,
-            None => {
-                if self.held.len() >= self.window {
-                    // Unreliable reassembly evicts the oldest; reliable ones are bounded by the
-                    // window check before this.
-                    self.held.pop_front();
-                }
-                self.held.push_back(Assembly::new(seq, count));
-                self.held.len() - 1
-            }
+            None => match self.start_assembly(seq, count, room) {
+                Ok(at) => at,
+                Err(why) => return Assembled::Not(why),
+            },
         };
         if self.held[at].parts.len() != usize::from(count) {
-            return Some(None);
+            return Assembled::Not(Received::Refused);
         }
-        let complete = self.held[at].add(index, payload)?;
-        self.held.remove(at);
-        Some(Some(complete))
+        match self.held[at].add(index, payload) {
+            Err(()) => Assembled::Not(Received::Oversized),
+            Ok(None) => Assembled::More,
+            Ok(Some(complete)) => {
+                let done = self.held.remove(at).expect("the assembly is at `at`");
+                self.held_bytes -= done.cost;
+                Assembled::Complete(complete)
+            }
+        }
+    }
+
+    /// Creates the assembly of message `seq` in `count` pieces; returns its position.
+    fn start_assembly(&mut self, seq: u16, count: u8, room: usize) -> Result<usize, Received> {
+        let bytes_max = self.announced_bytes_max(count).ok_or(Received::Oversized)?;
+        let assembly = Assembly::new(seq, count, bytes_max);
+        if assembly.cost > room {
+            return Err(Received::NoRoom);
+        }
+        if self.held.len() >= self.window {
+            if self.kind.is_reliable() {
+                // A sender's window cannot exceed the receiver's: only a broken peer gets here.
+                return Err(Received::Refused);
+            }
+            // Unreliable reassembly makes way for the newest.
+            self.evict_oldest();
+        }
+        self.held_bytes += assembly.cost;
+        self.held.push_back(assembly);
+        Ok(self.held.len() - 1)
     }
 }
 
@@ -396,10 +545,12 @@ mod tests {
                 state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 pieces.swap(i, (state >> 33) as usize % (i + 1));
             }
-            let mut receive = ReceiveChannel::new(ChannelKind::ReliableOrdered, 64);
+            let mut receive = ReceiveChannel::new(ChannelKind::ReliableOrdered, 64, 1000, 4000);
+            let room = Room { ahead: usize::MAX, head: usize::MAX };
             for (seq, index, count, payload) in &pieces {
-                receive.receive(*seq, *index, *count, payload);
+                receive.receive((*seq, *index, *count), payload, room);
             }
+            assert_eq!(receive.held_bytes(), 0, "seed {seed}: nothing left held");
             let got: Vec<Vec<u8>> = receive.ready.drain(..).collect();
             let want: Vec<Vec<u8>> =
                 sizes.iter().enumerate().map(|(i, s)| vec![i as u8; *s]).collect();

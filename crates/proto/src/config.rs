@@ -1,6 +1,14 @@
 //! Connection and endpoint configuration: every limit has a name and a default.
 
+use crate::packet::{DATA_HEADER_SIZE, FRAGMENT_FRAME_OVERHEAD_MAX, TAG_SIZE};
 use std::time::Duration;
+
+/// The smallest MTU a connection accepts.
+pub const MTU_MIN: usize = 200;
+/// The largest MTU a connection accepts (a UDP payload fits 65,507 bytes).
+pub const MTU_MAX: usize = 65_000;
+// A fragment of the smallest MTU still carries payload after its header, frame and tag.
+const _: () = assert!(MTU_MIN > DATA_HEADER_SIZE + FRAGMENT_FRAME_OVERHEAD_MAX + TAG_SIZE + 100);
 
 /// How a channel delivers its messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,6 +59,13 @@ pub struct ConnectionConfig {
     /// Messages received ahead of a gap (reliable-ordered) or messages in reassembly, per
     /// channel, at most; the sender's window cannot exceed it.
     pub receive_window: usize,
+    /// Bytes the connection holds for its peer at most, over all channels: messages in
+    /// reassembly (each reserving what its announced piece count allows when its first piece
+    /// arrives) and messages held behind a gap, bookkeeping included. Past it a reliable piece
+    /// is refused without acking its packet, so that the sender resends it later (nothing is
+    /// lost), and unreliable assemblies are dropped first. Each reliable-ordered channel keeps
+    /// room for one largest message aside, for the next message it must deliver.
+    pub receive_bytes_max: usize,
     /// Shortest time before an unacknowledged message is resent.
     pub resend_interval_min: Duration,
     /// Longest time before an unacknowledged message is resent: backoff stops here instead of
@@ -107,6 +122,7 @@ impl Default for ConnectionConfig {
             send_queue_max: 1024,
             send_delay_max: Duration::from_millis(500),
             receive_window: 1024,
+            receive_bytes_max: 1024 * 1024,
             resend_interval_min: Duration::from_millis(5),
             resend_interval_max: Duration::from_millis(250),
             // Long enough for an ack to ride on the peer's next message at 60 Hz: on a path
@@ -125,7 +141,7 @@ impl Default for ConnectionConfig {
 }
 
 /// Why a configuration cannot work.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// `field` is outside `min..=max`.
@@ -140,33 +156,193 @@ pub enum ConfigError {
         /// The largest allowed.
         max: u64,
     },
+    /// The duration `field` is outside `min..=max`.
+    #[error("{field} = {value:?} is outside {min:?}..={max:?}")]
+    DurationOutOfRange {
+        /// The field.
+        field: &'static str,
+        /// The value given.
+        value: Duration,
+        /// The shortest allowed.
+        min: Duration,
+        /// The longest allowed.
+        max: Duration,
+    },
+    /// The number `field` is outside `min..=max` (or not a number).
+    #[error("{field} = {value} is outside {min}..={max}")]
+    RateOutOfRange {
+        /// The field.
+        field: &'static str,
+        /// The value given.
+        value: f64,
+        /// The smallest allowed.
+        min: f64,
+        /// The largest allowed.
+        max: f64,
+    },
 }
 
+/// Checks that `value` of `field` lies in `min..=max`.
+pub(crate) fn check_count(
+    field: &'static str,
+    value: usize,
+    min: usize,
+    max: usize,
+) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
+        return Ok(());
+    }
+    let (value, min, max) = (value as u64, min as u64, max as u64);
+    Err(ConfigError::OutOfRange { field, value, min, max })
+}
+
+/// Checks that the duration `value` of `field` lies in `min..=max`.
+pub(crate) fn check_duration(
+    field: &'static str,
+    value: Duration,
+    min: Duration,
+    max: Duration,
+) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
+        return Ok(());
+    }
+    Err(ConfigError::DurationOutOfRange { field, value, min, max })
+}
+
+/// Checks that `value` of `field` is a number in `min..=max`.
+pub(crate) fn check_number(
+    field: &'static str,
+    value: f64,
+    min: f64,
+    max: f64,
+) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
+        return Ok(());
+    }
+    Err(ConfigError::RateOutOfRange { field, value, min, max })
+}
+
+/// The longest any timer may be: an hour, far past any game's need, and far from overflow.
+const TIMER_MAX: Duration = Duration::from_secs(3600);
+/// The longest ack delay the wire carries (16 bits of 8 microseconds).
+pub const ACK_DELAY_MAX: Duration = Duration::from_micros(8 * u16::MAX as u64);
+
 impl ConnectionConfig {
-    /// Checks every limit against what the wire format can carry.
+    /// Checks every field: limits against what the wire format can carry, timers against
+    /// each other. Each error names its field and the range it must lie in.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let check = |field, value: usize, min: usize, max: usize| {
-            if (min..=max).contains(&value) {
-                Ok(())
-            } else {
-                let (value, min, max) = (value as u64, min as u64, max as u64);
-                Err(ConfigError::OutOfRange { field, value, min, max })
-            }
-        };
-        check("channels", self.channels.len(), 1, 255)?;
-        check("mtu", self.mtu, 200, 65_000)?;
+        check_count("channels", self.channels.len(), 1, 255)?;
+        check_count("mtu", self.mtu, MTU_MIN, MTU_MAX)?;
         // 255 fragments of what fits one packet.
-        let fragment_max = self.mtu - crate::packet::DATA_HEADER_SIZE - 16;
-        check("message_bytes_max", self.message_bytes_max, 1, 255 * fragment_max)?;
-        check("send_queue_max", self.send_queue_max, 1, 16_384)?;
+        let fragment_max = self.piece_bytes();
+        check_count("message_bytes_max", self.message_bytes_max, 1, 255 * fragment_max)?;
+        check_count("send_queue_max", self.send_queue_max, 1, 16_384)?;
         // Sequence numbers are 16 bits; the window must stay well inside half their range.
-        check("receive_window", self.receive_window, 1, 16_384)
+        check_count("receive_window", self.receive_window, 1, 16_384)?;
+        // The ordered channels' reserve and one more largest message, so that every channel
+        // can always make progress.
+        let least = self.head_reserve_bytes() + self.message_cost_max();
+        check_count("receive_bytes_max", self.receive_bytes_max, least, 1 << 30)?;
+        self.validate_timers()?;
+        match self.redundancy {
+            Redundancy::Off => Ok(()),
+            Redundancy::Always(copies) => check_count("redundancy copies", copies.into(), 1, 8),
+            Redundancy::Adaptive { copies, loss_threshold } => {
+                check_count("redundancy copies", copies.into(), 1, 8)?;
+                check_number("redundancy loss_threshold", loss_threshold, 0.0, 1.0)
+            }
+        }
+    }
+
+    fn validate_timers(&self) -> Result<(), ConfigError> {
+        let (ms, zero) = (Duration::from_millis(1), Duration::ZERO);
+        check_duration("idle_timeout", self.idle_timeout, ms, TIMER_MAX)?;
+        // Keepalives must come before the peer's idle timeout gives up on them.
+        check_duration("keepalive_interval", self.keepalive_interval, ms, self.idle_timeout)?;
+        check_duration("send_delay_max", self.send_delay_max, ms, TIMER_MAX)?;
+        check_duration("resend_interval_max", self.resend_interval_max, ms, self.idle_timeout)?;
+        let resend_max = self.resend_interval_max;
+        check_duration("resend_interval_min", self.resend_interval_min, zero, resend_max)?;
+        check_duration("ack_delay_max", self.ack_delay_max, zero, ACK_DELAY_MAX)?;
+        check_duration("repeat_interval", self.repeat_interval, zero, resend_max)
+    }
+
+    /// The largest piece of a fragmented message: what a sealed packet of `mtu` bytes has room
+    /// for after its header, the fragment frame's overhead and the tag. Both ends compute it
+    /// from the shared configuration; a receiver bounds a message's size by it.
+    pub fn piece_bytes(&self) -> usize {
+        let overhead = DATA_HEADER_SIZE + FRAGMENT_FRAME_OVERHEAD_MAX + TAG_SIZE;
+        self.mtu.saturating_sub(overhead).max(1)
+    }
+
+    /// What one largest message counts against `receive_bytes_max` while held.
+    pub(crate) fn message_cost_max(&self) -> usize {
+        let pieces = (self.message_bytes_max.max(1) - 1) / self.piece_bytes() + 1;
+        let pieces = u8::try_from(pieces).unwrap_or(u8::MAX);
+        crate::channel::held_cost(self.message_bytes_max, pieces)
+    }
+
+    /// The room kept aside within `receive_bytes_max` for the next message of each
+    /// reliable-ordered channel.
+    pub(crate) fn head_reserve_bytes(&self) -> usize {
+        let ordered =
+            self.channels.iter().filter(|c| c.kind == ChannelKind::ReliableOrdered).count();
+        ordered * self.message_cost_max()
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// The field a validation error names, if any.
+    pub(crate) fn field_of(result: Result<(), ConfigError>) -> Option<&'static str> {
+        match result {
+            Ok(()) => None,
+            Err(ConfigError::OutOfRange { field, .. })
+            | Err(ConfigError::DurationOutOfRange { field, .. })
+            | Err(ConfigError::RateOutOfRange { field, .. }) => Some(field),
+        }
+    }
+
+    /// Goal: every field of a connection's configuration is checked, and the error names it.
+    /// Method: the default with one field out of its range at a time.
+    #[test]
+    fn every_field_out_of_range_is_refused_by_name() {
+        let d = ConnectionConfig::default;
+        let (zero, long) = (Duration::ZERO, Duration::from_secs(10));
+        let cases = [
+            ("channels", ConnectionConfig { channels: Vec::new(), ..d() }),
+            ("mtu", ConnectionConfig { mtu: MTU_MIN - 1, ..d() }),
+            ("message_bytes_max", ConnectionConfig { message_bytes_max: 0, ..d() }),
+            ("send_queue_max", ConnectionConfig { send_queue_max: 0, ..d() }),
+            ("receive_window", ConnectionConfig { receive_window: 0, ..d() }),
+            ("receive_bytes_max", ConnectionConfig { receive_bytes_max: 100_000, ..d() }),
+            ("idle_timeout", ConnectionConfig { idle_timeout: zero, ..d() }),
+            ("keepalive_interval", ConnectionConfig { keepalive_interval: long, ..d() }),
+            ("send_delay_max", ConnectionConfig { send_delay_max: zero, ..d() }),
+            ("resend_interval_max", ConnectionConfig { resend_interval_max: long, ..d() }),
+            ("resend_interval_min", ConnectionConfig { resend_interval_min: long / 20, ..d() }),
+            ("ack_delay_max", ConnectionConfig { ack_delay_max: long, ..d() }),
+            ("repeat_interval", ConnectionConfig { repeat_interval: long / 20, ..d() }),
+            ("redundancy copies", ConnectionConfig { redundancy: Redundancy::Always(0), ..d() }),
+            (
+                "redundancy loss_threshold",
+                ConnectionConfig {
+                    redundancy: Redundancy::Adaptive { copies: 2, loss_threshold: f64::NAN },
+                    ..d()
+                },
+            ),
+        ];
+        for (field, config) in cases {
+            assert_eq!(field_of(config.validate()), Some(field));
+        }
+        // The least valid receive limit holds the ordered channel's reserve and one message.
+        let least = d().head_reserve_bytes() + d().message_cost_max();
+        assert_eq!(ConnectionConfig { receive_bytes_max: least, ..d() }.validate(), Ok(()));
+        let below = ConnectionConfig { receive_bytes_max: least - 1, ..d() };
+        assert_eq!(field_of(below.validate()), Some("receive_bytes_max"));
+    }
 
     #[test]
     fn limits_the_wire_cannot_carry_are_refused() {

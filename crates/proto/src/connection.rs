@@ -19,14 +19,14 @@
 //! at home instead of in the path.
 
 use crate::acks::{ReceivedPackets, RttEstimator, SentPackets};
-use crate::channel::{ReceiveChannel, Received, SendChannel};
+use crate::channel::{ReceiveChannel, Received, Room, SendChannel};
 use crate::config::{ConnectionConfig, Redundancy};
 use crate::crypto::{OpenError, PacketKeys};
 use crate::observe::{Observer, Stage};
 use crate::packet::{
     fragment_frame_size, message_frame_size, sealed_disconnect_header, write_data_header,
     write_fragment, write_message, write_ping, Acks, DataHeader, DisconnectReason, Frame, Frames,
-    Writer, DATA_HEADER_SIZE, FRAGMENT_FRAME_OVERHEAD_MAX, TAG_SIZE,
+    Writer, TAG_SIZE,
 };
 use crate::time::Instant;
 use rally_wire::seq::seq16_newer;
@@ -104,6 +104,16 @@ pub struct ConnectionStats {
     pub resends: u64,
     /// Frames refused (outside a window, inconsistent fragments).
     pub frames_refused: u64,
+    /// Pieces refused because the connection held `receive_bytes_max` already; their packets
+    /// went unacked, so that the peer sends them again.
+    pub frames_deferred: u64,
+    /// Packets left unacked because they carried such a piece.
+    pub packets_deferred: u64,
+    /// Unreliable assemblies dropped to make room under `receive_bytes_max`.
+    pub assemblies_evicted: u64,
+    /// What each channel holds against `receive_bytes_max` (messages in reassembly and held
+    /// behind a gap, bookkeeping included).
+    pub receive_bytes: Vec<usize>,
     /// Units waiting in each channel's send queue.
     pub send_queue: Vec<usize>,
 }
@@ -204,22 +214,31 @@ pub struct Connection {
     window_bytes: usize,
     /// The connection's keys, when it was opened with a connect token: every packet is sealed.
     keys: Option<PacketKeys>,
+    /// Room within `receive_bytes_max` kept for the next message of each ordered channel.
+    head_reserve: usize,
+    /// What the receive channels hold against `receive_bytes_max`, summed.
+    receive_bytes: usize,
 }
 
 impl Connection {
     pub(crate) fn new(config: ConnectionConfig, now: Instant) -> Self {
         let send = config.channels.iter().map(|c| SendChannel::new(*c)).collect();
+        let (window, piece, message_max) =
+            (config.receive_window, config.piece_bytes(), config.message_bytes_max);
         let receive = config
             .channels
             .iter()
-            .map(|c| ReceiveChannel::new(c.kind, config.receive_window))
+            .map(|c| ReceiveChannel::new(c.kind, window, piece, message_max))
             .collect();
+        let head_reserve = config.head_reserve_bytes();
         let mut channel_order: Vec<usize> = (0..config.channels.len()).collect();
         channel_order.sort_by_key(|i| std::cmp::Reverse(config.channels[*i].priority));
         let mut events = VecDeque::new();
         events.push_back(Event::Connected);
         Self {
             channel_order,
+            head_reserve,
+            receive_bytes: 0,
             config,
             state: State::Connected,
             sent: SentPackets::new(),
@@ -313,7 +332,12 @@ impl Connection {
 
     /// The largest piece of a message one packet carries.
     fn piece_size(&self) -> usize {
-        self.config.mtu - DATA_HEADER_SIZE - FRAGMENT_FRAME_OVERHEAD_MAX
+        self.config.piece_bytes()
+    }
+
+    /// What the receive channels hold against `receive_bytes_max`.
+    pub fn receive_bytes(&self) -> usize {
+        self.receive_bytes
     }
 
     /// Starts closing: the peer is told `reason` several times, then the connection goes quiet.
@@ -354,6 +378,7 @@ impl Connection {
         stats.rtt_variance = self.rtt.variance();
         stats.rtt_min = self.rtt.min().unwrap_or_default();
         stats.send_queue = self.send.iter().map(SendChannel::pending).collect();
+        stats.receive_bytes = self.receive.iter().map(ReceiveChannel::held_bytes).collect();
         stats
     }
 
@@ -371,7 +396,7 @@ impl Connection {
             // Closing or closed: the application was told; nothing more is delivered.
             return Ok(());
         }
-        if !self.received.record(header.seq, now) {
+        if !self.received.is_new(header.seq) {
             self.stats.duplicates_received += 1;
             return Ok(());
         }
@@ -384,22 +409,33 @@ impl Connection {
         if !frames.is_empty() && self.ack_owed_since.is_none() {
             self.ack_owed_since = Some(now);
         }
+        let mut deferred = false;
         for frame in Frames::new(frames) {
             let Ok(frame) = frame else {
                 self.disconnect(DisconnectReason::PeerMisbehaved);
                 return Err(DisconnectReason::PeerMisbehaved);
             };
-            self.handle_frame(frame)?;
+            deferred |= self.handle_frame(frame)?;
         }
+        // A packet with a reliable piece refused for want of room goes unacked: the sender
+        // declares it lost and resends its reliable contents, which are duplicates here except
+        // for what was refused. Acking it would lose that piece for good.
+        if deferred {
+            self.stats.packets_deferred += 1;
+        } else {
+            self.received.record(header.seq, now);
+        }
+        debug_assert!(self.receive_bytes <= self.config.receive_bytes_max, "receive limit");
         Ok(())
     }
 
-    fn handle_frame(&mut self, frame: Frame<'_>) -> Result<(), DisconnectReason> {
+    /// Takes one frame; `Ok(true)` if it was a reliable piece refused for want of room.
+    fn handle_frame(&mut self, frame: Frame<'_>) -> Result<bool, DisconnectReason> {
         let (channel, seq, index, count, payload) = match frame {
             // A ping asks for its ack at once (a tail-loss probe waits on it).
             Frame::Ping => {
                 self.ack_now = true;
-                return Ok(());
+                return Ok(false);
             }
             Frame::Message { channel, seq, payload } => (channel, seq, 0, 1, payload),
             Frame::Fragment { channel, seq, index, count, payload } => {
@@ -412,18 +448,66 @@ impl Connection {
             return Err(DisconnectReason::PeerMisbehaved);
         };
         let ahead = receive.is_ahead(seq);
-        let received = receive.receive(seq, index, count, payload);
+        let reliable = !receive.is_evictable();
+        let mut received = self.receive_piece(channel, (seq, index, count), payload);
+        if received == Received::NoRoom && self.evict_unreliable() {
+            received = self.receive_piece(channel, (seq, index, count), payload);
+        }
         self.ack_now |= ahead && matches!(received, Received::Deliver | Received::Held);
         match received {
             Received::Deliver => {
+                let receive = &mut self.receive[usize::from(channel)];
                 while let Some(payload) = receive.ready.pop_front() {
                     self.events.push_back(Event::Message { channel, payload });
                 }
             }
             Received::Refused => self.stats.frames_refused += 1,
+            Received::NoRoom => {
+                self.stats.frames_deferred += 1;
+                return Ok(reliable);
+            }
+            Received::Oversized => {
+                // The peer shares this configuration, so it never announces a message larger
+                // than `message_bytes_max`: this one is out to make the server hold memory.
+                self.disconnect(DisconnectReason::PeerMisbehaved);
+                return Err(DisconnectReason::PeerMisbehaved);
+            }
             Received::Held | Received::Duplicate => {}
         }
-        Ok(())
+        Ok(false)
+    }
+
+    /// Hands a piece to its channel with the room the receive limit leaves, and keeps the
+    /// connection's total in step with the channel's.
+    fn receive_piece(&mut self, channel: u8, piece: (u16, u8, u8), payload: &[u8]) -> Received {
+        let limit = self.config.receive_bytes_max;
+        let head = limit.saturating_sub(self.receive_bytes);
+        let room = Room { ahead: head.saturating_sub(self.head_reserve), head };
+        let receive = &mut self.receive[usize::from(channel)];
+        let before = receive.held_bytes();
+        let received = receive.receive(piece, payload, room);
+        self.receive_bytes = self.receive_bytes - before + receive.held_bytes();
+        debug_assert!(self.receive_bytes <= limit, "{} held past {limit}", self.receive_bytes);
+        received
+    }
+
+    /// Drops every unreliable assembly to make room for a piece that did not fit; returns
+    /// whether anything was freed. Unreliable messages may be lost by definition, and an
+    /// assembly missing a lost piece would otherwise hold its room until evicted by newer ones.
+    fn evict_unreliable(&mut self) -> bool {
+        let mut freed = 0;
+        for receive in self.receive.iter_mut().filter(|r| r.is_evictable()) {
+            loop {
+                let bytes = receive.evict_oldest();
+                if bytes == 0 {
+                    break;
+                }
+                freed += bytes;
+                self.stats.assemblies_evicted += 1;
+            }
+        }
+        self.receive_bytes -= freed;
+        freed > 0
     }
 
     /// Applies the acks of a received packet: acked packets free their units and give an RTT
@@ -817,5 +901,161 @@ impl Connection {
         let packet = buf.get_mut(..header.len() + TAG_SIZE)?;
         packet[..header.len()].copy_from_slice(&header);
         keys.seal(packet, header.len(), header.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ChannelConfig, ChannelKind};
+    use std::time::Duration;
+
+    fn config() -> ConnectionConfig {
+        ConnectionConfig::default()
+    }
+
+    /// Frames encoded one after another, as a packet's payload.
+    fn frames(list: &[Frame<'_>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for frame in list {
+            let mut buf = vec![0u8; 70_000];
+            let len = frame.encode(&mut buf).unwrap();
+            out.extend_from_slice(&buf[..len]);
+        }
+        out
+    }
+
+    fn take(
+        connection: &mut Connection,
+        seq: u16,
+        list: &[Frame<'_>],
+    ) -> Result<(), DisconnectReason> {
+        let header = DataHeader { seq, acks: None };
+        let payload = frames(list);
+        connection.handle_data(Instant::ZERO, header, &payload, payload.len())
+    }
+
+    fn acked(connection: &Connection, seq: u16) -> bool {
+        let Some(acks) = connection.received.ack_fields(Instant::ZERO) else { return false };
+        let back = acks.ack.wrapping_sub(seq);
+        back == 0 || (1..=32).contains(&back) && acks.bits & (1 << (back - 1)) != 0
+    }
+
+    /// Goal: a fragment announcing more than `message_bytes_max`, or pieces adding up to more
+    /// than their count allows, close the connection as misbehaved. Method: each sent to a
+    /// fresh connection; the result, the state and the event.
+    #[test]
+    fn oversized_announcements_close_the_connection() {
+        let piece = vec![0u8; config().piece_bytes()];
+        let count = config().message_bytes_max.div_ceil(piece.len()) as u8;
+        let too_many =
+            Frame::Fragment { channel: 0, seq: 0, index: 0, count: count + 1, payload: &piece };
+        let whole = vec![0u8; config().message_bytes_max + 1];
+        let too_big = Frame::Message { channel: 1, seq: 0, payload: &whole };
+        for frame in [too_many, too_big] {
+            let mut connection = Connection::new(config(), Instant::ZERO);
+            assert_eq!(take(&mut connection, 0, &[frame]), Err(DisconnectReason::PeerMisbehaved));
+            assert!(connection.is_closed());
+            assert_eq!(connection.receive_bytes(), 0);
+        }
+        let mut connection = Connection::new(config(), Instant::ZERO);
+        let fits = Frame::Fragment { channel: 0, seq: 0, index: 0, count, payload: &piece };
+        assert_eq!(take(&mut connection, 0, &[fits]), Ok(()));
+        assert!(connection.receive_bytes() > config().message_bytes_max, "reserved in full");
+        // Full pieces of the largest count add up past `message_bytes_max`: the last one that
+        // would cross it closes the connection.
+        let full = |index| Frame::Fragment { channel: 0, seq: 0, index, count, payload: &piece };
+        let results: Vec<_> =
+            (1..count).map(|i| take(&mut connection, u16::from(i), &[full(i)])).collect();
+        assert_eq!(results.last(), Some(&Err(DisconnectReason::PeerMisbehaved)));
+        assert!(results[..results.len() - 1].iter().all(Result::is_ok));
+    }
+
+    /// Goal: a reliable piece refused for want of room leaves its packet unacked (so the
+    /// sender resends it), while an accepted one is acked; the limit is never exceeded.
+    /// Method: the least valid receive limit, message 0 withheld, then largest messages
+    /// 1, 2, ... each in one packet of its first piece, until one is refused.
+    #[test]
+    fn a_piece_refused_for_room_is_not_acked() {
+        let least = config().head_reserve_bytes() + config().message_cost_max();
+        let limited = ConnectionConfig { receive_bytes_max: least, ..config() };
+        let mut connection = Connection::new(limited.clone(), Instant::ZERO);
+        let piece = vec![0u8; limited.piece_bytes()];
+        let count = limited.message_bytes_max.div_ceil(piece.len()) as u8;
+        let fragment = |seq| Frame::Fragment { channel: 0, seq, index: 1, count, payload: &piece };
+        assert_eq!(take(&mut connection, 0, &[fragment(1)]), Ok(()));
+        assert!(acked(&connection, 0), "the first message ahead fits");
+        assert_eq!(take(&mut connection, 1, &[fragment(2)]), Ok(()));
+        assert!(!acked(&connection, 1), "the second does not: its packet goes unacked");
+        let stats = connection.stats();
+        assert_eq!((stats.frames_deferred, stats.packets_deferred), (1, 1));
+        assert!(connection.receive_bytes() <= least);
+        // The next message in order always finds room: the ordered channel's reserve.
+        assert_eq!(take(&mut connection, 2, &[fragment(0)]), Ok(()));
+        assert!(acked(&connection, 2));
+        assert!(connection.receive_bytes() <= least);
+    }
+
+    /// Goal: unreliable assemblies make way for reliable pieces instead of starving them.
+    /// Method: fill the room with incomplete unreliable messages, then send a reliable piece.
+    #[test]
+    fn unreliable_assemblies_make_way_for_reliable_ones() {
+        let channels = vec![
+            ChannelConfig { kind: ChannelKind::ReliableUnordered, priority: 0 },
+            ChannelConfig { kind: ChannelKind::Unreliable, priority: 0 },
+        ];
+        let least = ConnectionConfig { channels: channels.clone(), ..config() }.message_cost_max();
+        let limited = ConnectionConfig { channels, receive_bytes_max: least, ..config() };
+        let mut connection = Connection::new(limited.clone(), Instant::ZERO);
+        let piece = vec![0u8; limited.piece_bytes()];
+        let count = limited.message_bytes_max.div_ceil(piece.len()) as u8;
+        let frame =
+            |channel, seq| Frame::Fragment { channel, seq, index: 1, count, payload: &piece };
+        assert_eq!(take(&mut connection, 0, &[frame(1, 0)]), Ok(()));
+        assert!(connection.receive_bytes() > 0);
+        assert_eq!(take(&mut connection, 1, &[frame(0, 0)]), Ok(()));
+        assert!(acked(&connection, 1), "the reliable piece got the room");
+        assert_eq!(connection.stats().assemblies_evicted, 1);
+        assert_eq!(connection.stats().receive_bytes[1], 0);
+    }
+
+    /// Goal: `receive_window` bounds what a receive channel holds: an ordered message that far
+    /// ahead, or one more assembly on an unordered channel, is refused and counted.
+    /// Method: a window of 4; ordered message 4 (with 0 missing), then fragments of five
+    /// different unordered messages.
+    #[test]
+    fn receive_window_refuses_what_lies_past_it() {
+        let channels = vec![
+            ChannelConfig { kind: ChannelKind::ReliableOrdered, priority: 0 },
+            ChannelConfig { kind: ChannelKind::ReliableUnordered, priority: 0 },
+        ];
+        let windowed = ConnectionConfig { channels, receive_window: 4, ..config() };
+        let mut connection = Connection::new(windowed, Instant::ZERO);
+        let far = Frame::Message { channel: 0, seq: 4, payload: b"far" };
+        assert_eq!(take(&mut connection, 0, &[far]), Ok(()));
+        assert_eq!(connection.stats().frames_refused, 1);
+        assert_eq!(connection.receive_bytes(), 0);
+        let near = Frame::Message { channel: 0, seq: 3, payload: b"near" };
+        assert_eq!(take(&mut connection, 1, &[near]), Ok(()));
+        assert_eq!(connection.stats().frames_refused, 1, "inside the window: held");
+        for seq in 0..5u16 {
+            let piece = Frame::Fragment { channel: 1, seq, index: 0, count: 2, payload: b"p" };
+            assert_eq!(take(&mut connection, 2 + seq, &[piece]), Ok(()));
+        }
+        assert_eq!(connection.stats().frames_refused, 2, "the fifth assembly");
+    }
+
+    /// Goal: once the oldest unacknowledged message has waited `send_delay_max`, new messages
+    /// are refused (latency stays bounded on a slow link). Method: one message, no acks, time
+    /// past the limit, another message.
+    #[test]
+    fn sends_past_send_delay_max_are_refused() {
+        let mut connection = Connection::new(config(), Instant::ZERO);
+        assert_eq!(connection.send(0, b"first"), Ok(()));
+        connection.handle_timeout(Instant::ZERO + config().send_delay_max);
+        assert_eq!(connection.send(0, b"in time"), Ok(()));
+        connection
+            .handle_timeout(Instant::ZERO + config().send_delay_max + Duration::from_millis(1));
+        assert_eq!(connection.send(0, b"late"), Err(SendError::QueueFull(0)));
     }
 }

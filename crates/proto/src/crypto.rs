@@ -14,6 +14,8 @@ use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit, Nonce, Tag};
 
 /// Numbers below the largest authenticated one that are still accepted (once each).
 const REPLAY_WINDOW: u64 = 128;
+// One bit per number of the window, in a u128.
+const _: () = assert!(REPLAY_WINDOW >= 1 && REPLAY_WINDOW <= u128::BITS as u64);
 
 /// Why a packet did not open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +110,10 @@ impl PacketKeys {
         back == 0 || back > REPLAY_WINDOW || self.seen & (1 << (back - 1)) != 0
     }
 
+    /// Records `number` as accepted. Precondition: `was_seen(number)` is false, which rules
+    /// out the largest number itself and numbers past the window (whose bit would not exist).
     fn mark_seen(&mut self, number: u64) {
+        debug_assert!(!self.was_seen(number), "mark_seen({number}) after was_seen said no");
         match self.largest {
             Some(largest) if number <= largest => self.seen |= 1 << (largest - number - 1),
             Some(largest) => {
@@ -145,6 +150,24 @@ pub fn open_captured(
         .decrypt_in_place_detached(&nonce(number), header, &mut body, tag)
         .ok()?;
     Some((body, number))
+}
+
+/// **Danger**: seals `buf[..len]` in place as packet `number` under `key`, as
+/// [`open_captured`]'s counterpart: `buf[..header]` is the clear header (which must carry
+/// `number`'s low 16 bits as its sequence), the tag is appended; returns the sealed length,
+/// or `None` if `buf` has no room for the tag. Sealing two packets with one number under one
+/// key breaks the encryption: an endpoint numbers its own packets, and this is only for tests
+/// and tools that play a peer (a misbehaving one, in the simulation's attack tests).
+pub fn danger_seal(
+    key: &[u8; 32],
+    number: u64,
+    buf: &mut [u8],
+    header: usize,
+    len: usize,
+) -> Option<usize> {
+    let mut keys = PacketKeys::new(key, key);
+    keys.next = number;
+    keys.seal(buf, header, len)
 }
 
 /// The nonce of packet `number`.
@@ -221,6 +244,27 @@ mod tests {
         assert!(open(&mut server, &packets[199]).is_ok());
         assert_eq!(open(&mut server, &packets[20]), Err(OpenError::Replayed), "too old to tell");
         assert!(open(&mut server, &packets[150]).is_ok());
+    }
+
+    /// Goal: the replay window is exactly `REPLAY_WINDOW` (128) numbers wide, at both edges.
+    /// Method: open the newest packet, then ones exactly 128 and 129 below it, each twice.
+    #[test]
+    fn the_replay_window_is_128_numbers_wide() {
+        assert_eq!(REPLAY_WINDOW, 128);
+        let (mut client, mut server) = pair();
+        let packets: Vec<Vec<u8>> = (0..300).map(|i| seal(&mut client, &[i as u8])).collect();
+        assert!(open(&mut server, &packets[299]).is_ok());
+        assert_eq!(open(&mut server, &packets[299]), Err(OpenError::Replayed), "the newest");
+        assert_eq!(open(&mut server, &packets[170]), Err(OpenError::Replayed), "129 below");
+        assert!(open(&mut server, &packets[171]).is_ok(), "128 below: the window's last");
+        assert_eq!(open(&mut server, &packets[171]), Err(OpenError::Replayed));
+        assert!(open(&mut server, &packets[298]).is_ok(), "1 below: the window's first");
+        // A jump past the whole window forgets every bit; the old newest is then too old.
+        let mut keys = PacketKeys::new(&[1; 32], &[2; 32]);
+        keys.mark_seen(10);
+        keys.mark_seen(10 + REPLAY_WINDOW + 1);
+        assert!(keys.was_seen(10) && !keys.was_seen(11 + REPLAY_WINDOW - 1));
+        assert!(keys.was_seen(10 + REPLAY_WINDOW + 1));
     }
 
     #[test]

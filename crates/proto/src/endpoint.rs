@@ -26,7 +26,7 @@
 //! close it. [`Security::DangerPlaintext`] skips all of it, for debugging and for testing the
 //! protocol's other parts only: anyone can connect, read and close.
 
-use crate::config::ConnectionConfig;
+use crate::config::{ConfigError, ConnectionConfig};
 use crate::connection::{Connection, Event, SendError};
 use crate::crypto::{OpenError, PacketKeys};
 use crate::limit::{Rate, RateLimiter, Verdict};
@@ -81,6 +81,31 @@ pub struct EndpointConfig {
     /// Sources each rate limit tracks at most; past that, packets from new sources are dropped
     /// until old ones go quiet.
     pub rate_sources_max: usize,
+}
+
+impl EndpointConfig {
+    /// Checks every limit: the connection's ([`ConnectionConfig::validate`]) and the
+    /// endpoint's own.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        use crate::config::{check_count, check_duration, check_number};
+        self.connection.validate()?;
+        // Slots are indexed by `ConnectionHandle`; a million is past any one socket's load.
+        check_count("connections_max", self.connections_max, 1, 1 << 20)?;
+        check_count("replies_max", self.replies_max, 1, 1 << 20)?;
+        check_count("rate_sources_max", self.rate_sources_max, 1, 1 << 24)?;
+        let (ms, hour) = (Duration::from_millis(1), Duration::from_secs(3600));
+        check_duration("cookie_lifetime", self.cookie_lifetime, ms, hour)?;
+        check_duration("handshake_timeout", self.handshake_timeout, ms, hour)?;
+        let timeout = self.handshake_timeout;
+        check_duration("handshake_resend_interval", self.handshake_resend_interval, ms, timeout)?;
+        // A bucket must hold at least one packet, and refill at a finite, positive pace.
+        let (packet, handshake) = (self.packet_rate, self.handshake_rate);
+        check_number("packet_rate.per_second", packet.per_second, f64::MIN_POSITIVE, 1e9)?;
+        check_number("packet_rate.burst", packet.burst, 1.0, 1e9)?;
+        check_number("handshake_rate.per_second", handshake.per_second, f64::MIN_POSITIVE, 1e9)?;
+        check_number("handshake_rate.burst", handshake.burst, 1.0, 1e9)?;
+        Ok(())
+    }
 }
 
 /// Who may connect to an endpoint, and whether its packets are sealed. Encryption is on by
@@ -168,6 +193,11 @@ pub struct Footprint {
     pub rate_sources: usize,
     /// Handshake replies waiting (at most `replies_max`).
     pub replies: usize,
+    /// Bytes all connections hold for their peers in reassembly and behind gaps (at most
+    /// `connections_max` times `connection.receive_bytes_max`).
+    pub receive_bytes: usize,
+    /// The most any one connection holds of those (at most `connection.receive_bytes_max`).
+    pub receive_bytes_connection_max: usize,
 }
 
 /// Handshakes refused for their connect token, by reason.
@@ -236,26 +266,56 @@ pub struct Endpoint {
     packet_limiter: RateLimiter<SocketAddr>,
     handshake_limiter: RateLimiter<std::net::IpAddr>,
     observer: Observer,
+    /// The size of the datagram being handled, which a handshake reply may not exceed.
+    datagram_len: usize,
+}
+
+/// The secrets an endpoint starts from: a server in production fills both from the OS's
+/// randomness (the driver does, and refuses to start without it); simulations and tests derive
+/// them from a seed with [`EndpointRandomness::danger_from_seed`], by explicit choice.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EndpointRandomness {
+    /// Seeds the client's handshake nonces (which are also keyed with `cookie_secret`).
+    pub seed: u64,
+    /// The key of the challenge cookies' SipHash tag: whoever knows it can forge cookies for
+    /// any address, so it takes 128 bits of its own, never a 64-bit seed.
+    pub cookie_secret: [u8; 16],
+}
+
+impl EndpointRandomness {
+    /// **Danger**: every secret follows from a 64-bit `seed`, which an attacker can search.
+    /// For deterministic simulations and tests only, where a seed must replay a run exactly.
+    pub fn danger_from_seed(seed: u64) -> Self {
+        let mut cookie_secret = [0u8; 16];
+        cookie_secret[..8].copy_from_slice(&seed.to_le_bytes());
+        cookie_secret[8..].copy_from_slice(&(!seed).rotate_left(17).to_le_bytes());
+        Self { seed, cookie_secret }
+    }
+}
+
+impl std::fmt::Debug for EndpointRandomness {
+    // Never print a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EndpointRandomness { .. }")
+    }
 }
 
 impl Endpoint {
-    /// An endpoint whose secret and nonces derive from `seed`. Servers in production pass a
-    /// seed from the OS's randomness (the driver does); tests pass a constant.
+    /// An endpoint with `config`, its secrets from `randomness`.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// If `config.connection` fails [`ConnectionConfig::validate`]: check a configuration that
-    /// comes from a file or a user before building an endpoint from it.
-    pub fn new(config: EndpointConfig, seed: u64) -> Self {
-        if let Err(e) = config.connection.validate() {
-            panic!("invalid connection configuration: {e}");
-        }
+    /// [`ConfigError`] if `config` fails [`EndpointConfig::validate`]: an endpoint is never
+    /// built from limits it cannot keep.
+    pub fn new(
+        config: EndpointConfig,
+        randomness: EndpointRandomness,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
         let packet_limiter = RateLimiter::new(config.packet_rate, config.rate_sources_max);
         let handshake_limiter = RateLimiter::new(config.handshake_rate, config.rate_sources_max);
-        let mut key = [0u8; 16];
-        key[..8].copy_from_slice(&seed.to_le_bytes());
-        key[8..].copy_from_slice(&(!seed).rotate_left(17).to_le_bytes());
-        Self {
+        let EndpointRandomness { seed, cookie_secret: key } = randomness;
+        Ok(Self {
             config,
             key,
             nonces: seed,
@@ -272,7 +332,8 @@ impl Endpoint {
             packet_limiter,
             handshake_limiter,
             observer: Observer::default(),
-        }
+            datagram_len: 0,
+        })
     }
 
     /// Lets `observer` watch the stages of every packet (decrypt, decode, encode, encrypt), so
@@ -293,7 +354,21 @@ impl Endpoint {
             tokens_used: self.tokens_used.len(),
             rate_sources: self.packet_limiter.len() + self.handshake_limiter.len(),
             replies: self.replies.len(),
+            receive_bytes: self.connections().map(Connection::receive_bytes).sum(),
+            receive_bytes_connection_max: self
+                .connections()
+                .map(Connection::receive_bytes)
+                .max()
+                .unwrap_or(0),
         }
+    }
+
+    /// The established connections.
+    fn connections(&self) -> impl Iterator<Item = &Connection> {
+        self.slots.iter().filter_map(|s| match s {
+            Slot::Open { connection, .. } => Some(&**connection),
+            _ => None,
+        })
     }
 
     /// The connection behind `handle`, once established.
@@ -452,9 +527,22 @@ impl Endpoint {
         if let Some(slot) = self.by_peer.get(&from).copied() {
             self.touch(slot);
         }
+        self.debug_assert_within_limits();
+    }
+
+    /// What the endpoint holds stays within its configuration (the checks that cost O(1);
+    /// each connection checks its own receive limit as it takes a frame).
+    fn debug_assert_within_limits(&self) {
+        let config = &self.config;
+        let tokens_max = config.connections_max.saturating_mul(2).max(64);
+        debug_assert!(self.replies.len() <= config.replies_max, "replies past replies_max");
+        debug_assert!(self.packet_limiter.len() <= config.rate_sources_max, "rate table");
+        debug_assert!(self.handshake_limiter.len() <= config.rate_sources_max, "rate table");
+        debug_assert!(self.tokens_used.len() <= tokens_max, "tokens past their table");
     }
 
     fn receive(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+        self.datagram_len = bytes.len();
         let slot = self.by_peer.get(&from).copied();
         // Strangers are rate limited before anything else; a peer's packets are not, since a
         // spoofer could then starve it: they must authenticate instead (sealed connections).
@@ -747,6 +835,12 @@ impl Endpoint {
     }
 
     fn reply(&mut self, to: SocketAddr, packet: Packet<'static>) {
+        // Anti-amplification: an unverified source never gets more bytes than it sent.
+        debug_assert!(
+            packet.encode(&mut [0u8; 64]).is_ok_and(|len| len <= self.datagram_len),
+            "a reply larger than the {} bytes received",
+            self.datagram_len
+        );
         if self.replies.len() >= self.config.replies_max {
             self.stats.replies_dropped += 1;
             return;
@@ -881,5 +975,220 @@ impl Endpoint {
             }
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::tests::field_of;
+    use crate::token::{self, TokenRandomness, USER_DATA_LEN};
+
+    const CLIENT: &str = "10.0.0.1:4000";
+    const SERVER: &str = "10.0.0.2:7777";
+
+    fn seeded(seed: u64) -> EndpointRandomness {
+        EndpointRandomness::danger_from_seed(seed)
+    }
+
+    /// A token server and a client connected to it (sealed), on a perfect network.
+    fn sealed_pair() -> (Endpoint, Endpoint, ConnectionHandle, Instant) {
+        let (server_at, key) = (SERVER.parse().unwrap(), TokenKey([7; 32]));
+        let grant = Grant {
+            client_id: 1,
+            room_id: 0,
+            user_data: [0; USER_DATA_LEN],
+            server_addresses: vec![server_at],
+            timeout_s: 5,
+        };
+        let random = TokenRandomness {
+            nonce: [1; 24],
+            client_to_server_key: [2; 32],
+            server_to_client_key: [3; 32],
+        };
+        let token = token::issue(&key, 42, &grant, 1_000, 30, &random).unwrap();
+        let security =
+            Security::Tokens { key, protocol_id: 42, address: server_at, unix_at_zero: 1_000 };
+        let config = EndpointConfig { security, ..EndpointConfig::default() };
+        let mut server = Endpoint::new(config, seeded(2)).unwrap();
+        let mut client = Endpoint::new(EndpointConfig::default(), seeded(1)).unwrap();
+        let handle = client.connect_with_token(Instant::ZERO, token).unwrap();
+        let mut now = Instant::ZERO;
+        for _ in 0..10 {
+            exchange(&mut client, &mut server, now);
+            now += Duration::from_millis(1);
+        }
+        assert!(client.connection(handle).is_some_and(Connection::is_encrypted));
+        (client, server, handle, now)
+    }
+
+    /// Delivers every datagram either way at `now`, until both are quiet; panics on a
+    /// livelock (an endpoint that never stops sending at one instant).
+    fn exchange(client: &mut Endpoint, server: &mut Endpoint, now: Instant) {
+        let (client_at, server_at) = (CLIENT.parse().unwrap(), SERVER.parse().unwrap());
+        let mut buf = [0u8; 1500];
+        client.handle_timeout(now);
+        server.handle_timeout(now);
+        // Far more datagrams than any test exchanges at one instant.
+        for _ in 0..10_000 {
+            if let Some(t) = client.poll_transmit(now, &mut buf) {
+                server.handle_datagram(now, client_at, &buf[..t.len]);
+            } else if let Some(t) = server.poll_transmit(now, &mut buf) {
+                client.handle_datagram(now, server_at, &buf[..t.len]);
+            } else {
+                return;
+            }
+        }
+        panic!("livelock at {now}");
+    }
+
+    /// Goal: every endpoint field is checked, and `Endpoint::new` refuses what fails.
+    /// Method: the default with one field out of range at a time.
+    #[test]
+    fn an_endpoint_is_never_built_from_an_invalid_config() {
+        let d = EndpointConfig::default;
+        let none = Rate { per_second: 0.0, burst: 5.0 };
+        let cases = [
+            ("connections_max", EndpointConfig { connections_max: 0, ..d() }),
+            ("replies_max", EndpointConfig { replies_max: 0, ..d() }),
+            ("rate_sources_max", EndpointConfig { rate_sources_max: 0, ..d() }),
+            ("cookie_lifetime", EndpointConfig { cookie_lifetime: Duration::ZERO, ..d() }),
+            ("handshake_timeout", EndpointConfig { handshake_timeout: Duration::ZERO, ..d() }),
+            (
+                "handshake_resend_interval",
+                EndpointConfig { handshake_resend_interval: Duration::from_secs(9), ..d() },
+            ),
+            ("packet_rate.per_second", EndpointConfig { packet_rate: none, ..d() }),
+            ("handshake_rate.per_second", EndpointConfig { handshake_rate: none, ..d() }),
+            (
+                "packet_rate.burst",
+                EndpointConfig { packet_rate: Rate { per_second: 1.0, burst: 0.5 }, ..d() },
+            ),
+            (
+                "mtu",
+                EndpointConfig {
+                    connection: ConnectionConfig { mtu: 10, ..Default::default() },
+                    ..d()
+                },
+            ),
+        ];
+        for (field, config) in cases {
+            assert_eq!(field_of(config.validate()), Some(field));
+            assert!(Endpoint::new(config, seeded(1)).is_err(), "{field}");
+        }
+        assert!(Endpoint::new(d(), seeded(1)).is_ok());
+    }
+
+    /// Goal: a sealed connection carries a message of many fragments (each full piece leaves
+    /// room for the tag) both ways. Method: a token handshake, then a 20,000-byte message from
+    /// the client and its echo, on a perfect network.
+    #[test]
+    fn a_sealed_connection_carries_fragmented_messages() {
+        let (mut client, mut server, handle, mut now) = sealed_pair();
+        let message: Vec<u8> = (0..20_000u32).map(|i| (i * 7) as u8).collect();
+        client.send(handle, 0, &message).unwrap();
+        let mut echoed = None;
+        for _ in 0..20 {
+            exchange(&mut client, &mut server, now);
+            while let Some((from, event)) = server.poll_event() {
+                if let Event::Message { payload, .. } = event {
+                    server.send(from, 0, &payload).unwrap();
+                }
+            }
+            while let Some((_, event)) = client.poll_event() {
+                if let Event::Message { payload, .. } = event {
+                    echoed = Some(payload);
+                }
+            }
+            now += Duration::from_millis(1);
+        }
+        assert_eq!(echoed.as_deref(), Some(message.as_slice()));
+        assert_eq!(server.footprint().receive_bytes, 0, "nothing left in reassembly");
+    }
+
+    /// Goal: a server answers an unverified source with no more bytes than it sent, and keeps
+    /// nothing for it. Method: padded connect requests without a token, with one, and a
+    /// full server; each reply's size against the request's.
+    #[test]
+    fn replies_to_strangers_are_never_larger_than_their_requests() {
+        let config = EndpointConfig { security: Security::DangerPlaintext, ..Default::default() };
+        let mut server = Endpoint::new(config, seeded(3)).unwrap();
+        let mut buf = [0u8; 1500];
+        for i in 0..20u16 {
+            let request = Packet::ConnectRequest { nonce: u64::from(i), token: None };
+            let len = request.encode(&mut buf).unwrap();
+            let from = SocketAddr::from(([10, 0, 9, 1], 5000 + i));
+            let datagram = buf[..len].to_vec();
+            server.handle_datagram(Instant::ZERO, from, &datagram);
+            while let Some(t) = server.poll_transmit(Instant::ZERO, &mut buf) {
+                assert!(t.len <= datagram.len(), "{} bytes for {}", t.len, datagram.len());
+            }
+        }
+        assert_eq!(server.footprint().slots, 0, "a challenge keeps nothing");
+    }
+
+    /// Goal: `connections_max` refuses the connection past it, with a reason the client sees.
+    /// Method: a plaintext server allowing one connection; two clients connect in turn.
+    #[test]
+    fn connections_past_connections_max_are_refused_as_server_full() {
+        let security = || Security::DangerPlaintext;
+        let config =
+            EndpointConfig { security: security(), connections_max: 1, ..Default::default() };
+        let mut server = Endpoint::new(config, seeded(5)).unwrap();
+        let server_at: SocketAddr = SERVER.parse().unwrap();
+        let mut clients: Vec<(Endpoint, SocketAddr)> = (0..2u16)
+            .map(|i| {
+                let config = EndpointConfig { security: security(), ..Default::default() };
+                let client = Endpoint::new(config, seeded(10 + u64::from(i))).unwrap();
+                (client, SocketAddr::from(([10, 0, 0, 1], 4000 + i)))
+            })
+            .collect();
+        let mut buf = [0u8; 1500];
+        let mut now = Instant::ZERO;
+        let mut refused = false;
+        for (i, (client, _)) in clients.iter_mut().enumerate() {
+            client.connect(now + Duration::from_millis(50 * i as u64), server_at);
+        }
+        for _ in 0..200 {
+            for (client, at) in &mut clients {
+                client.handle_timeout(now);
+                while let Some(t) = client.poll_transmit(now, &mut buf) {
+                    server.handle_datagram(now, *at, &buf[..t.len]);
+                }
+            }
+            server.handle_timeout(now);
+            while let Some(t) = server.poll_transmit(now, &mut buf) {
+                let (client, _) = clients.iter_mut().find(|(_, at)| *at == t.destination).unwrap();
+                client.handle_datagram(now, server_at, &buf[..t.len]);
+            }
+            while server.poll_event().is_some() {}
+            while let Some((_, event)) = clients[1].0.poll_event() {
+                refused |= event == Event::Disconnected { reason: DisconnectReason::ServerFull };
+            }
+            now += Duration::from_millis(1);
+        }
+        assert!(refused, "the second client was not told the server is full");
+        assert!(server.stats().refused_full >= 1);
+        assert_eq!(server.footprint().slots, 1);
+    }
+
+    /// Goal: `replies_max` bounds the handshake replies waiting; the rest are dropped and
+    /// counted. Method: five connect requests from five addresses before anything is sent.
+    #[test]
+    fn replies_past_replies_max_are_dropped_and_counted() {
+        let security = Security::DangerPlaintext;
+        let config = EndpointConfig { security, replies_max: 2, ..Default::default() };
+        let mut server = Endpoint::new(config, seeded(6)).unwrap();
+        let mut buf = [0u8; 1500];
+        let len = Packet::ConnectRequest { nonce: 1, token: None }.encode(&mut buf).unwrap();
+        for i in 0..5u16 {
+            server.handle_datagram(
+                Instant::ZERO,
+                SocketAddr::from(([10, 1, 0, 1], i + 1)),
+                &buf[..len],
+            );
+        }
+        assert_eq!(server.footprint().replies, 2);
+        assert_eq!(server.stats().replies_dropped, 3);
     }
 }

@@ -22,7 +22,8 @@
 //!
 //! ```
 //! use rally_proto::token::{self, Grant, TokenRandomness, USER_DATA_LEN};
-//! use rally_proto::{Endpoint, EndpointConfig, Event, Instant, Security, TokenKey};
+//! use rally_proto::{Endpoint, EndpointConfig, EndpointRandomness, Event, Instant};
+//! use rally_proto::{Security, TokenKey};
 //! use std::time::Duration;
 //!
 //! let (client_addr, server_addr) = ("10.0.0.1:4000".parse()?, "10.0.0.2:7777".parse()?);
@@ -44,8 +45,11 @@
 //! let token = token::issue(&key, protocol_id, &grant, unix_now, 30, &random)?;
 //! let security =
 //!     Security::Tokens { key, protocol_id, address: server_addr, unix_at_zero: unix_now };
-//! let mut server = Endpoint::new(EndpointConfig { security, ..EndpointConfig::default() }, 2);
-//! let mut client = Endpoint::new(EndpointConfig::default(), 1);
+//! // A simulation seeds its secrets; a server in production takes them from the OS.
+//! let seeded = EndpointRandomness::danger_from_seed;
+//! let server_config = EndpointConfig { security, ..EndpointConfig::default() };
+//! let mut server = Endpoint::new(server_config, seeded(2))?;
+//! let mut client = Endpoint::new(EndpointConfig::default(), seeded(1))?;
 //! let handle = client.connect_with_token(Instant::ZERO, token)?;
 //!
 //! let mut now = Instant::ZERO;
@@ -87,14 +91,32 @@
 //! it makes no sense, is counted in [`EndpointStats`] and dropped; a peer that breaks the
 //! protocol inside a connection is disconnected with [`DisconnectReason::PeerMisbehaved`]. The
 //! application's mistakes and full queues are [`SendError`]s. Every queue and buffer has a named
-//! limit in [`ConnectionConfig`] or [`EndpointConfig`]. docs/protocol.md specifies the wire
-//! format.
+//! limit in [`ConnectionConfig`] or [`EndpointConfig`], checked by their `validate()`.
+//! docs/protocol.md specifies the wire format.
 //!
 //! ## Connect tokens
 //!
 //! [`token`] issues and opens netcode.io-style connect tokens: a backend and its servers share
 //! a key, and a server lets in only clients the backend issued a token to, without asking it.
-//! (The handshake does not require them yet; that and packet encryption are the next step.)
+//! A server with [`Security::Tokens`] requires them (the default, [`Security::NoKey`], refuses
+//! everyone until given its key), and every packet of such a connection is sealed with
+//! ChaCha20-Poly1305 under the token's keys. docs/security.md lists what is defended.
+//!
+//! ## Secrets
+//!
+//! [`Endpoint::new`] takes its secrets as input ([`EndpointRandomness`]): the driver fills them
+//! from the OS's randomness, 16 bytes of cookie secret of their own, and refuses to start
+//! without; simulations choose [`EndpointRandomness::danger_from_seed`] so that a seed replays
+//! a run. An invalid configuration is a [`ConfigError`] naming the field, never a panic.
+//!
+//! ## What a peer can make an endpoint hold
+//!
+//! Every limit guards the receiving side too. Strangers cost nothing until their handshake
+//! completes (a stateless cookie), and each table is bounded ([`Footprint`]). Inside a
+//! connection, a fragment announcing a message larger than `message_bytes_max` closes it as
+//! [`DisconnectReason::PeerMisbehaved`]; what it holds in reassembly and behind gaps is bounded
+//! by [`ConnectionConfig::receive_bytes_max`], and a reliable piece refused for want of room is
+//! left unacked, so that the sender resends it and nothing is lost.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -112,11 +134,12 @@ mod schedule;
 pub mod time;
 pub mod token;
 
-pub use config::{ChannelConfig, ChannelKind, ConnectionConfig, Redundancy};
+pub use config::{ChannelConfig, ChannelKind, ConfigError, ConnectionConfig, Redundancy};
 pub use connection::{Connection, ConnectionStats, Event, SendError};
-pub use crypto::open_captured;
+pub use crypto::{danger_seal, open_captured};
 pub use endpoint::{
-    ConnectionHandle, Endpoint, EndpointConfig, EndpointStats, Footprint, Security, Transmit,
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointRandomness, EndpointStats, Footprint,
+    Security, Transmit,
 };
 pub use observe::{Stage, StageObserver};
 pub use packet::DisconnectReason;

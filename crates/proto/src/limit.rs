@@ -34,8 +34,11 @@ pub(crate) enum Verdict {
 }
 
 impl<K: Hash + Eq + Copy> RateLimiter<K> {
+    /// A limiter of `rate` for at most `max` sources. The endpoint's configuration was
+    /// validated: a positive, finite rate, a burst of at least one, a table of at least one.
     pub(crate) fn new(rate: Rate, max: usize) -> Self {
-        Self { rate, max: max.max(1), buckets: HashMap::new() }
+        debug_assert!(max >= 1 && rate.burst >= 1.0 && rate.per_second > 0.0, "{rate:?}, {max}");
+        Self { rate, max, buckets: HashMap::new() }
     }
 
     /// Takes one packet from `key` at `now`.
@@ -85,6 +88,23 @@ mod tests {
         assert_eq!(limiter.check(1, t1), Verdict::Limited);
         // Another source is not affected.
         assert_eq!(limiter.check(2, t1), Verdict::Pass);
+    }
+
+    /// Goal: a quiet spell refills a source's bucket up to its burst and no further, and the
+    /// rate holds after it. Method: drain the burst, wait ten seconds (a hundred packets' worth
+    /// of refill at 10 per second), count what passes at once, then a tenth of a second later.
+    #[test]
+    fn a_quiet_spell_refills_the_burst_and_no_more() {
+        let mut limiter = RateLimiter::new(Rate { per_second: 10.0, burst: 5.0 }, 100);
+        let t0 = Instant::ZERO;
+        let drained = (0..20).filter(|_| limiter.check(1, t0) == Verdict::Pass).count();
+        assert_eq!(drained, 5);
+        let quiet = t0 + Duration::from_secs(10);
+        let passed = (0..200).filter(|_| limiter.check(1, quiet) == Verdict::Pass).count();
+        assert_eq!(passed, 5, "the burst caps the refill");
+        let later = quiet + Duration::from_millis(300);
+        let passed = (0..200).filter(|_| limiter.check(1, later) == Verdict::Pass).count();
+        assert_eq!(passed, 3, "three tenths of a second at 10 per second");
     }
 
     #[test]

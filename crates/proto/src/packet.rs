@@ -22,6 +22,13 @@ pub const DATA_HEADER_SIZE: usize = 1 + 2 + 2 + 4 + 2;
 pub const MESSAGE_FRAME_OVERHEAD_MAX: usize = 1 + 1 + 2 + 3;
 /// Bytes a fragment frame adds to its payload at most.
 pub const FRAGMENT_FRAME_OVERHEAD_MAX: usize = MESSAGE_FRAME_OVERHEAD_MAX + 2;
+/// Bytes of the largest reply a server sends an unverified address: a challenge (type,
+/// protocol id, nonce, cookie expiry and tag).
+pub const CHALLENGE_SIZE: usize = 1 + 4 + 8 + 8 + 16;
+// Anti-amplification: every reply to a padded handshake packet is smaller than it.
+const _: () = assert!(CHALLENGE_SIZE <= CLIENT_HANDSHAKE_SIZE);
+// A message frame's 3-byte length prefix carries any piece of a 65,000-byte MTU.
+const _: () = assert!(MESSAGE_FRAME_OVERHEAD_MAX == 1 + 1 + 2 + 3);
 
 const TYPE_CONNECT_REQUEST: u8 = 0x10;
 const TYPE_CHALLENGE: u8 = 0x11;
@@ -240,6 +247,24 @@ pub enum Frame<'a> {
         /// The piece.
         payload: &'a [u8],
     },
+}
+
+impl Frame<'_> {
+    /// Encodes the frame into `buf` and returns its length. A connection writes its own
+    /// frames; this is for tools and for tests that play a peer.
+    pub fn encode(&self, buf: &mut [u8]) -> Result<usize, PacketError> {
+        let mut w = Writer::new(buf);
+        match *self {
+            Frame::Message { channel, seq, payload } => {
+                write_message(&mut w, channel, seq, payload)?
+            }
+            Frame::Ping => write_ping(&mut w)?,
+            Frame::Fragment { channel, seq, index, count, payload } => {
+                write_fragment(&mut w, (channel, seq, index, count), payload)?
+            }
+        }
+        Ok(w.len())
+    }
 }
 
 /// A cursor over untrusted bytes.
@@ -643,5 +668,117 @@ mod tests {
             Frames::new(&short).next().unwrap(),
             Err(PacketError::Truncated { what: "message" })
         );
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frame() -> impl Strategy<Value = (u8, u8, u16, u8, u8, Vec<u8>)> {
+        let kind = 0u8..3;
+        let count = 1u8..=255;
+        (
+            kind,
+            any::<u8>(),
+            any::<u16>(),
+            any::<u8>(),
+            count,
+            prop::collection::vec(any::<u8>(), 0..300),
+        )
+    }
+
+    /// Builds a frame from generated fields (the index kept below the count).
+    fn build(fields: &(u8, u8, u16, u8, u8, Vec<u8>)) -> Frame<'_> {
+        let (kind, channel, seq, index, count, payload) = fields;
+        match kind {
+            0 => Frame::Message { channel: *channel, seq: *seq, payload },
+            1 => Frame::Ping,
+            _ => Frame::Fragment {
+                channel: *channel,
+                seq: *seq,
+                index: index % count,
+                count: *count,
+                payload,
+            },
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Goal: any sequence of frames in a data packet decodes to what was encoded.
+        /// Method: random frames, encoded one after another behind a random header.
+        #[test]
+        fn data_packets_and_their_frames_round_trip(
+            fields in prop::collection::vec(frame(), 0..8),
+            seq in any::<u16>(),
+            acks in prop::option::of((any::<u16>(), any::<u32>(), any::<u16>())),
+        ) {
+            let frames: Vec<Frame<'_>> = fields.iter().map(build).collect();
+            let mut body = Vec::new();
+            for frame in &frames {
+                let mut buf = [0u8; 400];
+                let len = frame.encode(&mut buf).unwrap();
+                body.extend_from_slice(&buf[..len]);
+            }
+            let acks = acks.map(|(ack, bits, delay)| Acks { ack, bits, delay });
+            let header = DataHeader { seq, acks };
+            let mut buf = vec![0u8; body.len() + DATA_HEADER_SIZE];
+            let len = Packet::Data { header, frames: &body }.encode(&mut buf).unwrap();
+            prop_assert!(len <= body.len() + DATA_HEADER_SIZE);
+            let Ok(Packet::Data { header: decoded, frames: payload }) = Packet::decode(&buf[..len])
+            else {
+                panic!("a data packet did not decode");
+            };
+            prop_assert_eq!(decoded, header);
+            let decoded: Vec<Frame<'_>> = Frames::new(payload).map(Result::unwrap).collect();
+            prop_assert_eq!(decoded, frames);
+        }
+
+        /// Goal: handshake packets round trip, and a client's are always padded.
+        /// Method: random nonces, cookies and token presence.
+        #[test]
+        fn handshake_packets_round_trip(
+            nonce in any::<u64>(),
+            expiry_ms in any::<u64>(),
+            tag in any::<[u8; 16]>(),
+            with_token in any::<bool>(),
+            kind in 0u8..3,
+        ) {
+            let (token_nonce, sealed) = ([5u8; 24], [6u8; SEALED_LEN]);
+            let token = with_token.then_some(SealedToken {
+                protocol_id: nonce ^ 1,
+                expires_at: expiry_ms ^ 2,
+                nonce: &token_nonce,
+                sealed: &sealed,
+            });
+            let cookie = Cookie { expiry_ms, tag };
+            let packet = match kind {
+                0 => Packet::ConnectRequest { nonce, token },
+                1 => Packet::Challenge { nonce, cookie },
+                _ => Packet::ChallengeResponse { nonce, cookie, token },
+            };
+            let mut buf = [0u8; 1500];
+            let len = packet.encode(&mut buf).unwrap();
+            prop_assert_eq!(Packet::decode(&buf[..len]).unwrap(), packet);
+            if kind == 1 {
+                prop_assert!(len <= CHALLENGE_SIZE);
+            } else {
+                prop_assert!(len >= CLIENT_HANDSHAKE_SIZE);
+            }
+        }
+
+        /// Goal: no byte string panics the decoders. Method: random bytes through both.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..700)) {
+            let _ = Packet::decode(&bytes);
+            for frame in Frames::new(&bytes) {
+                if frame.is_err() {
+                    break;
+                }
+            }
+        }
     }
 }

@@ -90,7 +90,8 @@
 //! TOML reader's recursion limit, and each list stops decoding one entry past its limit, so
 //! that what a file makes the checker hold is bounded by the file's size limit (a 1 MiB file
 //! of empty list entries peaks at about 73 MB in a debug build, the TOML reader's own tree).
-//! [`SceneRoomError`] is the room builder's: the world or physics refused an entity.
+//! [`SceneRoomError`] is the room builder's: the engine refused the settings, or the world or
+//! physics refused an entity.
 //!
 //! ## Not yet
 //!

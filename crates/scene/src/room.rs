@@ -4,13 +4,15 @@
 use crate::input::XrInput;
 use crate::scene::{Body, BodyKind, BodyShape, ColliderShape, Grab, Respawn, Scene};
 use glam::Vec3;
-use rally_engine::{ClientId, Entity, EntityId, GrabRule, Room, Simulation, World, WorldError};
+use rally_engine::{
+    ClientId, ConfigError, Entity, EntityId, GrabRule, Room, Simulation, World, WorldError,
+};
 use rally_physics::{Motion, Physics, PhysicsError, Shape};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Why a scene's room could not be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SceneRoomError {
     /// The world refused an entity (it is full: its `entities_max` is below the scene's).
@@ -19,6 +21,10 @@ pub enum SceneRoomError {
     /// Physics refused a body (the world given already had a body for the entity).
     #[error("physics refused a scene body: {0}")]
     Physics(#[from] PhysicsError),
+    /// The engine refused the room's settings (the scene's ranges lie within the engine's, so
+    /// this names a scene limit that needs narrowing).
+    #[error("the engine refused the scene's room settings: {0}")]
+    Config(#[from] ConfigError),
 }
 
 /// One of the scene's bodies in the room.
@@ -212,7 +218,7 @@ impl Simulation for SceneRoom {
 /// A room hosting `scene`: the engine settings of [`Scene::room_config`], a [`SceneRoom`] over
 /// its world, and the scene's [`SceneGrabRule`]; `seed` makes the room's session secrets.
 pub fn scene_room(scene: &Scene, seed: u64) -> Result<Room<SceneRoom>, SceneRoomError> {
-    let mut room = Room::new(scene.room_config(), placeholder(), seed);
+    let mut room = Room::new(scene.room_config(), placeholder(), seed)?;
     let game = SceneRoom::new(scene, room.world_mut())?;
     room.world_mut().set_grab_rule(Box::new(game.grab_rule()));
     *room.simulation_mut() = game;

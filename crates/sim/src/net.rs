@@ -2,7 +2,9 @@
 //! clock: the harness for scenarios with more than one connection.
 
 use rally_netem::{Link, LinkConfig};
-use rally_proto::{ConnectionHandle, Endpoint, EndpointConfig, Event, Instant, Security};
+use rally_proto::{
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointRandomness, Event, Instant, Security,
+};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -60,6 +62,19 @@ pub struct Net {
     tokens_issued: u64,
 }
 
+/// An endpoint whose secrets follow from `seed`, so that the seed replays the run.
+///
+/// # Panics
+///
+/// If `config` is invalid: a harness's caller passes a fixed configuration, and a wrong one is
+/// the test's bug.
+fn endpoint(config: EndpointConfig, seed: u64) -> Endpoint {
+    match Endpoint::new(config, EndpointRandomness::danger_from_seed(seed)) {
+        Ok(endpoint) => endpoint,
+        Err(e) => panic!("invalid endpoint configuration: {e}"),
+    }
+}
+
 /// Datagrams the wiretap keeps.
 pub const TAP_MAX: usize = 256;
 
@@ -78,7 +93,7 @@ impl Net {
         // 7 + 3 and seed * 11 + 4 for the first), so that every peer meets the same link.
         let clients = (0..clients as u64)
             .map(|i| Client {
-                endpoint: Endpoint::new(config.clone(), seed.wrapping_mul(3).wrapping_add(1 + i)),
+                endpoint: endpoint(config.clone(), seed.wrapping_mul(3).wrapping_add(1 + i)),
                 addr: SocketAddr::from(([10, 0, 1, i as u8 + 1], 40_000 + i as u16)),
                 up: Link::new(link, seed.wrapping_mul(7).wrapping_add(3 + 2 * i)),
                 down: Link::new(link, seed.wrapping_mul(11).wrapping_add(4 + 2 * i)),
@@ -89,7 +104,7 @@ impl Net {
             .collect();
         Self {
             now: Instant::ZERO,
-            server: Endpoint::new(config.clone(), seed.wrapping_mul(5).wrapping_add(2)),
+            server: endpoint(config.clone(), seed.wrapping_mul(5).wrapping_add(2)),
             server_addr: "10.0.0.2:7777".parse().expect("a valid address"),
             server_events: Vec::new(),
             server_wire_bytes: 0,
@@ -109,7 +124,7 @@ impl Net {
     pub fn secure(config: EndpointConfig, link: LinkConfig, clients: usize, seed: u64) -> Self {
         let mut net = Self::new(config.clone(), link, clients, seed);
         let server_config = crate::secure::server_config(config, net.server_addr);
-        net.server = Endpoint::new(server_config, seed.wrapping_mul(5).wrapping_add(2));
+        net.server = endpoint(server_config, seed.wrapping_mul(5).wrapping_add(2));
         net.secure = true;
         net
     }
@@ -189,7 +204,7 @@ impl Net {
         self.rebinds += 1;
         let seed = self.seed.wrapping_mul(13).wrapping_add(self.rebinds);
         let client = &mut self.clients[i];
-        client.endpoint = Endpoint::new(self.config.clone(), seed);
+        client.endpoint = endpoint(self.config.clone(), seed);
         client.addr.set_port(client.addr.port().wrapping_add(1_000));
         client.down = Link::new(*client.down.config(), seed.wrapping_add(1));
         client.handle = None;

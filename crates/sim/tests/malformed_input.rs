@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use rally_netem::LinkConfig;
-use rally_proto::{DisconnectReason, Endpoint, EndpointConfig, Event, Instant};
+use rally_proto::{DisconnectReason, Endpoint, EndpointConfig, EndpointRandomness, Event, Instant};
 use rally_sim::{Pair, VirtualClock};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -19,7 +19,9 @@ proptest! {
     fn random_datagrams_never_panic_a_fresh_endpoint(
         bytes in prop::collection::vec(any::<u8>(), 0..1300),
     ) {
-        let mut endpoint = Endpoint::new(EndpointConfig::default(), 1);
+        let randomness = EndpointRandomness::danger_from_seed(1);
+        let config = EndpointConfig::default();
+        let mut endpoint = Endpoint::new(config, randomness).expect("the default config is valid");
         endpoint.handle_datagram(Instant::ZERO, stranger(), &bytes);
         let mut buf = [0u8; 1500];
         // At most a challenge goes back, and it is never larger than what came in.
@@ -65,7 +67,9 @@ fn broken_frames_disconnect_the_peer_with_a_reason() {
 
 #[test]
 fn strangers_cost_the_server_no_state() {
-    let mut endpoint = Endpoint::new(EndpointConfig::default(), 4);
+    let mut endpoint =
+        Endpoint::new(EndpointConfig::default(), EndpointRandomness::danger_from_seed(4))
+            .expect("the default config is valid");
     let mut request = vec![0u8; rally_proto::packet::CLIENT_HANDSHAKE_SIZE];
     request[0] = 0x10;
     request[1..5].copy_from_slice(&0x3159_4C52u32.to_le_bytes());

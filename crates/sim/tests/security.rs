@@ -7,7 +7,8 @@
 use rally_netem::LinkConfig;
 use rally_proto::token::{self, Grant, TokenRandomness, USER_DATA_LEN};
 use rally_proto::{
-    ConnectToken, DisconnectReason, EndpointConfig, Event, Instant, Security, TokenKey,
+    ConnectToken, DisconnectReason, EndpointConfig, EndpointRandomness, Event, Instant, Security,
+    TokenKey,
 };
 use rally_sim::{Net, VirtualClock};
 use std::net::SocketAddr;
@@ -191,7 +192,8 @@ fn only_the_peer_can_close_a_sealed_connection() {
 
 #[test]
 fn a_source_flooding_handshakes_is_rate_limited_before_any_token_is_opened() {
-    let mut server = rally_proto::Endpoint::new(config(), 1);
+    let mut server = rally_proto::Endpoint::new(config(), EndpointRandomness::danger_from_seed(1))
+        .expect("a valid config");
     let mut forged = token_for(1, 30, server_addr());
     forged.sealed[0] ^= 1;
     let sealed = rally_proto::packet::SealedToken {
@@ -219,7 +221,8 @@ fn a_source_flooding_handshakes_is_rate_limited_before_any_token_is_opened() {
 
 #[test]
 fn the_server_never_answers_an_unverified_address_with_more_than_it_received() {
-    let mut server = rally_proto::Endpoint::new(config(), 1);
+    let mut server = rally_proto::Endpoint::new(config(), EndpointRandomness::danger_from_seed(1))
+        .expect("a valid config");
     let token = token_for(1, 30, server_addr());
     let sealed = rally_proto::packet::SealedToken {
         protocol_id: token.protocol_id,

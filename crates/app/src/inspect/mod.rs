@@ -353,7 +353,7 @@ mod tests {
     use super::capture::{read, write_pcap};
     use super::*;
     use rally_engine::{connection_config, ClientConfig, ClientSession, Room, RoomConfig};
-    use rally_proto::{Endpoint, EndpointConfig, Event, Instant};
+    use rally_proto::{Endpoint, EndpointConfig, EndpointRandomness, Event, Instant};
     use rally_sim::sandbox::{HandInput, Sandbox};
     use rally_sim::secure;
     use std::time::Duration;
@@ -364,8 +364,10 @@ mod tests {
         let (server_at, client_at) =
             (SocketAddr::from(([127, 0, 0, 1], 7000)), SocketAddr::from(([127, 0, 0, 1], 5555)));
         let config = EndpointConfig { connection: connection_config(), ..Default::default() };
-        let mut server = Endpoint::new(secure::server_config(config.clone(), server_at), 1);
-        let mut client = Endpoint::new(config, 2);
+        let seeded = EndpointRandomness::danger_from_seed;
+        let mut server =
+            Endpoint::new(secure::server_config(config.clone(), server_at), seeded(1)).unwrap();
+        let mut client = Endpoint::new(config, seeded(2)).unwrap();
         let mut room = Room::new(RoomConfig::default(), Sandbox::default(), 3).expect("valid");
         Sandbox::populate(room.world_mut(), 3, 4);
         let mut session: ClientSession<HandInput, rally_sim::sandbox::SandboxMessage> =

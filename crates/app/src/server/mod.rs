@@ -114,26 +114,35 @@ fn start(config: &ServerConfig, host: HostConfig) -> Result<Host, Box<dyn Error>
         ..RoomConfig::default()
     };
     room.validate()?;
+    let master = rooms_secret()?;
     let started = match config.game()? {
         GameKind::Reference => Host::start(host, move |id| {
             // reference_room raises the entity limit to fit its bodies, so spawning cannot fail.
-            reference_room(room.clone(), room_seed(id)).expect("the reference room fits")
+            reference_room(room.clone(), room_seed(master, id)).expect("the reference room fits")
         })?,
         GameKind::Paddles => {
-            Host::start(host, move |id| paddles_room(room.clone(), room_seed(id)))?
+            Host::start(host, move |id| paddles_room(room.clone(), room_seed(master, id)))?
         }
     };
     Ok(started)
 }
 
-/// A room's seed for its session secrets: from the OS's randomness, so that no two rooms
-/// (nor two runs) share them; the room id where the OS has none.
-fn room_seed(id: u64) -> u64 {
+/// The secret every room's seed derives from, from the OS's randomness: a server whose OS
+/// gives none refuses to start rather than run its rooms on guessable session secrets.
+fn rooms_secret() -> Result<u64, Box<dyn Error>> {
     let mut bytes = [0u8; 8];
-    match getrandom::fill(&mut bytes) {
-        Ok(()) => u64::from_le_bytes(bytes),
-        Err(_) => id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
-    }
+    getrandom::fill(&mut bytes)
+        .map_err(|e| format!("the OS gave no randomness for the rooms' session secrets: {e}"))?;
+    Ok(u64::from_le_bytes(bytes))
+}
+
+/// Room `id`'s seed for its session secrets: the rooms' secret mixed with the id
+/// (SplitMix64's finalizer), so that no two rooms, nor two runs, share them.
+fn room_seed(secret: u64, id: u64) -> u64 {
+    let mut z = secret ^ id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// The demo's table-tennis room.

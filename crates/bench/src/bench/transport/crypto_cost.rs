@@ -5,7 +5,7 @@
 
 use super::PAYLOAD_BYTES;
 use rally_proto::packet::TAG_SIZE;
-use rally_proto::{Endpoint, EndpointConfig, Event, Instant, Security};
+use rally_proto::{Endpoint, EndpointConfig, EndpointRandomness, Event, Instant, Security};
 use rally_sim::secure;
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -48,8 +48,9 @@ fn time(sealed: bool) -> Result<f64, String> {
     let base = EndpointConfig { security: Security::DangerPlaintext, ..EndpointConfig::default() };
     let server_config =
         if sealed { secure::server_config(base.clone(), server_addr) } else { base.clone() };
-    let mut server = Endpoint::new(server_config, 2);
-    let mut client = Endpoint::new(base, 1);
+    let seeded = EndpointRandomness::danger_from_seed;
+    let mut server = Endpoint::new(server_config, seeded(2)).expect("the default limits are valid");
+    let mut client = Endpoint::new(base, seeded(1)).expect("the default limits are valid");
     let handle = if sealed {
         client
             .connect_with_token(Instant::ZERO, secure::token(1, 1, server_addr))
