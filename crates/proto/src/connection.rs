@@ -311,9 +311,11 @@ impl Connection {
         Ok(())
     }
 
-    /// The largest piece of a message one packet carries.
+    /// The largest piece of a message one packet carries; a sealed packet keeps room for its
+    /// tag, or a full piece would never fit and the packet would go out empty, again and again.
     fn piece_size(&self) -> usize {
-        self.config.mtu - DATA_HEADER_SIZE - FRAGMENT_FRAME_OVERHEAD_MAX
+        let tag = if self.keys.is_some() { TAG_SIZE } else { 0 };
+        self.config.mtu - DATA_HEADER_SIZE - FRAGMENT_FRAME_OVERHEAD_MAX - tag
     }
 
     /// Starts closing: the peer is told `reason` several times, then the connection goes quiet.
