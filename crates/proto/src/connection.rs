@@ -330,7 +330,8 @@ impl Connection {
         Ok(())
     }
 
-    /// The largest piece of a message one packet carries.
+    /// The largest piece of a message one packet carries; a sealed packet keeps room for its
+    /// tag, or a full piece would never fit and the packet would go out empty, again and again.
     fn piece_size(&self) -> usize {
         self.config.piece_bytes()
     }
