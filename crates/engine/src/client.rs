@@ -192,7 +192,8 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         config.validate()?;
         Ok(Self {
             views: vec![Snapshot::default(); config.views_kept],
-            interpolator: Interpolator::new(config.interpolation),
+            // validate() above checked the interpolation config too.
+            interpolator: Interpolator::new(config.interpolation).expect("validated"),
             requests: Pending::new(config.requests_max),
             outbox: Outbox::new(config.outbox_max),
             config,

@@ -127,15 +127,14 @@ struct Timeline {
 
 impl Timeline {
     fn observe(&mut self, offset: f64, config: &InterpolationConfig) {
-        if self.offsets.len() >= config.jitter_window.max(1) {
+        if self.offsets.len() >= config.jitter_window {
             self.offsets.pop_front();
         }
         self.offsets.push_back(offset);
         self.floor = self.offsets.iter().copied().fold(f64::INFINITY, f64::min);
         self.scratch.clear();
         self.scratch.extend(self.offsets.iter().map(|o| o - self.floor));
-        let rank = (config.jitter_quantile.clamp(0.0, 1.0) * (self.scratch.len() - 1) as f64)
-            .round() as usize;
+        let rank = (config.jitter_quantile * (self.scratch.len() - 1) as f64).round() as usize;
         let (_, quantile, _) = self.scratch.select_nth_unstable_by(rank, f64::total_cmp);
         self.stats.buffer = *quantile;
         self.stats.updates += 1;
@@ -167,9 +166,12 @@ pub struct Interpolator {
 }
 
 impl Interpolator {
-    /// An interpolator with nothing seen yet.
-    pub fn new(config: InterpolationConfig) -> Self {
-        Self { config, ..Self::default() }
+    /// An interpolator with nothing seen yet. Refuses a config that
+    /// [`InterpolationConfig::validate`] refuses, rather than clamp it: a window of no updates,
+    /// a quantile outside 0..=1 or a history of one update has no meaning.
+    pub fn new(config: InterpolationConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self { config, ..Self::default() })
     }
 
     /// Puts entity `id` in `class` (entities are [`ObjectClass::Free`] until said otherwise).
@@ -218,7 +220,7 @@ impl Interpolator {
                 }
                 Some((newest, old)) if *newest == time => *old = state,
                 _ => {
-                    if track.updates.len() >= self.config.history_max.max(2) {
+                    if track.updates.len() >= self.config.history_max {
                         track.updates.pop_front();
                     }
                     track.updates.push_back((time, state));
@@ -360,7 +362,7 @@ mod tests {
         // Goal: however many updates arrive, an entity holds the newest `history_max` and
         // still interpolates between them. Method: fifty updates against a history of four.
         let config = InterpolationConfig { history_max: 4, ..InterpolationConfig::default() };
-        let mut interpolator = Interpolator::new(config);
+        let mut interpolator = Interpolator::new(config).expect("a valid config");
         feed(&mut interpolator, 50, |_| 0.0);
         assert_eq!(interpolator.tracks[&1].updates.len(), 4);
         let oldest = interpolator.tracks[&1].updates.front().unwrap().1.position.x;
@@ -375,10 +377,25 @@ mod tests {
         // back once a link calms down. Method: a hundred updates with every fourth 8 ms late,
         // then a hundred on time, against a window of 32.
         let config = InterpolationConfig { jitter_window: 32, ..InterpolationConfig::default() };
-        let mut interpolator = Interpolator::new(config);
+        let mut interpolator = Interpolator::new(config).expect("a valid config");
         feed(&mut interpolator, 200, |k| if k < 100 && k % 4 == 0 { 8.0 } else { 0.0 });
         let buffer = interpolator.stats(ObjectClass::Free).buffer;
         assert!(buffer < 1e-9, "buffer {buffer}");
+    }
+
+    #[test]
+    fn a_config_without_meaning_is_refused_not_clamped() {
+        // Goal: an interpolator is never built on a window of no updates, a quantile outside
+        // 0..=1 or a history of one update. Method: each such config, straight to `new`.
+        let refused = [
+            InterpolationConfig { jitter_window: 0, ..InterpolationConfig::default() },
+            InterpolationConfig { jitter_quantile: 1.5, ..InterpolationConfig::default() },
+            InterpolationConfig { history_max: 1, ..InterpolationConfig::default() },
+        ];
+        for config in refused {
+            assert!(Interpolator::new(config).is_err(), "{config:?}");
+        }
+        assert!(Interpolator::new(InterpolationConfig::default()).is_ok());
     }
 
     #[test]
