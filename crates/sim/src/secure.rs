@@ -37,15 +37,30 @@ pub fn token(client: u64, attempt: u64, server: SocketAddr) -> ConnectToken {
         server_addresses: vec![server],
         timeout_s: 5,
     };
-    let mut nonce = [0u8; 24];
-    nonce[..8].copy_from_slice(&client.to_le_bytes());
-    nonce[8..16].copy_from_slice(&attempt.to_le_bytes());
-    let mut random =
-        TokenRandomness { nonce, client_to_server_key: [0; 32], server_to_client_key: [0; 32] };
-    random.client_to_server_key[..24].copy_from_slice(&nonce);
-    random.server_to_client_key[..24].copy_from_slice(&nonce);
-    random.server_to_client_key[31] = 1;
+    let nonce = nonce(client, attempt);
+    let mut server_to_client_key = client_key(client, attempt);
+    server_to_client_key[31] = 1;
+    let random = TokenRandomness {
+        nonce,
+        client_to_server_key: client_key(client, attempt),
+        server_to_client_key,
+    };
     // Issuing cannot fail: the grant names one server.
     token::issue(&key(), PROTOCOL_ID, &grant, UNIX_AT_ZERO, 86_400, &random)
         .expect("a harness token")
+}
+
+/// The key that client `client`'s packets to the server are sealed with on connection attempt
+/// `attempt` ([`token`]'s): a test that plays a misbehaving peer seals its own packets with it.
+pub fn client_key(client: u64, attempt: u64) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key[..24].copy_from_slice(&nonce(client, attempt));
+    key
+}
+
+fn nonce(client: u64, attempt: u64) -> [u8; 24] {
+    let mut nonce = [0u8; 24];
+    nonce[..8].copy_from_slice(&client.to_le_bytes());
+    nonce[8..16].copy_from_slice(&attempt.to_le_bytes());
+    nonce
 }

@@ -9,18 +9,15 @@
 
 use rally_netem::{LinkConfig, LossModel};
 use rally_proto::packet::{DataHeader, Frame, Packet};
-use rally_proto::token::{self, Grant, TokenRandomness, USER_DATA_LEN};
 use rally_proto::{
-    danger_seal, ConnectToken, ConnectionConfig, ConnectionHandle, DisconnectReason, Endpoint,
-    EndpointConfig, EndpointRandomness, Event, Instant, Security, TokenKey,
+    danger_seal, ConnectionConfig, ConnectionHandle, DisconnectReason, Endpoint, EndpointConfig,
+    EndpointRandomness, Event, Instant, Security,
 };
-use rally_sim::{Net, VirtualClock};
+use rally_sim::{secure, Net, VirtualClock};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 const HONEST: usize = 3;
-const PROTOCOL: u64 = 9;
-const EPOCH: u64 = 1_800_000_000;
 const SECONDS: u64 = 3;
 /// Messages the withholding attacker starts on each of its two channels (none completes).
 const ATTACK_MESSAGES: u16 = 100;
@@ -29,39 +26,13 @@ fn server_addr() -> SocketAddr {
     "10.0.0.2:7777".parse().unwrap()
 }
 
-fn token_for(client: usize, key: &TokenKey) -> ConnectToken {
-    let grant = Grant {
-        client_id: client as u64,
-        room_id: 1,
-        user_data: [0; USER_DATA_LEN],
-        server_addresses: vec![server_addr()],
-        timeout_s: 5,
-    };
-    let random = TokenRandomness {
-        nonce: [client as u8 + 1; 24],
-        client_to_server_key: client_key(client),
-        server_to_client_key: [client as u8 + 101; 32],
-    };
-    token::issue(key, PROTOCOL, &grant, EPOCH, 600, &random).unwrap()
-}
-
-/// The key of client `client`'s packets to the server: the attacker knows its own.
-fn client_key(client: usize) -> [u8; 32] {
-    [client as u8 + 1; 32]
-}
-
 /// A token-secured server and `clients` clients on `link`, all connected.
 fn secured(clients: usize, link: LinkConfig, connection: ConnectionConfig) -> Net {
-    let key = TokenKey([42; 32]);
-    let security = Security::Tokens {
-        key: key.clone(),
-        protocol_id: PROTOCOL,
-        address: server_addr(),
-        unix_at_zero: EPOCH,
-    };
-    let config = EndpointConfig { security, connection, ..EndpointConfig::default() };
+    let plain = EndpointConfig { connection, ..EndpointConfig::default() };
+    let config = secure::server_config(plain, server_addr());
     let mut net = Net::new(config, link, clients, 3);
-    assert!(net.connect_all_with_tokens(Duration::from_secs(5), |i| token_for(i, &key)));
+    let token = |i: usize| secure::token(i as u64, 0, server_addr());
+    assert!(net.connect_all_with_tokens(Duration::from_secs(5), token));
     net
 }
 
@@ -80,7 +51,7 @@ impl Crafter {
         let idle = EndpointConfig { security: Security::DangerPlaintext, ..Default::default() };
         net.clients[i].endpoint =
             Endpoint::new(idle, EndpointRandomness::danger_from_seed(99)).unwrap();
-        Self { addr: net.clients[i].addr, key: client_key(i), number: 1_000 }
+        Self { addr: net.clients[i].addr, key: secure::client_key(i as u64, 0), number: 1_000 }
     }
 
     /// Seals `frame` in a data packet (no acks) and hands it straight to the server.
