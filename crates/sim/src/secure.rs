@@ -51,7 +51,7 @@ pub fn token(client: u64, attempt: u64, server: SocketAddr) -> ConnectToken {
 }
 
 /// The key that client `client`'s packets to the server are sealed with on connection attempt
-/// `attempt` ([`token`]'s): a test that plays a misbehaving peer seals its own packets with it.
+/// `attempt` ([`token()`]'s): a test that plays a misbehaving peer seals its own packets with it.
 pub fn client_key(client: u64, attempt: u64) -> [u8; 32] {
     let mut key = [0u8; 32];
     key[..24].copy_from_slice(&nonce(client, attempt));
