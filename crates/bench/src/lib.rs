@@ -10,6 +10,8 @@
 //! - `rally-bench peer server|player|bots`: one side of a benchmark in a process of its own;
 //!   hidden from `--help`, the benchmarks start these themselves (the running executable, found
 //!   with `std::env::current_exe`).
+//! - `rally-bench relay --to ADDRESS [--loss P] [--delay-ms MS] [--seed N]`: the real-time
+//!   link relay as a process; prints its bound address, relays until standard input closes.
 //! - [`testbed`]: the loopback relay that emulates a link in real time, and the network
 //!   namespaces that do the same for the kernel's TCP.
 //!
@@ -58,6 +60,8 @@ enum Command {
         #[command(subcommand)]
         side: peer::PeerCommand,
     },
+    /// A UDP relay emulating a lossy, delayed link in real time between a client and a server.
+    Relay(testbed::command::RelayArgs),
 }
 
 /// Parses the command line and runs the command; the process's exit code.
@@ -66,6 +70,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(bench) => bench::run(bench),
         Command::Peer { side } => peer::run(&side),
+        Command::Relay(args) => testbed::command::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -45,8 +45,20 @@ impl LinkRelay {
         down: LinkConfig,
         seed: u64,
     ) -> io::Result<Self> {
-        let front = UdpSocket::bind("127.0.0.1:0")?;
-        let back = UdpSocket::bind("127.0.0.1:0")?;
+        Self::start_on("127.0.0.1:0".parse().expect("a literal address"), server, up, down, seed)
+    }
+
+    /// [`LinkRelay::start`] with the clients' side bound to `listen` (port 0: the OS picks).
+    pub fn start_on(
+        listen: SocketAddr,
+        server: SocketAddr,
+        up: LinkConfig,
+        down: LinkConfig,
+        seed: u64,
+    ) -> io::Result<Self> {
+        let front = UdpSocket::bind(listen)?;
+        // The server's side on the same family and interface as the clients' side.
+        let back = UdpSocket::bind(SocketAddr::new(listen.ip(), 0))?;
         front.set_nonblocking(true)?;
         back.set_nonblocking(true)?;
         let address = front.local_addr()?;
