@@ -1,0 +1,2 @@
+def decode(datagram, baseline):
+    raise NotImplementedError
