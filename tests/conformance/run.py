@@ -184,12 +184,9 @@ def sealed_vectors(v):
 
 @check("wire vectors: every snapshot of docs/wire-vectors.json decodes to its codes (item 3)")
 def wire_vectors(vectors):
-    by_name = {}
     for vector in vectors:
-        baseline = by_name.get(vector["baseline"]) if vector["baseline"] else None
-        got = wire.decode(bytes.fromhex(vector["hex"]), baseline)
-        expect(got == vector["snapshot"], f"{vector['name']}: {got} != {vector['snapshot']}")
-        by_name[vector["name"]] = vector["snapshot"]
+        got = wire.decode(bytes.fromhex(vector["hex"]), vector["baseline"])
+        expect(got == vector["snapshot"], f"{vector['name']}: decoded differently")
     return f"{len(vectors)} vectors"
 
 
