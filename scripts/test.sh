@@ -61,6 +61,13 @@ step "bench smoke: transport, real sockets" cargo run --release --locked -p rall
     transport --mode real --quick --json target/ci/transport-real.json --plot target/ci
 step "bench smoke: latency, real processes" cargo run --release --locked -p rally-bench -- \
     latency --mode real --quick --hz 120 --json target/ci/latency-real.json
+# The conformance client: Python written from docs/protocol.md, docs/wire.md and
+# docs/security.md, against `rally echo server` and `rally server` through `rally-bench relay`
+# (5% loss each way), with the release binaries the steps above built. It needs python3 and
+# installs the `cryptography` package into target/ when the system lacks it.
+target=${CARGO_TARGET_DIR:-target}
+step "conformance client" bash tests/conformance/run.sh --rally "$target/release/rally" \
+    --bench "$target/release/rally-bench"
 # The dashboard in a real browser: headless Chromium (Debian's, installed here when missing)
 # opens `rally demo`'s page, checks that its figures update and its canvas draws, saves a
 # screenshot; then the demo must stop cleanly on SIGINT.
