@@ -59,9 +59,14 @@ pub struct KeyArgs {
     #[arg(long)]
     key_file: Option<PathBuf>,
     /// The game's protocol id: tokens of another id are refused.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = DEFAULT_PROTOCOL_ID)]
     protocol_id: u64,
 }
+
+/// The protocol id `rally token` uses when given none: `rally server`'s default
+/// (`[security] protocol_id`), so that a token issued with the defaults gets into a server run
+/// with them. (It was 0, and such a token was refused as forged.)
+pub const DEFAULT_PROTOCOL_ID: u64 = 1;
 
 impl KeyArgs {
     fn key(&self) -> Result<TokenKey, Box<dyn Error>> {
@@ -189,4 +194,16 @@ fn random<const N: usize>() -> Result<[u8; N], Box<dyn Error>> {
 #[allow(clippy::disallowed_methods)] // tokens expire on the wall clock
 fn unix_now() -> Result<u64, Box<dyn Error>> {
     Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::config::ServerConfig;
+
+    #[test]
+    fn a_token_issued_with_the_defaults_is_for_the_default_servers_game() {
+        let server = ServerConfig::parse("", "defaults").expect("the defaults are valid");
+        assert_eq!(server.security.protocol_id, DEFAULT_PROTOCOL_ID);
+    }
 }

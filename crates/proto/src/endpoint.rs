@@ -207,7 +207,9 @@ pub struct TokenRefusals {
     pub missing: u64,
     /// Expired.
     pub expired: u64,
-    /// Did not authenticate, or was issued for another protocol id.
+    /// Carries another game's protocol id (refused before any decryption).
+    pub wrong_protocol: u64,
+    /// Did not authenticate: forged, altered (its protocol id included), or another key's.
     pub forged: u64,
     /// Names other servers.
     pub wrong_server: u64,
@@ -776,6 +778,12 @@ impl Endpoint {
                 return Err(());
             }
         };
+        // Another game's token would fail to open anyway (its id is associated data); saying
+        // so first costs no AEAD and tells an operator which of their games is misconfigured.
+        if token.protocol_id != protocol_id {
+            refusals.wrong_protocol += 1;
+            return Err(());
+        }
         let unix = unix_at_zero + now.as_nanos() / 1_000_000_000;
         let opened = crate::token::open(
             key,

@@ -117,11 +117,32 @@ fn token_holders_connect_and_their_packets_are_sealed() {
 fn nobody_else_gets_in() {
     let mut forged = token_for(1, 30, server_addr());
     forged.sealed[40] ^= 1;
+    let other_game = {
+        let mine = token_for(1, 30, server_addr());
+        let random = TokenRandomness {
+            nonce: mine.nonce,
+            client_to_server_key: mine.client_to_server_key,
+            server_to_client_key: mine.server_to_client_key,
+        };
+        let grant = Grant {
+            client_id: 1,
+            room_id: 1,
+            user_data: [0; USER_DATA_LEN],
+            server_addresses: vec![server_addr()],
+            timeout_s: 5,
+        };
+        token::issue(&key(), PROTOCOL + 1, &grant, EPOCH, 30, &random).unwrap()
+    };
+    // Another game's token relabelled with this game's id: the seal binds the id.
+    let mut relabelled = other_game.clone();
+    relabelled.protocol_id = PROTOCOL;
     let cases = [
         ("missing", None),
         ("expired", Some(token_for(1, 0, server_addr()))),
         ("wrong server", Some(token_for(1, 30, "10.0.0.9:7777".parse().unwrap()))),
+        ("wrong protocol", Some(other_game)),
         ("forged", Some(forged)),
+        ("relabelled", Some(relabelled)),
     ];
     for (name, token) in cases {
         let mut net = net(1);
@@ -140,6 +161,7 @@ fn nobody_else_gets_in() {
             "missing" => refused.missing,
             "expired" => refused.expired,
             "wrong server" => refused.wrong_server,
+            "wrong protocol" => refused.wrong_protocol,
             _ => refused.forged,
         };
         assert!(counted > 0, "{name}: not counted: {refused:?}");
