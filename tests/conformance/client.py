@@ -90,7 +90,7 @@ class Connection:
                     self.connected_at = time.monotonic()
                     self.first_packet = datagram
                     return
-        raise Refused("no answer")
+        raise Refused("no answer" if cookie is None else "challenged, never connected")
 
     # ---- sockets ----
 
