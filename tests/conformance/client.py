@@ -250,6 +250,9 @@ class Connection:
     def flush(self):
         """Sends waiting reliable frames, as many per packet as the MTU holds."""
         room = p.MTU - 11 - (p.TAG if self.token else 0)
+        if any(len(frame) > room for _, frame in self.pending):
+            # Sending empty packets for ever instead is the bug section 17 tells of.
+            raise ValueError("a frame larger than the room a packet has for frames")
         while self.pending:
             batch, size = [], 0
             while self.pending and size + len(self.pending[0][1]) <= room:
