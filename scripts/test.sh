@@ -37,6 +37,14 @@ if ! command -v "${CXX:-c++}" >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q g++ >/dev/null ||
         { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q g++ >/dev/null; }
 fi
+# The conformance client (tests/conformance) is Python 3: Debian's python3 and python3-venv
+# (for the `cryptography` package when the system has none) installed here when missing and we
+# are root.
+if ! command -v python3 >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv >/dev/null ||
+        { apt-get update -q >/dev/null &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv >/dev/null; }
+fi
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step tests cargo test --workspace --locked
