@@ -437,6 +437,38 @@ def server_still_serves(conn):
     expect(conn.closed is None, f"closed: {conn.closed}")
 
 
+HELLO = b"\0\0"  # protocol.md section 16: the engine's hello without a session to resume
+
+
+def state_snapshot(message):
+    """Section 16: a state message is a prefix (varints: input reflected + 1, a count of at
+    most four, that many holds) and then a snapshot of wire.md."""
+    _, pos = p.read_varint(message, 0)
+    count, pos = p.read_varint(message, pos)
+    expect(count <= 4, f"{count} holds")
+    for _ in range(count):
+        _, pos = p.read_varint(message, pos)
+    return message[pos:]
+
+
+@check("server: the hello joins the room: a reliable welcome, then snapshots on the sequenced "
+       "channel that decode per wire.md, ticks ascending, 5% loss")
+def server_join(conn):
+    conn.send(0, HELLO)
+    expect(conn.pump(5, until=lambda: conn.inbox[0] and len(conn.inbox[1]) >= 20),
+           f"{len(conn.inbox[0])} welcome, {len(conn.inbox[1])} snapshots")
+    ticks, sizes = [], set()
+    for message in conn.inbox[1]:
+        snapshot = state_snapshot(message)
+        expect(snapshot[0] == 1, f"format {snapshot[0]} before any snapshot was acknowledged")
+        decoded = wire.decode(snapshot)
+        ticks.append(decoded["tick"])
+        sizes.add(len(decoded["entities"]))
+    expect(ticks == sorted(set(ticks)), "a snapshot older than one delivered before")
+    expect(min(sizes) > 0, "an empty room")
+    return f"{len(ticks)} snapshots of {sorted(sizes)} entities, ticks {ticks[0]}..{ticks[-1]}"
+
+
 @check("server: sealed disconnect, after which the server sends nothing")
 def server_disconnect(conn):
     conn.disconnect()
@@ -481,6 +513,7 @@ listen = "127.0.0.1:{http}"
         server_replay_wrong_key(address, telemetry, honest)
         server_fragment_bomb(address)
         server_still_serves(honest)
+        server_join(honest)
         server_disconnect(honest)
         lost(relay.stop(), honest)
     finally:

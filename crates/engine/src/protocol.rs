@@ -270,6 +270,16 @@ fn fast_json(
 mod tests {
     use super::*;
 
+    /// docs/protocol.md section 16 gives these bytes to clients in other languages (the
+    /// conformance client sends them): a change of the envelope's encoding must change the page.
+    #[test]
+    fn a_hello_without_a_session_is_the_bytes_the_protocol_page_gives() {
+        let hello = rally_wire::MessageCodec::default()
+            .encode(&Envelope::Hello { resume: None })
+            .expect("a hello encodes");
+        assert_eq!(hex::encode(&hello), "0000");
+    }
+
     #[test]
     fn state_prefix_round_trips_and_refuses_bad_bytes() {
         let prefix = StatePrefix { reflected: Some(41), holds: [3, 8_000, 0, 0], holds_len: 2 };
