@@ -418,6 +418,43 @@ def server_replay_wrong_key(server, telemetry, honest):
     return f"dropped {before} -> {after}"
 
 
+def dropped_settled(telemetry, at_least):
+    """The server's dropped count once it reaches `at_least` and three more reports (published
+    every 100 ms) have not moved it."""
+    deadline = time.monotonic() + 5
+    while dropped(telemetry) < at_least and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.35)
+    return dropped(telemetry)
+
+
+@check("server: the replay window's edge: 128 below the largest is accepted once, 129 is not "
+       "(section 13)")
+def server_replay_edge(server, telemetry):
+    conn = c.Connection(server, c.ENGINE_CHANNELS, token=fresh_token(server))
+    held = {}
+    for number in range(conn.tx_number, conn.tx_number + 131):
+        if number in (1, 2):  # sealed now, sent once 130 is the largest
+            conn.tx_number += 1
+            header = p.data_header(number, conn.acks())
+            held[number] = p.seal(conn.token.client_to_server, number, header, b"\3")
+        else:
+            conn.send_packet([])
+    expect(conn.tx_number == 131, f"numbers up to {conn.tx_number - 1}")
+    # No pump from here on: a keepalive would move the largest number past 130.
+    before = dropped_settled(telemetry, 0)
+    conn.send_raw(held[2])  # 130 - 128: unseen, accepted
+    conn.send_raw(held[1])  # 130 - 129: refused
+    after = dropped_settled(telemetry, before + 1)
+    expect(after == before + 1, f"dropped {before} -> {after}, not + 1")
+    conn.send_raw(held[2])  # now seen: refused
+    again = dropped_settled(telemetry, after + 1)
+    expect(again == after + 1, f"a second 128-below: dropped {after} -> {again}, not + 1")
+    expect(conn.closed is None, f"closed: {conn.closed}")
+    conn.disconnect()
+    conn.close_socket()
+
+
 @check("server: a fragment count over the limit gets a sealed disconnect (PeerMisbehaved)")
 def server_fragment_bomb(server):
     bad = c.Connection(server, c.ENGINE_CHANNELS, token=fresh_token(server))
@@ -511,6 +548,8 @@ listen = "127.0.0.1:{http}"
         server_refusals(rally, address, honest)
         server_full(address, honest)
         server_replay_wrong_key(address, telemetry, honest)
+        server_replay_edge(address, telemetry)
+        honest.pump(0.1)
         server_fragment_bomb(address)
         server_still_serves(honest)
         server_join(honest)

@@ -9,7 +9,8 @@ python=python3
 if ! "$python" -c 'import cryptography' 2>/dev/null; then
     venv="${CARGO_TARGET_DIR:-target}/conformance-venv"
     if [ ! -x "$venv/bin/python" ]; then
-        python3 -m venv "$venv" || { rm -rf "$venv"; python3 -m pip install --user -q cryptography; }
+        python3 -m venv "$venv" ||
+            { rm -rf "$venv"; python3 -m pip install --user -q cryptography; }
     fi
     if [ -x "$venv/bin/python" ]; then
         "$venv/bin/python" -c 'import cryptography' 2>/dev/null ||
