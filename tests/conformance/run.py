@@ -193,12 +193,23 @@ def wire_vectors(vectors):
 
 # ---- rally echo server ----
 
-def exchange(conn, channel, count, size=200):
-    """Sends `count` numbered messages one pump apart (a packet each); the echoes."""
-    sent = [struct.pack("<I", i) + bytes([i % 251]) * (size - 4) for i in range(count)]
+def exchange(conn, channel, count, size=200, first=0):
+    """Sends `count` numbered messages one pump apart (a packet each); what it sent."""
+    sent = [struct.pack("<I", i) + bytes([i % 251]) * (size - 4)
+            for i in range(first, first + count)]
     for message in sent:
         conn.send(channel, message)
         conn.pump(0.004)
+    return sent
+
+
+def exchange_until_resent(conn, channel, count):
+    """`exchange`, then 20 more at a time until the client has resent a reliable unit (a loss
+    of the relay hit one), 1,000 messages at most; what it sent."""
+    sent = exchange(conn, channel, count)
+    while conn.stats["resent_units"] == 0 and len(sent) < 1000:
+        conn.pump(0.1)
+        sent += exchange(conn, channel, 20, first=len(sent))
     return sent
 
 
@@ -210,16 +221,16 @@ def no_0x15_after_0x13(conn):
     expect(p.DATA_NO_ACKS not in kinds[first:], "a 0x15 after a 0x13")
 
 
-@check("echo: handshake, reliable-ordered echo of 100 messages in order, once each, 5% loss")
+@check("echo: handshake, reliable-ordered echo of 100+ messages in order, once each, 5% loss")
 def echo_reliable(conn):
     expect(conn.first_packet[0] == p.DATA_NO_ACKS, "the server's first packet is 0x15")
-    sent = exchange(conn, 0, 100)
-    expect(conn.pump(10, until=lambda: len(conn.inbox[0]) >= 100), "echoes missing")
+    sent = exchange_until_resent(conn, 0, 100)
+    expect(conn.pump(10, until=lambda: len(conn.inbox[0]) >= len(sent)), "echoes missing")
     conn.pump(0.1)
     expect(conn.inbox[0] == sent, "echoes out of order, duplicated or altered")
     no_0x15_after_0x13(conn)
     conn.inbox[0].clear()
-    return f"{conn.stats['resent_units']} units resent"
+    return f"{len(sent)} messages, {conn.stats['resent_units']} units resent"
 
 
 @check("echo: unreliable channel delivers each echo at most once, most of them")
@@ -228,7 +239,7 @@ def echo_unreliable(conn):
     conn.pump(0.5)
     got = conn.inbox[1]
     expect(len(got) == len(set(got)) and set(got) <= set(sent), "a duplicate or a stranger")
-    expect(len(got) >= 40, f"only {len(got)} of 50 (two 5% losses each)")
+    expect(len(got) >= 30, f"only {len(got)} of 50 (two 5% losses each)")
     result = f"{len(got)} of 50"
     got.clear()
     return result
@@ -321,12 +332,12 @@ def server_token(token, address):
     expect(token.expires_at - token.created_at == 30, "ttl")
 
 
-@check("server: token handshake, sealed traffic both ways, 100 reliable messages and a "
+@check("server: token handshake, sealed traffic both ways, 100+ reliable messages and a "
        "3,000-byte one acked, 5% loss")
 def server_sealed(conn):
     expect(conn.first_packet[0] == p.DATA_NO_ACKS and conn.received_log[0] == (0x15, 0),
            "the first packet is a sealed 0x15 numbered 0")
-    exchange(conn, 0, 100)
+    exchange_until_resent(conn, 0, 100)
     conn.send(0, os.urandom(3000))
     expect(conn.pump(10, until=conn.settled), "not everything was acked")
     expect(conn.stats["dropped"] == 0, f"{conn.stats['dropped']} server packets failed to open")
