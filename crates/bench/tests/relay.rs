@@ -97,3 +97,47 @@ fn the_relay_loses_what_its_link_loses_and_says_so() {
     assert_eq!(echoed, stats.up.delivered, "what went up came back: the way down is clean");
     assert_eq!(stats.down.lost, 0);
 }
+
+/// Goal: `rally-bench relay`, the relay as a process (what the conformance client runs
+/// through), says where it listens, carries datagrams both ways, and reports what it did when
+/// its standard input closes.
+#[test]
+fn the_relay_command_relays_until_its_input_closes_and_reports() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command, Stdio};
+    let (server, thread) = echo(3);
+    let mut relay = Command::new(env!("CARGO_BIN_EXE_rally-bench"))
+        .args(["relay", "--to", &server.to_string(), "--loss", "0", "--seed", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("rally-bench runs");
+    let mut out = BufReader::new(relay.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let address: SocketAddr = line
+        .trim()
+        .strip_prefix("relay listening on ")
+        .unwrap_or_else(|| panic!("the first line: {line:?}"))
+        .parse()
+        .unwrap();
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut buf = [0u8; 64];
+    for i in 0..3u8 {
+        client.send_to(&[i; 10], address).unwrap();
+        let (len, from) = client.recv_from(&mut buf).unwrap();
+        assert_eq!((&buf[..len], from), (&[i; 10][..], address));
+    }
+    drop(relay.stdin.take()); // closing its input stops it
+    let mut report = String::new();
+    out.read_to_string(&mut report).unwrap();
+    assert!(relay.wait().unwrap().success());
+    let report: serde_json::Value = serde_json::from_str(report.trim()).unwrap();
+    for way in ["up", "down"] {
+        assert_eq!(report[way]["sent"], 3, "{report}");
+        assert_eq!(report[way]["delivered"], 3, "{report}");
+        assert_eq!(report[way]["lost"], 0, "{report}");
+    }
+    thread.join().unwrap();
+}
