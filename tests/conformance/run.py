@@ -305,12 +305,35 @@ def echo_disconnect(conn):
     expect(conn.recv() is None, "the server still sends after our disconnect")
 
 
+@check("echo: a request of 639 bytes or another magic gets no answer; 640 and 700 bytes a "
+       "37-byte challenge with the request's nonce (section 12)")
+def echo_padding(server):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(0.3)
+
+        def answer(datagram):
+            s.sendto(datagram, server)
+            try:
+                return s.recvfrom(2048)[0]
+            except socket.timeout:
+                return None
+        request = p.connect_request(77, None)
+        expect(answer(request[:639]) is None, "a 639-byte request was answered")
+        other_magic = request[:1] + struct.pack("<I", p.MAGIC ^ 1) + request[5:]
+        expect(answer(other_magic) is None, "a request with another magic was answered")
+        for datagram in (request, request + bytes(60)):
+            reply = answer(datagram)
+            expect(reply is not None and len(reply) == 37, f"{len(datagram)} bytes: {reply}")
+            expect(p.read_challenge(reply)[0] == 77, "the challenge's nonce")
+
+
 def echo_suite(rally, bench):
     port = free_port()
     server = subprocess.Popen([rally, "echo", "server", "--bind", f"127.0.0.1:{port}",
                                "--duration", "60"], stdout=subprocess.DEVNULL)
     try:
         wait_udp_server(("127.0.0.1", port))
+        echo_padding(("127.0.0.1", port))
         relay = Relay(bench, ("127.0.0.1", port), SEED)
         conn = c.Connection(relay.address, c.ECHO_CHANNELS, timeout=5)
         echo_reliable(conn)
