@@ -118,6 +118,7 @@ mod input;
 pub mod limits;
 mod room;
 mod scene;
+mod state;
 
 pub use error::{Location, SceneError};
 pub use input::{GameBytes, Hand, XrHand, XrInput, XrPose, GAME_BYTES_MAX, GRIP_HOLD_MIN};
@@ -125,4 +126,8 @@ pub use room::{scene_room, SceneGrabRule, SceneRoom, SceneRoomError};
 pub use scene::{
     Body, BodyKind, BodyShape, Collider, ColliderShape, Grab, Name, Respawn, RoomSettings, Scene,
     SpawnPoint, CLASS_DEFAULT, DENSITY_DEFAULT, FRICTION_DEFAULT, RESTITUTION_DEFAULT,
+};
+pub use state::{
+    handle_event, relay_from_room, write_key, Change, RelayTarget, RoomState, SceneMessage, Scope,
+    StateError, StateSettings, StateStats, WriteScope,
 };
