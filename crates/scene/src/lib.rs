@@ -116,12 +116,14 @@ mod error;
 mod format;
 mod input;
 pub mod limits;
+mod mirror;
 mod room;
 mod scene;
 mod state;
 
 pub use error::{Location, SceneError};
 pub use input::{GameBytes, Hand, XrHand, XrInput, XrPose, GAME_BYTES_MAX, GRIP_HOLD_MIN};
+pub use mirror::{SceneEvent, SceneState, MIRROR_EVENTS_MAX, MIRROR_KEYS_MAX};
 pub use room::{scene_room, SceneGrabRule, SceneRoom, SceneRoomError};
 pub use scene::{
     Body, BodyKind, BodyShape, Collider, ColliderShape, Grab, Name, Respawn, RoomSettings, Scene,

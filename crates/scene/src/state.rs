@@ -288,6 +288,12 @@ impl RoomState {
         self.scope(scope)?.get(key).map(Vec::as_slice)
     }
 
+    /// Every key and value of `scope`, in key order.
+    pub fn values(&self, scope: Scope) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+        let values = self.scope(scope).into_iter().flatten();
+        values.map(|(key, value)| (key.as_str(), value.as_slice()))
+    }
+
     /// The players in the room (joined, not yet left), in id order.
     pub fn players(&self) -> impl Iterator<Item = ClientId> + '_ {
         self.players.keys().copied()
