@@ -336,9 +336,6 @@ impl RoomState {
                 self.stats.count(&StateError::WrongDirection)
             }
             RoomEvent::Disconnected(..) | RoomEvent::RequestTimedOut { .. } => {}
-            // RoomEvent is not exhaustive: a later event is not the state's business.
-            #[allow(unreachable_patterns)]
-            _ => {}
         }
     }
 
@@ -510,7 +507,13 @@ pub fn write_key(
 fn send(room: &mut Room<SceneRoom>, out: Outgoing) {
     for (to, delivery, message) in out {
         if let Err(error) = room.send(to, delivery, &message) {
-            room.simulation_mut().state_mut().stats.count(&StateError::Send(error));
+            let stats = &mut room.simulation_mut().state_mut().stats;
+            // A relay to one player whose connection is down: refused, not relayed.
+            let unsent = matches!(error, RpcError::NotConnected(_));
+            if unsent && matches!(message, SceneMessage::Relayed { from: Some(_), .. }) {
+                stats.relayed -= 1;
+            }
+            stats.count(&StateError::Send(error));
         }
     }
 }

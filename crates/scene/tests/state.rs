@@ -266,12 +266,13 @@ fn refusals_are_counted_and_the_other_players_are_undisturbed() {
     host.send(0, SceneMessage::Values { changes: Vec::new() });
     // Client 1 plays by the rules meanwhile.
     host.send(1, relay(RelayTarget::Others, true, b"hello"));
+    host.send(1, relay(RelayTarget::One(a), true, b"psst"));
     host.send(1, SceneState::write(WriteScope::Room, "phase", Some(b"play".to_vec())));
     host.run(Duration::from_millis(300));
 
     let stats = host.stats();
     let expected = StateStats {
-        relayed: 3 + 1,
+        relayed: 3 + 2,
         writes: 2 + 1,
         refused_too_large: 1,
         refused_rate: 2,
@@ -286,7 +287,8 @@ fn refusals_are_counted_and_the_other_players_are_undisturbed() {
     // Client 1 got exactly what was accepted of client 0's, and its own went through.
     let to_b: Vec<Vec<u8>> = (0..3).map(|n| vec![8, n]).collect();
     assert_eq!(host.relayed(1).get(&Some(a)), Some(&to_b));
-    assert_eq!(host.relayed(0).get(&Some(b)), Some(&vec![b"hello".to_vec()]));
+    let from_b = vec![b"hello".to_vec(), b"psst".to_vec()];
+    assert_eq!(host.relayed(0).get(&Some(b)), Some(&from_b));
     assert!(host.events[1].iter().all(|e| *e != SceneEvent::PlayerLeft(b)));
     for i in 0..2 {
         host.assert_mirrors_room(i);
@@ -297,7 +299,7 @@ fn refusals_are_counted_and_the_other_players_are_undisturbed() {
     host.run(Duration::from_secs(1));
     host.send(0, relay(RelayTarget::Others, true, &[9]));
     host.run(Duration::from_millis(200));
-    assert_eq!(host.stats().relayed, 5);
+    assert_eq!(host.stats().relayed, 6);
     // The room's own code is not rate limited, and says who it is: nobody.
     relay_from_room(&mut host.net.room, rally_engine::Target::All, Delivery::Reliable, vec![0])
         .unwrap();
@@ -345,4 +347,26 @@ fn garbage_is_counted_and_harms_no_one() {
     }
     assert_eq!(mirror.unexpected(), 1);
     assert_eq!(mirror.players().collect::<Vec<_>>(), vec![b]);
+}
+
+#[test]
+fn out_of_range_limits_in_a_scene_are_refused_with_their_field() {
+    let cases = [
+        ("[relay]\nmessage_bytes_max = 0\n", "relay.message_bytes_max"),
+        ("[relay]\nper_second = 0\n", "relay.per_second"),
+        ("[relay]\nburst = 10001\n", "relay.burst"),
+        ("[state]\nkey_bytes_max = 257\n", "state.key_bytes_max"),
+        ("[state]\nvalue_bytes_max = 16385\n", "state.value_bytes_max"),
+        ("[state]\nkeys_per_scope_max = 0\n", "state.keys_per_scope_max"),
+    ];
+    for (text, field) in cases {
+        let error = Scene::parse("limits.toml", text).unwrap_err();
+        assert_eq!(error.field(), Some(field), "{error}");
+        assert!(error.to_string().contains("fix: give a value from"), "{error}");
+    }
+    let error = Scene::parse("limits.toml", "[relay]\nrate = 5\n").unwrap_err();
+    assert!(error.to_string().contains("rate"), "an unknown field is named: {error}");
+    let scene = Scene::parse("limits.toml", "[relay]\nburst = 3\n").unwrap();
+    assert_eq!(scene.state_settings().relay_burst, 3);
+    assert_eq!(scene.state_settings().relay_per_second, 60, "the rest keep their defaults");
 }
