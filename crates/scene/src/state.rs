@@ -328,7 +328,7 @@ impl RoomState {
                 }
             }
             RoomEvent::Message { client, message } => {
-                if let Err(error) = self.from_client(client, message, now, out) {
+                if let Err(error) = self.client_message(client, message, now, out) {
                     self.stats.count(&error);
                 }
             }
@@ -339,7 +339,7 @@ impl RoomState {
         }
     }
 
-    fn from_client(
+    fn client_message(
         &mut self,
         client: ClientId,
         message: SceneMessage,

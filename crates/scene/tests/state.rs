@@ -370,3 +370,27 @@ fn out_of_range_limits_in_a_scene_are_refused_with_their_field() {
     assert_eq!(scene.state_settings().relay_burst, 3);
     assert_eq!(scene.state_settings().relay_per_second, 60, "the rest keep their defaults");
 }
+
+proptest::proptest! {
+    /// Any bytes a client sends as a scene message: dropped by the codec, or handled (relayed,
+    /// applied or refused and counted) without a panic, and the limits hold.
+    #[test]
+    fn any_message_bytes_are_handled_within_the_limits(
+        bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+    ) {
+        let codec = rally_wire::MessageCodec::default();
+        let scene = Scene::parse("any.toml", "[state]\nkeys_per_scope_max = 1\n").unwrap();
+        let mut room = rally_scene::scene_room(&scene, 1).unwrap();
+        handle_event(&mut room, rally_engine::RoomEvent::Joined(1));
+        if let Ok(message) = codec.decode::<SceneMessage>(&bytes) {
+            for _ in 0..2 {
+                let event = rally_engine::RoomEvent::Message { client: 1, message: message.clone() };
+                handle_event(&mut room, event);
+            }
+        }
+        let state = room.simulation().state();
+        proptest::prop_assert!(state.values(Scope::Room).count() <= 1);
+        proptest::prop_assert!(state.values(Scope::Player(1)).count() <= 1);
+        proptest::prop_assert!(state.values(Scope::Player(2)).count() == 0);
+    }
+}
