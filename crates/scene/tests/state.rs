@@ -243,6 +243,34 @@ fn a_leavers_scope_is_removed_everywhere() {
 }
 
 #[test]
+fn a_resumed_client_catches_up_with_what_it_missed() {
+    let mut host = Host::new("", 2, hostile(), 9);
+    host.connect(0);
+    host.connect(1);
+    for key in ["a", "b", "c"] {
+        host.send(0, SceneState::write(WriteScope::Room, key, Some(key.as_bytes().to_vec())));
+    }
+    host.run(Duration::from_millis(500));
+    let before = host.id(1);
+    host.net.disconnect(1);
+    // While client 1 is away: a change, a removal and a new key.
+    host.send(0, SceneState::write(WriteScope::Room, "a", Some(b"A".to_vec())));
+    host.send(0, SceneState::write(WriteScope::Room, "b", None));
+    host.send(0, SceneState::write(WriteScope::Room, "d", Some(b"d".to_vec())));
+    host.run(Duration::from_millis(500));
+    host.connect(1);
+    host.net.net.set_links(clean());
+    host.run(Duration::from_secs(1));
+    assert_eq!(host.id(1), before, "the session resumed");
+    assert_eq!(host.events[1].iter().filter(|e| matches!(e, SceneEvent::Reset { .. })).count(), 2);
+    for i in 0..2 {
+        host.assert_mirrors_room(i);
+    }
+    let values: Vec<_> = host.mirrors[1].values(Scope::Room).collect();
+    assert_eq!(values, vec![("a", &b"A"[..]), ("c", &b"c"[..]), ("d", &b"d"[..])]);
+}
+
+#[test]
 fn refusals_are_counted_and_the_other_players_are_undisturbed() {
     let limits = "[relay]\nmessage_bytes_max = 16\nper_second = 1\nburst = 5\n\
                   [state]\nkey_bytes_max = 8\nvalue_bytes_max = 8\nkeys_per_scope_max = 2\n";
