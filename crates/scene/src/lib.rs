@@ -109,8 +109,9 @@
 //! player's. The host calls [`handle_event`] with every room event: it passes relays on stamped
 //! with the sender, orders the writes (last writer wins, in the room's arrival order) and
 //! broadcasts each reliably, brings a joiner the players and the current values, and removes a
-//! leaver's scope. The room's own code relays with [`relay_from_room`] and writes with
-//! [`write_key`]. Limits ([`StateSettings`], a scene's `[relay]` and `[state]`) hold on sizes,
+//! leaver's scope; after each tick the host calls [`resend_missed`], which sends everything
+//! again to a player that missed a change because the room's outbox was full. The room's own
+//! code relays with [`relay_from_room`] and writes with [`write_key`]. Limits ([`StateSettings`], a scene's `[relay]` and `[state]`) hold on sizes,
 //! key counts and each client's rate (a token bucket in room ticks); every refusal is counted
 //! in [`StateStats`] ([`SceneRoom::state`]) and reaches no one.
 //!
@@ -169,6 +170,6 @@ pub use scene::{
     SpawnPoint, CLASS_DEFAULT, DENSITY_DEFAULT, FRICTION_DEFAULT, RESTITUTION_DEFAULT,
 };
 pub use state::{
-    handle_event, relay_from_room, write_key, Change, RelayTarget, RoomState, SceneMessage, Scope,
-    StateError, StateSettings, StateStats, WriteScope,
+    handle_event, relay_from_room, resend_missed, write_key, Change, RelayTarget, RoomState,
+    SceneMessage, Scope, StateError, StateSettings, StateStats, WriteScope,
 };

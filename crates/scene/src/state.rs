@@ -20,7 +20,7 @@ use crate::limits::{
 use crate::SceneRoom;
 use rally_engine::{ClientId, Delivery, Room, RoomEvent, RpcError, Target};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A scene room's message, both ways. Clients send [`Relay`](Self::Relay) and
 /// [`Write`](Self::Write); the room sends the rest. A client that sends a room's variant is
@@ -261,6 +261,9 @@ pub struct RoomState {
     settings: StateSettings,
     room: Values,
     players: BTreeMap<ClientId, (Values, Bucket)>,
+    /// Players that missed a change (the room's outbox was full): sent everything again at the
+    /// next event. Bounded by the players.
+    stale: BTreeSet<ClientId>,
     stats: StateStats,
 }
 
@@ -323,6 +326,7 @@ impl RoomState {
             // The connection may have lost what was sent while it was down: start it again.
             RoomEvent::Resumed(client) => self.sync(client, out),
             RoomEvent::Left(client) => {
+                self.stale.remove(&client);
                 if self.players.remove(&client).is_some() {
                     out.push((Target::All, Delivery::Reliable, SceneMessage::PlayerLeft(client)));
                 }
@@ -471,7 +475,28 @@ impl RoomState {
 pub fn handle_event(room: &mut Room<SceneRoom>, event: RoomEvent<SceneMessage>) {
     let now = (room.tick_number(), room.config().tick_rate);
     let mut out = Outgoing::new();
-    room.simulation_mut().state_mut().on_event(event, now, &mut out);
+    let state = room.simulation_mut().state_mut();
+    state.on_event(event, now, &mut out);
+    // A player that missed a change gets everything again, after this event's own messages.
+    for client in std::mem::take(&mut state.stale) {
+        state.sync(client, &mut out);
+    }
+    send(room, out);
+}
+
+/// Sends everything again to the players that missed a change because the room's outbox was
+/// full: call it after each tick (the driver's `Game::after_tick`), when the tick has emptied
+/// the outbox. [`handle_event`] does it too, so a host that cannot call this still catches up
+/// at the next event.
+pub fn resend_missed(room: &mut Room<SceneRoom>) {
+    let state = room.simulation_mut().state_mut();
+    if state.stale.is_empty() {
+        return;
+    }
+    let mut out = Outgoing::new();
+    for client in std::mem::take(&mut state.stale) {
+        state.sync(client, &mut out);
+    }
     send(room, out);
 }
 
@@ -490,7 +515,8 @@ pub fn relay_from_room(
 
 /// Writes `key` in `scope` from the room's own code (any scope, a player's included), or
 /// removes it (`value` `None`), and broadcasts the change. The key, value and scope limits
-/// hold as for clients, so that clients can rely on them; the rate does not.
+/// hold as for clients, so that clients can rely on them; the rate does not. A player the
+/// room's full outbox skips is sent everything again at the next event.
 pub fn write_key(
     room: &mut Room<SceneRoom>,
     scope: Scope,
@@ -499,21 +525,49 @@ pub fn write_key(
 ) -> Result<(), StateError> {
     let state = room.simulation_mut().state_mut();
     state.check(scope, key, value.as_deref())?;
-    let (to, delivery, message) = state.apply(Change { scope, key: key.to_owned(), value });
-    room.send(to, delivery, &message)?;
+    let (to, _, message) = state.apply(Change { scope, key: key.to_owned(), value });
+    // Accepted: a player the full outbox skips is sent everything again at the next event.
+    send_state(room, to, &message);
     Ok(())
 }
 
 fn send(room: &mut Room<SceneRoom>, out: Outgoing) {
     for (to, delivery, message) in out {
-        if let Err(error) = room.send(to, delivery, &message) {
-            let stats = &mut room.simulation_mut().state_mut().stats;
-            // A relay to one player whose connection is down: refused, not relayed.
-            let unsent = matches!(error, RpcError::NotConnected(_));
-            if unsent && matches!(message, SceneMessage::Relayed { from: Some(_), .. }) {
-                stats.relayed -= 1;
+        if let SceneMessage::Relayed { from, .. } = message {
+            if let Err(error) = room.send(to, delivery, &message) {
+                let stats = &mut room.simulation_mut().state_mut().stats;
+                // A relay to one player whose connection is down: refused, not relayed.
+                if from.is_some() && matches!(error, RpcError::NotConnected(_)) {
+                    stats.relayed -= 1;
+                }
+                stats.count(&StateError::Send(error));
             }
-            stats.count(&StateError::Send(error));
+            continue;
+        }
+        send_state(room, to, &message);
+    }
+}
+
+/// Sends a change of the players or the values to each player of `to` on its own, so that a
+/// player the room's full outbox skipped is known, marked stale and sent everything again.
+/// One whose connection is down is not: it is sent everything when it resumes.
+fn send_state(room: &mut Room<SceneRoom>, to: Target, message: &SceneMessage) {
+    let state = room.simulation().state();
+    let players: Vec<ClientId> = match to {
+        Target::One(client) => vec![client],
+        Target::All => state.players().collect(),
+        Target::AllBut(skip) => state.players().filter(|p| *p != skip).collect(),
+    };
+    for player in players {
+        match room.send(Target::One(player), Delivery::Reliable, message) {
+            Ok(()) | Err(RpcError::NotConnected(_)) => {}
+            Err(error) => {
+                let state = room.simulation_mut().state_mut();
+                state.stats.count(&StateError::Send(error));
+                if state.players.contains_key(&player) {
+                    state.stale.insert(player);
+                }
+            }
         }
     }
 }

@@ -7,11 +7,11 @@
 //! virtual time; the host's part is `handle_event` on every room event, the client's a
 //! `SceneState` fed every session event, as the product does.
 
-use rally_engine::{ClientEvent, ClientId, Delivery, RELIABLE, UNRELIABLE};
+use rally_engine::{ClientEvent, ClientId, Delivery, Room, World, RELIABLE, UNRELIABLE};
 use rally_netem::{LinkConfig, LossModel};
 use rally_scene::{
-    handle_event, relay_from_room, scene_room, write_key, RelayTarget, Scene, SceneEvent,
-    SceneMessage, SceneRoom, SceneState, Scope, StateStats, WriteScope,
+    handle_event, relay_from_room, resend_missed, scene_room, write_key, RelayTarget, Scene,
+    SceneEvent, SceneMessage, SceneRoom, SceneState, Scope, StateStats, WriteScope,
 };
 use rally_sim::RoomNet;
 use std::collections::BTreeMap;
@@ -47,7 +47,10 @@ impl Host {
     fn new(extra: &str, clients: usize, link: LinkConfig, seed: u64) -> Self {
         let text = format!("[room]\ntick_rate = 60\n{extra}");
         let scene = Scene::parse("state.toml", &text).unwrap();
-        let room = scene_room(&scene, seed).unwrap();
+        Self::with_room(scene_room(&scene, seed).unwrap(), clients, link, seed)
+    }
+
+    fn with_room(room: Room<SceneRoom>, clients: usize, link: LinkConfig, seed: u64) -> Self {
         Self {
             net: RoomNet::new(room, clients, link, seed),
             mirrors: vec![SceneState::new(); clients],
@@ -74,6 +77,9 @@ impl Host {
         while self.net.net.now < end {
             self.net.run_for(tick);
             self.route();
+            // The host's after-tick hook.
+            resend_missed(&mut self.net.room);
+            self.net.flush();
         }
     }
 
@@ -268,6 +274,37 @@ fn a_resumed_client_catches_up_with_what_it_missed() {
     }
     let values: Vec<_> = host.mirrors[1].values(Scope::Room).collect();
     assert_eq!(values, vec![("a", &b"A"[..]), ("c", &b"c"[..]), ("d", &b"d"[..])]);
+}
+
+#[test]
+fn a_client_the_full_outbox_skipped_is_sent_everything_again() {
+    // An outbox of 4 messages for 3 players: a burst of relays to all fills it, and the write
+    // that follows misses players; after the tick they are sent everything again.
+    let scene = Scene::parse("full.toml", "[room]\ntick_rate = 60\nplayers_max = 3\n").unwrap();
+    let config = rally_engine::RoomConfig { outbox_max: 4, ..scene.room_config() };
+    let game = SceneRoom::new(&scene, &mut World::new(scene.entities_max())).unwrap();
+    let room = Room::new(config, game, 10).unwrap();
+    let mut host = Host::with_room(room, 3, clean(), 10);
+    for i in 0..3 {
+        host.connect(i);
+    }
+    for n in 0..4 {
+        host.send(0, relay(RelayTarget::All, true, &[n]));
+    }
+    host.send(1, SceneState::write(WriteScope::Room, "phase", Some(b"play".to_vec())));
+    host.run(Duration::from_millis(300));
+    let missed = host.stats().sends_failed;
+    assert!(missed > 0, "the outbox overflowed");
+    let resets = |host: &Host, i: usize| {
+        host.events[i].iter().filter(|e| matches!(e, SceneEvent::Reset { .. })).count()
+    };
+    assert!((0..3).any(|i| resets(&host, i) > 1), "someone missed a change and was sent all");
+    host.send(2, SceneState::write(WriteScope::Mine, "name", Some(b"c".to_vec())));
+    host.run(Duration::from_millis(300));
+    for i in 0..3 {
+        host.assert_mirrors_room(i);
+        assert_eq!(host.mirrors[i].get(Scope::Room, "phase"), Some(&b"play"[..]), "client {i}");
+    }
 }
 
 #[test]
