@@ -111,9 +111,10 @@
 //! broadcasts each reliably, brings a joiner the players and the current values, and removes a
 //! leaver's scope; after each tick the host calls [`resend_missed`], which sends everything
 //! again to a player that missed a change because the room's outbox was full. The room's own
-//! code relays with [`relay_from_room`] and writes with [`write_key`]. Limits ([`StateSettings`], a scene's `[relay]` and `[state]`) hold on sizes,
-//! key counts and each client's rate (a token bucket in room ticks); every refusal is counted
-//! in [`StateStats`] ([`SceneRoom::state`]) and reaches no one.
+//! code relays with [`relay_from_room`] and writes with [`write_key`]. Limits
+//! ([`StateSettings`], a scene's `[relay]` and `[state]`) hold on sizes, key counts and each
+//! client's rate (a token bucket in room ticks); every refusal is counted in [`StateStats`]
+//! ([`SceneRoom::state`]) and reaches no one.
 //!
 //! A client keeps a [`SceneState`], fed its session's events, which holds the players and
 //! values and yields [`SceneEvent`]s in the room's order.

@@ -449,8 +449,8 @@ proptest::proptest! {
         handle_event(&mut room, rally_engine::RoomEvent::Joined(1));
         if let Ok(message) = codec.decode::<SceneMessage>(&bytes) {
             for _ in 0..2 {
-                let event = rally_engine::RoomEvent::Message { client: 1, message: message.clone() };
-                handle_event(&mut room, event);
+                let message = message.clone();
+                handle_event(&mut room, rally_engine::RoomEvent::Message { client: 1, message });
             }
         }
         let state = room.simulation().state();
