@@ -309,8 +309,8 @@ impl RoomState {
         }
     }
 
-    /// Handles one room event at room tick `tick` of a room of `tick_rate` ticks a second,
-    /// adding what to send to `out`.
+    /// Handles one room event at `now` (the room's tick, and its ticks per second), adding
+    /// what to send to `out`.
     fn on_event(&mut self, event: RoomEvent<SceneMessage>, now: (u32, u32), out: &mut Outgoing) {
         match event {
             RoomEvent::Joined(client) => {
