@@ -336,14 +336,14 @@ fn hooks_hear_joins_grabs_releases_contacts_and_leaves() {
     let ball = room.entity("ball-0").unwrap();
     let floor = room.entity("floor").unwrap();
     let over = position(&world, ball) + Vec3::new(0.0, 0.2, 0.0);
-    let mut input = XrInput::default();
-    input.head = XrPose::from_transform(&world.get(avatar.head).unwrap().transform);
+    let head = XrPose::from_transform(&world.get(avatar.head).unwrap().transform);
+    let mut input = XrInput { head, ..XrInput::default() };
     input.hands[1].pose = XrPose::from_transform(&rally_engine::Transform::from_position(over));
     input.hands[1].grip = 255;
     input.hands[0].pose = input.hands[1].pose;
     input.hands[0].pose.position[0] += 1.0;
     // Grab, lift, let go, each followed by ticks as a room would run them.
-    let mut tick = |room: &mut SceneRoom, world: &mut World, ticks: u32| {
+    let tick = |room: &mut SceneRoom, world: &mut World, ticks: u32| {
         for _ in 0..ticks {
             world.propagate_grabs();
             room.step(world, dt);
