@@ -67,3 +67,5 @@ pub const KEYS_PER_SCOPE_DEFAULT: u32 = 64;
 /// (one pair larger than this goes alone): well inside the room codec's 64 KiB, since the
 /// largest pair is 256 + 16,384 bytes.
 pub const VALUES_BATCH_BYTES: usize = 16_384;
+/// How far from a hand (to the nearest point of a body's shape) a grip reaches, metres.
+pub const GRAB_RADIUS_M: RangeInclusive<f32> = 0.0..=1.0;

@@ -3,8 +3,8 @@
 
 use crate::error::{SceneError, Source};
 use crate::format::{
-    List, RawBody, RawCapsule, RawCollider, RawKind, RawPipeline, RawRelay, RawRoom, RawScene,
-    RawShape, RawSpawn, RawState, Vector,
+    List, RawBody, RawCapsule, RawCollider, RawKind, RawPipeline, RawPlayer, RawRelay, RawRoom,
+    RawScene, RawShape, RawSpawn, RawState, Vector,
 };
 use crate::limits::*;
 use crate::state::StateSettings;
@@ -66,6 +66,24 @@ impl Default for RoomSettings {
             players_max: 8,
             client_bytes_per_tick_max: 1100,
         }
+    }
+}
+
+/// How far a grip reaches when the scene does not say, metres: a hand's width or so.
+pub const GRAB_RADIUS_DEFAULT_M: f32 = 0.15;
+
+/// How the standard XR player behaves, from the scene's `[player]` table.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PlayerSettings {
+    /// How far a grip reaches: a hand grabs the nearest grabbable body whose shape is within
+    /// this distance of the hand's position, metres.
+    pub grab_radius_m: f32,
+}
+
+impl Default for PlayerSettings {
+    fn default() -> Self {
+        Self { grab_radius_m: GRAB_RADIUS_DEFAULT_M }
     }
 }
 
@@ -229,6 +247,7 @@ pub struct Scene {
     bodies: Vec<Body>,
     spawns: Vec<SpawnPoint>,
     state: StateSettings,
+    player: PlayerSettings,
 }
 
 impl Scene {
@@ -262,6 +281,11 @@ impl Scene {
     /// The room's settings.
     pub fn settings(&self) -> &RoomSettings {
         &self.settings
+    }
+
+    /// How the standard XR player behaves.
+    pub fn player(&self) -> &PlayerSettings {
+        &self.player
     }
 
     /// The static colliders, in file order.
@@ -336,7 +360,11 @@ impl Checker<'_> {
             spawns.push(SpawnPoint { position: Vec3::ZERO, yaw: 0.0 });
         }
         let state = self.state(raw.relay, raw.state)?;
-        Ok(Scene { settings, colliders, bodies, spawns, state })
+        let player = match raw.player {
+            Some(player) => self.player(player.into_inner())?,
+            None => PlayerSettings::default(),
+        };
+        Ok(Scene { settings, colliders, bodies, spawns, state, player })
     }
 
     /// The entries of a list, or none.
@@ -414,6 +442,18 @@ impl Checker<'_> {
                 state.keys_per_scope_max,
                 KEYS_PER_SCOPE,
                 d.keys_per_scope_max,
+            )?,
+        })
+    }
+
+    fn player(&self, raw: RawPlayer) -> Checked<PlayerSettings> {
+        let d = PlayerSettings::default();
+        Ok(PlayerSettings {
+            grab_radius_m: self.number(
+                "player.grab_radius_m",
+                raw.grab_radius_m.as_ref(),
+                GRAB_RADIUS_M,
+                d.grab_radius_m,
             )?,
         })
     }
