@@ -160,3 +160,39 @@ fn move_hand(
     hand.transform.position = Vec3::from_array(input.position);
     hand.transform.rotation = glam::Quat::from_array(input.rotation).normalize();
 }
+
+/// A host's game for a scene file: every room is the scene's ([`rally_scene::scene_room`]),
+/// built from one parsed and checked [`Scene`](rally_scene::Scene) that all rooms share.
+/// The room's engine settings (tick rate, pipeline, players, byte budget) are the scene's.
+pub struct SceneGame {
+    scene: std::sync::Arc<rally_scene::Scene>,
+    seed: Box<dyn Fn(u64) -> u64 + Send + Sync>,
+}
+
+impl SceneGame {
+    /// Hosts `scene`; room `id`'s session secrets come from `seed(id)`. Builds one room first,
+    /// so that a scene the engine or the world would refuse is refused here, at start, rather
+    /// than when a player connects.
+    pub fn new(
+        scene: rally_scene::Scene,
+        seed: impl Fn(u64) -> u64 + Send + Sync + 'static,
+    ) -> Result<Self, rally_scene::SceneRoomError> {
+        rally_scene::scene_room(&scene, 0)?;
+        Ok(Self { scene: std::sync::Arc::new(scene), seed: Box::new(seed) })
+    }
+
+    /// The scene the rooms are built from.
+    pub fn scene(&self) -> &rally_scene::Scene {
+        &self.scene
+    }
+}
+
+impl rally_driver::host::Game for SceneGame {
+    type Simulation = rally_scene::SceneRoom;
+
+    fn open(&self, room_id: u64) -> Room<rally_scene::SceneRoom> {
+        // `new` built this scene's room once: building it again gives the same answer.
+        rally_scene::scene_room(&self.scene, (self.seed)(room_id))
+            .expect("SceneGame::new built this scene's room")
+    }
+}
