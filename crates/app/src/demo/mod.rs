@@ -11,6 +11,7 @@
 mod bots;
 mod dashboard;
 mod live;
+mod scene;
 mod table;
 
 use bots::BotReport;
@@ -21,6 +22,7 @@ use rally_driver::host::Budgets;
 use rally_driver::{Host, HostConfig};
 use rally_engine::{connection_config, RoomConfig};
 use rally_proto::EndpointConfig;
+use scene::SceneLayout;
 use std::error::Error;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -52,6 +54,11 @@ pub struct DemoArgs {
     /// can open a capture of the demo's sealed traffic.
     #[arg(long, value_name = "PATH")]
     pub key_log: Option<std::path::PathBuf>,
+    /// Play in a room built from this scene file (docs/scene.md) instead of table tennis: the
+    /// bots send the standard XR input and pick up, carry and throw its grabbable bodies. The
+    /// scene's tick rate and pipeline replace --hz and --pipeline.
+    #[arg(long, value_name = "FILE")]
+    pub scene: Option<std::path::PathBuf>,
 }
 
 /// How often the collector builds a view (and the page asks for one).
@@ -65,6 +72,25 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     if !(10..=1000).contains(&args.hz) || args.bots == 0 || args.bots > 64 {
         return Err("--hz must be 10 to 1000 and --bots 1 to 64, such as --hz 120 --bots 4".into());
     }
+    let scene = match &args.scene {
+        Some(file) => Some((file.display().to_string(), rally_scene::Scene::load(file)?)),
+        None => None,
+    };
+    // A scene's room settings are the scene's, as `rally server --scene` hosts it.
+    let (hz, pipeline, pipeline_name) = match &scene {
+        Some((file, scene)) => {
+            let s = scene.settings();
+            if args.bots > s.players_max as usize {
+                return Err(format!(
+                    "--bots {}: {file} takes at most {} players (its room.players_max)",
+                    args.bots, s.players_max
+                )
+                .into());
+            }
+            (s.tick_rate, s.pipeline, format!("{:?}", s.pipeline).to_lowercase())
+        }
+        None => (args.hz, pipeline, args.pipeline.clone()),
+    };
     if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
         return Err("--duration must be a positive number of seconds, such as --duration 20".into());
     }
@@ -74,8 +100,13 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     }
     // The dashboard first: a port in use is the likeliest failure and should cost nothing.
     // Its page may ask before the first report: it gets an empty view, not an error.
-    let mut live = Live::new(args.hz, &args.pipeline, args.bots);
-    let shared = Arc::new(Shared::default());
+    let mut live = Live::new(hz, &pipeline_name, args.bots);
+    let layout = match &scene {
+        Some((file, scene)) => Some(Arc::new(SceneLayout::new(file, scene)?)),
+        None => None,
+    };
+    let shared =
+        Arc::new(Shared { scene: serde_json::to_string(&layout.as_deref())?, ..Shared::default() });
     publish(&shared, live.view(0.0, &Roles::default()));
     let dashboard = match args.headless {
         true => None,
@@ -96,12 +127,24 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
         budgets: budgets(),
         ..HostConfig::default()
     };
-    let room = RoomConfig { tick_rate: args.hz, pipeline, ..RoomConfig::default() };
-    let host = Host::start(host_config, TableTennis::new(room, roles.clone()))?;
+    let host = match &scene {
+        None => {
+            let room = RoomConfig { tick_rate: hz, pipeline, ..RoomConfig::default() };
+            Host::start(host_config, TableTennis::new(room, roles.clone()))?
+        }
+        Some((_, scene)) => {
+            let game = crate::game::SceneGame::new(scene.clone(), |id| id + 1)?;
+            Host::start(host_config, game)?
+        }
+    };
     let address = host.room_address(0);
+    let what = match &scene {
+        Some((file, _)) => format!("a room of the scene {file}"),
+        None => "a table-tennis room".into(),
+    };
     println!(
-        "rally demo: a table-tennis room on {address}, {} bots at {} Hz, {} pipeline",
-        args.bots, args.hz, args.pipeline
+        "rally demo: {what} on {address}, {} bots at {hz} Hz, {pipeline_name} pipeline",
+        args.bots
     );
     if let Some(dashboard) = &dashboard {
         println!("dashboard: {}  (Ctrl-C stops)", dashboard.url());
@@ -115,12 +158,16 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
             rally_driver::backend::issue(&key, protocol, bot as u64, 0, vec![address], 3600)?;
         let (config, roles, stop, reports) =
             (endpoint.clone(), roles.clone(), stop.clone(), reports.clone());
-        let (bots, hz) = (args.bots, args.hz);
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("rally-bot-{bot}"))
+        let bots = args.bots;
+        let thread = std::thread::Builder::new().name(format!("rally-bot-{bot}"));
+        let thread = match layout.clone() {
+            None => thread
                 .spawn(move || bots::play(bot, bots, token, config, hz, roles, stop, reports))?,
-        );
+            Some(layout) => {
+                thread.spawn(move || scene::play(bot, token, config, hz, layout, stop, reports))?
+            }
+        };
+        threads.push(thread);
     }
     drop(reports);
     let collector = Collector { live, host: &host };
