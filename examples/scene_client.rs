@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A scene room's input is the standard XR input; its messages are none yet.
     let mut session: ClientSession<XrInput, ()> = ClientSession::new(ClientConfig::default())?;
     let frame = Duration::from_secs(1) / 90;
-    let mut seen = BTreeMap::new();
+    let mut seen: BTreeMap<u32, Vec3> = BTreeMap::new();
     for n in 0..450u32 {
         // Stand at the sandbox's first spawn point, sway both hands, press the right grip
         // every other second.
@@ -66,7 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if n % 90 == 89 {
             // Entity ids follow the scene file: its colliders, then its bodies.
             let now: BTreeMap<u32, Vec3> = session.entities().map(|e| (e.id, e.position)).collect();
-            let moved = now.iter().filter(|(id, at)| seen.get(id) != Some(at)).count();
+            let moved = now.iter().filter(|(id, at)| seen.get(*id) != Some(*at)).count();
             println!("{} entities, {moved} of them moved in the last second", now.len());
             seen = now;
         }

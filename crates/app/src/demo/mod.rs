@@ -1,4 +1,5 @@
-//! `rally demo`: table tennis in a rapier3d world on a Rally host on this machine, played by
+//! `rally demo`: table tennis in a rapier3d world on a Rally host on this machine (or, with
+//! `--scene FILE`, a room built from a scene file: [`scene`]), played by
 //! bot players over real UDP on loopback with sealed connections, and a live web dashboard
 //! served by the demo itself: the host's tick by phase against its budgets, each player's
 //! RTT and loss, the total-latency histogram against the latency model, and the table seen
@@ -170,7 +171,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
         threads.push(thread);
     }
     drop(reports);
-    let collector = Collector { live, host: &host };
+    let collector = Collector { live, host: &host, scene: scene.is_some() };
     collector.run(&received, &roles, dashboard.as_ref().map(|_| &*shared), args.duration, &stop);
     stop.store(true, Ordering::Relaxed);
     let mut failures = Vec::new();
@@ -209,6 +210,8 @@ fn budgets() -> Budgets {
 struct Collector<'a> {
     live: Live,
     host: &'a Host,
+    /// A scene demo: no serves or hits to print.
+    scene: bool,
 }
 
 impl Collector<'_> {
@@ -259,7 +262,7 @@ impl Collector<'_> {
                 json_cpu_us += thread_cpu_us() - before;
             }
             if window_over {
-                print_lines(view);
+                print_lines(view, self.scene);
             }
         }
     }
@@ -273,14 +276,14 @@ fn publish(shared: &Shared, view: &View) {
 }
 
 /// The view as two lines: what the players feel, and what the server spends.
-fn print_lines(view: &View) {
+fn print_lines(view: &View, scene: bool) {
     let l = &view.latency;
     let joined = view.clients.iter().filter(|c| c.client.is_some()).count();
     let rtt = view.clients.iter().map(|c| c.rtt_ms).sum::<f64>() / view.clients.len().max(1) as f64;
     let loss = view.clients.iter().map(|c| c.loss_percent).fold(0.0, f64::max);
     println!(
         "{:>5.0} s  {joined}/{} players  latency mean {:.1} p99 {:.1} max {:.1} ms, {:.0}% within \
-         model ({:.1} to {:.1})  RTT {rtt:.2} ms  loss {loss:.1}%  serves {} hits {}",
+         model ({:.1} to {:.1})  RTT {rtt:.2} ms  loss {loss:.1}%{}",
         view.seconds,
         view.clients.len(),
         l.mean_ms,
@@ -289,8 +292,10 @@ fn print_lines(view: &View) {
         l.within_percent,
         l.best_ms,
         l.worst_ms,
-        view.sandbox.serves,
-        view.sandbox.hits,
+        match scene {
+            true => format!("  entities {}", view.sandbox.entities.len()),
+            false => format!("  serves {} hits {}", view.sandbox.serves, view.sandbox.hits),
+        },
     );
     let phases: Vec<String> = view
         .phases

@@ -207,7 +207,7 @@ impl<S: Simulation> Bench<S> {
 pub fn run(args: &RoomArgs) -> Result<(), Box<dyn Error>> {
     let ticks = if args.quick { 1280 } else { 7680 };
     let room = reference_room(RoomConfig::default(), 1)?;
-    let mut bench = Bench::new(room, CLIENTS, |i, t| HandInput::on_circle(i, t))?;
+    let mut bench = Bench::new(room, CLIENTS, HandInput::on_circle)?;
     let samples = measure(&mut bench, ticks, 256)?;
     let reference = report("reference", 128, &samples, ticks, (CLIENTS, BODIES, MOVING));
     print(&reference);
