@@ -67,7 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // Entity ids follow the scene file: its colliders, then its bodies.
             let now: BTreeMap<u32, Vec3> = session.entities().map(|e| (e.id, e.position)).collect();
             let moved = now.iter().filter(|(id, at)| seen.get(*id) != Some(*at)).count();
-            println!("{} entities, {moved} of them moved in the last second", now.len());
+            println!("{} entities, {moved} of them new or moved since the last line", now.len());
             seen = now;
         }
     }

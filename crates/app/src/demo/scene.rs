@@ -145,21 +145,31 @@ fn yaw(pose: &Transform) -> f32 {
     pose.rotation.to_euler(glam::EulerRot::YXZ).0
 }
 
-/// The smallest square around every piece but planes and every spawn point, with a margin;
-/// 10 m across around the origin when there is nothing to frame.
+/// Pieces wider than this (half, metres) are ground, drawn but not framed.
+const GROUND_HALF_M: f32 = 5.0;
+
+/// The smallest square around every piece but the ground (planes, and slabs wider than
+/// [`GROUND_HALF_M`]) and every spawn point, with a margin; 10 m across around the origin when
+/// there is nothing to frame.
 fn bounds(pieces: &[Piece], spawns: &[[f32; 3]]) -> [f32; 4] {
-    let mut points: Vec<(f32, f32, f32)> = pieces
+    // (x, z, half along x, half along z); a turned piece's halves are its widest.
+    let mut points: Vec<(f32, f32, f32, f32)> = pieces
         .iter()
-        .filter(|p| p.shape != "plane")
-        .map(|p| (p.position[0], p.position[2], p.half[0].max(p.half[2])))
+        .filter(|p| p.shape != "plane" && p.half[0].max(p.half[2]) <= GROUND_HALF_M)
+        .map(|p| {
+            let (hx, hz) = match p.yaw.abs() < 1e-3 {
+                true => (p.half[0], p.half[2]),
+                false => (p.half[0].max(p.half[2]), p.half[0].max(p.half[2])),
+            };
+            (p.position[0], p.position[2], hx, hz)
+        })
         .collect();
-    points.extend(spawns.iter().map(|s| (s[0], s[2], 0.5)));
+    points.extend(spawns.iter().map(|s| (s[0], s[2], 0.5, 0.5)));
     let Some(first) = points.first() else { return [-5.0, -5.0, 5.0, 5.0] };
     let mut b = [first.0, first.1, first.0, first.1];
-    for (x, z, r) in &points {
-        b = [b[0].min(x - r), b[1].min(z - r), b[2].max(x + r), b[3].max(z + r)];
+    for (x, z, hx, hz) in &points {
+        b = [b[0].min(x - hx), b[1].min(z - hz), b[2].max(x + hx), b[3].max(z + hz)];
     }
-    // A floor 20 m wide need not shrink the players to dots: frame what stands on it.
     let (cx, cz) = ((b[0] + b[2]) / 2.0, (b[1] + b[3]) / 2.0);
     let side = ((b[2] - b[0]).max(b[3] - b[1]) / 2.0 + 0.5).min(15.0);
     [cx - side, cz - side, cx + side, cz + side]
@@ -357,7 +367,10 @@ mod tests {
         let ids: Vec<_> = layout.pieces.iter().map(|p| p.id).collect();
         assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
         assert_eq!(layout.spawns.len(), 10);
-        assert!(layout.bounds[0] < -3.3 && layout.bounds[2] > 3.3, "{:?}", layout.bounds);
+        // Framed: the spawn ring (3.5 m) and the wall, not the 20 m floor.
+        let [x0, z0, x1, z1] = layout.bounds;
+        assert!(x0 < -3.3 && x1 > 3.3 && z0 < -3.5 && z1 > 3.5, "{:?}", layout.bounds);
+        assert!(x1 - x0 < 10.0, "{:?}", layout.bounds);
     }
 
     #[test]
