@@ -66,6 +66,20 @@ pub trait Simulation {
     /// Applies one input the moment it arrives (not at the next tick).
     fn apply_input(&mut self, world: &mut World, client: ClientId, input: &Self::Input);
 
+    /// Like [`Simulation::apply_input`], with the moment the input arrived on the room's clock
+    /// (with [`Pipeline::Naive`], the tick that applies it), for a game that measures motion
+    /// from its inputs (a hand's velocity). The room calls this one; it calls `apply_input`
+    /// unless the game overrides it.
+    fn apply_input_at(
+        &mut self,
+        world: &mut World,
+        client: ClientId,
+        input: &Self::Input,
+        _now: Instant,
+    ) {
+        self.apply_input(world, client, input);
+    }
+
     /// Advances the world by `dt` (physics, game rules). Grabbed entities have already
     /// followed their grabbers this tick.
     fn step(&mut self, world: &mut World, dt: Duration);
@@ -74,6 +88,14 @@ pub trait Simulation {
     /// grab chain under it goes to every client as soon as an input arrives.
     fn driven(&self, _client: ClientId) -> Option<crate::EntityId> {
         None
+    }
+
+    /// Every entity `client`'s inputs move, pushed onto `out` (empty when the room calls it):
+    /// with [`Pipeline::Fast`], the grab chains under all of them go to every client in one
+    /// fast message as soon as an input arrives. For a player with several driven entities (a
+    /// head and two hands); the default pushes [`Simulation::driven`]'s.
+    fn driven_into(&self, client: ClientId, out: &mut Vec<crate::EntityId>) {
+        out.extend(self.driven(client));
     }
 
     /// A new client joined (not called on a resume).
@@ -96,9 +118,9 @@ pub enum Pipeline {
     /// after the step.
     #[default]
     Greedy,
-    /// Greedy, and when an input arrives the grab chain it drives
-    /// ([`Simulation::driven`]) is propagated and sent to every client at once, outside the
-    /// tick; physics still runs on the tick.
+    /// Greedy, and when an input arrives the grab chains it drives
+    /// ([`Simulation::driven_into`]) are propagated and sent to every client at once, in one
+    /// message, outside the tick; physics still runs on the tick.
     Fast,
 }
 
@@ -679,7 +701,7 @@ impl<S: Simulation> Room<S> {
                 self.deferred_inputs.push_back((client, input));
                 continue;
             }
-            self.simulation.apply_input(&mut self.world, client, &input);
+            self.simulation.apply_input_at(&mut self.world, client, &input, now);
             self.stats.inputs_applied += 1;
         }
         // Only a new input moves the chain: a frame that merely repeats applied inputs (a
@@ -689,19 +711,19 @@ impl<S: Simulation> Room<S> {
         }
     }
 
-    /// The fast path: `client`'s controller and the grab chain under it, propagated now and
-    /// sent to every client at once. A fast message is the client's id, its last input plus
+    /// The fast path: the entities `client` drives and the grab chains under them, propagated
+    /// now and sent to every client at once. A fast message is the client's id, its last input plus
     /// one and the microseconds since the last tick ran (each a varint), and a full snapshot of
     /// those entities labelled with that tick: a snapshot of a later tick supersedes it.
     fn fast_forward(&mut self, now: Instant, client: ClientId) {
-        let Some(root) = self.simulation.driven(client) else { return };
+        let mut roots = Vec::new();
+        self.simulation.driven_into(client, &mut roots);
+        let ids = self.driven_chains(&roots);
+        if ids.is_empty() {
+            return;
+        }
         let Some(seq) = self.sessions.get(&client).and_then(|s| s.last_input) else { return };
-        self.world.propagate_grabs();
         let mut chain = Snapshot::new(self.tick);
-        // A chain lists grabbers first; a snapshot takes ids in ascending order, and a grabber
-        // may hold what was spawned before it.
-        let mut ids = self.world.chain_of(root);
-        ids.sort_unstable();
         for id in ids {
             let Some(entity) = self.world.get(id) else { continue };
             let pushed = chain.push(self.config.snapshot.quantize(&entity_state(id, entity)));
@@ -725,6 +747,24 @@ impl<S: Simulation> Room<S> {
         for connection in connections {
             self.queue(connection, FAST, message.clone());
         }
+    }
+
+    /// The grab chains under `roots`, propagated now: each entity once, in ascending order (a
+    /// chain lists grabbers first; a snapshot takes ids in ascending order, a grabber may hold
+    /// what was spawned before it, and two roots' chains never share an entity but a game may
+    /// name a root twice).
+    fn driven_chains(&mut self, roots: &[crate::EntityId]) -> Vec<crate::EntityId> {
+        if roots.is_empty() {
+            return Vec::new();
+        }
+        self.world.propagate_grabs();
+        let mut ids = Vec::new();
+        for root in roots {
+            ids.extend(self.world.chain_of(*root));
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids
     }
 
     fn envelope(&mut self, client: ClientId, payload: &[u8]) {
@@ -890,13 +930,13 @@ impl<S: Simulation> Room<S> {
     }
 
     /// Naive: chains follow the poses of the tick before, then the tick's inputs apply.
-    fn apply_deferred_inputs(&mut self) {
+    fn apply_deferred_inputs(&mut self, now: Instant) {
         self.world.propagate_grabs();
         for session in self.sessions.values_mut() {
             session.reflected = session.last_input_before_tick;
         }
         while let Some((client, input)) = self.deferred_inputs.pop_front() {
-            self.simulation.apply_input(&mut self.world, client, &input);
+            self.simulation.apply_input_at(&mut self.world, client, &input, now);
             self.stats.inputs_applied += 1;
         }
         for session in self.sessions.values_mut() {
@@ -906,7 +946,7 @@ impl<S: Simulation> Room<S> {
 
     fn ingest(&mut self, now: Instant) {
         if self.config.pipeline == Pipeline::Naive {
-            self.apply_deferred_inputs();
+            self.apply_deferred_inputs(now);
         }
         let window = self.config.resume_window;
         let expired: Vec<ClientId> = self
@@ -1177,7 +1217,7 @@ mod tests {
         }
         assert_eq!((room.deferred_inputs.len(), room.stats.messages_dropped), (2, 1));
         // What the next tick's ingest does first.
-        room.apply_deferred_inputs();
+        room.apply_deferred_inputs(NOW);
         assert_eq!(room.stats.inputs_applied, 2);
         room.receive(NOW, ConnectionHandle(1), STATE, &inputs(3, 1));
         assert_eq!(room.deferred_inputs.len(), 1);

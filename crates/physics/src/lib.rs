@@ -13,6 +13,10 @@
 //! - after the step, dynamic bodies write their poses and velocities back to the world; bodies
 //!   of despawned entities are removed.
 //!
+//! Contacts are off until [`Physics::record_contacts`] turns them on: then each step records
+//! the pairs of entities whose bodies started touching ([`Physics::contacts`]), up to a limit
+//! per step past which they are counted and dropped.
+//!
 //! ```
 //! use glam::Vec3;
 //! use rally_engine::{Entity, Transform, World};
@@ -39,6 +43,7 @@ use glam::Vec3;
 use rally_engine::{EntityId, World};
 use rapier3d::prelude::*;
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// How a body moves.
@@ -150,6 +155,51 @@ pub struct Physics {
     soft_bodies: SoftBodySet,
     ccd: CCDSolver,
     handles: BTreeMap<EntityId, (RigidBodyHandle, Motion)>,
+    contacts: ContactRecorder,
+    /// The last step's started contacts, taken from the recorder.
+    started: Vec<(EntityId, EntityId)>,
+}
+
+/// Collects rapier's collision events during a step (rapier hands them over through a shared
+/// reference, so behind a lock), bounded by `max`.
+#[derive(Debug, Default)]
+struct ContactRecorder {
+    max: usize,
+    started: Mutex<Vec<(EntityId, EntityId)>>,
+    dropped: std::sync::atomic::AtomicU64,
+}
+
+impl EventHandler for ContactRecorder {
+    fn handle_collision_event(
+        &self,
+        _bodies: &RigidBodySet,
+        colliders: &ColliderSet,
+        event: CollisionEvent,
+        _contact_pair: Option<&ContactPair>,
+    ) {
+        let CollisionEvent::Started(a, b, _) = event else { return };
+        let id = |h| colliders.get(h).map(|c: &Collider| c.user_data as EntityId);
+        let (Some(a), Some(b)) = (id(a), id(b)) else { return };
+        // A poisoned lock means a panic elsewhere in this step; drop the contact.
+        let Ok(mut started) = self.started.lock() else { return };
+        if started.len() >= self.max {
+            self.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
+        started.push((a.min(b), a.max(b)));
+    }
+
+    fn handle_contact_force_event(
+        &self,
+        _dt: Real,
+        _bodies: &RigidBodySet,
+        _colliders: &ColliderSet,
+        _contact_pair: &ContactPair,
+        _total_force_magnitude: Real,
+    ) {
+    }
+
+    fn handle_soft_body_tear_event(&self, _soft_bodies: &SoftBodySet, _event: &SoftBodyTearEvent) {}
 }
 
 impl std::fmt::Debug for Physics {
@@ -175,7 +225,31 @@ impl Physics {
             soft_bodies: SoftBodySet::new(),
             ccd: CCDSolver::new(),
             handles: BTreeMap::new(),
+            contacts: ContactRecorder::default(),
+            started: Vec::new(),
         }
+    }
+
+    /// Records, from the next step on, the pairs of entities whose bodies start touching, at
+    /// most `max` per step (past it they are counted in [`Physics::contacts_dropped`]); 0 turns
+    /// recording off. Off by default: it costs rapier an event per touch.
+    pub fn record_contacts(&mut self, max: usize) {
+        self.contacts.max = max;
+        let events = if max > 0 { ActiveEvents::COLLISION_EVENTS } else { ActiveEvents::empty() };
+        for (_, collider) in self.colliders.iter_mut() {
+            collider.set_active_events(events);
+        }
+    }
+
+    /// The pairs of entities (lower id first) whose bodies started touching in the last step,
+    /// in rapier's order, when [`Physics::record_contacts`] is on.
+    pub fn contacts(&self) -> &[(EntityId, EntityId)] {
+        &self.started
+    }
+
+    /// Contacts dropped so far for being past the limit of one step.
+    pub fn contacts_dropped(&self) -> u64 {
+        self.contacts.dropped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Gives entity `id` a body, where the world has it now.
@@ -206,8 +280,14 @@ impl Physics {
             }
             Shape::HalfSpace(normal) => ColliderBuilder::new(SharedShape::halfspace(normal)),
         };
-        let collider =
-            collider.restitution(body.restitution).friction(body.friction).density(body.density);
+        let events =
+            if self.contacts.max > 0 { ActiveEvents::COLLISION_EVENTS } else { ActiveEvents::empty() };
+        let collider = collider
+            .restitution(body.restitution)
+            .friction(body.friction)
+            .density(body.density)
+            .user_data(u128::from(id))
+            .active_events(events);
         self.colliders.insert_with_parent(collider, handle, &mut self.bodies);
         self.handles.insert(id, (handle, body.motion));
         Ok(())
@@ -283,8 +363,12 @@ impl Physics {
             &mut self.soft_bodies,
             &mut self.ccd,
             &(),
-            &(),
+            &self.contacts,
         );
+        self.started.clear();
+        if let Ok(mut started) = self.contacts.started.lock() {
+            std::mem::swap(&mut self.started, &mut started);
+        }
         self.write_back(world);
     }
 

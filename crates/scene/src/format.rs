@@ -18,6 +18,7 @@ pub(crate) struct RawScene {
     pub colliders: Option<List<Spanned<RawCollider>, COLLIDERS_MAX>>,
     pub bodies: Option<List<Spanned<RawBody>, BODIES_MAX>>,
     pub spawns: Option<List<Spanned<RawSpawn>, SPAWNS_MAX>>,
+    pub player: Option<Spanned<RawPlayer>>,
 }
 
 /// A list that stops decoding one entry past `MAX`, so that a hostile file cannot make the
@@ -64,6 +65,13 @@ pub(crate) struct RawRoom {
     pub gravity: Option<Vector>,
     pub players_max: Option<Spanned<u32>>,
     pub client_bytes_per_tick_max: Option<Spanned<u32>>,
+}
+
+/// The `[player]` table: how the standard XR player's hands behave.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPlayer {
+    pub grab_radius_m: Option<Spanned<f32>>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]

@@ -114,15 +114,22 @@
 
 mod error;
 mod format;
+mod hooks;
 mod input;
 pub mod limits;
+mod player;
 mod room;
 mod scene;
 
 pub use error::{Location, SceneError};
 pub use input::{GameBytes, Hand, XrHand, XrInput, XrPose, GAME_BYTES_MAX, GRIP_HOLD_MIN};
-pub use room::{scene_room, SceneGrabRule, SceneRoom, SceneRoomError};
+pub use hooks::SceneHooks;
+pub use player::{
+    Avatar, SceneStats, HAND_CLASS, HAND_RADIUS_M, HAND_VELOCITY_WINDOW, HEAD_CLASS,
+};
+pub use room::{scene_room, SceneGrabRule, SceneRoom, SceneRoomError, CONTACTS_PER_STEP_MAX};
 pub use scene::{
-    Body, BodyKind, BodyShape, Collider, ColliderShape, Grab, Name, Respawn, RoomSettings, Scene,
-    SpawnPoint, CLASS_DEFAULT, DENSITY_DEFAULT, FRICTION_DEFAULT, RESTITUTION_DEFAULT,
+    Body, BodyKind, BodyShape, Collider, ColliderShape, Grab, Name, PlayerSettings, Respawn,
+    RoomSettings, Scene, SpawnPoint, CLASS_DEFAULT, DENSITY_DEFAULT, FRICTION_DEFAULT,
+    GRAB_RADIUS_DEFAULT_M, RESTITUTION_DEFAULT,
 };

@@ -37,3 +37,5 @@ pub const PLAYERS: RangeInclusive<u32> = 1..=256;
 pub const CLIENT_BYTES_PER_TICK: RangeInclusive<u32> = 200..=65_536;
 /// Rotation angles, degrees, in absolute value at most.
 pub const ANGLE_DEG_ABS_MAX: f32 = 360.0;
+/// How far from a hand (to the nearest point of a body's shape) a grip reaches, metres.
+pub const GRAB_RADIUS_M: RangeInclusive<f32> = 0.0..=1.0;

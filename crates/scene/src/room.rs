@@ -1,13 +1,16 @@
 //! A room built from a scene: its colliders and bodies become entities with rapier bodies, and
 //! each tick steps physics and applies the scene's respawn rules.
 
+use crate::hooks::{NoHooks, SceneHooks};
 use crate::input::XrInput;
+use crate::player::{Avatar, Players, SceneStats};
 use crate::scene::{Body, BodyKind, BodyShape, ColliderShape, Grab, Respawn, Scene};
 use glam::Vec3;
 use rally_engine::{
     ClientId, ConfigError, Entity, EntityId, GrabRule, Room, Simulation, World, WorldError,
 };
 use rally_physics::{Motion, Physics, PhysicsError, Shape};
+use rally_proto::Instant;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -29,22 +32,30 @@ pub enum SceneRoomError {
 
 /// One of the scene's bodies in the room.
 #[derive(Debug, Clone)]
-struct Placed {
-    id: EntityId,
+pub(crate) struct Placed {
+    pub(crate) id: EntityId,
     start: Entity,
     respawn: Option<Respawn>,
-    grab: Grab,
+    pub(crate) grab: Grab,
+    pub(crate) shape: BodyShape,
+    class: crate::scene::Name,
 }
 
+/// Contacts reported to hooks per physics step at most (past it they are counted by
+/// rally-physics and dropped): a pile of blocks settling touches a few hundred pairs.
+pub const CONTACTS_PER_STEP_MAX: usize = 1024;
+
 /// The [`Simulation`] of a scene's room: rapier physics over the scene's colliders and bodies,
-/// and its respawn rules. Its input is the standard [`XrInput`], which does nothing yet (the
-/// standard XR player, which it will drive, is next).
+/// its respawn rules, and the standard XR player (see the crate docs): an avatar per player
+/// that [`XrInput`] drives and whose grips grab.
 pub struct SceneRoom {
     physics: Physics,
     colliders: Vec<EntityId>,
     bodies: Vec<Placed>,
     names: BTreeMap<String, EntityId>,
     respawns: u64,
+    players: Players,
+    hooks: Box<dyn SceneHooks>,
 }
 
 impl std::fmt::Debug for SceneRoom {
@@ -53,6 +64,7 @@ impl std::fmt::Debug for SceneRoom {
             .field("colliders", &self.colliders.len())
             .field("bodies", &self.bodies.len())
             .field("respawns", &self.respawns)
+            .field("players", &self.players)
             .finish()
     }
 }
@@ -67,6 +79,12 @@ impl SceneRoom {
             bodies: Vec::with_capacity(scene.bodies().len()),
             names: BTreeMap::new(),
             respawns: 0,
+            players: Players::new(
+                scene.player().clone(),
+                scene.spawns().to_vec(),
+                scene.settings().players_max,
+            ),
+            hooks: Box::new(NoHooks),
         };
         for collider in scene.colliders() {
             let id = world.spawn(Entity::at(collider.pose))?;
@@ -114,7 +132,14 @@ impl SceneRoom {
         if let Some(name) = &body.name {
             self.names.insert(name.to_string(), id);
         }
-        self.bodies.push(Placed { id, start, respawn: body.respawn, grab: body.grab });
+        self.bodies.push(Placed {
+            id,
+            start,
+            respawn: body.respawn,
+            grab: body.grab,
+            shape: body.shape,
+            class: body.class.clone(),
+        });
         Ok(())
     }
 
@@ -141,6 +166,43 @@ impl SceneRoom {
     /// The scene's grab rule, for [`World::set_grab_rule`]: see [`SceneGrabRule`].
     pub fn grab_rule(&self) -> SceneGrabRule {
         SceneGrabRule { grabs: self.bodies.iter().map(|b| (b.id, b.grab)).collect() }
+    }
+
+    /// `client`'s avatar, if it has one.
+    pub fn avatar(&self, client: ClientId) -> Option<Avatar> {
+        self.players.avatar(client)
+    }
+
+    /// Every player's avatar, by client id.
+    pub fn avatars(&self) -> impl Iterator<Item = (ClientId, Avatar)> + '_ {
+        self.players.avatars()
+    }
+
+    /// The class of a body (the scene's `class`) or of an avatar's entity
+    /// ([`HEAD_CLASS`](crate::HEAD_CLASS), [`HAND_CLASS`](crate::HAND_CLASS)), for
+    /// interpolation and statistics; `None` for colliders and unknown ids.
+    pub fn class(&self, id: EntityId) -> Option<&str> {
+        match self.bodies.iter().find(|b| b.id == id) {
+            Some(body) => Some(body.class.as_str()),
+            None => self.players.class(id),
+        }
+    }
+
+    /// What the players did and what the room refused them.
+    pub fn stats(&self) -> SceneStats {
+        self.players.stats
+    }
+
+    /// Hands the room's events to `hooks` from now on (see [`SceneHooks`]), and turns on
+    /// rally-physics' contact recording for [`SceneHooks::contact`].
+    pub fn set_hooks(&mut self, hooks: Box<dyn SceneHooks>) {
+        self.hooks = hooks;
+        self.physics.record_contacts(CONTACTS_PER_STEP_MAX);
+    }
+
+    /// The hooks, to read a game's state back.
+    pub fn hooks_mut(&mut self) -> &mut dyn SceneHooks {
+        self.hooks.as_mut()
     }
 
     /// Bodies returned to their start pose by a respawn rule so far.
@@ -206,12 +268,49 @@ impl Simulation for SceneRoom {
     type Input = XrInput;
     type Message = ();
 
-    /// Ignored until the standard XR player (head and hands per player) is built.
-    fn apply_input(&mut self, _world: &mut World, _client: ClientId, _input: &XrInput) {}
+    /// Moves `client`'s avatar, with no arrival time (hand velocities are measured only by
+    /// [`Simulation::apply_input_at`], which the room calls).
+    fn apply_input(&mut self, world: &mut World, client: ClientId, input: &XrInput) {
+        let hooks = self.hooks.as_mut();
+        self.players.input(world, &self.bodies, hooks, client, input, None);
+        hooks.input(world, client, input);
+    }
+
+    /// Moves `client`'s avatar to the input's poses, measures its hands' velocities from the
+    /// arrival times, and grabs or releases on its grips.
+    fn apply_input_at(&mut self, world: &mut World, client: ClientId, input: &XrInput, now: Instant) {
+        let hooks = self.hooks.as_mut();
+        self.players.input(world, &self.bodies, hooks, client, input, Some(now));
+        hooks.input(world, client, input);
+    }
 
     fn step(&mut self, world: &mut World, dt: Duration) {
         self.physics.step(world, dt);
         self.respawn(world);
+        for (a, b) in self.physics.contacts() {
+            self.hooks.contact(world, *a, *b);
+        }
+        self.hooks.step(world, dt);
+    }
+
+    /// The head and both hands: the fast path sends them and what they hold on every input.
+    fn driven_into(&self, client: ClientId, out: &mut Vec<EntityId>) {
+        self.players.driven_into(client, out);
+    }
+
+    /// Spawns the player's avatar (see the crate docs).
+    fn joined(&mut self, world: &mut World, client: ClientId) {
+        if let Some(avatar) = self.players.join(world, &mut self.physics, client) {
+            self.hooks.joined(world, client, avatar);
+        }
+    }
+
+    /// Releases what the player's hands hold and despawns its avatar.
+    fn left(&mut self, world: &mut World, client: ClientId) {
+        let hooks = self.hooks.as_mut();
+        if let Some(avatar) = self.players.leave(world, &mut self.physics, hooks, client) {
+            hooks.left(world, client, avatar);
+        }
     }
 }
 
@@ -233,5 +332,7 @@ fn placeholder() -> SceneRoom {
         bodies: Vec::new(),
         names: BTreeMap::new(),
         respawns: 0,
+        players: Players::new(Default::default(), Vec::new(), 0),
+        hooks: Box::new(NoHooks),
     }
 }

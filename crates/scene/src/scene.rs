@@ -3,8 +3,8 @@
 
 use crate::error::{SceneError, Source};
 use crate::format::{
-    List, RawBody, RawCapsule, RawCollider, RawKind, RawPipeline, RawRoom, RawScene, RawShape,
-    RawSpawn, Vector,
+    List, RawBody, RawCapsule, RawCollider, RawKind, RawPipeline, RawPlayer, RawRoom, RawScene,
+    RawShape, RawSpawn, Vector,
 };
 use crate::limits::*;
 use glam::{EulerRot, Quat, Vec3};
@@ -65,6 +65,24 @@ impl Default for RoomSettings {
             players_max: 8,
             client_bytes_per_tick_max: 1100,
         }
+    }
+}
+
+/// How far a grip reaches when the scene does not say, metres: a hand's width or so.
+pub const GRAB_RADIUS_DEFAULT_M: f32 = 0.15;
+
+/// How the standard XR player behaves, from the scene's `[player]` table.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PlayerSettings {
+    /// How far a grip reaches: a hand grabs the nearest grabbable body whose shape is within
+    /// this distance of the hand's position, metres.
+    pub grab_radius_m: f32,
+}
+
+impl Default for PlayerSettings {
+    fn default() -> Self {
+        Self { grab_radius_m: GRAB_RADIUS_DEFAULT_M }
     }
 }
 
@@ -227,6 +245,7 @@ pub struct Scene {
     colliders: Vec<Collider>,
     bodies: Vec<Body>,
     spawns: Vec<SpawnPoint>,
+    player: PlayerSettings,
 }
 
 impl Scene {
@@ -260,6 +279,11 @@ impl Scene {
     /// The room's settings.
     pub fn settings(&self) -> &RoomSettings {
         &self.settings
+    }
+
+    /// How the standard XR player behaves.
+    pub fn player(&self) -> &PlayerSettings {
+        &self.player
     }
 
     /// The static colliders, in file order.
@@ -328,7 +352,11 @@ impl Checker<'_> {
         if spawns.is_empty() {
             spawns.push(SpawnPoint { position: Vec3::ZERO, yaw: 0.0 });
         }
-        Ok(Scene { settings, colliders, bodies, spawns })
+        let player = match raw.player {
+            Some(player) => self.player(player.into_inner())?,
+            None => PlayerSettings::default(),
+        };
+        Ok(Scene { settings, colliders, bodies, spawns, player })
     }
 
     /// The entries of a list, or none.
@@ -362,6 +390,18 @@ impl Checker<'_> {
                 raw.client_bytes_per_tick_max,
                 CLIENT_BYTES_PER_TICK,
                 d.client_bytes_per_tick_max,
+            )?,
+        })
+    }
+
+    fn player(&self, raw: RawPlayer) -> Checked<PlayerSettings> {
+        let d = PlayerSettings::default();
+        Ok(PlayerSettings {
+            grab_radius_m: self.number(
+                "player.grab_radius_m",
+                raw.grab_radius_m.as_ref(),
+                GRAB_RADIUS_M,
+                d.grab_radius_m,
             )?,
         })
     }

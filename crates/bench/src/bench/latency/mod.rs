@@ -24,6 +24,7 @@
 //! sync the meter does not rely on. Their model is the network's: RTT to RTT + 2 dt. The same
 //! observer measures interpolation (see `smoothness`).
 
+mod scene;
 mod smoothness;
 
 use crate::game::Paddles;
@@ -103,6 +104,8 @@ struct Parts {
 
 #[derive(Debug, Clone, Serialize)]
 struct Row {
+    /// `paddles` (the demo's paddles room) or `scene` (the sandbox scene's standard XR player).
+    room: &'static str,
     pipeline: String,
     /// `player` (the client whose input it is) or `observer` (another client).
     viewer: &'static str,
@@ -126,6 +129,8 @@ struct Row {
 /// One configuration of the benchmark.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Setup {
+    /// `paddles` or `scene`.
+    room: &'static str,
     pipeline: Pipeline,
     name: &'static str,
     hz: u32,
@@ -158,7 +163,17 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
         for &hz in &args.hz {
             for depth in DEPTHS {
                 for (pipeline, name) in PIPELINES {
-                    setups.push(Setup { pipeline, name, hz, depth, rtt_ms: args.rtt, jitter_ms });
+                    let room = "paddles";
+                    let rtt_ms = args.rtt;
+                    setups.push(Setup { room, pipeline, name, hz, depth, rtt_ms, jitter_ms });
+                }
+            }
+            // The scene room: a hand holding a block, in virtual time only.
+            if args.mode == "sim" {
+                for (pipeline, name) in &PIPELINES[1..] {
+                    let (room, pipeline, name, depth) = ("scene", *pipeline, *name, 1);
+                    let rtt_ms = args.rtt;
+                    setups.push(Setup { room, pipeline, name, hz, depth, rtt_ms, jitter_ms });
                 }
             }
         }
@@ -177,6 +192,9 @@ pub fn run(args: &LatencyArgs) -> Result<(), Box<dyn Error>> {
                 .map(|s| (s, LatencyModel::new(s.round_trip.unwrap_or(nominal), dt, dt)))
                 .collect();
             rows.push(player_row(setup, rtt, &judged));
+        } else if setup.room == "scene" {
+            let judged = measure_scene_runs(setup, args.quick)?;
+            rows.push(player_row(setup, setup.rtt_ms, &judged));
         } else {
             let measured = measure_runs(setup, args.quick)?;
             rows.push(player_row(setup, setup.rtt_ms, &measured.player));
@@ -232,6 +250,18 @@ fn measure_runs(setup: &Setup, quick: bool) -> Result<Measured, Box<dyn Error>> 
         all.player.extend(measured.player);
         all.observer.extend(measured.observer);
         all.smooth.merge(measured.smooth);
+    }
+    Ok(all)
+}
+
+/// [`measure_runs`] for the scene room: the player's samples only.
+fn measure_scene_runs(setup: &Setup, quick: bool) -> Result<Vec<Judged>, Box<dyn Error>> {
+    let (runs, seconds) = if quick { (6, 1) } else { (20, 2) };
+    let mut all = Vec::new();
+    for run in 0..runs {
+        let jitter = (setup.jitter_ms * 10.0) as u64;
+        let seed = u64::from(setup.hz) * 1000 + 900 + run + jitter * 100_000;
+        all.extend(scene::measure(setup, seconds, seed)?);
     }
     Ok(all)
 }
@@ -486,6 +516,7 @@ fn observer_row(setup: &Setup, latencies: Vec<f64>) -> Row {
 fn row(setup: &Setup, rtt: f64, latencies: Vec<f64>, model: ModelMs) -> Row {
     let s = summary(&latencies);
     Row {
+        room: setup.room,
         pipeline: setup.name.into(),
         viewer: "player",
         hz: setup.hz,
@@ -513,7 +544,8 @@ fn print(rows: &[Row]) {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<7} {:>4} {:>5} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  parts",
+        "{:<7} {:<7} {:>4} {:>5} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  parts",
+        "room",
         "pipe",
         "hz",
         "depth",
@@ -534,8 +566,9 @@ fn print_table(rows: &[Row]) {
             format!("rtt {:.1} hold {:.1} wait {:.1}", p.round_trip, p.server_hold, p.frame_wait)
         });
         println!(
-            "{:<7} {:>4} {:>5} {:>6.1} {:>7} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} \
+            "{:<7} {:<7} {:>4} {:>5} {:>6.1} {:>7} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} \
              {:>6.1}% {:>6.1}%  {parts}",
+            r.room,
             r.pipeline,
             r.hz,
             r.chain_depth,
@@ -566,11 +599,13 @@ fn print_targets(rows: &[Row]) {
         };
         let verdict = if met { "MET " } else { "MISS" };
         let (p, hz, depth, jitter) = (&r.pipeline, r.hz, r.chain_depth, r.link_jitter_ms);
-        println!("{verdict} {p} {hz} Hz depth {depth} jitter {jitter} ms: {what}");
+        let room = r.room;
+        println!("{verdict} {room} {p} {hz} Hz depth {depth} jitter {jitter} ms: {what}");
     }
     for r in rows.iter().filter(|r| r.pipeline == "naive") {
         let greedy = rows.iter().find(|g| {
-            g.pipeline == "greedy"
+            g.room == r.room
+                && g.pipeline == "greedy"
                 && g.hz == r.hz
                 && g.chain_depth == r.chain_depth
                 && g.link_jitter_ms == r.link_jitter_ms
@@ -599,7 +634,8 @@ fn draw(dir: &std::path::Path, rows: &[Row]) -> Result<(), Box<dyn Error>> {
         let series: Vec<(String, Vec<f64>)> = group
             .iter()
             .map(|r| {
-                let name = format!("{} depth {} {}", r.pipeline, r.chain_depth, r.viewer);
+                let name =
+                    format!("{} {} depth {} {}", r.room, r.pipeline, r.chain_depth, r.viewer);
                 (name, r.latencies.clone())
             })
             .collect();

@@ -1,0 +1,478 @@
+//! The standard XR player: an avatar of three entities per player (a head and two hands),
+//! driven by [`XrInput`], whose grips grab through the world's grab graph.
+//!
+//! - **Joining** spawns the avatar at the first spawn point no present player stands on (round
+//!   robin over all of them once every one is taken), its head 1.6 m above the point and its
+//!   hands in front of the body, turned to the point's yaw. The hands get kinematic ball
+//!   bodies ([`HAND_RADIUS_M`]) so that a hand pushes what it touches; the head gets none, so
+//!   that a ball thrown across the room is not stopped by someone's face.
+//! - **Input** moves the head and hands to the input's poses; a pose that is not one (see
+//!   [`XrPose::transform`](crate::XrPose::transform)) keeps the entity's last pose and is
+//!   counted. Each hand's velocity is measured from its poses and their arrival times over
+//!   [`HAND_VELOCITY_WINDOW`], so what it holds carries it and what it lets go flies on with it.
+//! - **Grip** crossing [`GRIP_HOLD_MIN`](crate::GRIP_HOLD_MIN) upward grabs the nearest
+//!   grabbable body whose shape is within the scene's `grab_radius_m` of the hand; the grab goes
+//!   through the world's grab graph, so chains follow and the [`SceneGrabRule`](crate::SceneGrabRule)
+//!   decides handoffs (`takeable`). Grip falling under it releases.
+//! - **Leaving** releases what the hands hold and despawns the avatar.
+//!
+//! Nothing a client sends can make the room panic or grow: refusals are counted in
+//! [`SceneStats`].
+
+use crate::hooks::SceneHooks;
+use crate::input::{Hand, XrHand, XrInput, XrPose};
+use crate::room::Placed;
+use crate::scene::{BodyShape, Grab, PlayerSettings, SpawnPoint};
+use glam::{Quat, Vec3};
+use rally_engine::{ClientId, Entity, EntityId, GrabError, Transform, World};
+use rally_physics::{Body, Motion, Physics, Shape};
+use rally_proto::Instant;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// The class of a player's head entity, for clients' interpolation.
+pub const HEAD_CLASS: &str = "head";
+/// The class of a player's hand entities, for clients' interpolation.
+pub const HAND_CLASS: &str = "hand";
+/// The radius of a hand's kinematic ball body, metres.
+pub const HAND_RADIUS_M: f32 = 0.04;
+/// How far back a hand's velocity is measured: long enough to span several of a client's
+/// frames (so one late or early input does not swing it), short enough to follow a throw.
+pub const HAND_VELOCITY_WINDOW: Duration = Duration::from_millis(50);
+/// Pose samples kept per hand to measure its velocity: inputs arrive at a client's frame rate
+/// (up to 144 Hz, or several at once after a loss), so a window holds a few.
+const HAND_SAMPLES_MAX: usize = 16;
+/// Where the head starts over a spawn point, metres.
+const HEAD_HEIGHT_M: f32 = 1.6;
+/// Where the hands start from a spawn point, in its frame (facing -Z), the left hand's.
+const HAND_START: Vec3 = Vec3::new(-0.2, 1.1, -0.3);
+
+/// A player's entities. They spawn in this order, one after the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Avatar {
+    /// The head (class [`HEAD_CLASS`]).
+    pub head: EntityId,
+    /// The left hand (class [`HAND_CLASS`]).
+    pub left: EntityId,
+    /// The right hand (class [`HAND_CLASS`]).
+    pub right: EntityId,
+}
+
+impl Avatar {
+    /// One hand's entity.
+    pub fn hand(&self, hand: Hand) -> EntityId {
+        match hand {
+            Hand::Left => self.left,
+            Hand::Right => self.right,
+        }
+    }
+
+    /// Head, left hand, right hand.
+    pub fn entities(&self) -> [EntityId; 3] {
+        [self.head, self.left, self.right]
+    }
+}
+
+/// What the standard XR players did and what the room refused them, since the room started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SceneStats {
+    /// Avatars spawned (one per join).
+    pub avatars_spawned: u64,
+    /// Joins that got no avatar: the scene's `players_max` avatars exist, or the world is full.
+    pub avatars_refused: u64,
+    /// Inputs from a client with no avatar (ignored).
+    pub inputs_without_avatar: u64,
+    /// Head and hand poses that were not poses (not finite, too far, not a rotation): the
+    /// entity kept its last pose.
+    pub bad_poses: u64,
+    /// Grips that took hold of a body.
+    pub grabs: u64,
+    /// Grips that let go of a body.
+    pub releases: u64,
+    /// Grips with no grabbable body in reach but a body that is not grabbable.
+    pub grabs_not_grabbable: u64,
+    /// Grips with no body within the grab radius.
+    pub grabs_out_of_reach: u64,
+    /// Grips of a body another hand holds that is not `takeable`.
+    pub grabs_not_takeable: u64,
+    /// Grips the grab graph refused for another reason (a cycle: never with the scene's rule).
+    pub grabs_refused_other: u64,
+}
+
+/// One hand's state between inputs.
+#[derive(Debug)]
+struct HandState {
+    id: EntityId,
+    /// Whether the last input's grip held.
+    gripping: bool,
+    /// What this hand took hold of last (another hand may have taken it since).
+    holds: Option<EntityId>,
+    /// Arrival times and poses of the latest inputs, oldest first.
+    samples: VecDeque<(Instant, Transform)>,
+}
+
+impl HandState {
+    fn new(id: EntityId) -> Self {
+        Self { id, gripping: false, holds: None, samples: VecDeque::new() }
+    }
+
+    /// Records the hand's pose at `now` and returns its velocity (linear, angular) over
+    /// [`HAND_VELOCITY_WINDOW`], or `None` if no earlier sample arrived before `now`.
+    fn measure(&mut self, now: Instant, pose: Transform) -> Option<(Vec3, Vec3)> {
+        if self.samples.len() >= HAND_SAMPLES_MAX {
+            self.samples.pop_front();
+        }
+        self.samples.push_back((now, pose));
+        // Keep one sample at least a window old, so the span is a whole window once the hand
+        // has moved that long.
+        while self.samples.len() > 2
+            && now.saturating_duration_since(self.samples[1].0) >= HAND_VELOCITY_WINDOW
+        {
+            self.samples.pop_front();
+        }
+        let (then, old) = *self.samples.front()?;
+        let dt = now.saturating_duration_since(then).as_secs_f32();
+        if dt <= 0.0 {
+            return None;
+        }
+        let linear = (pose.position - old.position) / dt;
+        let mut turn = pose.rotation * old.rotation.conjugate();
+        if turn.w < 0.0 {
+            // The short way round.
+            turn = -turn;
+        }
+        Some((linear, turn.to_scaled_axis() / dt))
+    }
+}
+
+/// One player's avatar and hands.
+#[derive(Debug)]
+struct Player {
+    avatar: Avatar,
+    spawn: usize,
+    hands: [HandState; 2],
+}
+
+/// Every player's avatar, and the settings and counters they share.
+#[derive(Debug)]
+pub(crate) struct Players {
+    settings: PlayerSettings,
+    spawns: Vec<SpawnPoint>,
+    players_max: usize,
+    players: BTreeMap<ClientId, Player>,
+    joins: usize,
+    pub(crate) stats: SceneStats,
+}
+
+impl Players {
+    pub(crate) fn new(settings: PlayerSettings, spawns: Vec<SpawnPoint>, players_max: u32) -> Self {
+        Self {
+            settings,
+            spawns,
+            players_max: players_max as usize,
+            players: BTreeMap::new(),
+            joins: 0,
+            stats: SceneStats::default(),
+        }
+    }
+
+    pub(crate) fn avatar(&self, client: ClientId) -> Option<Avatar> {
+        self.players.get(&client).map(|p| p.avatar)
+    }
+
+    pub(crate) fn avatars(&self) -> impl Iterator<Item = (ClientId, Avatar)> + '_ {
+        self.players.iter().map(|(client, p)| (*client, p.avatar))
+    }
+
+    /// The class of an avatar's entity, if `id` is one.
+    pub(crate) fn class(&self, id: EntityId) -> Option<&'static str> {
+        self.players.values().find_map(|p| match p.avatar.entities().iter().position(|e| *e == id) {
+            Some(0) => Some(HEAD_CLASS),
+            Some(_) => Some(HAND_CLASS),
+            None => None,
+        })
+    }
+
+    /// The first spawn point no present player stands on, or round robin once all are taken.
+    fn spawn_point(&self) -> usize {
+        (0..self.spawns.len())
+            .find(|k| self.players.values().all(|p| p.spawn != *k))
+            .unwrap_or(self.joins % self.spawns.len())
+    }
+
+    /// Spawns `client`'s avatar; `None` (counted) if the room or the world is full.
+    pub(crate) fn join(
+        &mut self,
+        world: &mut World,
+        physics: &mut Physics,
+        client: ClientId,
+    ) -> Option<Avatar> {
+        if self.players.len() >= self.players_max || self.players.contains_key(&client) {
+            self.stats.avatars_refused += 1;
+            return None;
+        }
+        let spawn = self.spawn_point();
+        let point = self.spawns[spawn];
+        let frame = Transform {
+            position: point.position,
+            rotation: Quat::from_rotation_y(point.yaw),
+        };
+        let local = |at: Vec3| frame.mul(&Transform::from_position(at));
+        let poses = [
+            local(Vec3::new(0.0, HEAD_HEIGHT_M, 0.0)),
+            local(HAND_START),
+            local(HAND_START * Vec3::new(-1.0, 1.0, 1.0)),
+        ];
+        let mut ids = [0; 3];
+        for (k, pose) in poses.iter().enumerate() {
+            match world.spawn(Entity::at(*pose)) {
+                Ok(id) => ids[k] = id,
+                Err(_) => {
+                    for id in &ids[..k] {
+                        let _ = world.despawn(*id);
+                    }
+                    self.stats.avatars_refused += 1;
+                    return None;
+                }
+            }
+        }
+        let avatar = Avatar { head: ids[0], left: ids[1], right: ids[2] };
+        for hand in [avatar.left, avatar.right] {
+            let body = Body {
+                motion: Motion::Kinematic,
+                shape: Shape::Ball(HAND_RADIUS_M),
+                ..Body::kinematic_cuboid(Vec3::ZERO)
+            };
+            // The hand was spawned just now and has no body yet.
+            let _ = physics.add(world, hand, body);
+        }
+        let hands = [HandState::new(avatar.left), HandState::new(avatar.right)];
+        self.players.insert(client, Player { avatar, spawn, hands });
+        self.joins += 1;
+        self.stats.avatars_spawned += 1;
+        Some(avatar)
+    }
+
+    /// Releases what `client`'s hands hold and despawns its avatar.
+    pub(crate) fn leave(
+        &mut self,
+        world: &mut World,
+        physics: &mut Physics,
+        hooks: &mut dyn SceneHooks,
+        client: ClientId,
+    ) -> Option<Avatar> {
+        let mut player = self.players.remove(&client)?;
+        for hand in [Hand::Left, Hand::Right] {
+            let state = &mut player.hands[hand as usize];
+            if let Some(id) = release(world, state) {
+                self.stats.releases += 1;
+                hooks.released(world, client, hand, id);
+            }
+        }
+        for id in player.avatar.entities() {
+            physics.remove(id);
+            let _ = world.despawn(id);
+        }
+        Some(player.avatar)
+    }
+
+    /// Moves `client`'s avatar to `input`'s poses and acts on its grips.
+    pub(crate) fn input(
+        &mut self,
+        world: &mut World,
+        bodies: &[Placed],
+        hooks: &mut dyn SceneHooks,
+        client: ClientId,
+        input: &XrInput,
+        now: Option<Instant>,
+    ) {
+        let Some(player) = self.players.get_mut(&client) else {
+            self.stats.inputs_without_avatar += 1;
+            return;
+        };
+        let stats = &mut self.stats;
+        if let Some(entity) = world.get_mut(player.avatar.head) {
+            place(entity, &input.head, &mut stats.bad_poses);
+        }
+        for hand in [Hand::Left, Hand::Right] {
+            let state = &mut player.hands[hand as usize];
+            let Some(entity) = world.get_mut(state.id) else { continue };
+            place(entity, &input.hand(hand).pose, &mut stats.bad_poses);
+            // A bad pose is a sample too: the hand stood still for it.
+            let Some(now) = now else { continue };
+            if let Some((linear, angular)) = state.measure(now, entity.transform) {
+                entity.linear_velocity = linear;
+                entity.angular_velocity = angular;
+            }
+        }
+        for hand in [Hand::Left, Hand::Right] {
+            self.grip(world, bodies, hooks, client, hand, input.hand(hand));
+        }
+    }
+
+    /// Grabs on a grip's press and releases on its release.
+    fn grip(
+        &mut self,
+        world: &mut World,
+        bodies: &[Placed],
+        hooks: &mut dyn SceneHooks,
+        client: ClientId,
+        hand: Hand,
+        xr: &XrHand,
+    ) {
+        let radius = self.settings.grab_radius_m;
+        let Some(player) = self.players.get_mut(&client) else { return };
+        let state = &mut player.hands[hand as usize];
+        let was = std::mem::replace(&mut state.gripping, xr.holds());
+        let stats = &mut self.stats;
+        match (was, xr.holds()) {
+            (false, true) => {
+                let Some(at) = world.get(state.id).map(|e| e.transform.position) else { return };
+                let Some(target) = reach(world, bodies, at, radius, stats) else { return };
+                match world.grab(state.id, target) {
+                    Ok(()) => {
+                        state.holds = Some(target);
+                        stats.grabs += 1;
+                        hooks.grabbed(world, client, hand, target);
+                    }
+                    Err(GrabError::NotAllowed { .. }) => stats.grabs_not_takeable += 1,
+                    Err(_) => stats.grabs_refused_other += 1,
+                }
+            }
+            (true, false) => {
+                if let Some(id) = release(world, state) {
+                    stats.releases += 1;
+                    hooks.released(world, client, hand, id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every avatar's entities, for the fast path: head, left hand, right hand.
+    pub(crate) fn driven_into(&self, client: ClientId, out: &mut Vec<EntityId>) {
+        if let Some(player) = self.players.get(&client) {
+            out.extend(player.avatar.entities());
+        }
+    }
+}
+
+/// Moves `entity` to `pose`, or keeps its pose and counts it if `pose` is not one.
+fn place(entity: &mut Entity, pose: &XrPose, bad_poses: &mut u64) {
+    match pose.transform() {
+        Some(transform) => entity.transform = transform,
+        None => *bad_poses += 1,
+    }
+}
+
+/// Lets go of what the hand holds, if it still holds it (another hand may have taken it);
+/// returns what it let go of. What is let go of first takes the hand's pose and velocity, so
+/// that it flies on with the hand's motion.
+fn release(world: &mut World, state: &mut HandState) -> Option<EntityId> {
+    let id = state.holds.take()?;
+    if world.grabber_of(id) != Some(state.id) {
+        return None;
+    }
+    world.propagate_grabs();
+    world.release(id).then_some(id)
+}
+
+/// The nearest grabbable body within `radius` of `at` (to the nearest point of its shape; the
+/// nearest centre breaks a tie, as when the hand is inside two), or `None`, counted: a body in
+/// reach that is not grabbable, or nothing in reach.
+fn reach(
+    world: &World,
+    bodies: &[Placed],
+    at: Vec3,
+    radius: f32,
+    stats: &mut SceneStats,
+) -> Option<EntityId> {
+    let mut nearest: Option<(f32, f32, EntityId)> = None;
+    let mut refused = false;
+    for body in bodies {
+        let Some(entity) = world.get(body.id) else { continue };
+        let gap = distance(body.shape, &entity.transform, at);
+        // A NaN (a broken simulation) is never within reach.
+        if gap.is_nan() || gap > radius {
+            continue;
+        }
+        if body.grab == Grab::No {
+            refused = true;
+            continue;
+        }
+        let centre = (entity.transform.position - at).length();
+        let key = (gap, centre, body.id);
+        if nearest.is_none_or(|n| (key.0, key.1).partial_cmp(&(n.0, n.1)).is_some_and(|o| o.is_lt()))
+        {
+            nearest = Some(key);
+        }
+    }
+    if nearest.is_none() {
+        if refused {
+            stats.grabs_not_grabbable += 1;
+        } else {
+            stats.grabs_out_of_reach += 1;
+        }
+    }
+    nearest.map(|n| n.2)
+}
+
+/// How far `point` is from `shape` placed at `pose`: 0 inside it, metres; NaN if either is
+/// not finite (`max` would turn a NaN into 0, within reach).
+fn distance(shape: BodyShape, pose: &Transform, point: Vec3) -> f32 {
+    let local = pose.rotation.conjugate() * (point - pose.position);
+    if !local.is_finite() {
+        return f32::NAN;
+    }
+    match shape {
+        BodyShape::Box { half_extents } => (local.abs() - half_extents).max(Vec3::ZERO).length(),
+        BodyShape::Sphere { radius } => (local.length() - radius).max(0.0),
+        BodyShape::Capsule { half_height, radius } => {
+            let axis = Vec3::new(0.0, local.y.clamp(-half_height, half_height), 0.0);
+            ((local - axis).length() - radius).max(0.0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distance_is_to_the_nearest_point_of_the_shape() {
+        let at = Transform::from_position(Vec3::new(1.0, 0.0, 0.0));
+        let cube = BodyShape::Box { half_extents: Vec3::splat(0.1) };
+        assert!((distance(cube, &at, Vec3::new(1.3, 0.0, 0.0)) - 0.2).abs() < 1e-6);
+        assert_eq!(distance(cube, &at, Vec3::new(1.05, 0.0, 0.0)), 0.0);
+        let ball = BodyShape::Sphere { radius: 0.1 };
+        assert!((distance(ball, &at, Vec3::new(1.0, 0.5, 0.0)) - 0.4).abs() < 1e-6);
+        let capsule = BodyShape::Capsule { half_height: 0.2, radius: 0.05 };
+        assert!((distance(capsule, &at, Vec3::new(1.0, 0.5, 0.0)) - 0.25).abs() < 1e-6);
+        assert!((distance(capsule, &at, Vec3::new(1.15, 0.1, 0.0)) - 0.1).abs() < 1e-6);
+        assert!(distance(ball, &at, Vec3::NAN).is_nan());
+    }
+
+    #[test]
+    fn a_hand_moving_steadily_measures_its_velocity() {
+        let mut hand = HandState::new(1);
+        let frame = Duration::from_nanos(1_000_000_000 / 90);
+        let mut measured = None;
+        for k in 0..30u32 {
+            let now = Instant::ZERO + frame * k;
+            let pose = Transform {
+                position: Vec3::new(2.0 * (frame * k).as_secs_f32(), 1.0, 0.0),
+                rotation: Quat::from_rotation_y(3.0 * (frame * k).as_secs_f32()),
+            };
+            measured = hand.measure(now, pose);
+            assert!(hand.samples.len() <= HAND_SAMPLES_MAX);
+        }
+        let (linear, angular) = measured.unwrap();
+        assert!((linear - Vec3::new(2.0, 0.0, 0.0)).length() < 1e-3, "{linear}");
+        assert!((angular - Vec3::new(0.0, 3.0, 0.0)).length() < 1e-2, "{angular}");
+        // A burst of inputs arriving at once (resent after a loss) measures nothing new.
+        let mut burst = HandState::new(1);
+        assert!(burst.measure(Instant::ZERO, Transform::IDENTITY).is_none());
+        assert!(burst.measure(Instant::ZERO, Transform::IDENTITY).is_none());
+    }
+}
