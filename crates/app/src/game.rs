@@ -167,6 +167,8 @@ fn move_hand(
 pub struct SceneGame {
     scene: std::sync::Arc<rally_scene::Scene>,
     seed: Box<dyn Fn(u64) -> u64 + Send + Sync>,
+    /// Where each tick's players' figures go, if anyone watches (the demo's dashboard).
+    stats: Option<std::sync::Arc<std::sync::Mutex<rally_scene::SceneStats>>>,
 }
 
 impl SceneGame {
@@ -178,7 +180,17 @@ impl SceneGame {
         seed: impl Fn(u64) -> u64 + Send + Sync + 'static,
     ) -> Result<Self, rally_scene::SceneRoomError> {
         rally_scene::scene_room(&scene, 0)?;
-        Ok(Self { scene: std::sync::Arc::new(scene), seed: Box::new(seed) })
+        Ok(Self { scene: std::sync::Arc::new(scene), seed: Box::new(seed), stats: None })
+    }
+
+    /// After each tick, copies the room's [`SceneStats`](rally_scene::SceneStats) (grabs,
+    /// releases, refusals) into `stats`; with several rooms, the last to tick's.
+    pub fn watch(
+        mut self,
+        stats: std::sync::Arc<std::sync::Mutex<rally_scene::SceneStats>>,
+    ) -> Self {
+        self.stats = Some(stats);
+        self
     }
 
     /// The scene the rooms are built from.
@@ -194,5 +206,11 @@ impl rally_driver::host::Game for SceneGame {
         // `new` built this scene's room once: building it again gives the same answer.
         rally_scene::scene_room(&self.scene, (self.seed)(room_id))
             .expect("SceneGame::new built this scene's room")
+    }
+
+    fn after_tick(&self, room: &mut Room<rally_scene::SceneRoom>) {
+        if let Some(stats) = &self.stats {
+            *stats.lock().unwrap_or_else(|p| p.into_inner()) = room.simulation().stats();
+        }
     }
 }

@@ -280,8 +280,11 @@ impl Physics {
             }
             Shape::HalfSpace(normal) => ColliderBuilder::new(SharedShape::halfspace(normal)),
         };
-        let events =
-            if self.contacts.max > 0 { ActiveEvents::COLLISION_EVENTS } else { ActiveEvents::empty() };
+        let events = if self.contacts.max > 0 {
+            ActiveEvents::COLLISION_EVENTS
+        } else {
+            ActiveEvents::empty()
+        };
         let collider = collider
             .restitution(body.restitution)
             .friction(body.friction)

@@ -38,8 +38,7 @@ pub trait SceneHooks: Send {
     fn grabbed(&mut self, _world: &mut World, _client: ClientId, _hand: Hand, _entity: EntityId) {}
 
     /// `client`'s `hand` let go of `entity` (a grip released, or the player left).
-    fn released(&mut self, _world: &mut World, _client: ClientId, _hand: Hand, _entity: EntityId) {
-    }
+    fn released(&mut self, _world: &mut World, _client: ClientId, _hand: Hand, _entity: EntityId) {}
 
     /// Two entities' bodies started touching in the last physics step (a ball hit a block, a
     /// hand pushed a cup); each pair once per touch, the lower id first.

@@ -122,11 +122,9 @@ mod room;
 mod scene;
 
 pub use error::{Location, SceneError};
-pub use input::{GameBytes, Hand, XrHand, XrInput, XrPose, GAME_BYTES_MAX, GRIP_HOLD_MIN};
 pub use hooks::SceneHooks;
-pub use player::{
-    Avatar, SceneStats, HAND_CLASS, HAND_RADIUS_M, HAND_VELOCITY_WINDOW, HEAD_CLASS,
-};
+pub use input::{GameBytes, Hand, XrHand, XrInput, XrPose, GAME_BYTES_MAX, GRIP_HOLD_MIN};
+pub use player::{Avatar, SceneStats, HAND_CLASS, HAND_RADIUS_M, HAND_VELOCITY_WINDOW, HEAD_CLASS};
 pub use room::{scene_room, SceneGrabRule, SceneRoom, SceneRoomError, CONTACTS_PER_STEP_MAX};
 pub use scene::{
     Body, BodyKind, BodyShape, Collider, ColliderShape, Grab, Name, PlayerSettings, Respawn,

@@ -187,10 +187,12 @@ impl Players {
 
     /// The class of an avatar's entity, if `id` is one.
     pub(crate) fn class(&self, id: EntityId) -> Option<&'static str> {
-        self.players.values().find_map(|p| match p.avatar.entities().iter().position(|e| *e == id) {
-            Some(0) => Some(HEAD_CLASS),
-            Some(_) => Some(HAND_CLASS),
-            None => None,
+        self.players.values().find_map(|p| {
+            match p.avatar.entities().iter().position(|e| *e == id) {
+                Some(0) => Some(HEAD_CLASS),
+                Some(_) => Some(HAND_CLASS),
+                None => None,
+            }
         })
     }
 
@@ -214,10 +216,8 @@ impl Players {
         }
         let spawn = self.spawn_point();
         let point = self.spawns[spawn];
-        let frame = Transform {
-            position: point.position,
-            rotation: Quat::from_rotation_y(point.yaw),
-        };
+        let frame =
+            Transform { position: point.position, rotation: Quat::from_rotation_y(point.yaw) };
         let local = |at: Vec3| frame.mul(&Transform::from_position(at));
         let poses = [
             local(Vec3::new(0.0, HEAD_HEIGHT_M, 0.0)),
@@ -403,7 +403,8 @@ fn reach(
         }
         let centre = (entity.transform.position - at).length();
         let key = (gap, centre, body.id);
-        if nearest.is_none_or(|n| (key.0, key.1).partial_cmp(&(n.0, n.1)).is_some_and(|o| o.is_lt()))
+        if nearest
+            .is_none_or(|n| (key.0, key.1).partial_cmp(&(n.0, n.1)).is_some_and(|o| o.is_lt()))
         {
             nearest = Some(key);
         }

@@ -278,7 +278,13 @@ impl Simulation for SceneRoom {
 
     /// Moves `client`'s avatar to the input's poses, measures its hands' velocities from the
     /// arrival times, and grabs or releases on its grips.
-    fn apply_input_at(&mut self, world: &mut World, client: ClientId, input: &XrInput, now: Instant) {
+    fn apply_input_at(
+        &mut self,
+        world: &mut World,
+        client: ClientId,
+        input: &XrInput,
+        now: Instant,
+    ) {
         let hooks = self.hooks.as_mut();
         self.players.input(world, &self.bodies, hooks, client, input, Some(now));
         hooks.input(world, client, input);

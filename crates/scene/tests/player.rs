@@ -5,9 +5,7 @@
 use glam::Vec3;
 use rally_engine::{ClientId, EntityId, Room, World};
 use rally_netem::{LinkConfig, LossModel};
-use rally_scene::{
-    scene_room, Avatar, Scene, SceneRoom, XrHand, XrInput, XrPose, GRIP_HOLD_MIN,
-};
+use rally_scene::{scene_room, Avatar, Scene, SceneRoom, XrHand, XrInput, XrPose, GRIP_HOLD_MIN};
 use rally_sim::RoomNet;
 use std::time::Duration;
 
@@ -59,9 +57,7 @@ impl Players {
             head: avatars.iter().map(|a| XrPose::from_transform(&at(a.head))).collect(),
             hands: avatars
                 .iter()
-                .map(|a| {
-                    [a.left, a.right].map(|h| Pose { at: at(h).position, grip: false })
-                })
+                .map(|a| [a.left, a.right].map(|h| Pose { at: at(h).position, grip: false }))
                 .collect(),
             clients,
             avatars,
@@ -166,7 +162,8 @@ fn run(seed: u64) {
     }
     // The hand still moves as it opens.
     players.hands[1][0] = Pose { at: start + swing * (FRAME * 21).as_secs_f32(), grip: false };
-    players.until(&mut net, 30, "player 1 lets go", |room| room.world().grabber_of(block).is_none());
+    players
+        .until(&mut net, 30, "player 1 lets go", |room| room.world().grabber_of(block).is_none());
     let thrown = net.room.world().get(block).unwrap().linear_velocity;
     let error = (thrown - swing).length() / swing.length();
     assert!(error < 0.2, "seed {seed}: thrown at the hand's velocity: {thrown} vs {swing}");

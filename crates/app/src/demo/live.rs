@@ -131,9 +131,9 @@ pub struct SandboxView {
     pub table_top: f32,
     /// Each entity as replicated, with its part.
     pub entities: Vec<Drawn>,
-    /// Serves so far.
+    /// Serves so far (in a scene demo: grabs, the room's `SceneStats::grabs`).
     pub serves: u64,
-    /// Paddle hits so far.
+    /// Paddle hits so far (in a scene demo: releases).
     pub hits: u64,
 }
 

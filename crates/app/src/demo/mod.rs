@@ -114,6 +114,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
         false => Some(Dashboard::start(args.port, shared.clone())?),
     };
     let roles = Arc::new(Mutex::new(Roles::default()));
+    let scene_stats = Arc::new(Mutex::new(rally_scene::SceneStats::default()));
     let key = rally_driver::backend::random_key()?;
     if let Some(path) = &args.key_log {
         std::fs::write(path, crate::token::key_to_hex(&key) + "\n")
@@ -135,7 +136,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
         }
         Some((_, scene)) => {
             let game = crate::game::SceneGame::new(scene.clone(), |id| id + 1)?;
-            Host::start(host_config, game)?
+            Host::start(host_config, game.watch(scene_stats.clone()))?
         }
     };
     let address = host.room_address(0);
@@ -171,7 +172,8 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
         threads.push(thread);
     }
     drop(reports);
-    let collector = Collector { live, host: &host, scene: scene.is_some() };
+    let scene_stats = scene.is_some().then_some(&*scene_stats);
+    let collector = Collector { live, host: &host, scene: scene_stats };
     collector.run(&received, &roles, dashboard.as_ref().map(|_| &*shared), args.duration, &stop);
     stop.store(true, Ordering::Relaxed);
     let mut failures = Vec::new();
@@ -210,8 +212,8 @@ fn budgets() -> Budgets {
 struct Collector<'a> {
     live: Live,
     host: &'a Host,
-    /// A scene demo: no serves or hits to print.
-    scene: bool,
+    /// A scene demo's players' figures (grabs and releases instead of serves and hits).
+    scene: Option<&'a Mutex<rally_scene::SceneStats>>,
 }
 
 impl Collector<'_> {
@@ -254,7 +256,12 @@ impl Collector<'_> {
                 self.live.set_dashboard_cpu(percent * 100.0);
                 (cpu_at_window, window_start) = (cpu, Instant::now());
             }
-            let roles = table::lock(roles).clone();
+            let mut roles = table::lock(roles).clone();
+            if let Some(stats) = self.scene {
+                // The scene's grabs and releases take the places of serves and hits.
+                let stats = *stats.lock().unwrap_or_else(|p| p.into_inner());
+                (roles.serves, roles.hits) = (stats.grabs, stats.releases);
+            }
             let before = thread_cpu_us();
             let view = self.live.view(seconds, &roles);
             if let Some(shared) = shared {
@@ -262,7 +269,7 @@ impl Collector<'_> {
                 json_cpu_us += thread_cpu_us() - before;
             }
             if window_over {
-                print_lines(view, self.scene);
+                print_lines(view, self.scene.is_some());
             }
         }
     }
@@ -293,7 +300,12 @@ fn print_lines(view: &View, scene: bool) {
         l.best_ms,
         l.worst_ms,
         match scene {
-            true => format!("  entities {}", view.sandbox.entities.len()),
+            true => format!(
+                "  entities {}  grabs {} releases {}",
+                view.sandbox.entities.len(),
+                view.sandbox.serves,
+                view.sandbox.hits
+            ),
             false => format!("  serves {} hits {}", view.sandbox.serves, view.sandbox.hits),
         },
     );

@@ -31,8 +31,12 @@ use std::time::Duration;
 const HAND_SPEED: f32 = 1.5;
 /// How fast a throw swings the hand, m/s.
 const THROW_SPEED: f32 = 4.0;
-/// How close the hand must come to a body before it grips, metres.
+/// How close the hand must come to where it grips before it grips, metres.
 const REACH_M: f32 = 0.05;
+/// How far over a body's top the hand grips it, metres: the hand's ball (4 cm) clear of the
+/// body, so that it does not push it away, and well within the room's grab radius (15 cm by
+/// default) of its shape.
+const HOVER_M: f32 = 0.07;
 /// How long a bot keeps a hand on a body before it carries it, seconds (the grip settles).
 const GRIP_S: f32 = 0.3;
 /// How long a bot rests after a throw, seconds.
@@ -127,9 +131,9 @@ impl SceneLayout {
         Ok(Self { file: file.to_owned(), bounds: bounds(&pieces, &spawns), pieces, spawns })
     }
 
-    /// The grabbable bodies' ids.
-    fn grabbable(&self) -> Vec<EntityId> {
-        self.pieces.iter().filter(|p| p.grabbable).map(|p| p.id).collect()
+    /// The grabbable bodies' ids, each with how high over its centre a hand grips it.
+    fn grabbable(&self) -> Vec<(EntityId, f32)> {
+        self.pieces.iter().filter(|p| p.grabbable).map(|p| (p.id, p.half[1] + HOVER_M)).collect()
     }
 }
 
@@ -199,7 +203,8 @@ pub struct ScenePlayer {
     hand: Vec3,
     grip: u8,
     step: Step,
-    targets: Vec<EntityId>,
+    /// The grabbable bodies, with the height over each's centre where the hand grips it.
+    targets: Vec<(EntityId, f32)>,
     next: usize,
 }
 
@@ -234,8 +239,8 @@ impl ScenePlayer {
                 None => Step::Rest { since: t },
             },
             Step::Rest { .. } => step,
-            Step::Reach { target, since } => match bodies.get(&target) {
-                Some(at) if self.move_hand(*at, HAND_SPEED, dt) <= REACH_M => {
+            Step::Reach { target, since } => match self.grip_point(target, bodies) {
+                Some(at) if self.move_hand(at, HAND_SPEED, dt) <= REACH_M => {
                     Step::Grip { target, since: t }
                 }
                 Some(_) if t - since < GIVE_UP_S => step,
@@ -259,10 +264,16 @@ impl ScenePlayer {
         self.input(t)
     }
 
+    /// Where the hand grips `target`, as replicated: over its top.
+    fn grip_point(&self, target: EntityId, bodies: &BTreeMap<EntityId, Vec3>) -> Option<Vec3> {
+        let over = self.targets.iter().find(|(id, _)| *id == target)?.1;
+        bodies.get(&target).map(|at| *at + Vec3::Y * over)
+    }
+
     /// The next grabbable body in turn that the bot can see.
     fn pick(&mut self, bodies: &BTreeMap<EntityId, Vec3>) -> Option<EntityId> {
         for _ in 0..self.targets.len() {
-            let target = self.targets[self.next];
+            let (target, _) = self.targets[self.next];
             self.next = (self.next + 1) % self.targets.len();
             if bodies.contains_key(&target) {
                 return Some(target);
@@ -393,7 +404,10 @@ mod tests {
             if bot.gripping() && gripped_at.is_none() {
                 gripped_at = Some(bot.hand);
                 let Step::Grip { target, .. } = bot.step else { panic!("{:?}", bot.step) };
-                assert!(bot.hand.distance(bodies[&target]) <= REACH_M, "gripped on arrival");
+                let over = bot.grip_point(target, &bodies).unwrap();
+                assert!(bot.hand.distance(over) <= REACH_M, "gripped on arrival");
+                let gap = bot.hand.y - bodies[&target].y;
+                assert!(gap > 0.0 && gap < 0.15 + 0.2, "over the body, within reach: {gap}");
             }
             if gripped_at.is_some() && !bot.gripping() && released_at.is_none() {
                 released_at = Some(t);

@@ -48,7 +48,7 @@ function render(view) {
   $("summary").textContent =
     `${fmt(view.seconds, 0)} s · ${view.rooms} room · ${joined}/${view.clients.length} players · ` +
     `${view.hz} Hz · ${view.pipeline} pipeline`;
-  if (scene) drawScene(scene, view.sandbox.entities);
+  if (scene) drawScene(scene, view.sandbox);
   else drawSandbox(view.sandbox);
   drawLatency(view.latency);
   drawPhases(view);
@@ -132,8 +132,10 @@ function drawSandbox(sandbox) {
 // Any scene from above: x across the canvas, z down it. Planes are the ground; colliders are
 // drawn from their static geometry; bodies where player 0's replicated state puts them, boxes
 // as rectangles, spheres and capsules (upright) as circles, coloured by class, grabbable ones
-// outlined; entities the scene does not list (players' heads and hands) as small rings.
-function drawScene(layout, entities) {
+// outlined; entities the scene does not list (players' heads and hands) as small rings. In a
+// scene demo the view's serves and hits count the room's grabs and releases.
+function drawScene(layout, sandbox) {
+  const entities = sandbox.entities;
   const canvas = $("sandbox");
   const g = canvas.getContext("2d");
   const [x0, z0, x1, z1] = layout.bounds;
@@ -204,7 +206,8 @@ function drawScene(layout, entities) {
   }
   canvas.dataset.entities = String(drawn);
   $("score").textContent =
-    `${drawn} entities drawn · classes: ${classes.filter((c) => c !== "static").join(", ")} · ` +
+    `${drawn} entities drawn · grabs ${sandbox.serves} · releases ${sandbox.hits} · ` +
+    `classes: ${classes.filter((c) => c !== "static").join(", ")} · ` +
     "shapes from /api/scene, poses from player 0's replicated state; outlined: grabbable; " +
     "S: spawn points";
 }

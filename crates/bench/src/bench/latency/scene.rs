@@ -31,13 +31,21 @@ fn input(head: XrPose, left: Vec3, right: Vec3, grip: bool) -> XrInput {
         grip,
         trigger: 0,
     };
-    XrInput { head, hands: [hand(left, 0), hand(right, if grip { 255 } else { 0 })], ..XrInput::default() }
+    XrInput {
+        head,
+        hands: [hand(left, 0), hand(right, if grip { 255 } else { 0 })],
+        ..XrInput::default()
+    }
 }
 
 /// One player (and a second one watching, so the fast message has somewhere to go) in the
 /// sandbox for `seconds` after a warm-up in which the player's right hand takes hold of a
 /// block; returns the player's samples, each with the model of the round trip it saw.
-pub(super) fn measure(setup: &Setup, seconds: u64, seed: u64) -> Result<Vec<Judged>, Box<dyn Error>> {
+pub(super) fn measure(
+    setup: &Setup,
+    seconds: u64,
+    seed: u64,
+) -> Result<Vec<Judged>, Box<dyn Error>> {
     let Setup { pipeline, hz, rtt_ms, jitter_ms, .. } = *setup;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let scene = sandbox()?;
