@@ -21,9 +21,12 @@
 //! scenes are generated in [`super::room_scene`]):
 //!
 //! - **sandbox-64**: `scenes/sandbox.toml` with 64 bouncing balls added (10 players sending the
-//!   standard XR input every tick at the scene's 120 Hz), timed exactly as the reference room
-//!   and printed beside it: the engine's CPU per room-tick against the reference room's, and
-//!   the physics (`simulate`) apart. The bench counts the bodies that moved each tick.
+//!   standard XR input every tick at the scene's 120 Hz, which moves their avatars: 30 more
+//!   entities), timed exactly as the reference room and printed beside it: the engine's CPU
+//!   per room-tick against the reference room's, and the physics (`simulate`) apart; on the
+//!   fast pipeline (the sandbox's; each input's hand poses forwarded on arrival, in `ingest`)
+//!   and on the greedy one (no forwarding, as the reference room, which drives nothing). The
+//!   bench counts the entities that moved each tick.
 //! - **settled-256**: 256 dynamic boxes on a floor, 10 players; after the boxes settle, the
 //!   snapshot bytes per client per tick against the scene's per-client byte budget, and whether
 //!   every client holds every body where the room has it.
@@ -214,12 +217,17 @@ pub fn run(args: &RoomArgs) -> Result<(), Box<dyn Error>> {
     let mut scenes = None;
     if !args.reference_only {
         let seconds = if args.quick { 5 } else { 20 };
-        let sandbox = room_scene::sandbox_64(seconds)?;
+        let sandbox = room_scene::sandbox_64(seconds, "fast")?;
         print(&sandbox);
         compare(&reference, &sandbox);
+        // The reference room drives no entity, so it has no fast path to pay for: the greedy
+        // pipeline leaves that cost out of the scene's figures.
+        let greedy = room_scene::sandbox_64(seconds, "greedy")?;
+        print(&greedy);
+        compare(&reference, &greedy);
         let settled = room_scene::settled_256(seconds)?;
         room_scene::print_settled(&settled);
-        scenes = Some((sandbox, settled));
+        scenes = Some((sandbox, greedy, settled));
     }
     if let Some(path) = &args.json {
         let mut json = serde_json::json!({
@@ -228,14 +236,16 @@ pub fn run(args: &RoomArgs) -> Result<(), Box<dyn Error>> {
             "machine": Machine::detect(),
             "report": reference,
         });
-        if let Some((sandbox, settled)) = &scenes {
+        if let Some((sandbox, greedy, settled)) = &scenes {
             json["scene_sandbox_64"] = serde_json::to_value(sandbox)?;
+            json["scene_sandbox_64_greedy"] = serde_json::to_value(greedy)?;
             json["scene_settled_256"] = serde_json::to_value(settled)?;
         }
         super::write_json(path, &json)?;
     }
     if let Some(dir) = &args.plot {
-        draw(dir, &reference, scenes.as_ref().map(|(sandbox, _)| sandbox))?;
+        let rooms = scenes.as_ref().map(|(fast, greedy, _)| [fast, greedy]);
+        draw(dir, &reference, rooms.as_ref().map_or(&[][..], |r| &r[..]))?;
     }
     Ok(())
 }
@@ -398,15 +408,11 @@ fn compare(reference: &Report, scene: &Report) {
     println!();
 }
 
-fn draw(
-    dir: &std::path::Path,
-    report: &Report,
-    scene: Option<&Report>,
-) -> Result<(), Box<dyn Error>> {
+fn draw(dir: &std::path::Path, report: &Report, scenes: &[&Report]) -> Result<(), Box<dyn Error>> {
     std::fs::create_dir_all(dir)?;
     let groups: Vec<String> = report.micros.keys().cloned().collect();
     let mut series = Vec::new();
-    for room in std::iter::once(report).chain(scene) {
+    for room in std::iter::once(report).chain(scenes.iter().copied()) {
         for stat in ["mean", "p99"] {
             let values = groups
                 .iter()
@@ -427,9 +433,9 @@ fn draw(
         series,
     };
     let path = dir.join("room-phases.png");
-    let title = match scene {
-        Some(_) => "Engine cost per tick: W3 reference room, sandbox scene",
-        None => "W3 reference room: engine cost per tick",
+    let title = match scenes.is_empty() {
+        false => "Engine cost per tick: W3 reference room, sandbox scene",
+        true => "W3 reference room: engine cost per tick",
     };
     plot::grouped_bars(&path, title, 1, &[panel])?;
     println!("wrote {}", path.display());
