@@ -1,8 +1,8 @@
 //! The dashboard's web server: three static files built into the binary (no build step),
 //! `/api/live`, the latest [`super::live::View`] as JSON, which the page polls ten times a
 //! second, and `/api/scene`, a scene demo's static geometry ([`super::scene::SceneLayout`]),
-//! which the page reads once. The server only copies the JSON the collector made; it measures its own CPU time
-//! so that the demo can show what the dashboard costs.
+//! which the page reads once. The server only copies the JSON the collector made; it
+//! measures its own CPU time so that the demo can show what the dashboard costs.
 
 use rally_driver::cpu::thread_cpu_us;
 use std::error::Error;

@@ -1,15 +1,17 @@
 //! `rally demo --scene FILE`: the demo's bots in a scene room. The host runs the scene
 //! ([`SceneGame`](crate::game::SceneGame)); each bot sends the standard XR input every frame
 //! and plays with the scene's grabbable bodies: it walks its right hand to one, grips it
-//! (grip at or above [`GRIP_HOLD_MIN`](rally_scene::GRIP_HOLD_MIN) grabs the nearest grabbable within the room's radius),
-//! carries it back, swings and releases it (a throw), then picks the next one. The dashboard
+//! (grip at or above [`GRIP_HOLD_MIN`](rally_scene::GRIP_HOLD_MIN) grabs the nearest
+//! grabbable within the room's radius), carries it back, swings and releases it (a throw),
+//! then picks the next one. The dashboard
 //! gets the scene's static geometry once ([`SceneLayout`], `/api/scene`) and draws the bodies
 //! where each snapshot puts them.
 //!
-//! The bots see the bodies only as the replicated state shows them, as a player would. Until
-//! the scene room drives an avatar from the input (the standard XR player), a grip holds
-//! nothing and the bodies stay where physics leaves them; the bots' inputs are still decoded
-//! and checked by the room every frame.
+//! The bots see the bodies only as the replicated state shows them, as a player would; the
+//! room's standard XR player moves each bot's avatar to its input and grabs on its grip, and
+//! the demo counts the room's grabs and releases ([`SceneGame::watch`]).
+//!
+//! [`SceneGame::watch`]: crate::game::SceneGame::watch
 
 use super::bots::{report, BotReport, REPORT_EVERY, SPIN};
 use glam::{Quat, Vec3};
