@@ -18,6 +18,7 @@ mod inspect;
 mod scene;
 mod server;
 mod sim;
+mod sim_scene;
 pub mod stats;
 pub mod token;
 

@@ -1,9 +1,14 @@
 //! `rally sim`: batches of seeded deterministic simulations (see `rally_sim::scenario`).
 
+use crate::sim_scene::{self, SceneOutcome};
 use indicatif::{ProgressBar, ProgressStyle};
 use rally_sim::room_scenario::{self, RoomOutcome};
 use rally_sim::scenario::{self, Outcome};
 use std::error::Error;
+
+/// One seed in this many also runs the scene scenario (a whole sandbox with physics is slower
+/// than the other scenarios).
+const SCENE_EVERY: u64 = 4;
 
 /// Options of `rally sim`.
 #[derive(Debug, clap::Args)]
@@ -32,19 +37,28 @@ pub fn run(args: &SimArgs) -> Result<(), Box<dyn Error>> {
     );
     let (mut delivered, mut refused) = (0u64, 0u64);
     let (mut inputs, mut rpcs, mut snapshots) = (0u64, 0u64, 0u64);
+    let (mut scenes, mut grabs) = (0u64, 0u64);
     for seed in args.start_seed..args.start_seed + args.seeds {
         let outcome = scenario::run(seed);
         let room = room_scenario::run(seed);
+        let scene = (seed % SCENE_EVERY == 0).then(|| sim_scene::run(seed));
         progress.inc(1);
-        let failure = outcome.failure.as_ref().or(room.failure.as_ref());
+        let scene_failure = scene.as_ref().and_then(|s| s.failure.as_ref());
+        let failure = outcome.failure.as_ref().or(room.failure.as_ref()).or(scene_failure);
         if let Some(failure) = failure {
             progress.finish_and_clear();
             describe(&outcome);
             describe_room(&room);
+            if let Some(scene) = &scene {
+                describe_scene(scene);
+            }
             return Err(format!(
                 "seed {seed} failed: {failure}; replay with `rally sim --seed {seed}`"
             )
             .into());
+        }
+        if let Some(scene) = &scene {
+            (scenes, grabs) = (scenes + 1, grabs + scene.grabs);
         }
         delivered += outcome.delivered;
         refused += outcome.refused;
@@ -58,6 +72,10 @@ pub fn run(args: &SimArgs) -> Result<(), Box<dyn Error>> {
     println!("{refused} sends were refused by full send queues (load shed, as designed)");
     println!(
         "room scenarios: {inputs} inputs, {rpcs} reliable RPCs, {snapshots} snapshots checked"
+    );
+    println!(
+        "scene scenarios (one seed in {SCENE_EVERY}): {scenes} sandbox rooms, {grabs} grabs, \
+         every client converged"
     );
     Ok(())
 }
@@ -80,7 +98,12 @@ fn replay(seed: u64) -> Result<(), Box<dyn Error>> {
     if !same {
         return Err(format!("room seed {seed} is not deterministic: two runs differ").into());
     }
-    match first.failure.as_ref().or(room.failure.as_ref()) {
+    let scene = (seed % SCENE_EVERY == 0).then(|| sim_scene::run(seed));
+    if let Some(scene) = &scene {
+        describe_scene(scene);
+    }
+    let scene_failure = scene.as_ref().and_then(|s| s.failure.as_ref());
+    match first.failure.as_ref().or(room.failure.as_ref()).or(scene_failure) {
         Some(failure) => Err(format!("seed {seed} failed: {failure}").into()),
         None => {
             println!("seed {seed} passed: {} messages checked", first.delivered);
@@ -116,5 +139,15 @@ fn describe_room(outcome: &RoomOutcome) {
     );
     if let Some(failure) = &outcome.failure {
         println!("  ROOM FAILED: {failure}");
+    }
+}
+
+fn describe_scene(outcome: &SceneOutcome) {
+    println!(
+        "  scene: sandbox, {} players, {}% loss: {} grabs, {} garbage poses counted",
+        outcome.players, outcome.loss_percent, outcome.grabs, outcome.bad_poses
+    );
+    if let Some(failure) = &outcome.failure {
+        println!("  SCENE FAILED: {failure}");
     }
 }

@@ -93,8 +93,6 @@
 //! [`SceneRoomError`] is the room builder's: the engine refused the settings, or the world or
 //! physics refused an entity.
 //!
-//! ## Not yet
-//!
 //! ## The standard XR input
 //!
 //! [`XrInput`] is what every XR client sends a scene room: the head's pose, each hand's pose,
@@ -102,12 +100,32 @@
 //! [`Simulation::Input`](rally_engine::Simulation::Input) and travels through the room's codec;
 //! [`XrPose::transform`] refuses a pose that is not one.
 //!
+//! ## The standard XR player
+//!
+//! Each player who joins gets an [`Avatar`]: a head ([`HEAD_CLASS`]) and two hands
+//! ([`HAND_CLASS`], kinematic balls that push what they touch), spawned at the first free spawn
+//! point ([`SceneRoom::avatar`] finds them). Each input moves them to its poses (a bad pose keeps
+//! the last one and is counted) and measures each hand's velocity from its poses' arrival times
+//! ([`HAND_VELOCITY_WINDOW`]). A grip pressed past [`GRIP_HOLD_MIN`] grabs the nearest grabbable
+//! body within the scene's `[player] grab_radius_m` ([`PlayerSettings`]) through the world's
+//! grab graph, so what it holds follows, chains included, and a handoff from another hand
+//! follows `takeable`; releasing lets go and the body flies on with the hand's velocity. A player
+//! who leaves lets go and its avatar is despawned. With [`Pipeline::Fast`](rally_engine::Pipeline),
+//! the room's fast path sends the head, both hands and what they hold on every input
+//! ([`Simulation::driven_into`](rally_engine::Simulation::driven_into)). Refusals are counted in
+//! [`SceneStats`] ([`SceneRoom::stats`]); nothing a client sends panics.
+//!
+//! ## Hooks
+//!
+//! A Rust game adds rules without writing a `Simulation`: [`SceneRoom::set_hooks`] takes a
+//! [`SceneHooks`], whose methods (join, leave, grab, release, contact, input, step) do nothing
+//! unless overridden. Contacts come from rapier's collision events through rally-physics, at
+//! most [`CONTACTS_PER_STEP_MAX`] per step.
+//!
 //! ## Not yet
 //!
-//! Convex hulls (`hull = [...]` is refused with a message saying so); the standard XR player
-//! (an avatar of head and hands per player that [`XrInput`] drives, grip grabbing the nearest
-//! grabbable, release throwing), so that a [`SceneRoom`] ignores inputs for now; relayed
-//! messages and key-value state.
+//! Convex hulls (`hull = [...]` is refused with a message saying so); relayed messages and
+//! key-value state; telling clients which avatar is whose.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

@@ -13,6 +13,9 @@ gravity = [0, -9.81, 0]
 players_max = 4
 client_bytes_per_tick_max = 1100
 
+[player]
+grab_radius_m = 0.15
+
 [[colliders]]
 name = "floor"
 plane = [0, 1, 0]
@@ -70,6 +73,9 @@ fn each_malformed_scene_names_its_field() {
             "client_bytes_per_tick_max = 10",
             "room.client_bytes_per_tick_max",
         ),
+        ("grab_radius_m = 0.15", "grab_radius_m = 2", "player.grab_radius_m"),
+        ("grab_radius_m = 0.15", "grab_radius_m = -0.1", "player.grab_radius_m"),
+        ("grab_radius_m = 0.15", "grab_radius = 0.15", "grab_radius"),
         ("plane = [0, 1, 0]", "plane = [0, 0, 0]", "colliders[0].plane"),
         ("name = \"floor\"", "name = \"the floor\"", "colliders[0].name"),
         ("name = \"paddle\"", "name = \"ball\"", "bodies[1].name"),

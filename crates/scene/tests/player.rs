@@ -244,3 +244,130 @@ fn leaving_releases_and_despawns_the_avatar() {
     let next = net.room.simulation().avatar(client).unwrap();
     assert_eq!(position(net.room.world(), next.head), head_at, "the first spawn point is free");
 }
+
+#[test]
+fn the_fast_path_sends_both_hands_and_what_they_hold_between_ticks() {
+    // Goal: with the fast pipeline one input's message carries the head, both hands and what
+    // they hold, before any tick. Method: player 0 holds a block in its left hand; the room
+    // stops ticking; player 0 moves both hands; player 1 sees both hands and the block where
+    // the input put them.
+    let scene = sandbox();
+    let room = scene_room(&scene, 5).unwrap();
+    let link = LinkConfig { delay: Duration::from_millis(5), ..LinkConfig::default() };
+    let mut net = RoomNet::new(room, 2, link, 5);
+    net.connect(0);
+    net.connect(1);
+    net.run_for(Duration::from_millis(500));
+    let mut players = Players::new(&net, 2);
+    let avatar = players.avatars[0];
+    let block = net.room.simulation().entity("block-5").unwrap();
+    let over = position(net.room.world(), block) + Vec3::new(0.0, 0.15, 0.0);
+    players.hands[0][0] = Pose { at: over, grip: true };
+    players.until(&mut net, 30, "the block is held", |room| {
+        room.world().grabber_of(block) == Some(avatar.left)
+    });
+    players.frame(&mut net);
+    net.run_for(Duration::from_millis(100));
+    let far = net.net.now + Duration::from_secs(3600);
+    net.set_tick_schedule(far, Duration::from_secs(3600));
+    let ticks = net.room.stats().ticks;
+    let before = position(net.room.world(), block);
+    let lift = Vec3::new(0.0, 0.5, 0.0);
+    players.hands[0][0].at += lift;
+    players.hands[0][1].at += lift;
+    net.input(0, players.input(0));
+    net.run_for(Duration::from_millis(20));
+    assert_eq!(net.room.stats().ticks, ticks, "no tick ran");
+    let seen =
+        |id: EntityId| net.sessions[1].entities().find(|e| e.id == id).map(|e| e.position).unwrap();
+    for (id, at) in [(avatar.left, players.hands[0][0].at), (avatar.right, players.hands[0][1].at)]
+    {
+        assert!((seen(id) - at).length() < 0.002, "hand {id} at {} not {at}", seen(id));
+    }
+    let expected = position(net.room.world(), block);
+    assert!((expected - before - lift).length() < 0.001, "the block moved with the hand");
+    assert!((seen(block) - expected).length() < 0.002, "the held block came with its hand");
+}
+
+/// Records what the hooks heard.
+#[derive(Default)]
+struct Heard {
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rally_scene::SceneHooks for Heard {
+    fn joined(&mut self, _: &mut World, client: ClientId, _: Avatar) {
+        self.log.lock().unwrap().push(format!("joined {client}"));
+    }
+    fn left(&mut self, _: &mut World, client: ClientId, _: Avatar) {
+        self.log.lock().unwrap().push(format!("left {client}"));
+    }
+    fn grabbed(&mut self, _: &mut World, client: ClientId, hand: rally_scene::Hand, id: EntityId) {
+        self.log.lock().unwrap().push(format!("grabbed {client} {hand:?} {id}"));
+    }
+    fn released(&mut self, _: &mut World, client: ClientId, hand: rally_scene::Hand, id: EntityId) {
+        self.log.lock().unwrap().push(format!("released {client} {hand:?} {id}"));
+    }
+    fn contact(&mut self, _: &mut World, a: EntityId, b: EntityId) {
+        self.log.lock().unwrap().push(format!("contact {a} {b}"));
+    }
+}
+
+#[test]
+fn hooks_hear_joins_grabs_releases_contacts_and_leaves() {
+    // Goal: a Rust game wrapping the room hears each event once, with the right ids. Method:
+    // drive a SceneRoom directly (no network): a player joins, grabs ball-0 with its right
+    // hand, drops it onto the floor, leaves.
+    use rally_engine::Simulation;
+    use rally_proto::Instant;
+    let scene = sandbox();
+    let mut world = World::new(scene.entities_max());
+    let mut room = SceneRoom::new(&scene, &mut world).unwrap();
+    world.set_grab_rule(Box::new(room.grab_rule()));
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    room.set_hooks(Box::new(Heard { log: log.clone() }));
+    let dt = Duration::from_secs(1) / 120;
+    for _ in 0..240 {
+        room.step(&mut world, dt);
+    }
+    log.lock().unwrap().clear();
+    room.joined(&mut world, 7);
+    let avatar = room.avatar(7).unwrap();
+    let ball = room.entity("ball-0").unwrap();
+    let floor = room.entity("floor").unwrap();
+    let over = position(&world, ball) + Vec3::new(0.0, 0.2, 0.0);
+    let head = XrPose::from_transform(&world.get(avatar.head).unwrap().transform);
+    let mut input = XrInput { head, ..XrInput::default() };
+    input.hands[1].pose = XrPose::from_transform(&rally_engine::Transform::from_position(over));
+    input.hands[1].grip = 255;
+    input.hands[0].pose = input.hands[1].pose;
+    input.hands[0].pose.position[0] += 1.0;
+    // Grab, lift, let go, each followed by ticks as a room would run them.
+    let tick = |room: &mut SceneRoom, world: &mut World, ticks: u32| {
+        for _ in 0..ticks {
+            world.propagate_grabs();
+            room.step(world, dt);
+        }
+    };
+    room.apply_input_at(&mut world, 7, &input, Instant::ZERO);
+    tick(&mut room, &mut world, 2);
+    input.hands[1].pose.position[1] += 1.0;
+    room.apply_input_at(&mut world, 7, &input, Instant::ZERO + 2 * dt);
+    tick(&mut room, &mut world, 2);
+    input.hands[1].grip = 0;
+    room.apply_input_at(&mut world, 7, &input, Instant::ZERO + 4 * dt);
+    tick(&mut room, &mut world, 240);
+    room.left(&mut world, 7);
+    let log = log.lock().unwrap().clone();
+    let (a, b) = (floor.min(ball), floor.max(ball));
+    let expected = [
+        "joined 7".to_string(),
+        format!("grabbed 7 Right {ball}"),
+        format!("released 7 Right {ball}"),
+    ];
+    assert_eq!(&log[..3], &expected, "{log:?}");
+    // The thrown ball lands (it may brush the hand that let it go on its way).
+    assert!(log[3..].contains(&format!("contact {a} {b}")), "{log:?}");
+    assert_eq!(log.last().unwrap(), "left 7");
+    assert!(room.avatar(7).is_none());
+}
