@@ -196,8 +196,9 @@ fn worker_address(lines: &mpsc::Receiver<String>) -> SocketAddr {
 fn a_scene_server_hosts_the_sandbox_and_a_client_sees_its_entities() {
     // Goal: `rally server --scene scenes/sandbox.toml` needs no server code: it starts, says
     // the room settings are the scene's, and a sealed client with a token joins and is sent
-    // every collider and body of the scene where the file puts them. Method: the binary with
-    // the example sandbox, a client sending the standard XR input, its snapshots read.
+    // every collider and body of the scene where the file puts them, and its avatar where its
+    // input puts it. Method: the binary with the example sandbox, a client sending the standard
+    // XR input, its snapshots read.
     let config = format!(
         "[host]\nworkers = 1\nport = 0\n[security]\nkey = \"{KEY}\"\nprotocol_id = {PROTOCOL}\n\
          [telemetry]\nlisten = \"\"\n"
@@ -218,14 +219,16 @@ fn a_scene_server_hosts_the_sandbox_and_a_client_sees_its_entities() {
         input
     });
     // The shelf is the third collider; the platform, the last body, is kinematic: both stay.
+    // The client's avatar (head and two hands) follows its input: the head where it says.
     let placed = |c: &Client<rally_scene::XrInput>, at: [f32; 3]| {
         c.session.entities().any(|e| e.position.distance(glam::Vec3::from(at)) < 0.01)
     };
-    client.step_until("the client is sent the whole sandbox", |c| {
+    client.step_until("the client is sent the whole sandbox and its own avatar", |c| {
         c.ended.is_some()
-            || (c.session.entities().count() >= 19
+            || (c.session.entities().count() >= 19 + 3
                 && placed(c, [0.0, 1.2, -2.8])
-                && placed(c, [3.0, 0.5, -1.0]))
+                && placed(c, [3.0, 0.5, -1.0])
+                && placed(c, [0.0, 1.6, 3.5]))
     });
     assert_eq!(client.ended, None);
     assert_eq!(client.session.tick_rate(), Some(120), "the scene's tick rate, not the config's");
