@@ -50,7 +50,11 @@
 //! and the client's wait for its frame, so that each sample can be judged against the
 //! [`LatencyModel`] of the round trip it saw. [`Pipeline::Fast`] sends the poses an input moves
 //! the moment it arrives, so the hold is zero and every sample sits at the model's floor; a
-//! frame that brings no new input (a resend, a duplicate) sends nothing.
+//! frame that brings no new input (a resend, a duplicate) sends nothing. What an input moves is
+//! the game's to say: [`Simulation::driven`] names one controller, and
+//! [`Simulation::driven_into`] several (an XR player's head and two hands); the grab chains
+//! under all of them go out in one fast message. [`Simulation::apply_input_at`] gives the game
+//! each input's arrival time, for motion measured from inputs (a hand's velocity).
 //!
 //! Remote entities can be shown through [`ClientSession::interpolated`] ([`interpolation`]): a
 //! buffer per [`ObjectClass`] sized to the jitter measured on that class's updates, zero on a

@@ -9,7 +9,8 @@
 //!   become kinematic bodies moved to the world's pose, so that a held paddle hits the ball with
 //!   the hand's motion;
 //! - an entity released since the last step turns dynamic again with the velocity its grabber
-//!   gave it, so what is thrown flies on;
+//!   gave it, so what is thrown flies on; so does a dynamic entity the game moved since the
+//!   last step wrote it back (grabbed and released between two steps, or placed by hand);
 //! - after the step, dynamic bodies write their poses and velocities back to the world; bodies
 //!   of despawned entities are removed.
 //!
@@ -126,6 +127,15 @@ impl Body {
             density: 1000.0,
         }
     }
+}
+
+/// Whether the world's `entity` differs from what the last step wrote back from `body`.
+fn moved(body: &RigidBody, entity: &rally_engine::Entity) -> bool {
+    let pose = body.position();
+    pose.translation != entity.transform.position
+        || pose.rotation != entity.transform.rotation
+        || body.linvel() != entity.linear_velocity
+        || body.angvel() != entity.angular_velocity
 }
 
 /// Why a body could not be added.
@@ -402,6 +412,14 @@ impl Physics {
                 }
                 Motion::Dynamic if body.body_type() != RigidBodyType::Dynamic => {
                     body.set_body_type(RigidBodyType::Dynamic, true);
+                    body.set_position(pose, true);
+                    body.set_linvel(entity.linear_velocity, true);
+                    body.set_angvel(entity.angular_velocity, true);
+                }
+                Motion::Dynamic if moved(body, entity) => {
+                    // The game moved it since the last step wrote it back: a grab and its
+                    // release between two steps (the body never turned kinematic), or a pose
+                    // set by hand. The world's pose and velocity win, as on a release.
                     body.set_position(pose, true);
                     body.set_linvel(entity.linear_velocity, true);
                     body.set_angvel(entity.angular_velocity, true);

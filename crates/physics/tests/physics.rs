@@ -75,6 +75,28 @@ fn a_held_body_follows_its_grabber_and_flies_on_when_released() {
 }
 
 #[test]
+fn a_body_grabbed_and_released_between_two_steps_flies_from_where_it_was_let_go() {
+    // Goal: a grab and its release before physics ever saw the body held (two inputs in one
+    // tick) still throw it: the body must not snap back to where physics last had it.
+    let (mut world, mut physics) = world_with_floor();
+    let hand = spawn_at(&mut world, Vec3::new(0.0, 1.0, 0.0));
+    let ball = spawn_at(&mut world, Vec3::new(0.0, 1.0, -0.2));
+    physics.add(&world, ball, Body::dynamic_ball(0.02)).unwrap();
+    physics.step(&mut world, DT);
+    world.grab(hand, ball).unwrap();
+    let h = world.get_mut(hand).unwrap();
+    h.transform.position = Vec3::new(1.0, 2.0, 0.0);
+    h.linear_velocity = Vec3::new(3.0, 0.0, 0.0);
+    world.propagate_grabs();
+    world.release(ball);
+    physics.step(&mut world, DT);
+    let b = world.get(ball).unwrap();
+    let from = Vec3::new(1.0, 2.0, -0.2);
+    assert!((b.transform.position - from).length() < 0.05, "{:?}", b.transform.position);
+    assert!((b.linear_velocity.x - 3.0).abs() < 1e-3, "{:?}", b.linear_velocity);
+}
+
+#[test]
 fn a_moving_paddle_knocks_a_resting_ball_away() {
     let mut world = World::new(8);
     let mut physics = Physics::new(Vec3::ZERO);
