@@ -102,6 +102,9 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     // The dashboard first: a port in use is the likeliest failure and should cost nothing.
     // Its page may ask before the first report: it gets an empty view, not an error.
     let mut live = Live::new(hz, &pipeline_name, args.bots);
+    if scene.is_some() {
+        live.set_ends("spawn");
+    }
     let layout = match &scene {
         Some((file, scene)) => Some(Arc::new(SceneLayout::new(file, scene)?)),
         None => None,
