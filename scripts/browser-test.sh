@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The dashboard's browser test: starts `rally demo`, opens its dashboard in headless Chromium
 # (Debian's chromium package, driven by playwright-core from npm), checks that the figures
-# update and the table is drawn, and saves a screenshot.
+# update and the table is drawn, and saves a screenshot; then the same for `rally demo --scene
+# scenes/sandbox.toml` (the scene drawn from above, saved beside it as dashboard-scene.png).
 # Usage: scripts/browser-test.sh [SCREENSHOT.png [SETTLE_SECONDS]]
 #   (default target/ci/dashboard.png; SETTLE_SECONDS: let the demo play that long first, for a
 #   screenshot whose histogram holds only steady play)
@@ -60,3 +61,29 @@ if ! wait "$demo"; then
 fi
 echo "the demo stopped cleanly on SIGINT; its last figures:"
 tail -2 "$log"
+
+# The same dashboard drawing a scene: `rally demo --scene`, its geometry from /api/scene and
+# its bodies from the replicated state (a few seconds more).
+scene_shot="$(dirname "$screenshot")/dashboard-scene.png"
+./target/release/rally demo --scene scenes/sandbox.toml --port 0 --duration 120 >"$log" 2>&1 &
+demo=$!
+url=""
+for _ in $(seq 100); do
+    url=$(sed -n 's/^dashboard: \(http[^ ]*\).*/\1/p' "$log")
+    [ -n "$url" ] && break
+    if ! kill -0 "$demo" 2>/dev/null; then
+        echo "error: rally demo --scene exited before its dashboard came up:" >&2
+        cat "$log" >&2
+        exit 1
+    fi
+    sleep 0.1
+done
+[ -n "$url" ] || { echo "error: no scene dashboard address in 10 s:" >&2; cat "$log" >&2; exit 1; }
+echo "scene dashboard at $url"
+CHROMIUM=$chromium node tests/browser/scene.mjs "$url" "$scene_shot"
+kill -INT "$demo"
+if ! wait "$demo"; then
+    echo "error: rally demo --scene did not exit cleanly on SIGINT:" >&2
+    tail -5 "$log" >&2
+    exit 1
+fi

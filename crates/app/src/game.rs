@@ -160,3 +160,57 @@ fn move_hand(
     hand.transform.position = Vec3::from_array(input.position);
     hand.transform.rotation = glam::Quat::from_array(input.rotation).normalize();
 }
+
+/// A host's game for a scene file: every room is the scene's ([`rally_scene::scene_room`]),
+/// built from one parsed and checked [`Scene`](rally_scene::Scene) that all rooms share.
+/// The room's engine settings (tick rate, pipeline, players, byte budget) are the scene's.
+pub struct SceneGame {
+    scene: std::sync::Arc<rally_scene::Scene>,
+    seed: Box<dyn Fn(u64) -> u64 + Send + Sync>,
+    /// Where each tick's players' figures go, if anyone watches (the demo's dashboard).
+    stats: Option<std::sync::Arc<std::sync::Mutex<rally_scene::SceneStats>>>,
+}
+
+impl SceneGame {
+    /// Hosts `scene`; room `id`'s session secrets come from `seed(id)`. Builds one room first,
+    /// so that a scene the engine or the world would refuse is refused here, at start, rather
+    /// than when a player connects.
+    pub fn new(
+        scene: rally_scene::Scene,
+        seed: impl Fn(u64) -> u64 + Send + Sync + 'static,
+    ) -> Result<Self, rally_scene::SceneRoomError> {
+        rally_scene::scene_room(&scene, 0)?;
+        Ok(Self { scene: std::sync::Arc::new(scene), seed: Box::new(seed), stats: None })
+    }
+
+    /// After each tick, copies the room's [`SceneStats`](rally_scene::SceneStats) (grabs,
+    /// releases, refusals) into `stats`; with several rooms, the last to tick's.
+    pub fn watch(
+        mut self,
+        stats: std::sync::Arc<std::sync::Mutex<rally_scene::SceneStats>>,
+    ) -> Self {
+        self.stats = Some(stats);
+        self
+    }
+
+    /// The scene the rooms are built from.
+    pub fn scene(&self) -> &rally_scene::Scene {
+        &self.scene
+    }
+}
+
+impl rally_driver::host::Game for SceneGame {
+    type Simulation = rally_scene::SceneRoom;
+
+    fn open(&self, room_id: u64) -> Room<rally_scene::SceneRoom> {
+        // `new` built this scene's room once: building it again gives the same answer.
+        rally_scene::scene_room(&self.scene, (self.seed)(room_id))
+            .expect("SceneGame::new built this scene's room")
+    }
+
+    fn after_tick(&self, room: &mut Room<rally_scene::SceneRoom>) {
+        if let Some(stats) = &self.stats {
+            *stats.lock().unwrap_or_else(|p| p.into_inner()) = room.simulation().stats();
+        }
+    }
+}

@@ -64,6 +64,7 @@ pub fn summary(file: &str, scene: &Scene) -> String {
          with a respawn rule: {respawn}"
     );
     let _ = writeln!(out, "  spawn points: {}", scene.spawns().len());
+    let _ = writeln!(out, "  player: a grip reaches {} m", scene.player().grab_radius_m);
     let _ = writeln!(out, "  entities at most: {}", scene.entities_max());
     out
 }

@@ -33,9 +33,15 @@ fn config_file(name: &str, text: &str) -> std::path::PathBuf {
 
 /// Starts the server; returns it with the lines it prints, as they come.
 fn start(config: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
+    start_with(config, &[])
+}
+
+/// Starts the server with more arguments after its config.
+fn start_with(config: &std::path::Path, more: &[&str]) -> (Child, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rally"))
         .args(["server", "--config"])
         .arg(config)
+        .args(more)
         .stdout(Stdio::piped())
         .spawn()
         .expect("the server starts");
@@ -68,21 +74,29 @@ fn http_get(address: &str, path: &str) -> String {
     response
 }
 
-/// A player of the reference room.
-struct Client {
+/// A player of the reference room (inputs `HandInput`) or of a scene room (`XrInput`).
+struct Client<I = HandInput> {
     driver: UdpDriver,
-    session: ClientSession<HandInput, ()>,
+    session: ClientSession<I, ()>,
+    /// This frame's input, from the time in seconds.
+    input: fn(f64) -> I,
     snapshots: u32,
     ended: Option<DisconnectReason>,
 }
 
-impl Client {
+impl Client<HandInput> {
     fn join(token: rally_proto::ConnectToken) -> Self {
+        Self::join_with(token, |t| HandInput::on_circle(0, t))
+    }
+}
+
+impl<I: serde::Serialize + Clone> Client<I> {
+    fn join_with(token: rally_proto::ConnectToken, input: fn(f64) -> I) -> Self {
         let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
         let mut driver = UdpDriver::bind("127.0.0.1:0", endpoint).expect("binds");
         driver.connect_with_token(token).expect("a valid token");
         let session = ClientSession::new(Default::default()).expect("valid");
-        Self { driver, session, snapshots: 0, ended: None }
+        Self { driver, session, input, snapshots: 0, ended: None }
     }
 
     /// Steps until `done` holds; fails naming `what` if it does not within [`PATIENCE`].
@@ -112,7 +126,7 @@ impl Client {
             self.snapshots += u32::from(matches!(event, ClientEvent::Snapshot { .. }));
         }
         let now = self.driver.now();
-        self.session.send_input(now, HandInput::on_circle(0, now.as_secs_f64()));
+        self.session.send_input(now, (self.input)(now.as_secs_f64()));
         self.session.transmit(self.driver.endpoint());
     }
 }
@@ -170,4 +184,71 @@ fn a_misspelled_field_is_refused_by_name() {
     assert!(!output.status.success());
     let error = String::from_utf8_lossy(&output.stderr);
     assert!(error.contains("host.wrkers") && error.contains("workers"), "{error}");
+}
+
+/// Parses a "worker 0 on ADDRESS ..." line.
+fn worker_address(lines: &mpsc::Receiver<String>) -> SocketAddr {
+    let worker = line_starting(lines, "worker 0 on ");
+    worker.split_whitespace().nth(3).expect("an address").parse().expect("an address")
+}
+
+#[test]
+fn a_scene_server_hosts_the_sandbox_and_a_client_sees_its_entities() {
+    // Goal: `rally server --scene scenes/sandbox.toml` needs no server code: it starts, says
+    // the room settings are the scene's, and a sealed client with a token joins and is sent
+    // every collider and body of the scene where the file puts them, and its avatar where its
+    // input puts it. Method: the binary with the example sandbox, a client sending the standard
+    // XR input, its snapshots read.
+    let config = format!(
+        "[host]\nworkers = 1\nport = 0\n[security]\nkey = \"{KEY}\"\nprotocol_id = {PROTOCOL}\n\
+         [telemetry]\nlisten = \"\"\n"
+    );
+    let sandbox = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenes/sandbox.toml");
+    let (mut server, lines) = start_with(&config_file("scene", &config), &["--scene", sandbox]);
+    let said = line_starting(&lines, "scene ");
+    assert!(said.contains("3 colliders, 16 bodies; rooms at 120 Hz"), "{said}");
+    let address = worker_address(&lines);
+
+    let key = TokenKey(rally_wire::hex::decode(KEY).expect("hex").try_into().expect("32 bytes"));
+    let token = backend::issue(&key, PROTOCOL, 1, 7, vec![address], 60).expect("issued");
+    let mut client = Client::join_with(token, |t| {
+        let mut input = rally_scene::XrInput::default();
+        input.head.position = [0.0, 1.6, 3.5];
+        input.head.rotation = [0.0, 0.0, 0.0, 1.0];
+        input.hands[1].grip = if t.fract() < 0.5 { 255 } else { 0 };
+        input
+    });
+    // The shelf is the third collider; the platform, the last body, is kinematic: both stay.
+    // The client's avatar (head and two hands) follows its input: the head where it says.
+    let placed = |c: &Client<rally_scene::XrInput>, at: [f32; 3]| {
+        c.session.entities().any(|e| e.position.distance(glam::Vec3::from(at)) < 0.01)
+    };
+    client.step_until("the client is sent the whole sandbox and its own avatar", |c| {
+        c.ended.is_some()
+            || (c.session.entities().count() >= 19 + 3
+                && placed(c, [0.0, 1.2, -2.8])
+                && placed(c, [3.0, 0.5, -1.0])
+                && placed(c, [0.0, 1.6, 3.5]))
+    });
+    assert_eq!(client.ended, None);
+    assert_eq!(client.session.tick_rate(), Some(120), "the scene's tick rate, not the config's");
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
+fn a_bad_scene_stops_the_server_with_its_place_and_fix() {
+    let scene = config_file("bad-scene", "[[bodies]]\nbox = [1, 1]\n").with_file_name("bad.toml");
+    std::fs::write(&scene, "[room]\ntick_rate = 120\n[[bodies]]\nsphere = 0.1\nmass_kg = -1\n")
+        .expect("written");
+    let output = Command::new(env!("CARGO_BIN_EXE_rally"))
+        .args(["server", "--scene"])
+        .arg(&scene)
+        .output()
+        .expect("the server runs");
+    assert!(!output.status.success(), "a bad scene must not be hosted");
+    let error = String::from_utf8_lossy(&output.stderr);
+    let place = format!("{}:5:11: bodies[0].mass_kg: -1 is out of range", scene.display());
+    assert!(error.contains(&place), "{error}");
+    assert!(error.contains("fix: give a value from 0.001 to 100000"), "{error}");
 }

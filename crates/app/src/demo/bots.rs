@@ -19,7 +19,7 @@ use std::time::Duration;
 /// How often a bot reports to the collector.
 pub const REPORT_EVERY: Duration = Duration::from_millis(100);
 /// How long before each frame a bot stops sleeping and polls.
-const SPIN: Duration = Duration::from_micros(200);
+pub const SPIN: Duration = Duration::from_micros(200);
 /// How far from its paddle a player holds the paddle's handle (the grab offset), metres.
 const GRIP: f32 = 0.1;
 /// The fastest a hand moves, m/s.
@@ -194,10 +194,10 @@ pub fn play(
     Ok(())
 }
 
-/// What the bot measured since its last report.
-fn report(
+/// What the bot measured since its last report (any game's bot: the table's or a scene's).
+pub fn report<I: Serialize, M: Serialize + serde::de::DeserializeOwned>(
     bot: usize,
-    session: &mut ClientSession<HandInput, ()>,
+    session: &mut ClientSession<I, M>,
     driver: &mut UdpDriver,
 ) -> BotReport {
     let stats = session.connection_stats(driver.endpoint());

@@ -1,7 +1,8 @@
-//! The dashboard's web server: three static files built into the binary (no build step) and
+//! The dashboard's web server: three static files built into the binary (no build step),
 //! `/api/live`, the latest [`super::live::View`] as JSON, which the page polls ten times a
-//! second. The server only copies the JSON the collector made; it measures its own CPU time
-//! so that the demo can show what the dashboard costs.
+//! second, and `/api/scene`, a scene demo's static geometry ([`super::scene::SceneLayout`]),
+//! which the page reads once. The server only copies the JSON the collector made; it
+//! measures its own CPU time so that the demo can show what the dashboard costs.
 
 use rally_driver::cpu::thread_cpu_us;
 use std::error::Error;
@@ -27,6 +28,9 @@ pub struct Shared {
     pub cpu_us: AtomicU64,
     /// Requests served.
     pub requests: AtomicU64,
+    /// The scene's static geometry as JSON (`null` in the table-tennis demo), served once per
+    /// page at `/api/scene`.
+    pub scene: String,
 }
 
 /// A running dashboard; dropping it stops the server.
@@ -85,6 +89,9 @@ fn respond(request: tiny_http::Request, shared: &Shared) {
     let path = request.url().split('?').next().unwrap_or("/").to_string();
     let (status, content_type, body) = if path == "/api/live" {
         let json = shared.json.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        (200, "application/json", json)
+    } else if path == "/api/scene" {
+        let json = if shared.scene.is_empty() { "null".to_string() } else { shared.scene.clone() };
         (200, "application/json", json)
     } else if let Some((_, kind, text)) = FILES.iter().find(|(at, _, _)| *at == path) {
         (200, *kind, text.to_string())

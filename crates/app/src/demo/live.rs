@@ -83,7 +83,7 @@ pub struct Quantiles {
 pub struct ClientView {
     /// Which bot.
     pub bot: usize,
-    /// `near` or `far` end of the table.
+    /// `near` or `far` end of the table (`spawn` in a scene demo).
     pub end: &'static str,
     /// Its client id in the room, once welcomed (the dashboard names players by it).
     pub client: Option<u32>,
@@ -131,9 +131,9 @@ pub struct SandboxView {
     pub table_top: f32,
     /// Each entity as replicated, with its part.
     pub entities: Vec<Drawn>,
-    /// Serves so far.
+    /// Serves so far (in a scene demo: grabs, the room's `SceneStats::grabs`).
     pub serves: u64,
-    /// Paddle hits so far.
+    /// Paddle hits so far (in a scene demo: releases).
     pub hits: u64,
 }
 
@@ -175,6 +175,14 @@ impl Live {
             tick: Duration::from_secs(1) / hz,
             samples: VecDeque::new(),
             entities: Vec::new(),
+        }
+    }
+
+    /// Names every bot's place `end` (a scene demo's bots stand at spawn points, not at an
+    /// end of a table).
+    pub fn set_ends(&mut self, end: &'static str) {
+        for client in &mut self.view.clients {
+            client.end = end;
         }
     }
 

@@ -1,4 +1,5 @@
-//! `rally demo`: table tennis in a rapier3d world on a Rally host on this machine, played by
+//! `rally demo`: table tennis in a rapier3d world on a Rally host on this machine (or, with
+//! `--scene FILE`, a room built from a scene file: [`scene`]), played by
 //! bot players over real UDP on loopback with sealed connections, and a live web dashboard
 //! served by the demo itself: the host's tick by phase against its budgets, each player's
 //! RTT and loss, the total-latency histogram against the latency model, and the table seen
@@ -11,6 +12,7 @@
 mod bots;
 mod dashboard;
 mod live;
+mod scene;
 mod table;
 
 use bots::BotReport;
@@ -21,6 +23,7 @@ use rally_driver::host::Budgets;
 use rally_driver::{Host, HostConfig};
 use rally_engine::{connection_config, RoomConfig};
 use rally_proto::EndpointConfig;
+use scene::SceneLayout;
 use std::error::Error;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -52,6 +55,11 @@ pub struct DemoArgs {
     /// can open a capture of the demo's sealed traffic.
     #[arg(long, value_name = "PATH")]
     pub key_log: Option<std::path::PathBuf>,
+    /// Play in a room built from this scene file (docs/scene.md) instead of table tennis: the
+    /// bots send the standard XR input and pick up, carry and throw its grabbable bodies. The
+    /// scene's tick rate and pipeline replace --hz and --pipeline.
+    #[arg(long, value_name = "FILE")]
+    pub scene: Option<std::path::PathBuf>,
 }
 
 /// How often the collector builds a view (and the page asks for one).
@@ -65,6 +73,25 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     if !(10..=1000).contains(&args.hz) || args.bots == 0 || args.bots > 64 {
         return Err("--hz must be 10 to 1000 and --bots 1 to 64, such as --hz 120 --bots 4".into());
     }
+    let scene = match &args.scene {
+        Some(file) => Some((file.display().to_string(), rally_scene::Scene::load(file)?)),
+        None => None,
+    };
+    // A scene's room settings are the scene's, as `rally server --scene` hosts it.
+    let (hz, pipeline, pipeline_name) = match &scene {
+        Some((file, scene)) => {
+            let s = scene.settings();
+            if args.bots > s.players_max as usize {
+                return Err(format!(
+                    "--bots {}: {file} takes at most {} players (its room.players_max)",
+                    args.bots, s.players_max
+                )
+                .into());
+            }
+            (s.tick_rate, s.pipeline, format!("{:?}", s.pipeline).to_lowercase())
+        }
+        None => (args.hz, pipeline, args.pipeline.clone()),
+    };
     if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
         return Err("--duration must be a positive number of seconds, such as --duration 20".into());
     }
@@ -74,14 +101,23 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     }
     // The dashboard first: a port in use is the likeliest failure and should cost nothing.
     // Its page may ask before the first report: it gets an empty view, not an error.
-    let mut live = Live::new(args.hz, &args.pipeline, args.bots);
-    let shared = Arc::new(Shared::default());
+    let mut live = Live::new(hz, &pipeline_name, args.bots);
+    if scene.is_some() {
+        live.set_ends("spawn");
+    }
+    let layout = match &scene {
+        Some((file, scene)) => Some(Arc::new(SceneLayout::new(file, scene)?)),
+        None => None,
+    };
+    let shared =
+        Arc::new(Shared { scene: serde_json::to_string(&layout.as_deref())?, ..Shared::default() });
     publish(&shared, live.view(0.0, &Roles::default()));
     let dashboard = match args.headless {
         true => None,
         false => Some(Dashboard::start(args.port, shared.clone())?),
     };
     let roles = Arc::new(Mutex::new(Roles::default()));
+    let scene_stats = Arc::new(Mutex::new(rally_scene::SceneStats::default()));
     let key = rally_driver::backend::random_key()?;
     if let Some(path) = &args.key_log {
         std::fs::write(path, crate::token::key_to_hex(&key) + "\n")
@@ -96,12 +132,24 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
         budgets: budgets(),
         ..HostConfig::default()
     };
-    let room = RoomConfig { tick_rate: args.hz, pipeline, ..RoomConfig::default() };
-    let host = Host::start(host_config, TableTennis::new(room, roles.clone()))?;
+    let host = match &scene {
+        None => {
+            let room = RoomConfig { tick_rate: hz, pipeline, ..RoomConfig::default() };
+            Host::start(host_config, TableTennis::new(room, roles.clone()))?
+        }
+        Some((_, scene)) => {
+            let game = crate::game::SceneGame::new(scene.clone(), |id| id + 1)?;
+            Host::start(host_config, game.watch(scene_stats.clone()))?
+        }
+    };
     let address = host.room_address(0);
+    let what = match &scene {
+        Some((file, _)) => format!("a room of the scene {file}"),
+        None => "a table-tennis room".into(),
+    };
     println!(
-        "rally demo: a table-tennis room on {address}, {} bots at {} Hz, {} pipeline",
-        args.bots, args.hz, args.pipeline
+        "rally demo: {what} on {address}, {} bots at {hz} Hz, {pipeline_name} pipeline",
+        args.bots
     );
     if let Some(dashboard) = &dashboard {
         println!("dashboard: {}  (Ctrl-C stops)", dashboard.url());
@@ -115,15 +163,20 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
             rally_driver::backend::issue(&key, protocol, bot as u64, 0, vec![address], 3600)?;
         let (config, roles, stop, reports) =
             (endpoint.clone(), roles.clone(), stop.clone(), reports.clone());
-        let (bots, hz) = (args.bots, args.hz);
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("rally-bot-{bot}"))
+        let bots = args.bots;
+        let thread = std::thread::Builder::new().name(format!("rally-bot-{bot}"));
+        let thread = match layout.clone() {
+            None => thread
                 .spawn(move || bots::play(bot, bots, token, config, hz, roles, stop, reports))?,
-        );
+            Some(layout) => {
+                thread.spawn(move || scene::play(bot, token, config, hz, layout, stop, reports))?
+            }
+        };
+        threads.push(thread);
     }
     drop(reports);
-    let collector = Collector { live, host: &host };
+    let scene_stats = scene.is_some().then_some(&*scene_stats);
+    let collector = Collector { live, host: &host, scene: scene_stats };
     collector.run(&received, &roles, dashboard.as_ref().map(|_| &*shared), args.duration, &stop);
     stop.store(true, Ordering::Relaxed);
     let mut failures = Vec::new();
@@ -162,6 +215,8 @@ fn budgets() -> Budgets {
 struct Collector<'a> {
     live: Live,
     host: &'a Host,
+    /// A scene demo's players' figures (grabs and releases instead of serves and hits).
+    scene: Option<&'a Mutex<rally_scene::SceneStats>>,
 }
 
 impl Collector<'_> {
@@ -204,7 +259,12 @@ impl Collector<'_> {
                 self.live.set_dashboard_cpu(percent * 100.0);
                 (cpu_at_window, window_start) = (cpu, Instant::now());
             }
-            let roles = table::lock(roles).clone();
+            let mut roles = table::lock(roles).clone();
+            if let Some(stats) = self.scene {
+                // The scene's grabs and releases take the places of serves and hits.
+                let stats = *stats.lock().unwrap_or_else(|p| p.into_inner());
+                (roles.serves, roles.hits) = (stats.grabs, stats.releases);
+            }
             let before = thread_cpu_us();
             let view = self.live.view(seconds, &roles);
             if let Some(shared) = shared {
@@ -212,7 +272,7 @@ impl Collector<'_> {
                 json_cpu_us += thread_cpu_us() - before;
             }
             if window_over {
-                print_lines(view);
+                print_lines(view, self.scene.is_some());
             }
         }
     }
@@ -226,14 +286,14 @@ fn publish(shared: &Shared, view: &View) {
 }
 
 /// The view as two lines: what the players feel, and what the server spends.
-fn print_lines(view: &View) {
+fn print_lines(view: &View, scene: bool) {
     let l = &view.latency;
     let joined = view.clients.iter().filter(|c| c.client.is_some()).count();
     let rtt = view.clients.iter().map(|c| c.rtt_ms).sum::<f64>() / view.clients.len().max(1) as f64;
     let loss = view.clients.iter().map(|c| c.loss_percent).fold(0.0, f64::max);
     println!(
         "{:>5.0} s  {joined}/{} players  latency mean {:.1} p99 {:.1} max {:.1} ms, {:.0}% within \
-         model ({:.1} to {:.1})  RTT {rtt:.2} ms  loss {loss:.1}%  serves {} hits {}",
+         model ({:.1} to {:.1})  RTT {rtt:.2} ms  loss {loss:.1}%{}",
         view.seconds,
         view.clients.len(),
         l.mean_ms,
@@ -242,8 +302,15 @@ fn print_lines(view: &View) {
         l.within_percent,
         l.best_ms,
         l.worst_ms,
-        view.sandbox.serves,
-        view.sandbox.hits,
+        match scene {
+            true => format!(
+                "  entities {}  grabs {} releases {}",
+                view.sandbox.entities.len(),
+                view.sandbox.serves,
+                view.sandbox.hits
+            ),
+            false => format!("  serves {} hits {}", view.sandbox.serves, view.sandbox.hits),
+        },
     );
     let phases: Vec<String> = view
         .phases

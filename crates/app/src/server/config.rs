@@ -4,6 +4,7 @@
 
 use rally_driver::host::Budgets;
 use rally_engine::Pipeline;
+use rally_scene::Scene;
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -57,6 +58,7 @@ pub struct SecuritySection {
 #[serde(deny_unknown_fields)]
 pub struct RoomSection {
     pub game: String,
+    pub scene: String,
     pub tick_rate: u32,
     pub pipeline: String,
 }
@@ -87,6 +89,8 @@ pub enum GameKind {
     Reference,
     /// Table tennis in rapier3d.
     Paddles,
+    /// A room built from the scene file `room.scene` (rally-scene, docs/scene.md).
+    Scene,
 }
 
 impl ServerConfig {
@@ -143,7 +147,28 @@ impl ServerConfig {
         match self.room.game.as_str() {
             "reference" => Ok(GameKind::Reference),
             "paddles" => Ok(GameKind::Paddles),
-            other => Err(format!("room.game = {other:?}: use \"reference\" or \"paddles\"")),
+            "scene" => Ok(GameKind::Scene),
+            other => Err(format!(
+                "room.game = {other:?}: use \"reference\", \"paddles\" or \"scene\" (with \
+                 room.scene naming the scene file)"
+            )),
+        }
+    }
+
+    /// The scene a `room.game = "scene"` server hosts, loaded and checked; `None` for the other
+    /// games. Its error names the scene file, the line, the field and the fix (rally-scene's
+    /// [`SceneError`](rally_scene::SceneError)).
+    pub fn scene(&self) -> Result<Option<Scene>, String> {
+        match (self.game()?, self.room.scene.as_str()) {
+            (GameKind::Scene, "") => Err("room.game = \"scene\" needs room.scene, the scene \
+                                          file to host (or pass --scene FILE)"
+                .into()),
+            (GameKind::Scene, file) => Scene::load(file).map(Some).map_err(|e| e.to_string()),
+            (_, "") => Ok(None),
+            (game, file) => Err(format!(
+                "room.scene = {file:?} is set but room.game is {game:?}: set room.game = \
+                 \"scene\" to host it, or remove room.scene"
+            )),
         }
     }
 
@@ -237,5 +262,34 @@ mod tests {
             let error = ServerConfig::parse(text, "file").expect_err(text);
             assert!(error.contains(field), "{text:?} gave {error:?}, which does not name {field}");
         }
+    }
+
+    #[test]
+    fn a_bad_scene_is_refused_with_its_file_line_field_and_fix() {
+        // Goal: a scene server never starts on a scene it cannot host, and the operator reads
+        // where the scene is wrong and how to fix it. Method: a scene with a mass out of range
+        // written to a temporary file, then a scene game with no file, and a file with no scene
+        // game; last, the example sandbox loads.
+        let file =
+            std::env::temp_dir().join(format!("rally-server-scene-{}.toml", std::process::id()));
+        std::fs::write(&file, "[room]\ntick_rate = 120\n\n[[bodies]]\nsphere = 0.1\nmass_kg = 0\n")
+            .unwrap();
+        let text = format!("[room]\ngame = \"scene\"\nscene = {:?}\n", file.display().to_string());
+        let config = ServerConfig::parse(&text, "server.toml").expect("the config itself is valid");
+        let error = config.scene().expect_err("a massless body");
+        let _ = std::fs::remove_file(&file);
+        let place = format!("{}:6:11: bodies[0].mass_kg: 0 is out of range", file.display());
+        assert!(error.starts_with(&place), "{error}");
+        assert!(error.contains("fix: give a value from 0.001 to 100000"), "{error}");
+
+        let config = ServerConfig::parse("[room]\ngame = \"scene\"\n", "f").unwrap();
+        assert!(config.scene().expect_err("no file").contains("needs room.scene"));
+        let config = ServerConfig::parse("[room]\nscene = \"a.toml\"\n", "f").unwrap();
+        assert!(config.scene().expect_err("not a scene game").contains("room.game"));
+
+        let sandbox = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenes/sandbox.toml");
+        let text = format!("[room]\ngame = \"scene\"\nscene = {sandbox:?}\n");
+        let scene = ServerConfig::parse(&text, "f").unwrap().scene().unwrap().expect("a scene");
+        assert_eq!(scene.settings().players_max, 10);
     }
 }

@@ -4,7 +4,7 @@
 pub mod config;
 mod http;
 
-use crate::game::{reference_room, Paddles};
+use crate::game::{reference_room, Paddles, SceneGame};
 use config::{GameKind, ServerConfig};
 use rally_driver::host::DrainReport;
 use rally_driver::{Host, HostConfig};
@@ -25,6 +25,10 @@ pub struct ServerArgs {
     /// Print the embedded defaults, with a comment on every field, and exit.
     #[arg(long)]
     pub print_config: bool,
+    /// Host rooms built from this scene file (docs/scene.md): sets `room.game = "scene"` and
+    /// `room.scene = FILE` over the config. A bad scene is refused at start.
+    #[arg(long, value_name = "FILE")]
+    pub scene: Option<PathBuf>,
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
@@ -33,7 +37,7 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
         print!("{}", config::DEFAULT);
         return Ok(());
     }
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("reading the config {}: {e}", path.display()))?;
@@ -41,13 +45,19 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
         }
         None => ServerConfig::parse("", "the defaults")?,
     };
+    if let Some(scene) = &args.scene {
+        config.room.game = "scene".into();
+        config.room.scene = scene.display().to_string();
+    }
+    // Before anything binds: a bad scene stops the server with its file, line, field and fix.
+    let scene = config.scene()?;
     // Registered before the host starts, so that no signal finds the default action.
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, stop.clone())?;
     }
     let host_config = host_config(&config)?;
-    let host = start(&config, host_config)?;
+    let host = start(&config, scene, host_config)?;
     for (worker, address) in host.addresses().iter().enumerate() {
         println!(
             "worker {worker} on {address} (rooms with id % {} = {worker})",
@@ -106,8 +116,13 @@ fn host_config(config: &ServerConfig) -> Result<HostConfig, Box<dyn Error>> {
     })
 }
 
-/// Starts the host with the configured game.
-fn start(config: &ServerConfig, host: HostConfig) -> Result<Host, Box<dyn Error>> {
+/// Starts the host with the configured game (`scene`: the loaded `room.scene`, for a scene
+/// server).
+fn start(
+    config: &ServerConfig,
+    scene: Option<rally_scene::Scene>,
+    host: HostConfig,
+) -> Result<Host, Box<dyn Error>> {
     let room = RoomConfig {
         tick_rate: config.room.tick_rate,
         pipeline: config.pipeline()?,
@@ -122,6 +137,13 @@ fn start(config: &ServerConfig, host: HostConfig) -> Result<Host, Box<dyn Error>
         })?,
         GameKind::Paddles => {
             Host::start(host, move |id| paddles_room(room.clone(), room_seed(master, id)))?
+        }
+        GameKind::Scene => {
+            let scene = scene.ok_or("room.game = \"scene\" without a loaded scene")?;
+            let game = SceneGame::new(scene, move |id| room_seed(master, id))
+                .map_err(|e| format!("{}: {e}", config.room.scene))?;
+            println!("{}", scene_line(&config.room.scene, game.scene()));
+            Host::start(host, game)?
         }
     };
     Ok(started)
@@ -154,6 +176,22 @@ fn paddles_room(config: RoomConfig, seed: u64) -> Room<Paddles> {
     game.set_table(room.world_mut()).expect("room for the table");
     *room.simulation_mut() = game;
     room
+}
+
+/// What a scene server hosts, and that the room settings are the scene's.
+fn scene_line(file: &str, scene: &rally_scene::Scene) -> String {
+    let s = scene.settings();
+    format!(
+        "scene {file}: {} colliders, {} bodies; rooms at {} Hz, {:?} pipeline, up to {} players, \
+         {} bytes per client per tick (the scene's [room]; the config's room.tick_rate and \
+         room.pipeline apply to the other games)",
+        scene.colliders().len(),
+        scene.bodies().len(),
+        s.tick_rate,
+        s.pipeline,
+        s.players_max,
+        s.client_bytes_per_tick_max
+    )
 }
 
 fn print_drain(reports: &[DrainReport]) {

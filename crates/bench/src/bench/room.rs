@@ -16,14 +16,32 @@
 //! The transport's packetization and the sockets are not in these figures (a host benchmark
 //! will measure the whole host). Allocations are counted per tick by the binary's counting
 //! allocator.
+//!
+//! Two scene cases run in the same process after it (rally-scene, [issue 23]'s targets; the
+//! scenes are generated in [`super::room_scene`]):
+//!
+//! - **sandbox-64**: `scenes/sandbox.toml` with 64 bouncing balls added (10 players sending the
+//!   standard XR input every tick at the scene's 120 Hz, which moves their avatars: 30 more
+//!   entities), timed exactly as the reference room and printed beside it: the engine's CPU
+//!   per room-tick against the reference room's, and the physics (`simulate`) apart; on the
+//!   fast pipeline (the sandbox's; each input's hand poses forwarded on arrival, in `ingest`)
+//!   and on the greedy one (no forwarding, as the reference room, which drives nothing). The
+//!   bench counts the entities that moved each tick.
+//! - **settled-256**: 256 dynamic boxes on a floor, 10 players; after the boxes settle, the
+//!   snapshot bytes per client per tick against the scene's per-client byte budget, and whether
+//!   every client holds every body where the room has it.
+//!
+//! [issue 23]: the scene issue; docs/benchmarks.md gives the figures.
 
+use super::room_scene;
 use crate::alloc_counter;
-use crate::game::{reference_room, Reference, BODIES, CLIENTS, MOVING};
+use crate::game::{reference_room, BODIES, CLIENTS, MOVING};
 use crate::machine::Machine;
 use crate::plot::{self, Panel};
 use crate::stats::{summary, Summary};
 use rally_engine::{
-    connection_config, ClientConfig, ClientSession, Phase, PhaseObserver, Room, RoomConfig, PHASES,
+    connection_config, ClientConfig, ClientSession, Phase, PhaseObserver, Room, RoomConfig,
+    Simulation, PHASES,
 };
 use rally_netem::LinkConfig;
 use rally_proto::{EndpointConfig, Event};
@@ -41,9 +59,12 @@ const TARGET_US: f64 = 25.0;
 /// Options of `rally-bench room`.
 #[derive(Debug, clap::Args)]
 pub struct RoomArgs {
-    /// 10 seconds of ticks instead of 60.
+    /// 10 seconds of ticks instead of 60 (and 5 instead of 20 for the scene cases).
     #[arg(long)]
     pub quick: bool,
+    /// The reference room only, without the scene cases.
+    #[arg(long)]
+    pub reference_only: bool,
     /// Write the report as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -72,49 +93,63 @@ impl PhaseObserver for PhaseTimer {
 
 /// Per-tick samples.
 #[derive(Default)]
-struct Samples {
+pub(super) struct Samples {
     ingest: Vec<f64>,
     phases: [Vec<f64>; 5],
     engine: Vec<f64>,
     allocations: Vec<f64>,
     snapshot_bytes: Vec<f64>,
+    /// Entities whose pose changed over the tick.
+    moved: Vec<f64>,
 }
 
 #[derive(Debug, Serialize)]
-struct Report {
+pub(super) struct Report {
+    /// "reference" or the scene case's name.
+    room: String,
+    tick_rate: u32,
     clients: usize,
     bodies: usize,
     moving: usize,
+    /// Entities whose pose changed, per tick, as measured.
+    moved_per_tick: Summary,
     ticks: usize,
     /// Microseconds per room-tick: ingest, each phase, and the engine total (simulate excluded).
     micros: BTreeMap<String, Summary>,
     allocations_per_tick: Summary,
-    snapshot_bytes_per_client: Summary,
+    pub(super) snapshot_bytes_per_client: Summary,
     target_us: f64,
 }
 
-/// The room, its network and its clients' sessions, with how far each event log was read.
-struct Bench {
-    room: Room<Reference>,
+/// Client `i`'s input at `t` seconds.
+type InputFn<I> = fn(usize, f64) -> I;
+
+/// A room, its network and its clients' sessions, with how far each event log was read.
+pub(super) struct Bench<S: Simulation> {
+    pub(super) room: Room<S>,
     net: Net,
-    sessions: Vec<ClientSession<HandInput, ()>>,
+    pub(super) sessions: Vec<ClientSession<S::Input, S::Message>>,
+    input: InputFn<S::Input>,
     seen_server: usize,
     seen_clients: Vec<usize>,
 }
 
-impl Bench {
-    /// The reference room with its clients connected and joined, the world in motion.
-    fn new() -> Result<Self, Box<dyn Error>> {
-        let room = reference_room(RoomConfig::default(), 1)?;
+impl<S: Simulation> Bench<S> {
+    /// `room` with `clients` connected and joined, each sending `input` every tick.
+    pub(super) fn new(
+        room: Room<S>,
+        clients: usize,
+        input: InputFn<S::Input>,
+    ) -> Result<Self, Box<dyn Error>> {
         let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
-        let mut net = Net::secure(endpoint, LinkConfig::default(), CLIENTS, 1);
+        let mut net = Net::secure(endpoint, LinkConfig::default(), clients, 1);
         if !net.connect_all(Duration::from_secs(1)) {
-            return Err("the reference clients did not connect".into());
+            return Err("the bench's clients did not connect".into());
         }
         let session = || ClientSession::new(ClientConfig::default()).expect("valid");
-        let sessions = (0..CLIENTS).map(|_| session()).collect();
-        let mut bench =
-            Bench { room, net, sessions, seen_server: 0, seen_clients: vec![0; CLIENTS] };
+        let sessions = (0..clients).map(|_| session()).collect();
+        let seen_clients = vec![0; clients];
+        let mut bench = Bench { room, net, sessions, input, seen_server: 0, seen_clients };
         for _ in 0..10 {
             bench.deliver_to_room();
             bench.room.transmit(&mut bench.net.server);
@@ -123,7 +158,7 @@ impl Bench {
             bench.net.drive();
         }
         if bench.sessions.iter().any(|s| s.client_id().is_none()) {
-            return Err("the reference clients did not join".into());
+            return Err("the bench's clients did not join".into());
         }
         Ok(bench)
     }
@@ -164,7 +199,7 @@ impl Bench {
     fn inputs(&mut self) {
         let now = self.net.now;
         for (i, session) in self.sessions.iter_mut().enumerate() {
-            session.send_input(now, HandInput::on_circle(i, now.as_secs_f64()));
+            session.send_input(now, (self.input)(i, now.as_secs_f64()));
             session.transmit(&mut self.net.clients[i].endpoint);
         }
         self.net.drive();
@@ -174,11 +209,59 @@ impl Bench {
 /// Runs the benchmark.
 pub fn run(args: &RoomArgs) -> Result<(), Box<dyn Error>> {
     let ticks = if args.quick { 1280 } else { 7680 };
-    let warmup = 256;
-    let mut bench = Bench::new()?;
+    let room = reference_room(RoomConfig::default(), 1)?;
+    let mut bench = Bench::new(room, CLIENTS, HandInput::on_circle)?;
+    let samples = measure(&mut bench, ticks, 256)?;
+    let reference = report("reference", 128, &samples, ticks, (CLIENTS, BODIES, MOVING));
+    print(&reference);
+    let mut scenes = None;
+    if !args.reference_only {
+        let seconds = if args.quick { 5 } else { 20 };
+        let sandbox = room_scene::sandbox_64(seconds, "fast")?;
+        print(&sandbox);
+        compare(&reference, &sandbox);
+        // The reference room drives no entity, so it has no fast path to pay for: the greedy
+        // pipeline leaves that cost out of the scene's figures.
+        let greedy = room_scene::sandbox_64(seconds, "greedy")?;
+        print(&greedy);
+        compare(&reference, &greedy);
+        let settled = room_scene::settled_256(seconds)?;
+        room_scene::print_settled(&settled);
+        scenes = Some((sandbox, greedy, settled));
+    }
+    if let Some(path) = &args.json {
+        let mut json = serde_json::json!({
+            "bench": "room",
+            "quick": args.quick,
+            "machine": Machine::detect(),
+            "report": reference,
+        });
+        if let Some((sandbox, greedy, settled)) = &scenes {
+            json["scene_sandbox_64"] = serde_json::to_value(sandbox)?;
+            json["scene_sandbox_64_greedy"] = serde_json::to_value(greedy)?;
+            json["scene_settled_256"] = serde_json::to_value(settled)?;
+        }
+        super::write_json(path, &json)?;
+    }
+    if let Some(dir) = &args.plot {
+        let rooms = scenes.as_ref().map(|(fast, greedy, _)| [fast, greedy]);
+        draw(dir, &reference, rooms.as_ref().map_or(&[][..], |r| &r[..]))?;
+    }
+    Ok(())
+}
+
+/// Ticks `bench`'s room `warmup + ticks` times, each client sending an input every tick, and
+/// times the last `ticks`; fails if a client fell behind.
+pub(super) fn measure<S: Simulation>(
+    bench: &mut Bench<S>,
+    ticks: usize,
+    warmup: usize,
+) -> Result<Samples, Box<dyn Error>> {
     let mut samples = Samples::default();
+    let clients = bench.sessions.len() as f64;
     let progress = indicatif::ProgressBar::new((ticks + warmup) as u64);
     let dt = bench.room.config().dt();
+    let mut poses = Vec::new();
     for tick in 0..ticks + warmup {
         let now = bench.net.now;
         bench.inputs();
@@ -190,30 +273,26 @@ pub fn run(args: &RoomArgs) -> Result<(), Box<dyn Error>> {
         let allocations = alloc_counter::allocations() - before;
         bench.net.drive();
         bench.deliver_to_clients();
+        let moved = moved(bench.room.world(), &mut poses);
         if tick >= warmup {
             let bytes = (bench.room.stats().snapshot_bytes - bytes_before) as f64;
-            samples.record(ingest, &timer, allocations, bytes / CLIENTS as f64);
+            samples.record(ingest, &timer, allocations, bytes / clients);
+            samples.moved.push(moved as f64);
         }
         progress.inc(1);
         bench.net.run_until(now + dt);
     }
     progress.finish_and_clear();
-    check_converged(&bench)?;
-    let report = report(&samples, ticks);
-    print(&report);
-    if let Some(path) = &args.json {
-        let json = serde_json::json!({
-            "bench": "room",
-            "quick": args.quick,
-            "machine": Machine::detect(),
-            "report": report,
-        });
-        super::write_json(path, &json)?;
-    }
-    if let Some(dir) = &args.plot {
-        draw(dir, &report)?;
-    }
-    Ok(())
+    check_converged(bench)?;
+    Ok(samples)
+}
+
+/// How many entities' poses differ from `poses`, which then become the world's.
+fn moved(world: &rally_engine::World, poses: &mut Vec<(u32, rally_engine::Transform)>) -> usize {
+    let now: Vec<_> = world.iter().map(|(id, e)| (id, e.transform)).collect();
+    let moved = now.iter().filter(|pose| !poses.contains(pose)).count();
+    *poses = now;
+    moved
 }
 
 impl Samples {
@@ -239,7 +318,7 @@ fn time(f: impl FnOnce()) -> f64 {
 }
 
 /// The measurement means something only if the clients really kept up with the room.
-fn check_converged(bench: &Bench) -> Result<(), Box<dyn Error>> {
+fn check_converged<S: Simulation>(bench: &Bench<S>) -> Result<(), Box<dyn Error>> {
     let room = bench.room.snapshot();
     for (i, session) in bench.sessions.iter().enumerate() {
         let tick = session.snapshot().map(|s| s.tick());
@@ -254,7 +333,14 @@ fn check_converged(bench: &Bench) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-fn report(samples: &Samples, ticks: usize) -> Report {
+/// The report of `samples`; `sizes` is (clients, bodies, moving) as the room was built.
+pub(super) fn report(
+    room: &str,
+    tick_rate: u32,
+    samples: &Samples,
+    ticks: usize,
+    sizes: (usize, usize, usize),
+) -> Report {
     let mut micros = BTreeMap::new();
     micros.insert("0 ingest".to_string(), summary(&samples.ingest));
     for (k, phase) in PHASES.iter().enumerate().skip(1) {
@@ -262,10 +348,14 @@ fn report(samples: &Samples, ticks: usize) -> Report {
         micros.insert(name, summary(&samples.phases[k]));
     }
     micros.insert("engine total".to_string(), summary(&samples.engine));
+    let (clients, bodies, moving) = sizes;
     Report {
-        clients: CLIENTS,
-        bodies: BODIES,
-        moving: MOVING,
+        room: room.to_string(),
+        tick_rate,
+        clients,
+        bodies,
+        moving,
+        moved_per_tick: summary(&samples.moved),
         ticks,
         micros,
         allocations_per_tick: summary(&samples.allocations),
@@ -274,10 +364,17 @@ fn report(samples: &Samples, ticks: usize) -> Report {
     }
 }
 
-fn print(report: &Report) {
+pub(super) fn print(report: &Report) {
     println!(
-        "reference room: {} clients, {} bodies ({} moving), {} ticks at 128 Hz",
-        report.clients, report.bodies, report.moving, report.ticks
+        "{} room: {} clients, {} bodies ({} moving; measured {:.1} entities moved per tick), \
+         {} ticks at {} Hz",
+        report.room,
+        report.clients,
+        report.bodies,
+        report.moving,
+        report.moved_per_tick.mean,
+        report.ticks,
+        report.tick_rate
     );
     println!("{:<16} {:>9} {:>9} {:>9} {:>9}", "us per tick", "mean", "p50", "p99", "max");
     for (name, s) in &report.micros {
@@ -294,30 +391,55 @@ fn print(report: &Report) {
         "engine mean {total:.1} us per room-tick: {verdict} the [scale] budget of {TARGET_US} us \
          for a whole room-tick (transport and encryption still to add)"
     );
+    println!();
 }
 
-fn draw(dir: &std::path::Path, report: &Report) -> Result<(), Box<dyn Error>> {
+/// The scene target: the engine's CPU per room-tick of the sandbox at most the reference's.
+fn compare(reference: &Report, scene: &Report) {
+    let (r, s) = (&reference.micros["engine total"], &scene.micros["engine total"]);
+    let physics = &scene.micros["2 simulate"];
+    let verdict = if s.mean <= r.mean { "at most" } else { "OVER" };
+    println!(
+        "scene target: engine CPU per room-tick, {} {:.2} us mean (p99 {:.2}) vs reference \
+         {:.2} us (p99 {:.2}): {verdict} the reference room's; the scene's physics adds {:.1} us \
+         mean (p99 {:.1}), the game's share, budgeted apart",
+        scene.room, s.mean, s.p99, r.mean, r.p99, physics.mean, physics.p99
+    );
+    println!();
+}
+
+/// One figure of a summary.
+type Statistic = fn(&Summary) -> f64;
+
+fn draw(dir: &std::path::Path, report: &Report, scenes: &[&Report]) -> Result<(), Box<dyn Error>> {
     std::fs::create_dir_all(dir)?;
     let groups: Vec<String> = report.micros.keys().cloned().collect();
-    let series = ["mean", "p99"]
+    let rooms: Vec<&Report> = std::iter::once(report).chain(scenes.iter().copied()).collect();
+    // A panel per statistic, a bar per room: the rooms side by side in each phase.
+    let stats: [(&str, Statistic); 3] =
+        [("mean", |s| s.mean), ("p50", |s| s.p50), ("p99", |s| s.p99)];
+    let panels: Vec<Panel> = stats
         .iter()
-        .map(|stat| {
-            let values = report
-                .micros
-                .values()
-                .map(|s| if *stat == "mean" { s.mean } else { s.p99 })
-                .collect();
-            (stat.to_string(), values)
+        .map(|(stat, of)| Panel {
+            title: format!("CPU per room-tick by phase, {stat}"),
+            y_label: "microseconds (log)".into(),
+            groups: groups.clone(),
+            series: rooms
+                .iter()
+                .map(|room| {
+                    let values =
+                        groups.iter().map(|g| room.micros.get(g).map_or(0.0, of)).collect();
+                    (room.room.clone(), values)
+                })
+                .collect(),
         })
         .collect();
-    let panel = Panel {
-        title: "CPU per reference room-tick, by phase".into(),
-        y_label: "microseconds (log)".into(),
-        groups,
-        series,
-    };
     let path = dir.join("room-phases.png");
-    plot::grouped_bars(&path, "W3 reference room: engine cost per tick", 1, &[panel])?;
+    let title = match scenes.is_empty() {
+        false => "Engine cost per room-tick: the W3 reference room and the sandbox scene",
+        true => "W3 reference room: engine cost per tick",
+    };
+    plot::grouped_bars(&path, title, panels.len(), &panels)?;
     println!("wrote {}", path.display());
     Ok(())
 }

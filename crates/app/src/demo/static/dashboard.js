@@ -6,9 +6,23 @@ const POLL_MS = 100;
 const COLORS = ["#4cc2ff", "#ff9f43", "#a78bfa", "#5ad48a", "#ff6b9d", "#ffd166"];
 let updates = 0;
 let lastVersion = -1;
+// A scene demo's static geometry (from /api/scene, read once); null in the table-tennis demo.
+let scene = null;
 
 const $ = (id) => document.getElementById(id);
 const fmt = (v, digits = 1) => (Number.isFinite(v) ? v.toFixed(digits) : "-");
+
+async function loadScene() {
+  try {
+    const response = await fetch("/api/scene", { cache: "no-store" });
+    scene = await response.json();
+  } catch (err) {
+    scene = null;
+  }
+  if (scene) {
+    $("view-title").textContent = `The scene ${scene.file}, from above`;
+  }
+}
 
 async function poll() {
   try {
@@ -34,7 +48,8 @@ function render(view) {
   $("summary").textContent =
     `${fmt(view.seconds, 0)} s · ${view.rooms} room · ${joined}/${view.clients.length} players · ` +
     `${view.hz} Hz · ${view.pipeline} pipeline`;
-  drawSandbox(view.sandbox);
+  if (scene) drawScene(scene, view.sandbox);
+  else drawSandbox(view.sandbox);
   drawLatency(view.latency);
   drawPhases(view);
   drawClients(view.clients);
@@ -112,6 +127,89 @@ function drawSandbox(sandbox) {
   $("score").textContent =
     `${drawn} entities drawn · serves ${sandbox.serves} · paddle hits ${sandbox.hits} · ` +
     "circles are hands, bars the paddles they hold through the grab graph";
+}
+
+// Any scene from above: x across the canvas, z down it. Planes are the ground; colliders are
+// drawn from their static geometry; bodies where player 0's replicated state puts them, boxes
+// as rectangles, spheres and capsules (upright) as circles, coloured by class, grabbable ones
+// outlined; entities the scene does not list (players' heads and hands) as small rings. In a
+// scene demo the view's serves and hits count the room's grabs and releases.
+function drawScene(layout, sandbox) {
+  const entities = sandbox.entities;
+  const canvas = $("sandbox");
+  const g = canvas.getContext("2d");
+  const [x0, z0, x1, z1] = layout.bounds;
+  const scale = Math.min(canvas.width / (x1 - x0), canvas.height / (z1 - z0));
+  const ox = (canvas.width - (x1 - x0) * scale) / 2;
+  const oz = (canvas.height - (z1 - z0) * scale) / 2;
+  const at = (x, z) => [ox + (x - x0) * scale, oz + (z - z0) * scale];
+  g.clearRect(0, 0, canvas.width, canvas.height);
+  const classes = [...new Set(layout.pieces.map((p) => p.class))];
+  const classColor = (c) => COLORS[classes.indexOf(c) % COLORS.length];
+  const shape = (piece, x, z, yaw, fill, stroke) => {
+    const [cx, cy] = at(x, z);
+    g.save();
+    g.translate(cx, cy);
+    g.rotate(-yaw);
+    g.beginPath();
+    if (piece.shape === "box") {
+      g.rect(-piece.half[0] * scale, -piece.half[2] * scale, 2 * piece.half[0] * scale, 2 * piece.half[2] * scale);
+    } else {
+      g.arc(0, 0, Math.max(piece.half[0] * scale, 2), 0, 2 * Math.PI);
+    }
+    g.fillStyle = fill;
+    g.fill();
+    if (stroke) {
+      g.strokeStyle = stroke;
+      g.lineWidth = 1.5;
+      g.stroke();
+    }
+    g.restore();
+  };
+  const byId = new Map(entities.map((e) => [e.id, e]));
+  const statics = layout.pieces.filter((p) => p.kind === "collider");
+  if (statics.some((p) => p.shape === "plane")) {
+    g.fillStyle = "#1f2d24";
+    g.fillRect(0, 0, canvas.width, canvas.height);
+  }
+  // Lower colliders first, so that a shelf shows over the floor it stands above.
+  const low = (p) => p.position[1] - p.half[1];
+  for (const p of [...statics].sort((a, b) => low(a) - low(b))) {
+    if (p.shape === "plane") continue;
+    const shade = Math.min(80, 40 + Math.round(p.position[1] * 15));
+    shape(p, p.position[0], p.position[2], p.yaw, `rgb(${shade},${shade + 8},${shade + 20})`, "#5b6b7d");
+  }
+  let drawn = 0;
+  for (const p of layout.pieces) {
+    if (p.kind === "collider") continue;
+    const e = byId.get(p.id);
+    const [x, , z] = e ? e.position : p.position;
+    shape(p, x, z, e ? e.yaw : p.yaw, classColor(p.class), p.grabbable ? "#ffffff" : null);
+    drawn += 1;
+  }
+  const listed = new Set(layout.pieces.map((p) => p.id));
+  for (const e of entities) {
+    if (listed.has(e.id)) continue;
+    const [cx, cy] = at(e.position[0], e.position[2]);
+    g.strokeStyle = "#e6edf3";
+    g.lineWidth = 2;
+    g.beginPath();
+    g.arc(cx, cy, 4, 0, 2 * Math.PI);
+    g.stroke();
+    drawn += 1;
+  }
+  g.fillStyle = "#e6edf3";
+  for (const [k, s] of layout.spawns.entries()) {
+    const [cx, cy] = at(s[0], s[2]);
+    g.font = "11px system-ui";
+    g.fillText(`S${k}`, cx - 6, cy + 4);
+  }
+  canvas.dataset.entities = String(drawn);
+  $("score").textContent =
+    `${drawn} entities drawn · grabs ${sandbox.serves} · releases ${sandbox.hits} · ` +
+    `classes: ${classes.filter((c) => c !== "static").join(", ")} · ` +
+    "shapes from /api/scene, poses from player 0's replicated state; outlined: grabbable; " +
+    "S: spawn points";
 }
 
 // The histogram of total latency, with the model's best and worst as lines.
@@ -204,4 +302,4 @@ function figures(pairs) {
   return pairs.map(([name, value]) => `<div><dt>${name}</dt><dd>${value}</dd></div>`).join("");
 }
 
-poll();
+loadScene().then(poll);
