@@ -12,8 +12,9 @@
 //!   [`HAND_VELOCITY_WINDOW`], so what it holds carries it and what it lets go flies on with it.
 //! - **Grip** crossing [`GRIP_HOLD_MIN`](crate::GRIP_HOLD_MIN) upward grabs the nearest
 //!   grabbable body whose shape is within the scene's `grab_radius_m` of the hand; the grab goes
-//!   through the world's grab graph, so chains follow and the [`SceneGrabRule`](crate::SceneGrabRule)
-//!   decides handoffs (`takeable`). Grip falling under it releases.
+//!   through the world's grab graph, so chains follow and the
+//!   [`SceneGrabRule`](crate::SceneGrabRule) decides handoffs (`takeable`). Grip falling under
+//!   it releases.
 //! - **Leaving** releases what the hands hold and despawns the avatar.
 //!
 //! Nothing a client sends can make the room panic or grow: refusals are counted in
