@@ -13,7 +13,7 @@ use glam::Vec3;
 use rally_driver::{backend, UdpDriver};
 use rally_engine::{connection_config, ClientConfig, ClientEvent, ClientSession};
 use rally_proto::{EndpointConfig, Event, TokenKey};
-use rally_scene::{XrHand, XrInput, XrPose};
+use rally_scene::{SceneMessage, XrHand, XrInput, XrPose};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -30,7 +30,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let connection = driver.connect_with_token(token)?;
     let clock = driver.clock();
     // A scene room's input is the standard XR input; its messages are none yet.
-    let mut session: ClientSession<XrInput, ()> = ClientSession::new(ClientConfig::default())?;
+    let mut session: ClientSession<XrInput, SceneMessage> =
+        ClientSession::new(ClientConfig::default())?;
     let frame = Duration::from_secs(1) / 90;
     let mut seen: BTreeMap<u32, Vec3> = BTreeMap::new();
     for n in 0..450u32 {

@@ -208,7 +208,18 @@ impl rally_driver::host::Game for SceneGame {
             .expect("SceneGame::new built this scene's room")
     }
 
+    /// Relays, key-value writes, joins and leaves go to the scene's relay and state.
+    fn on_event(
+        &self,
+        room: &mut Room<rally_scene::SceneRoom>,
+        event: rally_driver::host::GameEvent<Self>,
+    ) {
+        rally_scene::handle_event(room, event);
+    }
+
     fn after_tick(&self, room: &mut Room<rally_scene::SceneRoom>) {
+        // A player the full outbox skipped this tick is sent the whole state again.
+        rally_scene::resend_missed(room);
         if let Some(stats) = &self.stats {
             *stats.lock().unwrap_or_else(|p| p.into_inner()) = room.simulation().stats();
         }

@@ -6,8 +6,9 @@
 //! for what it needs (snapshots, a published figure, the goodbye) with a generous deadline.
 
 use rally_driver::{backend, Clock, UdpDriver};
-use rally_engine::{connection_config, ClientEvent, ClientSession};
+use rally_engine::{connection_config, ClientEvent, ClientSession, Delivery};
 use rally_proto::{DisconnectReason, EndpointConfig, Event, TokenKey};
+use rally_scene::{SceneMessage, SceneState, Scope, WriteScope};
 use rally_sim::sandbox::HandInput;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -75,9 +76,11 @@ fn http_get(address: &str, path: &str) -> String {
 }
 
 /// A player of the reference room (inputs `HandInput`) or of a scene room (`XrInput`).
-struct Client<I = HandInput> {
+struct Client<I = HandInput, M = ()> {
     driver: UdpDriver,
-    session: ClientSession<I, ()>,
+    session: ClientSession<I, M>,
+    /// The room's messages so far, in order.
+    messages: Vec<M>,
     /// This frame's input, from the time in seconds.
     input: fn(f64) -> I,
     snapshots: u32,
@@ -90,13 +93,13 @@ impl Client<HandInput> {
     }
 }
 
-impl<I: serde::Serialize + Clone> Client<I> {
+impl<I: serde::Serialize + Clone, M: serde::Serialize + serde::de::DeserializeOwned> Client<I, M> {
     fn join_with(token: rally_proto::ConnectToken, input: fn(f64) -> I) -> Self {
         let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
         let mut driver = UdpDriver::bind("127.0.0.1:0", endpoint).expect("binds");
         driver.connect_with_token(token).expect("a valid token");
         let session = ClientSession::new(Default::default()).expect("valid");
-        Self { driver, session, input, snapshots: 0, ended: None }
+        Self { driver, session, messages: Vec::new(), input, snapshots: 0, ended: None }
     }
 
     /// Steps until `done` holds; fails naming `what` if it does not within [`PATIENCE`].
@@ -123,7 +126,11 @@ impl<I: serde::Serialize + Clone> Client<I> {
             })
             .expect("the client runs");
         while let Some(event) = self.session.poll_event() {
-            self.snapshots += u32::from(matches!(event, ClientEvent::Snapshot { .. }));
+            match event {
+                ClientEvent::Snapshot { .. } => self.snapshots += 1,
+                ClientEvent::Message(message) => self.messages.push(message),
+                _ => {}
+            }
         }
         let now = self.driver.now();
         self.session.send_input(now, (self.input)(now.as_secs_f64()));
@@ -211,7 +218,7 @@ fn a_scene_server_hosts_the_sandbox_and_a_client_sees_its_entities() {
 
     let key = TokenKey(rally_wire::hex::decode(KEY).expect("hex").try_into().expect("32 bytes"));
     let token = backend::issue(&key, PROTOCOL, 1, 7, vec![address], 60).expect("issued");
-    let mut client = Client::join_with(token, |t| {
+    let mut client: Client<_, SceneMessage> = Client::join_with(token, |t| {
         let mut input = rally_scene::XrInput::default();
         input.head.position = [0.0, 1.6, 3.5];
         input.head.rotation = [0.0, 0.0, 0.0, 1.0];
@@ -220,7 +227,7 @@ fn a_scene_server_hosts_the_sandbox_and_a_client_sees_its_entities() {
     });
     // The shelf is the third collider; the platform, the last body, is kinematic: both stay.
     // The client's avatar (head and two hands) follows its input: the head where it says.
-    let placed = |c: &Client<rally_scene::XrInput>, at: [f32; 3]| {
+    let placed = |c: &Client<rally_scene::XrInput, SceneMessage>, at: [f32; 3]| {
         c.session.entities().any(|e| e.position.distance(glam::Vec3::from(at)) < 0.01)
     };
     client.step_until("the client is sent the whole sandbox and its own avatar", |c| {
@@ -232,6 +239,18 @@ fn a_scene_server_hosts_the_sandbox_and_a_client_sees_its_entities() {
     });
     assert_eq!(client.ended, None);
     assert_eq!(client.session.tick_rate(), Some(120), "the scene's tick rate, not the config's");
+
+    // The room's key-value state needs no server code either: a write comes back as the
+    // room's broadcast of it, to the writer as to everyone.
+    let write = SceneState::write(WriteScope::Room, "phase", Some(b"serve".to_vec()));
+    client.session.send(Delivery::Reliable, &write).expect("queued");
+    let mut mirror = SceneState::new();
+    client.step_until("the room broadcasts the write", |c| {
+        for message in c.messages.drain(..) {
+            mirror.handle(&ClientEvent::Message(message));
+        }
+        mirror.get(Scope::Room, "phase") == Some(&b"serve"[..])
+    });
     let _ = server.kill();
     let _ = server.wait();
 }

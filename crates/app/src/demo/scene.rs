@@ -19,8 +19,8 @@ use rally_driver::UdpDriver;
 use rally_engine::{ClientConfig, ClientSession, EntityId, Transform};
 use rally_proto::{ConnectToken, EndpointConfig};
 use rally_scene::{
-    scene_room, BodyKind, BodyShape, ColliderShape, Grab, Scene, SceneRoomError, XrHand, XrInput,
-    XrPose,
+    scene_room, BodyKind, BodyShape, ColliderShape, Grab, Scene, SceneMessage, SceneRoomError,
+    XrHand, XrInput, XrPose,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -333,7 +333,8 @@ pub fn play(
     driver.set_spin(SPIN);
     driver.connect_with_token(token)?;
     let clock = driver.clock();
-    let mut session: ClientSession<XrInput, ()> = ClientSession::new(ClientConfig::default())?;
+    let mut session: ClientSession<XrInput, SceneMessage> =
+        ClientSession::new(ClientConfig::default())?;
     let mut player = ScenePlayer::new(bot, &layout);
     let frame = Duration::from_secs(1) / hz;
     let mut next_frame = driver.now();
