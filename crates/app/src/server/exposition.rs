@@ -46,9 +46,12 @@ type PerWorker = (&'static str, Kind, &'static str, fn(&WorkerReport) -> f64);
 /// The plain per-worker series.
 const PER_WORKER: [PerWorker; 16] = [
     ("rally_rooms", Kind::Gauge, "Rooms open on the worker.", |w| w.rooms as f64),
-    ("rally_players", Kind::Gauge, "Clients in the worker's rooms (connected or resumable).", |w| {
-        w.players as f64
-    }),
+    (
+        "rally_players",
+        Kind::Gauge,
+        "Clients in the worker's rooms (connected or resumable).",
+        |w| w.players as f64,
+    ),
     ("rally_connections", Kind::Gauge, "Connections routed to the worker's rooms.", |w| {
         w.connections as f64
     }),
@@ -60,27 +63,48 @@ const PER_WORKER: [PerWorker; 16] = [
         w.rooms_failed as f64
     }),
     ("rally_room_ticks_total", Kind::Counter, "Room-ticks run.", |w| w.room_ticks as f64),
-    ("rally_late_ticks_total", Kind::Counter, "Room-ticks that started later than the lateness budget.", |w| {
-        w.late_ticks as f64
-    }),
-    ("rally_worker_cpu_seconds_total", Kind::Counter, "CPU time of the worker's thread (user and system).", |w| {
-        w.cpu_us as f64 * 1e-6
-    }),
-    ("rally_datagrams_received_total", Kind::Counter, "Datagrams read from the worker's socket.", |w| {
-        w.transport.traffic.datagrams_in as f64
-    }),
-    ("rally_received_bytes_total", Kind::Counter, "UDP payload bytes read from the worker's socket.", |w| {
-        w.transport.traffic.bytes_in as f64
-    }),
-    ("rally_datagrams_sent_total", Kind::Counter, "Datagrams handed to the worker's socket.", |w| {
-        w.transport.traffic.datagrams_out as f64
-    }),
-    ("rally_sent_bytes_total", Kind::Counter, "UDP payload bytes handed to the worker's socket.", |w| {
-        w.transport.traffic.bytes_out as f64
-    }),
-    ("rally_handshakes_started_total", Kind::Counter, "Connection requests from new addresses (retries count again).", |w| {
-        w.transport.handshakes_started as f64
-    }),
+    (
+        "rally_late_ticks_total",
+        Kind::Counter,
+        "Room-ticks that started later than the lateness budget.",
+        |w| w.late_ticks as f64,
+    ),
+    (
+        "rally_worker_cpu_seconds_total",
+        Kind::Counter,
+        "CPU time of the worker's thread (user and system).",
+        |w| w.cpu_us as f64 * 1e-6,
+    ),
+    (
+        "rally_datagrams_received_total",
+        Kind::Counter,
+        "Datagrams read from the worker's socket.",
+        |w| w.transport.traffic.datagrams_in as f64,
+    ),
+    (
+        "rally_received_bytes_total",
+        Kind::Counter,
+        "UDP payload bytes read from the worker's socket.",
+        |w| w.transport.traffic.bytes_in as f64,
+    ),
+    (
+        "rally_datagrams_sent_total",
+        Kind::Counter,
+        "Datagrams handed to the worker's socket.",
+        |w| w.transport.traffic.datagrams_out as f64,
+    ),
+    (
+        "rally_sent_bytes_total",
+        Kind::Counter,
+        "UDP payload bytes handed to the worker's socket.",
+        |w| w.transport.traffic.bytes_out as f64,
+    ),
+    (
+        "rally_handshakes_started_total",
+        Kind::Counter,
+        "Connection requests from new addresses (retries count again).",
+        |w| w.transport.handshakes_started as f64,
+    ),
     ("rally_handshakes_completed_total", Kind::Counter, "Connections opened.", |w| {
         w.transport.handshakes_completed as f64
     }),
@@ -90,7 +114,8 @@ const PER_WORKER: [PerWorker; 16] = [
 ];
 
 /// A counter family split by a `reason` label.
-type Reasons = (&'static str, &'static str, &'static [(&'static str, fn(&TransportCounters) -> u64)]);
+type Reasons =
+    (&'static str, &'static str, &'static [(&'static str, fn(&TransportCounters) -> u64)]);
 
 const BY_REASON: [Reasons; 3] = [
     (
@@ -110,7 +135,10 @@ const BY_REASON: [Reasons; 3] = [
     (
         "rally_packets_open_failed_total",
         "Packets to sealed connections that failed to open, by reason.",
-        &[("unauthenticated", |c| c.open_failed_unauthenticated), ("replayed", |c| c.open_failed_replayed)],
+        &[
+            ("unauthenticated", |c| c.open_failed_unauthenticated),
+            ("replayed", |c| c.open_failed_replayed),
+        ],
     ),
     (
         "rally_datagrams_dropped_total",
@@ -189,15 +217,21 @@ fn histograms(out: &mut String, workers: &[WorkerReport]) {
         ("rally_tick_lateness_seconds", "How late each room-tick started.", |w| {
             &w.histograms.lateness_seconds
         }),
-        ("rally_client_rtt_seconds", "Connections' smoothed round-trip time, one sample per connection a second.", |w| {
-            &w.histograms.client_rtt_seconds
-        }),
-        ("rally_client_jitter_seconds", "Connections' round-trip time deviation, one sample per connection a second.", |w| {
-            &w.histograms.client_jitter_seconds
-        }),
-        ("rally_client_loss_ratio", "Connections' packet loss estimate (0 to 1), one sample per connection a second.", |w| {
-            &w.histograms.client_loss_ratio
-        }),
+        (
+            "rally_client_rtt_seconds",
+            "Connections' smoothed round-trip time, one sample per connection a second.",
+            |w| &w.histograms.client_rtt_seconds,
+        ),
+        (
+            "rally_client_jitter_seconds",
+            "Connections' round-trip time deviation, one sample per connection a second.",
+            |w| &w.histograms.client_jitter_seconds,
+        ),
+        (
+            "rally_client_loss_ratio",
+            "Connections' packet loss estimate (0 to 1), one sample per connection a second.",
+            |w| &w.histograms.client_loss_ratio,
+        ),
     ];
     for (name, help, of) in families {
         header(out, name, Kind::Histogram, help);

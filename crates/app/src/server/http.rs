@@ -73,7 +73,8 @@ impl Telemetry {
         let waiting = Arc::new(Mutex::new(waiting));
         let mut threads = Vec::new();
         for k in 0..HANDLERS {
-            let (waiting, reporter, counters) = (waiting.clone(), reporter.clone(), counters.clone());
+            let (waiting, reporter, counters) =
+                (waiting.clone(), reporter.clone(), counters.clone());
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("rally-telemetry-{k}"))
@@ -228,7 +229,8 @@ mod tests {
     fn only_a_get_over_http_1_is_a_request() {
         let get = parse_request_line(b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n");
         assert_eq!(get.as_deref(), Some("/metrics"));
-        for garbage in [&b"POST /metrics HTTP/1.1\r\n"[..], b"\x16\x03\x01\x02\x00", b"GET /\r\n", b""]
+        for garbage in
+            [&b"POST /metrics HTTP/1.1\r\n"[..], b"\x16\x03\x01\x02\x00", b"GET /\r\n", b""]
         {
             assert_eq!(parse_request_line(garbage), None, "{garbage:?}");
         }

@@ -62,8 +62,8 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
     }
     let host_config = host_config(&config)?;
     // A generated key is this run's only: its file goes when the server stops.
-    let generated = (host_config.key.is_some() && config.security.key.is_empty())
-        .then(|| config.key_file());
+    let generated =
+        (host_config.key.is_some() && config.security.key.is_empty()).then(|| config.key_file());
     let host = start(&config, host_config)?;
     let workers = host.addresses().len();
     for (worker, address) in host.addresses().iter().enumerate() {

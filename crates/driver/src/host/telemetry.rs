@@ -344,9 +344,8 @@ pub const PHASE_BOUNDS: [f64; 14] = [
 
 /// Upper bounds, in seconds, of the tick lateness histogram: the default budget is half a
 /// millisecond; a tick later than one tick (7.8125 ms at 128 Hz) is skipped.
-pub const LATENESS_BOUNDS: [f64; 12] = [
-    10e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2e-3, 4e-3, 7.8125e-3, 15.625e-3, 50e-3, 250e-3,
-];
+pub const LATENESS_BOUNDS: [f64; 12] =
+    [10e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2e-3, 4e-3, 7.8125e-3, 15.625e-3, 50e-3, 250e-3];
 
 /// Upper bounds, in seconds, of the clients' round-trip time histogram.
 pub const RTT_BOUNDS: [f64; 12] =
