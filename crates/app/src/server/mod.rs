@@ -6,6 +6,8 @@ mod exposition;
 mod http;
 pub mod log;
 
+pub use http::Telemetry;
+
 use crate::game::{reference_room, Paddles};
 use config::{GameKind, ServerConfig};
 use rally_driver::host::DrainReport;
@@ -159,6 +161,7 @@ fn host_config(config: &ServerConfig) -> Result<HostConfig, Box<dyn Error>> {
         endpoint,
         key,
         protocol_id: config.security.protocol_id,
+        telemetry: true,
     })
 }
 

@@ -100,9 +100,11 @@ impl<G: Game> Rooms<G> {
                 let Some(&id) = self.routes.get(&handle) else { return };
                 let started = now.as_nanos();
                 let ok = self.guarded(id, |room| room.receive(now, handle, channel, &payload));
-                let ingest = self.clock.now().as_nanos().saturating_sub(started);
-                if let Some(hosted) = self.rooms.get_mut(&id) {
-                    hosted.ingest_pending += ingest;
+                if self.config.telemetry {
+                    let ingest = self.clock.now().as_nanos().saturating_sub(started);
+                    if let Some(hosted) = self.rooms.get_mut(&id) {
+                        hosted.ingest_pending += ingest;
+                    }
                 }
                 // What the room answered (the fast path's poses) goes now, not at its tick.
                 if !(ok && self.guarded(id, |room| room.transmit(endpoint))) {
@@ -230,8 +232,13 @@ impl<G: Game> Rooms<G> {
         let ingest_pending = std::mem::take(&mut hosted.ingest_pending);
         let mut times = PhaseTimes { clock: self.clock, started: 0, nanos: [0; ROOM_SCOPES.len()] };
         let game = self.game.clone();
+        let observed = self.config.telemetry;
         let ticked = self.guarded(id, |room| {
-            room.tick_observed(now, endpoint, &mut times);
+            if observed {
+                room.tick_observed(now, endpoint, &mut times);
+            } else {
+                room.tick(now, endpoint);
+            }
             game.after_tick(room);
             room.transmit(endpoint);
         });
@@ -254,6 +261,9 @@ impl<G: Game> Rooms<G> {
         let report = &mut hosted.report;
         report.ticks += 1;
         self.room_ticks += 1;
+        if !self.config.telemetry {
+            return;
+        }
         for (k, scope) in ROOM_SCOPES.iter().enumerate() {
             report.scope_nanos[k] += nanos[k];
             report.scope_max_nanos[k] = report.scope_max_nanos[k].max(nanos[k]);
@@ -347,9 +357,11 @@ impl<G: Game> Worker<G> {
         let clock = driver.clock();
         let scopes = Arc::new(ScopeClock::default());
         driver.set_spin(config.spin);
-        driver.set_scopes(scopes.clone());
-        let timer = StageTimer { clock, scopes: scopes.clone(), started: 0 };
-        driver.endpoint().set_observer(Box::new(timer));
+        if config.telemetry {
+            driver.set_scopes(scopes.clone());
+            let timer = StageTimer { clock, scopes: scopes.clone(), started: 0 };
+            driver.endpoint().set_observer(Box::new(timer));
+        }
         let rooms = Rooms {
             worker: index,
             rooms: BTreeMap::new(),
@@ -438,7 +450,9 @@ impl<G: Game> Worker<G> {
             if sample {
                 self.last_sample = now;
             }
-            self.look_at_connections(sample);
+            if self.rooms.config.telemetry {
+                self.look_at_connections(sample);
+            }
             let report = self.report(now);
             self.log_refusals(now, &report.transport);
             lock(&self.shared.reports)[self.index] = Some(report);
