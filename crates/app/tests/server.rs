@@ -83,8 +83,30 @@ fn event(lines: &mpsc::Receiver<String>, prefix: &str) -> serde_json::Value {
     }
 }
 
+/// The first event of each of `prefixes`, in whatever order they come.
+fn events<const N: usize>(
+    lines: &mpsc::Receiver<String>,
+    prefixes: [&str; N],
+) -> [serde_json::Value; N] {
+    let mut found: [Option<serde_json::Value>; N] = std::array::from_fn(|_| None);
+    while found.iter().any(Option::is_none) {
+        let line = lines.recv_timeout(PATIENCE).expect("the server says more");
+        let event: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+        let message = event["fields"]["message"].as_str().expect("a message");
+        for (k, prefix) in prefixes.iter().enumerate() {
+            if found[k].is_none() && message.starts_with(prefix) {
+                found[k] = Some(event["fields"].clone());
+            }
+        }
+    }
+    found.map(|f| f.expect("found"))
+}
+
 /// The server's first worker's address and its telemetry's, from its start events.
 fn addresses(lines: &mpsc::Receiver<String>) -> (SocketAddr, String) {
+    let started = event(lines, "rally server starting");
+    assert_eq!(started["version"].as_str(), Some(env!("CARGO_PKG_VERSION")));
+    assert_eq!((started["workers"].as_u64(), started["tick_rate"].as_u64()), (Some(1), Some(128)));
     let worker = event(lines, "worker listening");
     assert_eq!(worker["worker"], 0);
     let address = worker["address"].as_str().expect("an address").parse().expect("an address");
@@ -322,6 +344,9 @@ fn metrics_carry_every_documented_and_dashboard_series_and_count_refusals() {
             && seen("rally_client_rtt_seconds_count{worker=\"0\"}") >= 1.0
     });
     assert_eq!(forger.ended, None, "a refused handshake gets no answer");
+    let [opened, refused] = events(&lines, ["room opened", "handshakes refused"]);
+    assert_eq!((opened["worker"].as_u64(), opened["room"].as_u64()), (Some(0), Some(0)));
+    assert!(refused["forged"].as_u64() >= Some(1), "{refused}");
 
     let documented = documented_series();
     assert!(documented.len() >= 30, "the docs' table of series: {documented:?}");

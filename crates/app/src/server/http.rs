@@ -31,8 +31,8 @@ pub const REQUEST_MAX: usize = 8 * 1024;
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long an answer may take to be written.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often the accepting thread looks at its stop flag.
-const POLL: Duration = Duration::from_millis(50);
+/// How long the accepting thread pauses after a failed accept (out of file descriptors).
+const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
 /// The endpoint's own counters, shared by its threads.
 #[derive(Debug, Default)]
@@ -65,7 +65,6 @@ impl Telemetry {
         let listener = TcpListener::bind(address).map_err(|e| {
             format!("telemetry.listen {address}: {e} (is the port in use? set another, or \"\")")
         })?;
-        listener.set_nonblocking(true)?;
         let address = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
@@ -99,6 +98,16 @@ impl Telemetry {
 impl Drop for Telemetry {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        // The accepting thread waits in `accept`: a connection of our own wakes it to see the
+        // flag (on loopback when it listens on every address).
+        let mut wake = self.address;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
         // The accepting thread drops the queue's sender as it stops; the handlers then finish
         // what they hold and stop too.
         for thread in self.threads.drain(..) {
@@ -114,8 +123,12 @@ fn accept(
     counters: &Counters,
     queue: std::sync::mpsc::SyncSender<TcpStream>,
 ) {
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
+    loop {
+        let accepted = listener.accept();
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        match accepted {
             Ok((stream, _)) => match queue.try_send(stream) {
                 Ok(()) => {}
                 // Dropping the stream closes it: a scraper retries at its next interval.
@@ -124,10 +137,9 @@ fn accept(
                 }
                 Err(TrySendError::Disconnected(_)) => return,
             },
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
             // A connection reset before it was accepted, or out of file descriptors: wait
             // and go on rather than spin.
-            Err(_) => std::thread::sleep(POLL),
+            Err(_) => std::thread::sleep(ACCEPT_PAUSE),
         }
     }
 }
@@ -147,7 +159,6 @@ fn handle_all(waiting: &Mutex<Receiver<TcpStream>>, reporter: &Reporter, counter
 
 /// Reads one request and answers it.
 fn handle(mut stream: TcpStream, reporter: &Reporter, counters: &Counters) -> std::io::Result<()> {
-    stream.set_nonblocking(false)?;
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
     let Some(path) = read_request(&mut stream)? else {
         counters.bad_requests.fetch_add(1, Ordering::Relaxed);

@@ -6,6 +6,14 @@
 //! scopes (ingest, interact, simulate, replicate, transmit) belong to each room. Per room the
 //! host keeps sums, maxima and budget overruns; per worker it keeps an HDR histogram of each
 //! scope per room-tick and of tick lateness, and the thread's CPU time from the OS.
+//!
+//! For a fleet, a worker also keeps fixed-bucket histograms in seconds ([`Buckets`]: phases,
+//! lateness, and each connection's RTT, jitter and loss sampled once a second) and the
+//! transport's counters ([`TransportCounters`]: traffic, handshakes, refusals by reason,
+//! drops, resends). All of it is plain arithmetic on the worker's own thread; the worker
+//! copies its figures into the host's shared report ten times a second, never per packet, and
+//! an exporter (the app's `/metrics`) reads that copy. Bucket counts add across workers and
+//! hosts, which quantiles computed in a process cannot.
 
 use hdrhistogram::Histogram;
 use rally_engine::Phase;
@@ -601,5 +609,40 @@ impl WorkerHistograms {
     /// Empties them all.
     pub fn reset(&mut self) {
         *self = Self::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_on_a_bound_falls_in_that_bucket_and_the_rest_past_the_last() {
+        // Prometheus buckets are `le`: a sample equal to a bound counts in it.
+        let mut buckets = Buckets::new(&LOSS_BOUNDS);
+        for value in [0.0, 0.01, 0.011, 2.0] {
+            buckets.record(value);
+        }
+        assert_eq!(buckets.counts[0], 1, "0 is in le=0");
+        assert_eq!(buckets.counts[3], 1, "0.01 is in le=0.01");
+        assert_eq!(buckets.counts[4], 1, "0.011 is in le=0.02");
+        assert_eq!(buckets.counts[LOSS_BOUNDS.len()], 1, "2 is past every bound");
+        assert_eq!(buckets.count(), 4);
+        let mut merged = Buckets::new(&LOSS_BOUNDS);
+        merged.merge(&buckets);
+        merged.merge(&buckets);
+        assert_eq!((merged.count(), merged.sum), (8, 2.0 * buckets.sum));
+    }
+
+    #[test]
+    fn counters_since_a_baseline_subtract_field_by_field() {
+        let mut now = TransportCounters::default();
+        now.traffic.bytes_in = 10;
+        now.refused_expired = 3;
+        let mut baseline = now;
+        baseline.traffic.bytes_in = 4;
+        let since = now.since(&baseline);
+        assert_eq!((since.traffic.bytes_in, since.refused_expired), (6, 0));
+        assert_eq!(TransportCounters::from_values(now.values()), now);
     }
 }

@@ -342,8 +342,9 @@ pub(super) struct Worker<G: Game> {
     baseline: (u64, [u64; SCOPES.len()], Instant, TransportCounters),
     last_publish: Instant,
     last_sample: Instant,
-    /// When refusals were last logged, and how many there had been then.
-    refusals_logged: (Instant, u64),
+    /// When refusals were last logged (never: the first is logged at once), and how many
+    /// there had been then.
+    refusals_logged: (Option<Instant>, u64),
 }
 
 impl<G: Game> Worker<G> {
@@ -398,7 +399,7 @@ impl<G: Game> Worker<G> {
             baseline,
             last_publish: now,
             last_sample: now,
-            refusals_logged: (now, 0),
+            refusals_logged: (None, 0),
         }
     }
 
@@ -498,12 +499,13 @@ impl<G: Game> Worker<G> {
             + c.refused_server_full
             + c.refused_bad_cookie;
         let (at, logged) = self.refusals_logged;
-        if refused <= logged || now - at < REFUSAL_LOG_INTERVAL {
+        let recent = at.is_some_and(|at| now - at < REFUSAL_LOG_INTERVAL);
+        if refused <= logged || recent {
             // A reset can lower the total: start counting from there.
             self.refusals_logged.1 = self.refusals_logged.1.min(refused);
             return;
         }
-        self.refusals_logged = (now, refused);
+        self.refusals_logged = (Some(now), refused);
         tracing::warn!(
             worker = self.index,
             refused_since_last = refused - logged,
