@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Threads answering requests.
 pub const HANDLERS: usize = 2;
@@ -184,11 +184,12 @@ fn handle(mut stream: TcpStream, reporter: &Reporter, counters: &Counters) -> st
 /// The path of a `GET` whose head arrives whole, within [`REQUEST_MAX`] bytes and
 /// [`REQUEST_TIMEOUT`]; `None` for anything else.
 fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
-    let deadline = Instant::now() + REQUEST_TIMEOUT;
+    // The endpoint is I/O like the driver: it reads the driver's clock.
+    let clock = rally_driver::Clock::start();
     let mut head = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = REQUEST_TIMEOUT.saturating_sub(Duration::from_nanos(clock.now().as_nanos()));
         if left.is_zero() || head.len() >= REQUEST_MAX {
             return Ok(None);
         }
@@ -224,7 +225,8 @@ fn parse_request_line(head: &[u8]) -> Option<String> {
 
 fn respond(stream: &mut TcpStream, status: &str, kind: &str, body: &[u8]) -> std::io::Result<()> {
     let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes())?;

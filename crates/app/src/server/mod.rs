@@ -76,7 +76,7 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
         Some(address) => {
             let server = http::Telemetry::start(address, host.reporter())?;
             let url = format!("http://{}/metrics", server.address());
-            tracing::info!(address = %server.address(), url = %url, "telemetry listening (/metrics, /stats)");
+            tracing::info!(address = %server.address(), url = %url, "telemetry listening");
             Some(server)
         }
         None => None,
@@ -139,7 +139,8 @@ fn host_config(config: &ServerConfig) -> Result<HostConfig, Box<dyn Error>> {
             .map_err(|e| format!("writing the generated key to {}: {e}", path.display()))?;
         tracing::info!(
             path = %path.display(),
-            "generated a token key for this run, readable by its owner only (rally token issue --key-file)"
+            "generated a token key for this run, readable by its owner only (rally token \
+             issue --key-file)"
         );
         Some(key)
     } else {

@@ -251,12 +251,12 @@ fn scrape(host: &Host) -> Result<Scrapes, Box<dyn Error>> {
     let endpoint = rally_app::Telemetry::start(([127, 0, 0, 1], 0).into(), host.reporter())?;
     let address = endpoint.address();
     let get = |path: &str| -> Result<(usize, f64), Box<dyn Error>> {
-        let started = std::time::Instant::now();
+        let clock = rally_driver::Clock::start();
         let mut stream = std::net::TcpStream::connect(address)?;
         write!(stream, "GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n")?;
         let mut response = Vec::new();
         stream.read_to_end(&mut response)?;
-        let ms = started.elapsed().as_secs_f64() * 1e3;
+        let ms = clock.now().as_nanos() as f64 / 1e6;
         let body = response
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
