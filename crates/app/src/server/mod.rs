@@ -1,5 +1,6 @@
-//! `rally server`: the host from a TOML config, its telemetry on HTTP, a graceful drain on
-//! SIGTERM or Ctrl-C.
+//! `rally server`: the host from a TOML config, its telemetry on HTTP ([`exposition`] for
+//! `/metrics`, [`http`] for the endpoint), its logs ([`log`]), a graceful drain on SIGTERM or
+//! Ctrl-C. A key it generates is written to an owner-only file, never printed.
 
 pub mod config;
 mod exposition;
