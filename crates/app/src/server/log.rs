@@ -58,7 +58,10 @@ pub fn filter(levels: &str) -> Result<Targets, String> {
 /// run servers in one process) leaves the first logger in place.
 pub fn init(format: LogFormat, level: &str) -> Result<(), String> {
     let levels = std::env::var("RUST_LOG").ok().filter(|v| !v.trim().is_empty());
-    let filter = filter(levels.as_deref().unwrap_or(level))?;
+    let filter = match &levels {
+        Some(levels) => filter(levels).map_err(|e| format!("RUST_LOG: {e}"))?,
+        None => filter(level).map_err(|e| format!("log.level: {e}"))?,
+    };
     let registry = tracing_subscriber::registry().with(filter);
     let fmt = tracing_subscriber::fmt::layer().with_ansi(false).with_writer(std::io::stdout);
     let installed = match format {
