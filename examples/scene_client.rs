@@ -2,9 +2,9 @@
 //! input (head, two hands, grip) at 90 Hz for five seconds, and prints what it sees. No game
 //! code on either side: the scene file is the whole game.
 //!
-//! Run `cargo run --release --example scene_client -- KEY [SERVER_ADDRESS]`, with the key the
-//! server printed (`backend key for this run: ...`, or its `security.key`) and the address of
-//! its worker 0 (default 127.0.0.1:7777).
+//! Run `cargo run --release --example scene_client -- KEY [SERVER_ADDRESS]`, with the server's
+//! token key (the file its log names when it generated one, `path=...`, or its `security.key`
+//! in hex) and the address of its worker 0 (default 127.0.0.1:7777).
 //!
 //! It issues its own connect token with that key, playing the part of your game's backend
 //! (which in a real game holds the key, so that clients never see it).
@@ -19,7 +19,12 @@ use std::time::Duration;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let key = args.next().ok_or("give the key the server printed: scene_client KEY [ADDRESS]")?;
+    let key = args.next().ok_or("give the server's key: scene_client KEY_FILE|HEX [ADDRESS]")?;
+    // The server writes a key it generates to a file (never to its output): take a path or hex.
+    let key = match std::fs::read_to_string(&key) {
+        Ok(text) => text.trim().to_string(),
+        Err(_) => key,
+    };
     let key = TokenKey(rally_wire::hex::decode(&key)?.try_into().map_err(|_| "32-byte key")?);
     let server = args.next().unwrap_or_else(|| "127.0.0.1:7777".into()).parse()?;
     // Protocol id 1 is `rally server`'s default; room 0 lives on worker 0.
@@ -29,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut driver = UdpDriver::bind("127.0.0.1:0", config)?;
     let connection = driver.connect_with_token(token)?;
     let clock = driver.clock();
-    // A scene room's input is the standard XR input; its messages are none yet.
+    // A scene room's input is the standard XR input; its messages are relays and key-values.
     let mut session: ClientSession<XrInput, SceneMessage> =
         ClientSession::new(ClientConfig::default())?;
     let frame = Duration::from_secs(1) / 90;

@@ -22,6 +22,10 @@ mod sim_scene;
 pub mod stats;
 pub mod token;
 
+/// `rally server`'s telemetry endpoint (`/metrics`, `/stats`), for the load benchmark's
+/// scrape figures.
+pub use server::Telemetry;
+
 use clap::{Parser, Subcommand};
 use rally_engine::Pipeline;
 use std::error::Error;

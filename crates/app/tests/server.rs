@@ -1,6 +1,11 @@
-//! Goal: `rally server` runs the host from a config file, serves its metrics, and on SIGTERM
-//! drains: its client is told the server is shutting down and the process exits cleanly; a
-//! config with a misspelled field is refused with the field named.
+//! Goal: `rally server` runs the host from a config file, serves its metrics, logs JSON lines,
+//! and on SIGTERM drains: its client is told the server is shutting down and the process exits
+//! cleanly; a config with a misspelled field is refused with the field named. Its `/metrics`
+//! carries every series docs/operating.md documents, with its type, and every series the
+//! Grafana dashboard (deploy/grafana/rally.json) queries; histogram counts match the room-ticks;
+//! a refused token is counted with its reason; the telemetry endpoint survives scrapers that
+//! never finish, floods of connections and bytes that are not HTTP, without stopping ticks.
+//! A generated key is never printed: it is in a file only its owner reads.
 //! Method: the real binary in a child process on loopback, a client session in the test with a
 //! token from the config's key, the metrics read over plain HTTP, `kill -TERM`. Each wait is
 //! for what it needs (snapshots, a published figure, the goodbye) with a generous deadline.
@@ -10,6 +15,7 @@ use rally_engine::{connection_config, ClientEvent, ClientSession, Delivery};
 use rally_proto::{DisconnectReason, EndpointConfig, Event, TokenKey};
 use rally_scene::{SceneMessage, SceneState, Scope, WriteScope};
 use rally_sim::sandbox::HandInput;
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -32,18 +38,30 @@ fn config_file(name: &str, text: &str) -> std::path::PathBuf {
     path
 }
 
-/// Starts the server; returns it with the lines it prints, as they come.
-fn start(config: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
+/// A server process, killed if a test fails before stopping it.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the server, logging JSON lines; returns it with the lines it prints, as they come.
+fn start(config: &std::path::Path) -> (Server, mpsc::Receiver<String>) {
     start_with(config, &[])
 }
 
 /// Starts the server with more arguments after its config.
-fn start_with(config: &std::path::Path, more: &[&str]) -> (Child, mpsc::Receiver<String>) {
+fn start_with(config: &std::path::Path, more: &[&str]) -> (Server, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rally"))
-        .args(["server", "--config"])
+        .args(["server", "--log-format", "json", "--config"])
         .arg(config)
         .args(more)
+        .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .expect("the server starts");
     let stdout = child.stdout.take().expect("piped");
@@ -53,17 +71,54 @@ fn start_with(config: &std::path::Path, more: &[&str]) -> (Child, mpsc::Receiver
             let _ = lines.send(line);
         }
     });
-    (child, received)
+    (Server(child), received)
 }
 
-/// The next line that starts with `prefix`, within [`PATIENCE`].
-fn line_starting(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
+/// The next log event whose message starts with `prefix`, within [`PATIENCE`]; every line
+/// on the way must be a JSON object with the documented fields.
+fn event(lines: &mpsc::Receiver<String>, prefix: &str) -> serde_json::Value {
     loop {
         let line = lines.recv_timeout(PATIENCE).expect("the server says more");
-        if line.starts_with(prefix) {
-            return line;
+        let event: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+        for field in ["timestamp", "level", "target"] {
+            assert!(event[field].is_string(), "{field} in {line}");
+        }
+        let message = event["fields"]["message"].as_str().expect("a message");
+        if message.starts_with(prefix) {
+            return event["fields"].clone();
         }
     }
+}
+
+/// The first event of each of `prefixes`, in whatever order they come.
+fn events<const N: usize>(
+    lines: &mpsc::Receiver<String>,
+    prefixes: [&str; N],
+) -> [serde_json::Value; N] {
+    let mut found: [Option<serde_json::Value>; N] = std::array::from_fn(|_| None);
+    while found.iter().any(Option::is_none) {
+        let line = lines.recv_timeout(PATIENCE).expect("the server says more");
+        let event: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+        let message = event["fields"]["message"].as_str().expect("a message");
+        for (k, prefix) in prefixes.iter().enumerate() {
+            if found[k].is_none() && message.starts_with(prefix) {
+                found[k] = Some(event["fields"].clone());
+            }
+        }
+    }
+    found.map(|f| f.expect("found"))
+}
+
+/// The server's first worker's address and its telemetry's, from its start events.
+fn addresses(lines: &mpsc::Receiver<String>) -> (SocketAddr, String) {
+    let started = event(lines, "rally server starting");
+    assert_eq!(started["version"].as_str(), Some(env!("CARGO_PKG_VERSION")));
+    assert_eq!((started["workers"].as_u64(), started["tick_rate"].as_u64()), (Some(1), Some(128)));
+    let worker = event(lines, "worker listening");
+    assert_eq!(worker["worker"], 0);
+    let address = worker["address"].as_str().expect("an address").parse().expect("an address");
+    let telemetry = event(lines, "telemetry listening");
+    (address, telemetry["address"].as_str().expect("an address").to_string())
 }
 
 fn http_get(address: &str, path: &str) -> String {
@@ -75,7 +130,8 @@ fn http_get(address: &str, path: &str) -> String {
     response
 }
 
-/// A player of the reference room (inputs `HandInput`) or of a scene room (`XrInput`).
+/// A player of the reference room (inputs `HandInput`) or of a scene room (`XrInput`, and the
+/// scene's messages).
 struct Client<I = HandInput, M = ()> {
     driver: UdpDriver,
     session: ClientSession<I, M>,
@@ -87,7 +143,7 @@ struct Client<I = HandInput, M = ()> {
     ended: Option<DisconnectReason>,
 }
 
-impl Client<HandInput> {
+impl Client {
     fn join(token: rally_proto::ConnectToken) -> Self {
         Self::join_with(token, |t| HandInput::on_circle(0, t))
     }
@@ -145,12 +201,7 @@ fn sigterm_drains_the_server_and_its_client_is_told_why() {
          protocol_id = {PROTOCOL}\n[telemetry]\nlisten = \"127.0.0.1:0\"\n"
     );
     let (mut server, lines) = start(&config_file("sigterm", &config));
-    let worker = line_starting(&lines, "worker 0 on ");
-    let address: SocketAddr =
-        worker.split_whitespace().nth(3).expect("an address").parse().expect("an address");
-    let telemetry = line_starting(&lines, "telemetry on http://");
-    let telemetry = telemetry.trim_start_matches("telemetry on http://");
-    let telemetry = telemetry.split('/').next().expect("host and port").to_string();
+    let (address, telemetry) = addresses(&lines);
 
     let key = TokenKey(rally_wire::hex::decode(KEY).expect("hex").try_into().expect("32 bytes"));
     let token = backend::issue(&key, PROTOCOL, 1, 0, vec![address], 60).expect("issued");
@@ -169,15 +220,15 @@ fn sigterm_drains_the_server_and_its_client_is_told_why() {
     assert!(metrics.contains("rally_room_ticks_total{worker=\"0\"}"), "{metrics}");
     assert!(http_get(&telemetry, "/stats").contains("\"room_ticks\""));
 
-    let pid = server.id().to_string();
+    let pid = server.0.id().to_string();
     let killed = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
     assert!(killed.success());
     client.step_until("the client is told why", |c| c.ended.is_some());
     assert_eq!(client.ended, Some(DisconnectReason::ServerShutdown));
-    let status = server.wait().expect("the server exits");
+    let status = server.0.wait().expect("the server exits");
     assert!(status.success(), "a drained server exits cleanly: {status}");
-    let drained = line_starting(&lines, "drained:");
-    assert!(drained.starts_with("drained: 1 clients"), "{drained}");
+    let stopped = event(&lines, "stopped");
+    assert_eq!(stopped["connections"].as_u64(), Some(1), "{stopped}");
 }
 
 #[test]
@@ -193,10 +244,265 @@ fn a_misspelled_field_is_refused_by_name() {
     assert!(error.contains("host.wrkers") && error.contains("workers"), "{error}");
 }
 
-/// Parses a "worker 0 on ADDRESS ..." line.
-fn worker_address(lines: &mpsc::Receiver<String>) -> SocketAddr {
-    let worker = line_starting(lines, "worker 0 on ");
-    worker.split_whitespace().nth(3).expect("an address").parse().expect("an address")
+/// A config for one worker on any port, sealed with [`KEY`], telemetry on any port.
+fn sealed_config() -> String {
+    format!(
+        "[host]\nworkers = 1\nport = 0\n[security]\nkey = \"{KEY}\"\nprotocol_id = {PROTOCOL}\n\
+         [telemetry]\nlisten = \"127.0.0.1:0\"\n"
+    )
+}
+
+fn key() -> TokenKey {
+    TokenKey(rally_wire::hex::decode(KEY).expect("hex").try_into().expect("32 bytes"))
+}
+
+/// Stops the server with SIGTERM and waits for it.
+fn stop(mut server: Server) {
+    let pid = server.0.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
+    assert!(killed.success());
+    assert!(server.0.wait().expect("the server exits").success());
+}
+
+/// A scrape: each family's `# TYPE`, and each sample's value by its name and labels.
+struct Scrape {
+    types: BTreeMap<String, String>,
+    samples: BTreeMap<String, f64>,
+}
+
+impl Scrape {
+    fn parse(response: &str) -> Self {
+        let body = response.split("\r\n\r\n").nth(1).expect("a body");
+        let (mut types, mut samples) = (BTreeMap::new(), BTreeMap::new());
+        for line in body.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').expect("# TYPE name kind");
+                types.insert(name.to_string(), kind.to_string());
+            } else if !line.starts_with('#') && !line.is_empty() {
+                let (series, value) = line.rsplit_once(' ').expect("a series and its value");
+                samples.insert(series.to_string(), value.parse().expect("a number"));
+            }
+        }
+        Self { types, samples }
+    }
+
+    fn value(&self, series: &str) -> f64 {
+        *self.samples.get(series).unwrap_or_else(|| panic!("{series} is not in the scrape"))
+    }
+
+    /// The family a sample's name belongs to (a histogram's `_bucket`, `_sum`, `_count`).
+    fn family<'a>(&self, name: &'a str) -> &'a str {
+        for suffix in ["_bucket", "_sum", "_count"] {
+            if let Some(family) = name.strip_suffix(suffix) {
+                if self.types.get(family).map(String::as_str) == Some("histogram") {
+                    return family;
+                }
+            }
+        }
+        name
+    }
+
+    /// Whether a sample of `family` is there.
+    fn has_samples(&self, family: &str) -> bool {
+        self.samples.keys().any(|series| {
+            let name = series.split('{').next().unwrap_or(series);
+            self.family(name) == family
+        })
+    }
+}
+
+/// The series docs/operating.md documents: `| `name` | type | ...` rows.
+fn documented_series() -> Vec<(String, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/operating.md");
+    let text = std::fs::read_to_string(path).expect("docs/operating.md");
+    text.lines()
+        .filter_map(|line| {
+            let mut cells = line.strip_prefix("| `rally_")?.split('|');
+            let name = format!("rally_{}", cells.next()?.trim().trim_end_matches('`'));
+            Some((name, cells.next()?.trim().to_string()))
+        })
+        .collect()
+}
+
+/// The series every query of the Grafana dashboard names.
+fn dashboard_series() -> Vec<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/grafana/rally.json");
+    let text = std::fs::read_to_string(path).expect("deploy/grafana/rally.json");
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut names = Vec::new();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    assert!(!panels.is_empty());
+    for target in panels.iter().flat_map(|p| p["targets"].as_array().expect("targets")) {
+        let expr = target["expr"].as_str().expect("a query");
+        let mut rest = expr;
+        while let Some(at) = rest.find("rally_") {
+            let name: String =
+                rest[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            rest = &rest[at + name.len()..];
+            names.push(name);
+        }
+    }
+    names
+}
+
+#[test]
+fn metrics_carry_every_documented_and_dashboard_series_and_count_refusals() {
+    let (server, lines) = start(&config_file("metrics", &sealed_config()));
+    let (address, telemetry) = addresses(&lines);
+    let mut client =
+        Client::join(backend::issue(&key(), PROTOCOL, 1, 0, vec![address], 60).unwrap());
+    // A token sealed with another key: refused as forged, and counted.
+    let other = TokenKey([7; 32]);
+    let mut forger =
+        Client::join(backend::issue(&other, PROTOCOL, 2, 0, vec![address], 60).unwrap());
+    let mut scrape = Scrape { types: BTreeMap::new(), samples: BTreeMap::new() };
+    client.step_until("the metrics count the player, a refusal and a client sample", |c| {
+        forger.step();
+        scrape = Scrape::parse(&http_get(&telemetry, "/metrics"));
+        let seen = |series: &str| scrape.samples.get(series).copied().unwrap_or(0.0);
+        c.snapshots > 20
+            && seen("rally_players{worker=\"0\"}") == 1.0
+            && seen("rally_handshakes_refused_total{worker=\"0\",reason=\"forged\"}") >= 1.0
+            && seen("rally_client_rtt_seconds_count{worker=\"0\"}") >= 1.0
+    });
+    assert_eq!(forger.ended, None, "a refused handshake gets no answer");
+    let [opened, refused] = events(&lines, ["room opened", "handshakes refused"]);
+    assert_eq!((opened["worker"].as_u64(), opened["room"].as_u64()), (Some(0), Some(0)));
+    assert!(refused["forged"].as_u64() >= Some(1), "{refused}");
+
+    let documented = documented_series();
+    assert!(documented.len() >= 30, "the docs' table of series: {documented:?}");
+    for (name, kind) in &documented {
+        assert_eq!(scrape.types.get(name), Some(kind), "{name}'s type");
+        assert!(scrape.has_samples(name), "{name} has no sample");
+    }
+    for name in scrape.types.keys() {
+        assert!(documented.iter().any(|(n, _)| n == name), "{name} is not in docs/operating.md");
+    }
+    for name in dashboard_series() {
+        assert!(scrape.types.contains_key(scrape.family(&name)), "the dashboard's {name}");
+    }
+
+    // Every room-tick is one sample of each phase and of lateness (one report, one moment).
+    let ticks = scrape.value("rally_room_ticks_total{worker=\"0\"}");
+    assert!(ticks > 20.0);
+    for phase in ["ingest", "interact", "simulate", "replicate", "transmit"] {
+        let series = format!("rally_tick_phase_seconds_count{{worker=\"0\",phase=\"{phase}\"}}");
+        assert_eq!(scrape.value(&series), ticks, "{series}");
+        let inf = format!(
+            "rally_tick_phase_seconds_bucket{{worker=\"0\",phase=\"{phase}\",le=\"+Inf\"}}"
+        );
+        assert_eq!(scrape.value(&inf), ticks, "{inf}");
+    }
+    assert_eq!(scrape.value("rally_tick_lateness_seconds_count{worker=\"0\"}"), ticks);
+    assert_eq!(scrape.value("rally_connections{worker=\"0\"}"), 1.0);
+    assert_eq!(scrape.value("rally_rooms{worker=\"0\"}"), 1.0);
+    assert!(scrape.value("rally_handshakes_completed_total{worker=\"0\"}") >= 1.0);
+    for series in
+        ["rally_received_bytes_total", "rally_sent_bytes_total", "rally_datagrams_received_total"]
+    {
+        assert!(scrape.value(&format!("{series}{{worker=\"0\"}}")) > 0.0, "{series}");
+    }
+    stop(server);
+}
+
+#[test]
+fn the_telemetry_endpoint_bounds_its_connections_and_ticks_go_on() {
+    let (server, lines) = start(&config_file("endpoint", &sealed_config()));
+    let (address, telemetry) = addresses(&lines);
+    let mut client =
+        Client::join(backend::issue(&key(), PROTOCOL, 1, 0, vec![address], 60).unwrap());
+    client.step_until("the client gets snapshots", |c| c.snapshots > 10);
+
+    // Not HTTP: answered 400 and closed.
+    let mut garbage = TcpStream::connect(&telemetry).expect("connects");
+    garbage.write_all(b"\x16\x03\x01\x02\x00\x01\r\n\r\n").expect("sent");
+    let mut answer = String::new();
+    let _ = garbage.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer:?}");
+    // A request that never finishes: answered 400 once its time is up, not held forever.
+    let mut slow = TcpStream::connect(&telemetry).expect("connects");
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").expect("sent");
+    slow.set_read_timeout(Some(PATIENCE)).expect("a timeout");
+    let mut answer = String::new();
+    let _ = slow.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer:?}");
+
+    // A flood of connections that say nothing: the endpoint holds a bounded number and closes
+    // the rest at once; the rooms tick on meanwhile.
+    // What arrived while the test waited on the slow request is taken first.
+    (0..10).for_each(|_| client.step());
+    let before = client.snapshots;
+    let flood: Vec<TcpStream> =
+        (0..40).map(|_| TcpStream::connect(&telemetry).expect("the backlog takes it")).collect();
+    flood.iter().for_each(|stream| stream.set_nonblocking(true).expect("nonblocking"));
+    let closed = || {
+        let closed = |stream: &&TcpStream| {
+            let mut reader: &TcpStream = stream;
+            let read = reader.read(&mut [0u8; 1]);
+            !matches!(read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+        };
+        flood.iter().filter(closed).count()
+    };
+    // The endpoint holds at most 2 handlers' and 16 queued connections.
+    client.step_until("the endpoint closes what it cannot hold; snapshots keep coming", |c| {
+        closed() >= 40 - 18 && c.snapshots > before + 30
+    });
+    drop(flood);
+
+    let mut scrape = Scrape { types: BTreeMap::new(), samples: BTreeMap::new() };
+    client.step_until("a scrape answers once the flood is gone", |_| {
+        let response = http_get(&telemetry, "/metrics");
+        let ok = response.starts_with("HTTP/1.1 200");
+        if ok {
+            scrape = Scrape::parse(&response);
+        }
+        ok
+    });
+    assert!(scrape.value("rally_telemetry_connections_refused_total") >= 22.0);
+    assert!(scrape.value("rally_telemetry_bad_requests_total") >= 2.0);
+    stop(server);
+}
+
+#[test]
+fn a_generated_key_is_never_printed_and_sits_in_an_owner_only_file() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("generated-key");
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let key_file = dir.join("run.key");
+    let config = format!(
+        "[host]\nworkers = 1\nport = 0\n[security]\nkey_file = \"{}\"\nprotocol_id = {PROTOCOL}\n\
+         [telemetry]\nlisten = \"\"\n",
+        key_file.display()
+    );
+    let (server, lines) = start(&config_file("generated-key", &config));
+    let generated = event(&lines, "generated a token key");
+    assert_eq!(generated["path"].as_str(), Some(key_file.to_str().expect("UTF-8")));
+    let mut printed = vec![generated.to_string()];
+    let worker = loop {
+        let line = lines.recv_timeout(PATIENCE).expect("the server says more");
+        printed.push(line.clone());
+        if line.contains("worker listening") {
+            break line;
+        }
+    };
+    let hex = std::fs::read_to_string(&key_file).expect("the key file");
+    let hex = hex.trim();
+    assert_eq!(hex.len(), 64);
+    for line in &printed {
+        assert!(!line.contains(hex), "the key was printed: {line}");
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&key_file).expect("metadata").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the key file is its owner's only");
+
+    // The file holds the server's key: a token sealed with it gets in.
+    let worker: serde_json::Value = serde_json::from_str(&worker).expect("JSON");
+    let address = worker["fields"]["address"].as_str().expect("an address").parse().expect("one");
+    let key = TokenKey(rally_wire::hex::decode(hex).expect("hex").try_into().expect("32 bytes"));
+    let mut client = Client::join(backend::issue(&key, PROTOCOL, 1, 0, vec![address], 60).unwrap());
+    client.step_until("a token from the key file connects", |c| c.snapshots > 5);
+    stop(server);
+    assert!(!key_file.exists(), "a generated key goes with its run");
 }
 
 #[test]
@@ -211,10 +517,12 @@ fn a_scene_server_hosts_the_sandbox_and_a_client_sees_its_entities() {
          [telemetry]\nlisten = \"\"\n"
     );
     let sandbox = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenes/sandbox.toml");
-    let (mut server, lines) = start_with(&config_file("scene", &config), &["--scene", sandbox]);
-    let said = line_starting(&lines, "scene ");
-    assert!(said.contains("3 colliders, 16 bodies; rooms at 120 Hz"), "{said}");
-    let address = worker_address(&lines);
+    let (server, lines) = start_with(&config_file("scene", &config), &["--scene", sandbox]);
+    let hosted = event(&lines, "scene hosted");
+    let counts = ["colliders", "bodies", "tick_rate"].map(|field| hosted[field].as_u64());
+    assert_eq!(counts, [Some(3), Some(16), Some(120)], "{hosted}");
+    let worker = event(&lines, "worker listening");
+    let address = worker["address"].as_str().expect("an address").parse().expect("an address");
 
     let key = TokenKey(rally_wire::hex::decode(KEY).expect("hex").try_into().expect("32 bytes"));
     let token = backend::issue(&key, PROTOCOL, 1, 7, vec![address], 60).expect("issued");
@@ -251,8 +559,7 @@ fn a_scene_server_hosts_the_sandbox_and_a_client_sees_its_entities() {
         }
         mirror.get(Scope::Room, "phase") == Some(&b"serve"[..])
     });
-    let _ = server.kill();
-    let _ = server.wait();
+    stop(server);
 }
 
 #[test]

@@ -51,7 +51,7 @@ mod wait;
 
 pub use clock::Clock;
 pub use host::{Host, HostConfig};
-pub use udp::UdpDriver;
+pub use udp::{Traffic, UdpDriver};
 #[cfg(target_os = "linux")]
 pub use wait::readable_fds;
 pub use wait::{precise_timers, readable};

@@ -17,6 +17,20 @@ const RECEIVE_BATCH: usize = 32;
 /// Datagrams written per syscall at most.
 const SEND_BATCH: usize = 32;
 
+/// Datagrams and bytes through a socket. Outgoing ones are counted as handed to the socket
+/// (those it refused are `send_errors` as well); incoming oversized ones count as datagrams.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Datagrams read.
+    pub datagrams_in: u64,
+    /// Bytes read (UDP payloads).
+    pub bytes_in: u64,
+    /// Datagrams handed to the socket.
+    pub datagrams_out: u64,
+    /// Bytes handed to the socket (UDP payloads).
+    pub bytes_out: u64,
+}
+
 /// One UDP socket and its endpoint, with the OS clock.
 #[derive(Debug)]
 pub struct UdpDriver {
@@ -30,6 +44,9 @@ pub struct UdpDriver {
     /// Datagrams received too long for any Rally packet or from an unknown address family
     /// (counted, then dropped).
     pub oversized: u64,
+    /// Datagrams and bytes read from and written to the socket (plain adds on the worker's
+    /// thread; a host publishes them with its report).
+    pub traffic: Traffic,
     /// How long before a deadline `run_for` stops sleeping and polls instead (0: never).
     spin: Duration,
     /// Where the socket's receive and send syscalls are timed, if anywhere.
@@ -84,6 +101,7 @@ impl UdpDriver {
             to_send: Batch::new(SEND_BATCH),
             send_errors: 0,
             oversized: 0,
+            traffic: Traffic::default(),
             spin: Duration::ZERO,
             scopes: None,
             sleep_step: Duration::MAX,
@@ -244,6 +262,8 @@ impl UdpDriver {
             while let Some(t) = self.endpoint.poll_transmit(now, self.to_send.slot_mut(queued)) {
                 busy = true;
                 self.to_send.set(queued, t.len, t.destination);
+                self.traffic.datagrams_out += 1;
+                self.traffic.bytes_out += t.len as u64;
                 queued += 1;
                 if queued == SEND_BATCH {
                     self.send_queued(queued)?;
@@ -276,9 +296,13 @@ impl UdpDriver {
             Err(e) => return Err(e),
         };
         let now = self.clock.now();
+        self.traffic.datagrams_in += read as u64;
         for k in 0..read {
             match self.received.datagram(k) {
-                (Some(from), bytes) => self.endpoint.handle_datagram(now, from, bytes),
+                (Some(from), bytes) => {
+                    self.traffic.bytes_in += bytes.len() as u64;
+                    self.endpoint.handle_datagram(now, from, bytes)
+                }
                 // Longer than any Rally packet, or from an address family Rally does not
                 // speak: dropped and counted.
                 (None, _) => self.oversized += 1,

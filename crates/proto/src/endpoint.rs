@@ -155,9 +155,14 @@ impl Default for EndpointConfig {
     }
 }
 
-/// Datagrams an endpoint dropped, by reason.
+/// Datagrams an endpoint dropped, by reason, and the handshakes it took.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndpointStats {
+    /// Connection requests from addresses with no connection or attempt (a server's
+    /// handshakes begun, before their token is checked).
+    pub handshakes_started: u64,
+    /// Connections a server opened (handshakes completed).
+    pub handshakes_completed: u64,
     /// Datagrams that did not decode.
     pub malformed: u64,
     /// Data or disconnect packets from addresses with no connection.
@@ -344,7 +349,7 @@ impl Endpoint {
         self.observer = Observer(Some(observer));
     }
 
-    /// Datagrams dropped so far, by reason.
+    /// Datagrams dropped so far, by reason, and handshakes started and completed.
     pub fn stats(&self) -> EndpointStats {
         self.stats
     }
@@ -706,6 +711,7 @@ impl Endpoint {
             self.stats.unexpected += 1;
             return;
         }
+        self.stats.handshakes_started += 1;
         // Nothing is kept for a request: a valid token gets a challenge, the rest silence.
         if self.check_token(now, from, token, false).is_err() {
             return;
@@ -748,6 +754,7 @@ impl Endpoint {
         self.by_peer.insert(from, index);
         let (keys, grant) = sealed.unzip();
         self.open(index, from, now, keys);
+        self.stats.handshakes_completed += 1;
         if let Slot::Open { grant: slot_grant, .. } = &mut self.slots[index] {
             *slot_grant = grant;
         }

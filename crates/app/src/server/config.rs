@@ -26,6 +26,8 @@ pub struct ServerConfig {
     pub budgets: BudgetSection,
     /// The metrics endpoint.
     pub telemetry: TelemetrySection,
+    /// Logs.
+    pub log: LogSection,
 }
 
 /// `[host]`.
@@ -51,6 +53,7 @@ pub struct SecuritySection {
     pub key: String,
     pub protocol_id: u64,
     pub danger_plaintext: bool,
+    pub key_file: String,
 }
 
 /// `[room]`.
@@ -80,6 +83,14 @@ pub struct BudgetSection {
 #[serde(deny_unknown_fields)]
 pub struct TelemetrySection {
     pub listen: String,
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSection {
+    pub format: String,
+    pub level: String,
 }
 
 /// The games a server can run.
@@ -127,6 +138,8 @@ impl ServerConfig {
             }
         }
         self.telemetry_address()?;
+        self.log_format()?;
+        super::log::filter(&self.log.level).map_err(|e| format!("log.level: {e}"))?;
         Ok(())
     }
 
@@ -184,6 +197,21 @@ impl ServerConfig {
                 self.telemetry.listen
             )
         })
+    }
+
+    /// How log lines are written.
+    pub fn log_format(&self) -> Result<super::log::LogFormat, String> {
+        self.log.format.parse()
+    }
+
+    /// Where a generated key is written: `security.key_file`, or `rally-server-<pid>.key` in
+    /// the system's temporary directory.
+    pub fn key_file(&self) -> std::path::PathBuf {
+        if self.security.key_file.is_empty() {
+            std::env::temp_dir().join(format!("rally-server-{}.key", std::process::id()))
+        } else {
+            std::path::PathBuf::from(&self.security.key_file)
+        }
     }
 
     /// The budgets.
@@ -255,6 +283,8 @@ mod tests {
             ("[room]\ngame = \"chess\"\n", "room.game"),
             ("[security]\nkey = \"abc\"\n", "security.key"),
             ("[telemetry]\nlisten = \"nowhere\"\n", "telemetry.listen"),
+            ("[log]\nformat = \"xml\"\n", "log.format"),
+            ("[log]\nlevel = \"loud\"\n", "log.level"),
             ("host = 3\n", "host"),
             ("[host\n", "file"),
         ];

@@ -1,37 +1,92 @@
-//! The host's telemetry over HTTP: `/metrics` in the Prometheus exposition format (the metrics
-//! crate's Prometheus exporter renders it) and `/stats` as JSON. Metric names are documented in
-//! docs/operating.md.
+//! The host's telemetry over HTTP: `/metrics` in the Prometheus exposition format
+//! ([`super::exposition`]) and `/stats` as JSON.
+//!
+//! It runs on its own threads, never the workers': it reads the reports the workers publish
+//! ten times a second, so a scrape costs the workers nothing but that publication. It bounds
+//! its own work against a scraper that never finishes, many scrapers at once, or bytes that
+//! are not HTTP: [`HANDLERS`] threads answer one connection each at a time, [`QUEUE_MAX`]
+//! accepted connections wait for them and any beyond are closed at once (counted); a request
+//! must arrive whole, at most [`REQUEST_MAX`] bytes, within [`REQUEST_TIMEOUT`], or it is
+//! answered 400 and closed (counted); an answer that the client does not read within
+//! [`WRITE_TIMEOUT`] is abandoned. Every answer closes its connection.
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
-use rally_driver::host::telemetry::{ROOM_SCOPES, SCOPES};
-use rally_driver::host::{HostReport, Reporter, Summary};
+use super::exposition::{self, EndpointCounters};
+use rally_driver::host::Reporter;
 use std::error::Error;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, TrySendError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// Threads answering requests.
+pub const HANDLERS: usize = 2;
+/// Accepted connections waiting for a handler at most; more are closed at once.
+pub const QUEUE_MAX: usize = 16;
+/// The longest request head taken (request line and headers).
+pub const REQUEST_MAX: usize = 8 * 1024;
+/// How long a request may take to arrive whole.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long an answer may take to be written.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the accepting thread pauses after a failed accept (out of file descriptors).
+const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
+
+/// The endpoint's own counters, shared by its threads.
+#[derive(Debug, Default)]
+struct Counters {
+    scrapes: AtomicU64,
+    refused: AtomicU64,
+    bad_requests: AtomicU64,
+}
+
+impl Counters {
+    fn read(&self) -> EndpointCounters {
+        EndpointCounters {
+            scrapes: self.scrapes.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+            bad_requests: self.bad_requests.load(Ordering::Relaxed),
+        }
+    }
+}
 
 /// A running telemetry endpoint; dropping it stops it.
 pub struct Telemetry {
     address: SocketAddr,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl Telemetry {
     /// Serves `reporter`'s figures at `address`.
     pub fn start(address: SocketAddr, reporter: Reporter) -> Result<Self, Box<dyn Error>> {
-        let server = tiny_http::Server::http(address).map_err(|e| {
+        let listener = TcpListener::bind(address).map_err(|e| {
             format!("telemetry.listen {address}: {e} (is the port in use? set another, or \"\")")
         })?;
-        let address = server.server_addr().to_ip().ok_or("telemetry is not on an IP address")?;
+        let address = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
+        let counters = Arc::new(Counters::default());
+        let (queue, waiting) = sync_channel::<TcpStream>(QUEUE_MAX);
+        let waiting = Arc::new(Mutex::new(waiting));
+        let mut threads = Vec::new();
+        for k in 0..HANDLERS {
+            let (waiting, reporter, counters) =
+                (waiting.clone(), reporter.clone(), counters.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("rally-telemetry-{k}"))
+                    .spawn(move || handle_all(&waiting, &reporter, &counters))?,
+            );
+        }
         let stopped = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("rally-telemetry".into())
-            .spawn(move || serve(&server, &reporter, &stopped))?;
-        Ok(Self { address, stop, thread: Some(thread) })
+        threads.push(std::thread::Builder::new().name("rally-telemetry".into()).spawn(
+            move || {
+                accept(&listener, &stopped, &counters, queue);
+            },
+        )?);
+        Ok(Self { address, stop, threads })
     }
 
     /// Where it listens.
@@ -43,82 +98,154 @@ impl Telemetry {
 impl Drop for Telemetry {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
+        // The accepting thread waits in `accept`: a connection of our own wakes it to see the
+        // flag (on loopback when it listens on every address).
+        let mut wake = self.address;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        // The accepting thread drops the queue's sender as it stops; the handlers then finish
+        // what they hold and stop too.
+        for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
     }
 }
 
-fn serve(server: &tiny_http::Server, reporter: &Reporter, stop: &AtomicBool) {
-    let recorder = PrometheusBuilder::new().build_recorder();
-    while !stop.load(Ordering::Relaxed) {
-        let request = match server.recv_timeout(Duration::from_millis(100)) {
-            Ok(Some(request)) => request,
-            Ok(None) => continue,
-            Err(_) => continue,
-        };
-        let (status, content_type, body) = match request.url() {
-            "/metrics" => {
-                (200, "text/plain; version=0.0.4", metrics(&recorder, &reporter.report()))
-            }
-            "/stats" => match serde_json::to_string_pretty(&reporter.report()) {
-                Ok(json) => (200, "application/json", json),
-                Err(e) => (500, "text/plain", format!("stats: {e}\n")),
+/// Accepts connections and queues them for the handlers; closes those the queue cannot take.
+fn accept(
+    listener: &TcpListener,
+    stop: &AtomicBool,
+    counters: &Counters,
+    queue: std::sync::mpsc::SyncSender<TcpStream>,
+) {
+    loop {
+        let accepted = listener.accept();
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        match accepted {
+            Ok((stream, _)) => match queue.try_send(stream) {
+                Ok(()) => {}
+                // Dropping the stream closes it: a scraper retries at its next interval.
+                Err(TrySendError::Full(_)) => {
+                    counters.refused.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(TrySendError::Disconnected(_)) => return,
             },
-            _ => (404, "text/plain", "not found: try /metrics or /stats\n".to_string()),
-        };
-        let header = tiny_http::Header::from_bytes("Content-Type", content_type)
-            .expect("a constant, valid header");
-        let response = tiny_http::Response::from_string(body).with_status_code(status);
-        // A client that hung up is its own problem; the endpoint goes on.
-        let _ = request.respond(response.with_header(header));
+            // A connection reset before it was accepted, or out of file descriptors: wait
+            // and go on rather than spin.
+            Err(_) => std::thread::sleep(ACCEPT_PAUSE),
+        }
     }
 }
 
-/// Sets every metric from `report` and renders the exposition.
-fn metrics(recorder: &PrometheusRecorder, report: &HostReport) -> String {
-    metrics::with_local_recorder(recorder, || {
-        for w in &report.workers {
-            let worker = w.worker.to_string();
-            let labels = [("worker", worker.clone())];
-            metrics::gauge!("rally_rooms", &labels).set(w.rooms as f64);
-            metrics::gauge!("rally_connections", &labels).set(w.connections as f64);
-            metrics::counter!("rally_room_ticks_total", &labels).absolute(w.room_ticks);
-            metrics::counter!("rally_cpu_microseconds_total", &labels).absolute(w.cpu_us);
-            metrics::counter!("rally_rooms_failed_total", &labels).absolute(w.rooms_failed);
-            metrics::counter!("rally_datagrams_dropped_total", &labels).absolute(w.dropped);
-            metrics::counter!("rally_send_errors_total", &labels).absolute(w.send_errors);
-            for scope in SCOPES {
-                let labels = [("worker", worker.clone()), ("scope", scope.name().to_string())];
-                let nanos = w.scope_nanos[scope.index()];
-                metrics::counter!("rally_scope_nanoseconds_total", &labels).absolute(nanos);
-            }
-            for (k, scope) in ROOM_SCOPES.iter().enumerate() {
-                let labels = [("worker", worker.clone()), ("scope", scope.name().to_string())];
-                metrics::counter!("rally_budget_overruns_total", &labels).absolute(w.overruns[k]);
-            }
-            for (scope, summary) in &w.per_room_tick {
-                quantiles("rally_room_tick_microseconds", &worker, Some(scope.name()), summary);
-            }
-            quantiles("rally_tick_lateness_microseconds", &worker, None, &w.lateness);
-        }
-    });
-    recorder.handle().render()
+/// A handler's loop: one connection at a time until the queue closes.
+fn handle_all(waiting: &Mutex<Receiver<TcpStream>>, reporter: &Reporter, counters: &Counters) {
+    loop {
+        let next = {
+            let receiver = waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            receiver.recv()
+        };
+        let Ok(stream) = next else { return };
+        // An error here is the client's (it hung up, or stopped reading): the endpoint goes on.
+        let _ = handle(stream, reporter, counters);
+    }
 }
 
-/// A summary as gauges labelled by statistic.
-fn quantiles(name: &'static str, worker: &str, scope: Option<&str>, summary: &Summary) {
-    let stats = [
-        ("mean", summary.mean_us),
-        ("p50", summary.p50_us),
-        ("p99", summary.p99_us),
-        ("max", summary.max_us),
-    ];
-    for (stat, value) in stats {
-        let mut labels = vec![("worker", worker.to_string()), ("stat", stat.to_string())];
-        if let Some(scope) = scope {
-            labels.push(("scope", scope.to_string()));
+/// Reads one request and answers it.
+fn handle(mut stream: TcpStream, reporter: &Reporter, counters: &Counters) -> std::io::Result<()> {
+    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    let Some(path) = read_request(&mut stream)? else {
+        counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+        return respond(&mut stream, "400 Bad Request", "text/plain", b"bad request\n");
+    };
+    match path.as_str() {
+        "/metrics" => {
+            counters.scrapes.fetch_add(1, Ordering::Relaxed);
+            let body = exposition::render(&reporter.report(), &counters.read());
+            respond(&mut stream, "200 OK", "text/plain; version=0.0.4", body.as_bytes())
         }
-        metrics::gauge!(name, &labels).set(value);
+        "/stats" => match serde_json::to_string_pretty(&reporter.report()) {
+            Ok(json) => respond(&mut stream, "200 OK", "application/json", json.as_bytes()),
+            Err(e) => {
+                let body = format!("stats: {e}\n");
+                respond(&mut stream, "500 Internal Server Error", "text/plain", body.as_bytes())
+            }
+        },
+        _ => respond(&mut stream, "404 Not Found", "text/plain", b"try /metrics or /stats\n"),
+    }
+}
+
+/// The path of a `GET` whose head arrives whole, within [`REQUEST_MAX`] bytes and
+/// [`REQUEST_TIMEOUT`]; `None` for anything else.
+fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<String>> {
+    // The endpoint is I/O like the driver: it reads the driver's clock.
+    let clock = rally_driver::Clock::start();
+    let mut head = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+        let left = REQUEST_TIMEOUT.saturating_sub(Duration::from_nanos(clock.now().as_nanos()));
+        if left.is_zero() || head.len() >= REQUEST_MAX {
+            return Ok(None);
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut chunk) {
+            Ok(0) => return Ok(None),
+            Ok(n) => head.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(parse_request_line(&head))
+}
+
+/// `GET <path> HTTP/1.x` to its path (the query string dropped).
+fn parse_request_line(head: &[u8]) -> Option<String> {
+    let line = head.split(|b| *b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?.trim_end_matches('\r');
+    let mut parts = line.split(' ');
+    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
+    if method != "GET" || !version.starts_with("HTTP/1.") || parts.next().is_some() {
+        return None;
+    }
+    Some(target.split('?').next().unwrap_or(target).to_string())
+}
+
+fn respond(stream: &mut TcpStream, status: &str, kind: &str, body: &[u8]) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)?;
+    stream.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_request_line;
+
+    #[test]
+    fn only_a_get_over_http_1_is_a_request() {
+        let get = parse_request_line(b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(get.as_deref(), Some("/metrics"));
+        for garbage in
+            [&b"POST /metrics HTTP/1.1\r\n"[..], b"\x16\x03\x01\x02\x00", b"GET /\r\n", b""]
+        {
+            assert_eq!(parse_request_line(garbage), None, "{garbage:?}");
+        }
     }
 }

@@ -1,8 +1,13 @@
-//! `rally server`: the host from a TOML config, its telemetry on HTTP, a graceful drain on
-//! SIGTERM or Ctrl-C.
+//! `rally server`: the host from a TOML config, its telemetry on HTTP ([`exposition`] for
+//! `/metrics`, [`http`] for the endpoint), its logs ([`log`]), a graceful drain on SIGTERM or
+//! Ctrl-C. A key it generates is written to an owner-only file, never printed.
 
 pub mod config;
+mod exposition;
 mod http;
+pub mod log;
+
+pub use http::Telemetry;
 
 use crate::game::{reference_room, Paddles, SceneGame};
 use config::{GameKind, ServerConfig};
@@ -29,6 +34,10 @@ pub struct ServerArgs {
     /// `room.scene = FILE` over the config. A bad scene is refused at start.
     #[arg(long, value_name = "FILE")]
     pub scene: Option<PathBuf>,
+    /// How log lines are written (overrides `log.format`); levels come from `RUST_LOG` or
+    /// `log.level`.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<log::LogFormat>,
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
@@ -37,18 +46,26 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
         print!("{}", config::DEFAULT);
         return Ok(());
     }
-    let mut config = match &args.config {
+    let (mut config, source) = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("reading the config {}: {e}", path.display()))?;
-            ServerConfig::parse(&text, &path.display().to_string())?
+            let source = path.display().to_string();
+            (ServerConfig::parse(&text, &source)?, source)
         }
-        None => ServerConfig::parse("", "the defaults")?,
+        None => (ServerConfig::parse("", "the defaults")?, "the defaults".to_string()),
     };
     if let Some(scene) = &args.scene {
         config.room.game = "scene".into();
         config.room.scene = scene.display().to_string();
     }
+    let format = match args.log_format {
+        Some(format) => format,
+        None => config.log_format()?,
+    };
+    log::init(format, &config.log.level)?;
+    contain_panics_in_the_log();
+    log_config(&config, &source);
     // Before anything binds: a bad scene stops the server with its file, line, field and fix.
     let scene = config.scene()?;
     // Registered before the host starts, so that no signal finds the default action.
@@ -57,42 +74,85 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
         signal_hook::flag::register(signal, stop.clone())?;
     }
     let host_config = host_config(&config)?;
+    // A generated key is this run's only: its file goes when the server stops.
+    let generated =
+        (host_config.key.is_some() && config.security.key.is_empty()).then(|| config.key_file());
     let host = start(&config, scene, host_config)?;
+    let workers = host.addresses().len();
     for (worker, address) in host.addresses().iter().enumerate() {
-        println!(
-            "worker {worker} on {address} (rooms with id % {} = {worker})",
-            host.addresses().len()
-        );
+        let rooms = format!("id % {workers} = {worker}");
+        tracing::info!(worker, address = %address, rooms = %rooms, "worker listening");
     }
     let telemetry = match config.telemetry_address()? {
         Some(address) => {
             let server = http::Telemetry::start(address, host.reporter())?;
-            println!("telemetry on http://{}/metrics and /stats", server.address());
+            let url = format!("http://{}/metrics", server.address());
+            tracing::info!(address = %server.address(), url = %url, "telemetry listening");
             Some(server)
         }
         None => None,
     };
-    println!("running; SIGTERM or Ctrl-C drains and stops");
+    tracing::info!("running; SIGTERM or Ctrl-C drains and stops");
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    println!("draining (up to {} ms)", config.host.drain_timeout_ms);
-    let reports = host.shutdown(Duration::from_millis(config.host.drain_timeout_ms))?;
-    print_drain(&reports);
+    let timeout_ms = config.host.drain_timeout_ms;
+    tracing::info!(timeout_ms, "draining");
+    let reports = host.shutdown(Duration::from_millis(timeout_ms))?;
+    log_drain(&reports);
     drop(telemetry);
+    if let Some(path) = generated {
+        let _ = std::fs::remove_file(&path);
+    }
     Ok(())
+}
+
+/// The start line: the version and the settings an operator checks first (never the key).
+fn log_config(config: &ServerConfig, source: &str) {
+    let h = &config.host;
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        config = %source,
+        workers = h.workers,
+        ip = %h.ip,
+        port = h.port,
+        game = %config.room.game,
+        tick_rate = config.room.tick_rate,
+        pipeline = %config.room.pipeline,
+        rooms_per_worker_max = h.rooms_per_worker_max,
+        connections_per_worker_max = h.connections_per_worker_max,
+        protocol_id = config.security.protocol_id,
+        telemetry = %config.telemetry.listen,
+        "rally server starting"
+    );
+}
+
+/// A panic anywhere (a room's game code, which the host contains) is logged as an error
+/// event, with where it happened, instead of a bare message on standard error.
+fn contain_panics_in_the_log() {
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
+        tracing::error!(thread = %thread, panic = %info, "panic");
+    }));
 }
 
 fn host_config(config: &ServerConfig) -> Result<HostConfig, Box<dyn Error>> {
     let key = if config.security.danger_plaintext {
-        eprintln!(
-            "WARNING: security.danger_plaintext is set: no tokens, no encryption; anyone can \
-             connect, read and forge traffic. For debugging only."
+        tracing::warn!(
+            "security.danger_plaintext is set: no tokens, no encryption; anyone can connect, \
+             read and forge traffic. For debugging only."
         );
         None
     } else if config.security.key.is_empty() {
         let key = rally_driver::backend::random_key()?;
-        println!("backend key for this run: {}", crate::token::key_to_hex(&key));
+        let path = config.key_file();
+        write_secret(&path, &crate::token::key_to_hex(&key))
+            .map_err(|e| format!("writing the generated key to {}: {e}", path.display()))?;
+        tracing::info!(
+            path = %path.display(),
+            "generated a token key for this run, readable by its owner only (rally token \
+             issue --key-file)"
+        );
         Some(key)
     } else {
         Some(crate::token::key_from_hex(&config.security.key)?)
@@ -113,6 +173,7 @@ fn host_config(config: &ServerConfig) -> Result<HostConfig, Box<dyn Error>> {
         endpoint,
         key,
         protocol_id: config.security.protocol_id,
+        telemetry: true,
     })
 }
 
@@ -142,7 +203,7 @@ fn start(
             let scene = scene.ok_or("room.game = \"scene\" without a loaded scene")?;
             let game = SceneGame::new(scene, move |id| room_seed(master, id))
                 .map_err(|e| format!("{}: {e}", config.room.scene))?;
-            println!("{}", scene_line(&config.room.scene, game.scene()));
+            log_scene(&config.room.scene, game.scene());
             Host::start(host, game)?
         }
     };
@@ -179,27 +240,52 @@ fn paddles_room(config: RoomConfig, seed: u64) -> Room<Paddles> {
 }
 
 /// What a scene server hosts, and that the room settings are the scene's.
-fn scene_line(file: &str, scene: &rally_scene::Scene) -> String {
+fn log_scene(file: &str, scene: &rally_scene::Scene) {
     let s = scene.settings();
-    format!(
-        "scene {file}: {} colliders, {} bodies; rooms at {} Hz, {:?} pipeline, up to {} players, \
-         {} bytes per client per tick (the scene's [room]; the config's room.tick_rate and \
-         room.pipeline apply to the other games)",
-        scene.colliders().len(),
-        scene.bodies().len(),
-        s.tick_rate,
-        s.pipeline,
-        s.players_max,
-        s.client_bytes_per_tick_max
-    )
+    tracing::info!(
+        file,
+        colliders = scene.colliders().len(),
+        bodies = scene.bodies().len(),
+        tick_rate = s.tick_rate,
+        pipeline = ?s.pipeline,
+        players_max = s.players_max,
+        client_bytes_per_tick_max = s.client_bytes_per_tick_max,
+        "scene hosted (its [room] settings; the config's room.tick_rate and room.pipeline apply \
+         to the other games)"
+    );
 }
 
-fn print_drain(reports: &[DrainReport]) {
+fn log_drain(reports: &[DrainReport]) {
     let connections: usize = reports.iter().map(|r| r.connections).sum();
     let drained: usize = reports.iter().map(|r| r.drained).sum();
     let undelivered: usize = reports.iter().map(|r| r.undelivered).sum();
-    println!(
-        "drained: {connections} clients told the server is shutting down, {drained} with every \
-         reliable message acknowledged; {undelivered} messages left unacknowledged"
+    tracing::info!(
+        connections,
+        drained,
+        undelivered,
+        "stopped: clients told the server is shutting down (drained: with every reliable \
+         message acknowledged)"
     );
+}
+
+/// Writes `text` to `path`, readable and writable by its owner only (mode 0600), replacing
+/// what was there.
+fn write_secret(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        let mut file = options.open(path)?;
+        // A file that existed keeps its mode through `open`: narrow it before writing.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        writeln!(file, "{text}")
+    }
+    #[cfg(not(unix))]
+    {
+        let mut file = options.open(path)?;
+        writeln!(file, "{text}")
+    }
 }

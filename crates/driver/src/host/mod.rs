@@ -68,6 +68,10 @@ pub struct HostConfig {
     pub room_idle_close: Duration,
     /// Budgets per room-tick, for the overrun counters.
     pub budgets: Budgets,
+    /// Time every scope, record the histograms and sample each connection's quality (the
+    /// default). Off, a worker only counts room-ticks, connections and its CPU time: what
+    /// `rally-bench load --telemetry-cost` compares against to measure telemetry's own cost.
+    pub telemetry: bool,
     /// The endpoints' settings (connection limits, rates; the engine's channels by default);
     /// `security` is set from `key` and the worker's address.
     pub endpoint: EndpointConfig,
@@ -90,6 +94,7 @@ impl Default for HostConfig {
             rooms_per_worker_max: 1024,
             room_idle_close: Duration::from_secs(30),
             budgets: Budgets::default(),
+            telemetry: true,
             endpoint: EndpointConfig {
                 connection: rally_engine::connection_config(),
                 ..EndpointConfig::default()

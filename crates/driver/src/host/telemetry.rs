@@ -6,6 +6,14 @@
 //! scopes (ingest, interact, simulate, replicate, transmit) belong to each room. Per room the
 //! host keeps sums, maxima and budget overruns; per worker it keeps an HDR histogram of each
 //! scope per room-tick and of tick lateness, and the thread's CPU time from the OS.
+//!
+//! For a fleet, a worker also keeps fixed-bucket histograms in seconds ([`Buckets`]: phases,
+//! lateness, and each connection's RTT, jitter and loss sampled once a second) and the
+//! transport's counters ([`TransportCounters`]: traffic, handshakes, refusals by reason,
+//! drops, resends). All of it is plain arithmetic on the worker's own thread; the worker
+//! copies its figures into the host's shared report ten times a second, never per packet, and
+//! an exporter (the app's `/metrics`) reads that copy. Bucket counts add across workers and
+//! hosts, which quantiles computed in a process cannot.
 
 use hdrhistogram::Histogram;
 use rally_engine::Phase;
@@ -284,6 +292,18 @@ pub struct WorkerReport {
     /// Each room's figures.
     #[serde(skip)]
     pub room_reports: Vec<RoomReport>,
+    /// Clients in its rooms (connected or resumable), as of each room's last tick.
+    pub players: usize,
+    /// Rooms opened.
+    pub rooms_opened: u64,
+    /// Rooms closed (idle, or failed).
+    pub rooms_closed: u64,
+    /// Room-ticks that started later than the lateness budget.
+    pub late_ticks: u64,
+    /// The transport's counters: traffic, handshakes, refusals, drops, resends.
+    pub transport: TransportCounters,
+    /// Fixed-bucket histograms of phases, lateness and the clients' quality.
+    pub histograms: WorkerHistograms,
 }
 
 /// The whole host's figures: what `/stats` serves and `rally-bench load` reads.
@@ -319,5 +339,310 @@ impl HostReport {
                 (*s, nanos as f64 / 1e3 / ticks)
             })
             .collect()
+    }
+}
+
+/// Upper bounds, in seconds, of the per room-tick phase histograms: a 128 Hz tick is
+/// 7.8125 ms, and a worker shares it among hundreds of rooms, so a room's phase takes
+/// microseconds; the top buckets catch a phase that eats a tick or more.
+pub const PHASE_BOUNDS: [f64; 14] = [
+    1e-6, 2.5e-6, 5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 7.8125e-3,
+    15.625e-3, 50e-3,
+];
+
+/// Upper bounds, in seconds, of the tick lateness histogram: the default budget is half a
+/// millisecond; a tick later than one tick (7.8125 ms at 128 Hz) is skipped.
+pub const LATENESS_BOUNDS: [f64; 12] =
+    [10e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2e-3, 4e-3, 7.8125e-3, 15.625e-3, 50e-3, 250e-3];
+
+/// Upper bounds, in seconds, of the clients' round-trip time histogram.
+pub const RTT_BOUNDS: [f64; 12] =
+    [1e-3, 5e-3, 10e-3, 20e-3, 30e-3, 50e-3, 75e-3, 100e-3, 150e-3, 200e-3, 300e-3, 500e-3];
+
+/// Upper bounds, in seconds, of the clients' jitter (round-trip time deviation) histogram.
+pub const JITTER_BOUNDS: [f64; 10] =
+    [0.5e-3, 1e-3, 2e-3, 5e-3, 10e-3, 20e-3, 50e-3, 100e-3, 200e-3, 500e-3];
+
+/// Upper bounds of the clients' packet loss histogram, a ratio (0 to 1).
+pub const LOSS_BOUNDS: [f64; 10] = [0.0, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0];
+
+/// A histogram with fixed buckets, as Prometheus exposes them: counts add across workers and
+/// hosts, so quantiles can be taken over a fleet. Counts are per bucket here (the last one
+/// past every bound); the exposition makes them cumulative.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Buckets {
+    /// Upper bounds, ascending.
+    pub bounds: &'static [f64],
+    /// Samples per bucket: `counts[k]` fell in `(bounds[k-1], bounds[k]]`, the last past all.
+    pub counts: Vec<u64>,
+    /// The samples' sum.
+    pub sum: f64,
+}
+
+impl Buckets {
+    /// An empty histogram over `bounds`.
+    pub fn new(bounds: &'static [f64]) -> Self {
+        Self { bounds, counts: vec![0; bounds.len() + 1], sum: 0.0 }
+    }
+
+    /// Adds one sample.
+    pub fn record(&mut self, value: f64) {
+        let bucket = self.bounds.partition_point(|bound| *bound < value);
+        self.counts[bucket] += 1;
+        self.sum += value;
+    }
+
+    /// Samples in all.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Empties it.
+    pub fn reset(&mut self) {
+        self.counts.iter_mut().for_each(|c| *c = 0);
+        self.sum = 0.0;
+    }
+
+    /// Adds another histogram over the same bounds (a fleet's, a host's).
+    pub fn merge(&mut self, other: &Buckets) {
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+        self.sum += other.sum;
+    }
+}
+
+/// A worker's counters of the transport, in base units, since it started (or the last reset).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TransportCounters {
+    /// Datagrams and bytes through the socket.
+    #[serde(flatten)]
+    pub traffic: TrafficCounters,
+    /// Connection requests from new addresses (a client retrying counts again).
+    pub handshakes_started: u64,
+    /// Connections opened.
+    pub handshakes_completed: u64,
+    /// Handshakes refused: connect token expired.
+    pub refused_expired: u64,
+    /// Handshakes refused: token forged (did not authenticate, or another protocol id).
+    pub refused_forged: u64,
+    /// Handshakes refused: token names other servers.
+    pub refused_wrong_server: u64,
+    /// Handshakes refused: token replayed from another address.
+    pub refused_replay: u64,
+    /// Handshakes refused: no token (or one where none is taken).
+    pub refused_missing: u64,
+    /// Handshakes refused: the table of tokens in use was full.
+    pub refused_token_table_full: u64,
+    /// Handshakes refused: `connections_max` connections exist.
+    pub refused_server_full: u64,
+    /// Handshakes refused: a challenge response with a bad or expired cookie.
+    pub refused_bad_cookie: u64,
+    /// Packets to a sealed connection that did not authenticate.
+    pub open_failed_unauthenticated: u64,
+    /// Authentic packets seen before.
+    pub open_failed_replayed: u64,
+    /// Datagrams dropped: did not decode.
+    pub dropped_malformed: u64,
+    /// Datagrams dropped: from addresses with no connection.
+    pub dropped_unknown_peer: u64,
+    /// Datagrams dropped: over their source's rate (packets or handshakes).
+    pub dropped_rate_limited: u64,
+    /// Datagrams dropped: a new source while the rate table was full.
+    pub dropped_rate_table_full: u64,
+    /// Datagrams dropped: longer than any Rally packet.
+    pub dropped_oversized: u64,
+    /// Datagrams the socket refused to send.
+    pub send_errors: u64,
+    /// Reliable units sent again, over the worker's connections.
+    pub resends: u64,
+}
+
+/// Datagrams and bytes through a worker's socket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TrafficCounters {
+    /// Datagrams read.
+    pub datagrams_in: u64,
+    /// Bytes read.
+    pub bytes_in: u64,
+    /// Datagrams written.
+    pub datagrams_out: u64,
+    /// Bytes written.
+    pub bytes_out: u64,
+}
+
+impl TransportCounters {
+    /// Every counter, by name, in the order of the fields.
+    pub fn values(&self) -> [u64; 23] {
+        let t = &self.traffic;
+        [
+            t.datagrams_in,
+            t.bytes_in,
+            t.datagrams_out,
+            t.bytes_out,
+            self.handshakes_started,
+            self.handshakes_completed,
+            self.refused_expired,
+            self.refused_forged,
+            self.refused_wrong_server,
+            self.refused_replay,
+            self.refused_missing,
+            self.refused_token_table_full,
+            self.refused_server_full,
+            self.refused_bad_cookie,
+            self.open_failed_unauthenticated,
+            self.open_failed_replayed,
+            self.dropped_malformed,
+            self.dropped_unknown_peer,
+            self.dropped_rate_limited,
+            self.dropped_rate_table_full,
+            self.dropped_oversized,
+            self.send_errors,
+            self.resends,
+        ]
+    }
+
+    /// Sets every counter from `values` (as [`TransportCounters::values`] orders them).
+    pub fn from_values(v: [u64; 23]) -> Self {
+        Self {
+            traffic: TrafficCounters {
+                datagrams_in: v[0],
+                bytes_in: v[1],
+                datagrams_out: v[2],
+                bytes_out: v[3],
+            },
+            handshakes_started: v[4],
+            handshakes_completed: v[5],
+            refused_expired: v[6],
+            refused_forged: v[7],
+            refused_wrong_server: v[8],
+            refused_replay: v[9],
+            refused_missing: v[10],
+            refused_token_table_full: v[11],
+            refused_server_full: v[12],
+            refused_bad_cookie: v[13],
+            open_failed_unauthenticated: v[14],
+            open_failed_replayed: v[15],
+            dropped_malformed: v[16],
+            dropped_unknown_peer: v[17],
+            dropped_rate_limited: v[18],
+            dropped_rate_table_full: v[19],
+            dropped_oversized: v[20],
+            send_errors: v[21],
+            resends: v[22],
+        }
+    }
+
+    /// These counters less `baseline` (what a reset left behind).
+    pub fn since(&self, baseline: &TransportCounters) -> Self {
+        let (now, then) = (self.values(), baseline.values());
+        Self::from_values(std::array::from_fn(|k| now[k].saturating_sub(then[k])))
+    }
+
+    /// The endpoint's and socket's counters, gathered.
+    pub fn gather(
+        stats: &rally_proto::EndpointStats,
+        traffic: &crate::Traffic,
+        oversized: u64,
+        send_errors: u64,
+        resends: u64,
+    ) -> Self {
+        let refused = &stats.tokens_refused;
+        Self {
+            traffic: TrafficCounters {
+                datagrams_in: traffic.datagrams_in,
+                bytes_in: traffic.bytes_in,
+                datagrams_out: traffic.datagrams_out,
+                bytes_out: traffic.bytes_out,
+            },
+            handshakes_started: stats.handshakes_started,
+            handshakes_completed: stats.handshakes_completed,
+            refused_expired: refused.expired,
+            refused_forged: refused.forged,
+            refused_wrong_server: refused.wrong_server,
+            refused_replay: refused.reused,
+            refused_missing: refused.missing,
+            refused_token_table_full: refused.table_full,
+            refused_server_full: stats.refused_full,
+            refused_bad_cookie: stats.bad_cookie,
+            open_failed_unauthenticated: stats.unauthenticated,
+            open_failed_replayed: stats.replayed,
+            dropped_malformed: stats.malformed,
+            dropped_unknown_peer: stats.unknown_peer,
+            dropped_rate_limited: stats.rate_limited,
+            dropped_rate_table_full: stats.rate_table_full,
+            dropped_oversized: oversized,
+            send_errors,
+            resends,
+        }
+    }
+}
+
+/// A worker's histograms in fixed buckets, for `/metrics`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkerHistograms {
+    /// Seconds per room-tick of each room scope, in [`ROOM_SCOPES`] order.
+    pub phase_seconds: Vec<Buckets>,
+    /// How late each room-tick started, seconds.
+    pub lateness_seconds: Buckets,
+    /// Each connection's smoothed round-trip time, sampled once a second.
+    pub client_rtt_seconds: Buckets,
+    /// Each connection's round-trip time deviation, sampled once a second.
+    pub client_jitter_seconds: Buckets,
+    /// Each connection's packet loss estimate (0 to 1), sampled once a second.
+    pub client_loss_ratio: Buckets,
+}
+
+impl Default for WorkerHistograms {
+    fn default() -> Self {
+        Self {
+            phase_seconds: ROOM_SCOPES.iter().map(|_| Buckets::new(&PHASE_BOUNDS)).collect(),
+            lateness_seconds: Buckets::new(&LATENESS_BOUNDS),
+            client_rtt_seconds: Buckets::new(&RTT_BOUNDS),
+            client_jitter_seconds: Buckets::new(&JITTER_BOUNDS),
+            client_loss_ratio: Buckets::new(&LOSS_BOUNDS),
+        }
+    }
+}
+
+impl WorkerHistograms {
+    /// Empties them all.
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_on_a_bound_falls_in_that_bucket_and_the_rest_past_the_last() {
+        // Prometheus buckets are `le`: a sample equal to a bound counts in it.
+        let mut buckets = Buckets::new(&LOSS_BOUNDS);
+        for value in [0.0, 0.01, 0.011, 2.0] {
+            buckets.record(value);
+        }
+        assert_eq!(buckets.counts[0], 1, "0 is in le=0");
+        assert_eq!(buckets.counts[3], 1, "0.01 is in le=0.01");
+        assert_eq!(buckets.counts[4], 1, "0.011 is in le=0.02");
+        assert_eq!(buckets.counts[LOSS_BOUNDS.len()], 1, "2 is past every bound");
+        assert_eq!(buckets.count(), 4);
+        let mut merged = Buckets::new(&LOSS_BOUNDS);
+        merged.merge(&buckets);
+        merged.merge(&buckets);
+        assert_eq!((merged.count(), merged.sum), (8, 2.0 * buckets.sum));
+    }
+
+    #[test]
+    fn counters_since_a_baseline_subtract_field_by_field() {
+        let mut now = TransportCounters::default();
+        now.traffic.bytes_in = 10;
+        now.refused_expired = 3;
+        let mut baseline = now;
+        baseline.traffic.bytes_in = 4;
+        let since = now.since(&baseline);
+        assert_eq!((since.traffic.bytes_in, since.refused_expired), (6, 0));
+        assert_eq!(TransportCounters::from_values(now.values()), now);
     }
 }

@@ -1,7 +1,7 @@
 //! One worker: a socket, its endpoint, its rooms, one loop.
 
 use super::telemetry::{histogram, RoomReport, Scope, ScopeClock, StageTimer, Summary};
-use super::telemetry::{WorkerReport, ROOM_SCOPES, SCOPES};
+use super::telemetry::{TransportCounters, WorkerHistograms, WorkerReport, ROOM_SCOPES, SCOPES};
 use super::{lock, DrainReport, Game, HostConfig, Shared};
 use crate::{Clock, UdpDriver};
 use hdrhistogram::Histogram;
@@ -17,6 +17,12 @@ use std::time::Duration;
 
 /// How often a worker publishes its report.
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
+/// How often a worker samples each connection's quality (RTT, jitter, loss) into its
+/// histograms: one sample per connection-second.
+const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+/// The least time between two log lines of a worker's refused handshakes (they are counted
+/// always; the log says how many since its last line).
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// The longest a worker with nothing due waits before looking at its flags again.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 /// How long a worker keeps sending after telling its clients it shuts down: the disconnect
@@ -49,8 +55,16 @@ pub(super) struct Rooms<G: Game> {
     histograms: [Histogram<u64>; ROOM_SCOPES.len()],
     lateness: Histogram<u64>,
     overruns: [u64; ROOM_SCOPES.len()],
+    /// The same figures in fixed buckets, for `/metrics`, and the clients' quality.
+    buckets: WorkerHistograms,
+    late_ticks: u64,
     room_ticks: u64,
     rooms_failed: u64,
+    rooms_opened: u64,
+    rooms_closed: u64,
+    /// Each connection's resends when last looked at, and those of connections gone.
+    resends_seen: HashMap<ConnectionHandle, u64>,
+    resends_departed: u64,
     /// Rooms opened so far: spreads their tick deadlines over the tick.
     opened: u64,
     /// Rooms on the fast pipeline, which answer each input the moment it arrives.
@@ -86,9 +100,11 @@ impl<G: Game> Rooms<G> {
                 let Some(&id) = self.routes.get(&handle) else { return };
                 let started = now.as_nanos();
                 let ok = self.guarded(id, |room| room.receive(now, handle, channel, &payload));
-                let ingest = self.clock.now().as_nanos().saturating_sub(started);
-                if let Some(hosted) = self.rooms.get_mut(&id) {
-                    hosted.ingest_pending += ingest;
+                if self.config.telemetry {
+                    let ingest = self.clock.now().as_nanos().saturating_sub(started);
+                    if let Some(hosted) = self.rooms.get_mut(&id) {
+                        hosted.ingest_pending += ingest;
+                    }
                 }
                 // What the room answered (the fast path's poses) goes now, not at its tick.
                 if !(ok && self.guarded(id, |room| room.transmit(endpoint))) {
@@ -96,6 +112,7 @@ impl<G: Game> Rooms<G> {
                 }
             }
             Event::Disconnected { reason } => {
+                self.resends_departed += self.resends_seen.remove(&handle).unwrap_or(0);
                 let Some(id) = self.routes.remove(&handle) else { return };
                 if !self.guarded(id, |room| room.disconnected(now, handle, reason)) {
                     self.fail(endpoint, id);
@@ -130,8 +147,11 @@ impl<G: Game> Rooms<G> {
     fn open(&mut self, id: u64, now: Instant) -> bool {
         let Ok(room) = catch_unwind(AssertUnwindSafe(|| self.game.open(id))) else {
             self.rooms_failed += 1;
+            tracing::error!(worker = self.worker, room = id, "the game panicked opening a room");
             return false;
         };
+        self.rooms_opened += 1;
+        tracing::info!(worker = self.worker, room = id, "room opened");
         let dt = room.config().dt();
         let spread = (self.opened as f64 * 0.618_033_988_75).fract();
         self.opened += 1;
@@ -161,10 +181,15 @@ impl<G: Game> Rooms<G> {
 
     /// Closes a room whose code panicked: its clients are told why; other rooms go on.
     fn fail(&mut self, endpoint: &mut Endpoint, id: u64) {
-        if !self.close(id) {
+        if !self.close(id, "failed") {
             return;
         }
         self.rooms_failed += 1;
+        tracing::error!(
+            worker = self.worker,
+            room = id,
+            "the room's game code panicked: room closed, its clients told RoomFailed"
+        );
         self.routes.retain(|handle, room| {
             if *room == id {
                 endpoint.disconnect(*handle, DisconnectReason::RoomFailed);
@@ -207,8 +232,13 @@ impl<G: Game> Rooms<G> {
         let ingest_pending = std::mem::take(&mut hosted.ingest_pending);
         let mut times = PhaseTimes { clock: self.clock, started: 0, nanos: [0; ROOM_SCOPES.len()] };
         let game = self.game.clone();
+        let observed = self.config.telemetry;
         let ticked = self.guarded(id, |room| {
-            room.tick_observed(now, endpoint, &mut times);
+            if observed {
+                room.tick_observed(now, endpoint, &mut times);
+            } else {
+                room.tick(now, endpoint);
+            }
             game.after_tick(room);
             room.transmit(endpoint);
         });
@@ -231,11 +261,15 @@ impl<G: Game> Rooms<G> {
         let report = &mut hosted.report;
         report.ticks += 1;
         self.room_ticks += 1;
+        if !self.config.telemetry {
+            return;
+        }
         for (k, scope) in ROOM_SCOPES.iter().enumerate() {
             report.scope_nanos[k] += nanos[k];
             report.scope_max_nanos[k] = report.scope_max_nanos[k].max(nanos[k]);
             self.scopes.add(*scope, nanos[k]);
             self.histograms[k].saturating_record(nanos[k].max(1));
+            self.buckets.phase_seconds[k].record(nanos[k] as f64 * 1e-9);
             let over =
                 self.config.budgets.of(*scope).is_some_and(|b| nanos[k] > b.as_nanos() as u64);
             if over {
@@ -245,8 +279,10 @@ impl<G: Game> Rooms<G> {
         }
         let late = lateness.as_nanos() as u64;
         self.lateness.saturating_record(late.max(1));
+        self.buckets.lateness_seconds.record(lateness.as_secs_f64());
         if lateness > self.config.budgets.lateness {
             report.late_ticks += 1;
+            self.late_ticks += 1;
         }
     }
 
@@ -261,15 +297,18 @@ impl<G: Game> Rooms<G> {
         }
         let since = *hosted.empty_since.get_or_insert(now);
         if now.saturating_duration_since(since) >= self.config.room_idle_close {
-            self.close(id);
+            self.close(id, "idle");
             self.routes.retain(|_, room| *room != id);
         }
     }
 
-    /// Removes room `id`; whether it was there.
-    fn close(&mut self, id: u64) -> bool {
+    /// Removes room `id`, saying why; whether it was there.
+    fn close(&mut self, id: u64, reason: &'static str) -> bool {
         let Some(hosted) = self.rooms.remove(&id) else { return false };
         self.fast_rooms -= usize::from(hosted.room.config().pipeline == Pipeline::Fast);
+        self.rooms_closed += 1;
+        let ticks = hosted.report.ticks;
+        tracing::info!(worker = self.worker, room = id, reason, ticks, "room closed");
         true
     }
 
@@ -278,8 +317,12 @@ impl<G: Game> Rooms<G> {
         self.histograms.iter_mut().for_each(Histogram::reset);
         self.lateness.reset();
         self.overruns = [0; ROOM_SCOPES.len()];
+        self.buckets.reset();
+        self.late_ticks = 0;
         self.room_ticks = 0;
         self.rooms_failed = 0;
+        self.rooms_opened = 0;
+        self.rooms_closed = 0;
         for hosted in self.rooms.values_mut() {
             let (room_id, worker) = (hosted.report.room_id, hosted.report.worker);
             hosted.report = RoomReport { room_id, worker, ..RoomReport::default() };
@@ -294,9 +337,14 @@ pub(super) struct Worker<G: Game> {
     rooms: Rooms<G>,
     shared: Arc<Shared>,
     epoch: u64,
-    /// Figures at the last reset: CPU microseconds, scope nanoseconds, when.
-    baseline: (u64, [u64; SCOPES.len()], Instant, u64),
+    /// Figures at the last reset: CPU microseconds, scope nanoseconds, when, the transport's
+    /// counters.
+    baseline: (u64, [u64; SCOPES.len()], Instant, TransportCounters),
     last_publish: Instant,
+    last_sample: Instant,
+    /// When refusals were last logged (never: the first is logged at once), and how many
+    /// there had been then.
+    refusals_logged: (Option<Instant>, u64),
 }
 
 impl<G: Game> Worker<G> {
@@ -310,9 +358,11 @@ impl<G: Game> Worker<G> {
         let clock = driver.clock();
         let scopes = Arc::new(ScopeClock::default());
         driver.set_spin(config.spin);
-        driver.set_scopes(scopes.clone());
-        let timer = StageTimer { clock, scopes: scopes.clone(), started: 0 };
-        driver.endpoint().set_observer(Box::new(timer));
+        if config.telemetry {
+            driver.set_scopes(scopes.clone());
+            let timer = StageTimer { clock, scopes: scopes.clone(), started: 0 };
+            driver.endpoint().set_observer(Box::new(timer));
+        }
         let rooms = Rooms {
             worker: index,
             rooms: BTreeMap::new(),
@@ -325,15 +375,32 @@ impl<G: Game> Worker<G> {
             histograms: std::array::from_fn(|_| histogram()),
             lateness: histogram(),
             overruns: [0; ROOM_SCOPES.len()],
+            buckets: WorkerHistograms::default(),
+            late_ticks: 0,
             room_ticks: 0,
             rooms_failed: 0,
+            rooms_opened: 0,
+            rooms_closed: 0,
+            resends_seen: HashMap::new(),
+            resends_departed: 0,
             opened: 0,
             fast_rooms: 0,
             draining: false,
         };
         let now = clock.now();
-        let baseline = (crate::cpu::thread_cpu_us(), [0; SCOPES.len()], now, 0);
-        Self { index, driver, rooms, shared, epoch: 0, baseline, last_publish: now }
+        let baseline =
+            (crate::cpu::thread_cpu_us(), [0; SCOPES.len()], now, TransportCounters::default());
+        Self {
+            index,
+            driver,
+            rooms,
+            shared,
+            epoch: 0,
+            baseline,
+            last_publish: now,
+            last_sample: now,
+            refusals_logged: (None, 0),
+        }
     }
 
     /// The loop, until the host drains.
@@ -374,19 +441,90 @@ impl<G: Game> Worker<G> {
             self.epoch = epoch;
             self.rooms.reset();
             let nanos = self.rooms.scopes.read();
-            let send_errors = self.driver.send_errors;
-            self.baseline = (crate::cpu::thread_cpu_us(), nanos, self.driver.now(), send_errors);
+            let counters = self.transport();
+            self.baseline = (crate::cpu::thread_cpu_us(), nanos, self.driver.now(), counters);
         }
         let now = self.driver.now();
         if now - self.last_publish >= PUBLISH_INTERVAL {
             self.last_publish = now;
+            let sample = now - self.last_sample >= SAMPLE_INTERVAL;
+            if sample {
+                self.last_sample = now;
+            }
+            if self.rooms.config.telemetry {
+                self.look_at_connections(sample);
+            }
             let report = self.report(now);
+            self.log_refusals(now, &report.transport);
             lock(&self.shared.reports)[self.index] = Some(report);
         }
     }
 
+    /// Notes each connection's resends and, when `sample`, its quality in the histograms.
+    fn look_at_connections(&mut self, sample: bool) {
+        let endpoint = self.driver.endpoint();
+        let rooms = &mut self.rooms;
+        for handle in rooms.routes.keys() {
+            let Some(connection) = endpoint.connection(*handle) else { continue };
+            let stats = connection.stats();
+            rooms.resends_seen.insert(*handle, stats.resends);
+            if sample {
+                let buckets = &mut rooms.buckets;
+                buckets.client_rtt_seconds.record(stats.rtt.as_secs_f64());
+                buckets.client_jitter_seconds.record(stats.rtt_variance.as_secs_f64());
+                buckets.client_loss_ratio.record(stats.loss.clamp(0.0, 1.0));
+            }
+        }
+    }
+
+    /// The transport's counters since the worker started.
+    fn transport(&mut self) -> TransportCounters {
+        let resends = self.rooms.resends_departed + self.rooms.resends_seen.values().sum::<u64>();
+        let (traffic, oversized, send_errors) =
+            (self.driver.traffic, self.driver.oversized, self.driver.send_errors);
+        let stats = self.driver.endpoint().stats();
+        TransportCounters::gather(&stats, &traffic, oversized, send_errors, resends)
+    }
+
+    /// Logs refused handshakes at most every `REFUSAL_LOG_INTERVAL`, with their reasons: an
+    /// attack must not turn into a flood of log lines.
+    fn log_refusals(&mut self, now: Instant, counters: &TransportCounters) {
+        let c = counters;
+        let refused = c.refused_expired
+            + c.refused_forged
+            + c.refused_wrong_server
+            + c.refused_replay
+            + c.refused_missing
+            + c.refused_token_table_full
+            + c.refused_server_full
+            + c.refused_bad_cookie;
+        let (at, logged) = self.refusals_logged;
+        let recent = at.is_some_and(|at| now - at < REFUSAL_LOG_INTERVAL);
+        if refused <= logged || recent {
+            // A reset can lower the total: start counting from there.
+            self.refusals_logged.1 = self.refusals_logged.1.min(refused);
+            return;
+        }
+        self.refusals_logged = (Some(now), refused);
+        tracing::warn!(
+            worker = self.index,
+            refused_since_last = refused - logged,
+            expired = c.refused_expired,
+            forged = c.refused_forged,
+            wrong_server = c.refused_wrong_server,
+            replay = c.refused_replay,
+            missing = c.refused_missing,
+            token_table_full = c.refused_token_table_full,
+            server_full = c.refused_server_full,
+            bad_cookie = c.refused_bad_cookie,
+            rate_limited_datagrams = c.dropped_rate_limited,
+            "handshakes refused (totals by reason since start)"
+        );
+    }
+
     fn report(&mut self, now: Instant) -> WorkerReport {
-        let (cpu0, nanos0, since, errors0) = self.baseline;
+        let (cpu0, nanos0, since, counters0) = self.baseline;
+        let transport = self.transport().since(&counters0);
         let nanos = self.rooms.scopes.read();
         let rooms = &self.rooms;
         let per_room_tick: Vec<(Scope, Summary)> =
@@ -405,7 +543,7 @@ impl<G: Game> Worker<G> {
             lateness: Summary::of(&rooms.lateness),
             overruns: rooms.overruns,
             rooms_failed: rooms.rooms_failed,
-            send_errors: self.driver.send_errors.saturating_sub(errors0),
+            send_errors: transport.send_errors,
             dropped: stats.malformed
                 + stats.unknown_peer
                 + stats.bad_cookie
@@ -414,6 +552,12 @@ impl<G: Game> Worker<G> {
                 + stats.rate_limited
                 + stats.rate_table_full,
             room_reports: rooms.rooms.values().map(|h| h.report.clone()).collect(),
+            players: rooms.rooms.values().map(|h| h.report.clients).sum(),
+            rooms_opened: rooms.rooms_opened,
+            rooms_closed: rooms.rooms_closed,
+            late_ticks: rooms.late_ticks,
+            transport,
+            histograms: rooms.buckets.clone(),
         }
     }
 
@@ -421,6 +565,12 @@ impl<G: Game> Worker<G> {
     /// messages to be acknowledged (up to the drain timeout), then says goodbye to everyone.
     fn drain(mut self) -> io::Result<DrainReport> {
         self.rooms.draining = true;
+        tracing::info!(
+            worker = self.index,
+            rooms = self.rooms.rooms.len(),
+            connections = self.rooms.routes.len(),
+            "draining: no new connections; waiting for reliable messages to be acknowledged"
+        );
         let timeout = Duration::from_micros(self.shared.drain_timeout_us.load(Ordering::Relaxed));
         let deadline = self.driver.now() + timeout;
         let handles: Vec<u64> = self.rooms.rooms.keys().copied().collect();
@@ -445,12 +595,20 @@ impl<G: Game> Worker<G> {
         let rooms = &mut self.rooms;
         self.driver
             .run_for(GOODBYE, |endpoint, handle, event| rooms.on_event(endpoint, handle, event))?;
-        Ok(DrainReport {
+        let report = DrainReport {
             worker: self.index,
             connections: handles.len(),
             drained: undelivered.iter().filter(|n| **n == 0).count(),
             undelivered: undelivered.iter().sum(),
-        })
+        };
+        tracing::info!(
+            worker = report.worker,
+            connections = report.connections,
+            drained = report.drained,
+            undelivered = report.undelivered,
+            "drained: clients told the server is shutting down"
+        );
+        Ok(report)
     }
 
     /// Messages each routed connection has not had acknowledged yet.

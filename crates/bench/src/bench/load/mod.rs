@@ -30,7 +30,7 @@ use rally_proto::EndpointConfig;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::error::Error;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -69,6 +69,40 @@ pub struct LoadArgs {
     /// Draw the frame-time chart into this directory.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// After the ramp, measure telemetry's own cost at its last step: the step again with the
+    /// host's telemetry off and on, alternately, three times each (median CPU per room-tick).
+    #[arg(long)]
+    pub telemetry_cost: bool,
+    /// At each step, serve the host's `/metrics` and `/stats` as `rally server` does and time
+    /// ten scrapes of each (size and time).
+    #[arg(long)]
+    pub scrape: bool,
+}
+
+/// Scrapes of the telemetry endpoint at a step.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scrapes {
+    /// `/metrics`: bytes, and milliseconds from connect to the last byte (median, max).
+    pub metrics_bytes: usize,
+    pub metrics_ms_median: f64,
+    pub metrics_ms_max: f64,
+    /// `/stats` (JSON, every room's figures): bytes and milliseconds.
+    pub stats_bytes: usize,
+    pub stats_ms_median: f64,
+    pub stats_ms_max: f64,
+}
+
+/// Telemetry's cost at a step: CPU per room-tick with it and without.
+#[derive(Debug, Clone, Serialize)]
+pub struct TelemetryCost {
+    pub rooms: u64,
+    /// Each run's CPU per room-tick, microseconds, in the order run (off, on, off, on...).
+    pub off_us: Vec<f64>,
+    pub on_us: Vec<f64>,
+    pub off_median_us: f64,
+    pub on_median_us: f64,
+    /// (on - off) / off, percent.
+    pub cost_percent: f64,
 }
 
 /// One step of the ramp, as measured.
@@ -103,6 +137,10 @@ pub struct Step {
     pub snapshots_per_client_second: f64,
     /// Why the ramp stopped here, if it did.
     pub limit: Option<String>,
+    /// Telemetry was on (the default) for this step.
+    pub telemetry: bool,
+    /// The endpoint's scrapes, with `--scrape`.
+    pub scrapes: Option<Scrapes>,
 }
 
 /// Lateness quantiles, milliseconds.
@@ -143,7 +181,7 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
     let mut steps: Vec<Step> = Vec::new();
     for rooms in ramp {
         progress.set_message(format!("{rooms} rooms"));
-        let step = measure(rooms, args, &plan)?;
+        let step = measure(rooms, args, &plan, true)?;
         progress.println(line(&step));
         progress.inc(1);
         let stop = step.limit.is_some();
@@ -156,6 +194,7 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
     let verdict = verdict(&steps);
     print(&steps, &verdict);
     let floor = floor(&steps, args, &plan)?;
+    let cost = if args.telemetry_cost { Some(telemetry_cost(&steps, args, &plan)?) } else { None };
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "bench": "load",
@@ -170,6 +209,7 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
             "cost_growth": verdict.cost_growth,
             "limit": verdict.limit,
             "kernel_floor": floor,
+            "telemetry_cost": cost,
         });
         super::write_json(path, &json)?;
     }
@@ -179,8 +219,80 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+/// The last step again with telemetry off and on, alternately; medians of CPU per room-tick.
+fn telemetry_cost(
+    steps: &[Step],
+    args: &LoadArgs,
+    plan: &Plan,
+) -> Result<TelemetryCost, Box<dyn Error>> {
+    let rooms = steps.last().map_or(1, |s| s.rooms);
+    let (mut off_us, mut on_us) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        off_us.push(measure(rooms, args, plan, false)?.cpu_us_per_room_tick);
+        on_us.push(measure(rooms, args, plan, true)?.cpu_us_per_room_tick);
+    }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (off_median_us, on_median_us) = (median(&off_us), median(&on_us));
+    let cost_percent = (on_median_us - off_median_us) / off_median_us.max(1e-9) * 100.0;
+    println!(
+        "telemetry's cost at {rooms} rooms: {on_median_us:.1} us CPU per room-tick with it, \
+         {off_median_us:.1} without (medians of 3 alternating runs each: on {on_us:.1?}, off \
+         {off_us:.1?}): {cost_percent:+.1}%"
+    );
+    Ok(TelemetryCost { rooms, off_us, on_us, off_median_us, on_median_us, cost_percent })
+}
+
+/// Ten scrapes of each of `/metrics` and `/stats` from a telemetry endpoint over `host`.
+fn scrape(host: &Host) -> Result<Scrapes, Box<dyn Error>> {
+    let endpoint = rally_app::Telemetry::start(([127, 0, 0, 1], 0).into(), host.reporter())?;
+    let address = endpoint.address();
+    let get = |path: &str| -> Result<(usize, f64), Box<dyn Error>> {
+        let clock = rally_driver::Clock::start();
+        let mut stream = std::net::TcpStream::connect(address)?;
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n")?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response)?;
+        let ms = clock.now().as_nanos() as f64 / 1e6;
+        let body = response
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(0, |at| response.len() - at - 4);
+        Ok((body, ms))
+    };
+    let figures = |path: &str| -> Result<(usize, f64, f64), Box<dyn Error>> {
+        let mut times = Vec::new();
+        let mut bytes = 0;
+        for _ in 0..10 {
+            let (size, ms) = get(path)?;
+            bytes = size;
+            times.push(ms);
+        }
+        times.sort_by(f64::total_cmp);
+        Ok((bytes, times[times.len() / 2], times[times.len() - 1]))
+    };
+    let (metrics_bytes, metrics_ms_median, metrics_ms_max) = figures("/metrics")?;
+    let (stats_bytes, stats_ms_median, stats_ms_max) = figures("/stats")?;
+    Ok(Scrapes {
+        metrics_bytes,
+        metrics_ms_median,
+        metrics_ms_max,
+        stats_bytes,
+        stats_ms_median,
+        stats_ms_max,
+    })
+}
+
 /// One step: a fresh host, the bots, warm-up, the window, and the figures.
-fn measure(rooms: u64, args: &LoadArgs, plan: &Plan) -> Result<Step, Box<dyn Error>> {
+fn measure(
+    rooms: u64,
+    args: &LoadArgs,
+    plan: &Plan,
+    telemetry: bool,
+) -> Result<Step, Box<dyn Error>> {
     let key = rally_driver::backend::random_key()?;
     let clients = rooms * CLIENTS as u64;
     let mut endpoint =
@@ -196,6 +308,7 @@ fn measure(rooms: u64, args: &LoadArgs, plan: &Plan) -> Result<Step, Box<dyn Err
         key: Some(key.clone()),
         protocol_id: PROTOCOL,
         endpoint,
+        telemetry,
         ..HostConfig::default()
     };
     let room = RoomConfig { tick_rate: TICK_HZ, ..RoomConfig::default() };
@@ -216,9 +329,24 @@ fn measure(rooms: u64, args: &LoadArgs, plan: &Plan) -> Result<Step, Box<dyn Err
     // The workers publish every 100 ms: wait for a report that covers the window.
     std::thread::sleep(Duration::from_millis(120));
     let report = host.report();
+    let scrapes = if args.scrape { Some(scrape(&host)?) } else { None };
     let bots_report = finish_bots(&mut bots)?;
     host.shutdown(Duration::ZERO)?;
-    Ok(step(rooms, connected, &report, process_cpu_us, bots_report, seconds))
+    let mut step = step(rooms, connected, &report, process_cpu_us, bots_report, seconds);
+    (step.telemetry, step.scrapes) = (telemetry, scrapes);
+    if let Some(s) = &step.scrapes {
+        println!(
+            "scrapes at {rooms} rooms: /metrics {} bytes, {:.2} ms median, {:.2} ms max; /stats \
+             {} bytes, {:.2} ms median, {:.2} ms max",
+            s.metrics_bytes,
+            s.metrics_ms_median,
+            s.metrics_ms_max,
+            s.stats_bytes,
+            s.stats_ms_median,
+            s.stats_ms_max
+        );
+    }
+    Ok(step)
 }
 
 /// The kernel's floor (see [`bare`]) at the ramp's largest step, with that step's datagram
@@ -375,6 +503,8 @@ fn step(
             / bot_seconds,
         bots,
         limit: None,
+        telemetry: true,
+        scrapes: None,
     };
     step.limit = limit(&step);
     step
