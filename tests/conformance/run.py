@@ -596,7 +596,7 @@ listen = "127.0.0.1:{http}"
                               text=True)
     try:
         for line in server.stdout:  # wait for it to say it runs
-            if line.startswith("running"):
+            if "running; SIGTERM" in line:  # the log's "running" event, text or JSON
                 break
         # Keep reading what it prints, so that a full pipe never blocks it.
         threading.Thread(target=server.stdout.read, daemon=True).start()
