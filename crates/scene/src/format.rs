@@ -18,6 +18,24 @@ pub(crate) struct RawScene {
     pub colliders: Option<List<Spanned<RawCollider>, COLLIDERS_MAX>>,
     pub bodies: Option<List<Spanned<RawBody>, BODIES_MAX>>,
     pub spawns: Option<List<Spanned<RawSpawn>, SPAWNS_MAX>>,
+    pub relay: Option<RawRelay>,
+    pub state: Option<RawState>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRelay {
+    pub message_bytes_max: Option<Spanned<u32>>,
+    pub per_second: Option<Spanned<u32>>,
+    pub burst: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawState {
+    pub key_bytes_max: Option<Spanned<u32>>,
+    pub value_bytes_max: Option<Spanned<u32>>,
+    pub keys_per_scope_max: Option<Spanned<u32>>,
 }
 
 /// A list that stops decoding one entry past `MAX`, so that a hostile file cannot make the

@@ -1,8 +1,9 @@
 //! The standard XR input: what any XR client sends a scene room each frame, so that no client
 //! developer defines an input type. A head pose, two hands (pose, grip, trigger) and a few
-//! opaque bytes for the game. It travels like any room input, through the room's message codec
-//! (serde, bitcode), and is untrusted: poses are checked when read ([`XrPose::transform`]), the
-//! buttons are bytes that cannot be out of range, and the game bytes are bounded on decode.
+//! opaque bytes for the game. It travels like any room input, in the engine's input frames
+//! (serde, postcard; docs/scene.md gives the bytes), and is untrusted: poses are checked when
+//! read ([`XrPose::transform`]), the buttons are bytes that cannot be out of range, and the game
+//! bytes are bounded on decode.
 
 use crate::limits::POSITION_ABS_MAX_M;
 use glam::{Quat, Vec3};

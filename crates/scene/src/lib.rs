@@ -93,21 +93,60 @@
 //! [`SceneRoomError`] is the room builder's: the engine refused the settings, or the world or
 //! physics refused an entity.
 //!
-//! ## Not yet
-//!
 //! ## The standard XR input
 //!
 //! [`XrInput`] is what every XR client sends a scene room: the head's pose, each hand's pose,
 //! grip and trigger, and at most [`GAME_BYTES_MAX`] opaque bytes. It is a scene room's
-//! [`Simulation::Input`](rally_engine::Simulation::Input) and travels through the room's codec;
-//! [`XrPose::transform`] refuses a pose that is not one.
+//! [`Simulation::Input`](rally_engine::Simulation::Input) and travels in the engine's input
+//! frames (postcard; docs/scene.md gives the bytes); [`XrPose::transform`] refuses a pose that
+//! is not one.
+//!
+//! ## Relayed messages and key-value state
+//!
+//! [`SceneMessage`] is a scene room's [`Simulation::Message`](rally_engine::Simulation::Message):
+//! clients relay opaque bytes to each other through the room (to all, to all but the sender, to
+//! one; reliable or not), and write keys with opaque values in the room's scope or their own
+//! player's. The host calls [`handle_event`] with every room event: it passes relays on stamped
+//! with the sender, orders the writes (last writer wins, in the room's arrival order) and
+//! broadcasts each reliably, brings a joiner the players and the current values, and removes a
+//! leaver's scope. The room's own code relays with [`relay_from_room`] and writes with
+//! [`write_key`]. Limits ([`StateSettings`], a scene's `[relay]` and `[state]`) hold on sizes,
+//! key counts and each client's rate (a token bucket in room ticks); every refusal is counted
+//! in [`StateStats`] ([`SceneRoom::state`]) and reaches no one.
+//!
+//! A client keeps a [`SceneState`], fed its session's events, which holds the players and
+//! values and yields [`SceneEvent`]s in the room's order.
+//!
+//! ```
+//! use rally_engine::{ClientEvent, RoomEvent};
+//! use rally_scene::{handle_event, scene_room, Scene, SceneMessage, SceneState, Scope, WriteScope};
+//!
+//! let scene = Scene::parse("room.toml", "[state]\nkeys_per_scope_max = 8\n")?;
+//! let mut room = scene_room(&scene, 7)?;
+//! handle_event(&mut room, RoomEvent::Joined(1));
+//! let write = SceneState::write(WriteScope::Room, "phase", Some(b"serve".to_vec()));
+//! handle_event(&mut room, RoomEvent::Message { client: 1, message: write });
+//! assert_eq!(room.simulation().state().get(Scope::Room, "phase"), Some(&b"serve"[..]));
+//!
+//! // A client's mirror applies what the room broadcasts.
+//! let mut mirror = SceneState::new();
+//! let change = rally_scene::Change {
+//!     scope: Scope::Room,
+//!     key: "phase".into(),
+//!     value: Some(b"serve".to_vec()),
+//! };
+//! mirror.handle(&ClientEvent::Message(SceneMessage::Values { changes: vec![change] }));
+//! assert_eq!(mirror.get(Scope::Room, "phase"), Some(&b"serve"[..]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! ## Not yet
 //!
 //! Convex hulls (`hull = [...]` is refused with a message saying so); the standard XR player
 //! (an avatar of head and hands per player that [`XrInput`] drives, grip grabbing the nearest
-//! grabbable, release throwing), so that a [`SceneRoom`] ignores inputs for now; relayed
-//! messages and key-value state.
+//! grabbable, release throwing), so that a [`SceneRoom`] ignores inputs for now; a layout of
+//! [`SceneMessage`] that a client in another language can write from the docs (the message
+//! codec, bitcode, has none; docs/scene.md proposes one).
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -116,13 +155,20 @@ mod error;
 mod format;
 mod input;
 pub mod limits;
+mod mirror;
 mod room;
 mod scene;
+mod state;
 
 pub use error::{Location, SceneError};
 pub use input::{GameBytes, Hand, XrHand, XrInput, XrPose, GAME_BYTES_MAX, GRIP_HOLD_MIN};
+pub use mirror::{SceneEvent, SceneState, MIRROR_EVENTS_MAX, MIRROR_KEYS_MAX};
 pub use room::{scene_room, SceneGrabRule, SceneRoom, SceneRoomError};
 pub use scene::{
     Body, BodyKind, BodyShape, Collider, ColliderShape, Grab, Name, Respawn, RoomSettings, Scene,
     SpawnPoint, CLASS_DEFAULT, DENSITY_DEFAULT, FRICTION_DEFAULT, RESTITUTION_DEFAULT,
+};
+pub use state::{
+    handle_event, relay_from_room, write_key, Change, RelayTarget, RoomState, SceneMessage, Scope,
+    StateError, StateSettings, StateStats, WriteScope,
 };

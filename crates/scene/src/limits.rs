@@ -37,3 +37,33 @@ pub const PLAYERS: RangeInclusive<u32> = 1..=256;
 pub const CLIENT_BYTES_PER_TICK: RangeInclusive<u32> = 200..=65_536;
 /// Rotation angles, degrees, in absolute value at most.
 pub const ANGLE_DEG_ABS_MAX: f32 = 360.0;
+
+/// A relayed message's bytes: the range a scene's `relay.message_bytes_max` takes, and its
+/// default. The top keeps a relayed message well inside the room codec's 64 KiB.
+pub const RELAY_BYTES: RangeInclusive<u32> = 1..=16_384;
+/// The default of `relay.message_bytes_max`.
+pub const RELAY_BYTES_DEFAULT: u32 = 1024;
+/// Relay messages and writes per client per second, on average: `relay.per_second`.
+pub const RELAY_PER_SECOND: RangeInclusive<u32> = 1..=10_000;
+/// The default of `relay.per_second`.
+pub const RELAY_PER_SECOND_DEFAULT: u32 = 60;
+/// Relay messages and writes a client may send at once: `relay.burst`.
+pub const RELAY_BURST: RangeInclusive<u32> = 1..=10_000;
+/// The default of `relay.burst`.
+pub const RELAY_BURST_DEFAULT: u32 = 30;
+/// A key's bytes: `state.key_bytes_max`.
+pub const KEY_BYTES: RangeInclusive<u32> = 1..=256;
+/// The default of `state.key_bytes_max`.
+pub const KEY_BYTES_DEFAULT: u32 = 64;
+/// A value's bytes: `state.value_bytes_max`.
+pub const VALUE_BYTES: RangeInclusive<u32> = 1..=16_384;
+/// The default of `state.value_bytes_max`.
+pub const VALUE_BYTES_DEFAULT: u32 = 1024;
+/// Keys in one scope (the room's, or one player's): `state.keys_per_scope_max`.
+pub const KEYS_PER_SCOPE: RangeInclusive<u32> = 1..=1024;
+/// The default of `state.keys_per_scope_max`.
+pub const KEYS_PER_SCOPE_DEFAULT: u32 = 64;
+/// The keys and values in one message that brings a joiner the current values, bytes, about
+/// (one pair larger than this goes alone): well inside the room codec's 64 KiB, since the
+/// largest pair is 256 + 16,384 bytes.
+pub const VALUES_BATCH_BYTES: usize = 16_384;

@@ -3,6 +3,7 @@
 
 use crate::input::XrInput;
 use crate::scene::{Body, BodyKind, BodyShape, ColliderShape, Grab, Respawn, Scene};
+use crate::state::{RoomState, SceneMessage};
 use glam::Vec3;
 use rally_engine::{
     ClientId, ConfigError, Entity, EntityId, GrabRule, Room, Simulation, World, WorldError,
@@ -45,6 +46,7 @@ pub struct SceneRoom {
     bodies: Vec<Placed>,
     names: BTreeMap<String, EntityId>,
     respawns: u64,
+    state: RoomState,
 }
 
 impl std::fmt::Debug for SceneRoom {
@@ -67,6 +69,7 @@ impl SceneRoom {
             bodies: Vec::with_capacity(scene.bodies().len()),
             names: BTreeMap::new(),
             respawns: 0,
+            state: RoomState::new(scene.state_settings()),
         };
         for collider in scene.colliders() {
             let id = world.spawn(Entity::at(collider.pose))?;
@@ -148,6 +151,15 @@ impl SceneRoom {
         self.respawns
     }
 
+    /// The relay's and the key-value state's side in the room: values, players, counts.
+    pub fn state(&self) -> &RoomState {
+        &self.state
+    }
+
+    pub(crate) fn state_mut(&mut self) -> &mut RoomState {
+        &mut self.state
+    }
+
     /// The rapier world, for a game that wraps this room.
     pub fn physics_mut(&mut self) -> &mut Physics {
         &mut self.physics
@@ -204,7 +216,7 @@ fn physics_shape(shape: BodyShape) -> Shape {
 
 impl Simulation for SceneRoom {
     type Input = XrInput;
-    type Message = ();
+    type Message = SceneMessage;
 
     /// Ignored until the standard XR player (head and hands per player) is built.
     fn apply_input(&mut self, _world: &mut World, _client: ClientId, _input: &XrInput) {}
@@ -233,5 +245,6 @@ fn placeholder() -> SceneRoom {
         bodies: Vec::new(),
         names: BTreeMap::new(),
         respawns: 0,
+        state: RoomState::default(),
     }
 }

@@ -3,10 +3,11 @@
 
 use crate::error::{SceneError, Source};
 use crate::format::{
-    List, RawBody, RawCapsule, RawCollider, RawKind, RawPipeline, RawRoom, RawScene, RawShape,
-    RawSpawn, Vector,
+    List, RawBody, RawCapsule, RawCollider, RawKind, RawPipeline, RawRelay, RawRoom, RawScene,
+    RawShape, RawSpawn, RawState, Vector,
 };
 use crate::limits::*;
+use crate::state::StateSettings;
 use glam::{EulerRot, Quat, Vec3};
 use rally_engine::{Pipeline, RoomConfig, Transform};
 use std::collections::BTreeSet;
@@ -227,6 +228,7 @@ pub struct Scene {
     colliders: Vec<Collider>,
     bodies: Vec<Body>,
     spawns: Vec<SpawnPoint>,
+    state: StateSettings,
 }
 
 impl Scene {
@@ -276,6 +278,11 @@ impl Scene {
     /// none).
     pub fn spawns(&self) -> &[SpawnPoint] {
         &self.spawns
+    }
+
+    /// The limits of the relay and the key-value state: the `[relay]` and `[state]` sections.
+    pub fn state_settings(&self) -> StateSettings {
+        self.state
     }
 
     /// Entities a room of this scene holds at most: one per collider and body, and three per
@@ -328,7 +335,8 @@ impl Checker<'_> {
         if spawns.is_empty() {
             spawns.push(SpawnPoint { position: Vec3::ZERO, yaw: 0.0 });
         }
-        Ok(Scene { settings, colliders, bodies, spawns })
+        let state = self.state(raw.relay, raw.state)?;
+        Ok(Scene { settings, colliders, bodies, spawns, state })
     }
 
     /// The entries of a list, or none.
@@ -362,6 +370,50 @@ impl Checker<'_> {
                 raw.client_bytes_per_tick_max,
                 CLIENT_BYTES_PER_TICK,
                 d.client_bytes_per_tick_max,
+            )?,
+        })
+    }
+
+    fn state(&self, relay: Option<RawRelay>, state: Option<RawState>) -> Checked<StateSettings> {
+        let d = StateSettings::default();
+        let relay =
+            relay.unwrap_or(RawRelay { message_bytes_max: None, per_second: None, burst: None });
+        let state = state.unwrap_or(RawState {
+            key_bytes_max: None,
+            value_bytes_max: None,
+            keys_per_scope_max: None,
+        });
+        Ok(StateSettings {
+            relay_bytes_max: self.integer(
+                "relay.message_bytes_max",
+                relay.message_bytes_max,
+                RELAY_BYTES,
+                d.relay_bytes_max,
+            )?,
+            relay_per_second: self.integer(
+                "relay.per_second",
+                relay.per_second,
+                RELAY_PER_SECOND,
+                d.relay_per_second,
+            )?,
+            relay_burst: self.integer("relay.burst", relay.burst, RELAY_BURST, d.relay_burst)?,
+            key_bytes_max: self.integer(
+                "state.key_bytes_max",
+                state.key_bytes_max,
+                KEY_BYTES,
+                d.key_bytes_max,
+            )?,
+            value_bytes_max: self.integer(
+                "state.value_bytes_max",
+                state.value_bytes_max,
+                VALUE_BYTES,
+                d.value_bytes_max,
+            )?,
+            keys_per_scope_max: self.integer(
+                "state.keys_per_scope_max",
+                state.keys_per_scope_max,
+                KEYS_PER_SCOPE,
+                d.keys_per_scope_max,
             )?,
         })
     }
