@@ -21,14 +21,14 @@ use std::time::Duration;
 
 /// Raw input bytes in one `send_input_bytes` at most: the engine's input frames carry a few
 /// inputs per datagram, so one input is small (an `XrInput` is about 100 bytes).
-pub const INPUT_BYTES_MAX: usize = 512;
+pub const RALLY_INPUT_BYTES_MAX: usize = 512;
 
 /// Events waiting for `rally_client_poll_event` at most; more are dropped and counted
 /// ([`RallyConnectionStats::events_dropped`]). A game that polls every frame holds a few.
-pub const EVENTS_MAX: usize = 4096;
+pub const RALLY_EVENTS_MAX: usize = 4096;
 
 /// Latency samples kept for the meter's figures (p99, within-model share): the newest ones.
-pub const LATENCY_SAMPLES_KEPT: usize = 4096;
+pub const RALLY_LATENCY_SAMPLES_KEPT: usize = 4096;
 
 /// What the game sends as its input: the standard XR input of scene rooms, or the bytes of
 /// its own room's input type (postcard-encoded, as the room decodes them).
@@ -254,7 +254,7 @@ impl Client {
             }
         }
         self.latency.extend(self.session.latency_mut().take_samples());
-        while self.latency.len() > LATENCY_SAMPLES_KEPT {
+        while self.latency.len() > RALLY_LATENCY_SAMPLES_KEPT {
             self.latency.pop_front();
         }
         if let Some(reason) = ended {
@@ -267,7 +267,7 @@ impl Client {
     fn push(&mut self, happening: Happening) {
         // The end always queues, so that a game polling late still learns it.
         let last = matches!(happening, Happening::Disconnected(_));
-        if self.events.len() >= EVENTS_MAX && !last {
+        if self.events.len() >= RALLY_EVENTS_MAX && !last {
             self.events_dropped += 1;
             return;
         }
@@ -289,9 +289,9 @@ impl Client {
     pub fn send_input(&mut self, now_us: u64, input: Input) -> Result<u32, FfiError> {
         self.live()?;
         if let Input::Raw(bytes) = &input {
-            if bytes.len() > INPUT_BYTES_MAX {
+            if bytes.len() > RALLY_INPUT_BYTES_MAX {
                 return Err(FfiError::Invalid(format!(
-                    "{} input bytes: at most {INPUT_BYTES_MAX}",
+                    "{} input bytes: at most {RALLY_INPUT_BYTES_MAX}",
                     bytes.len()
                 )));
             }
