@@ -49,7 +49,11 @@ unsafe fn live_client<'a>(client: *mut RallyClient) -> Result<&'a mut Client, Ff
 ///
 /// # Safety
 /// A non-null `bytes` points to `len` readable bytes.
-unsafe fn bytes<'a>(bytes: *const u8, len: usize, what: &'static str) -> Result<&'a [u8], FfiError> {
+unsafe fn bytes<'a>(
+    bytes: *const u8,
+    len: usize,
+    what: &'static str,
+) -> Result<&'a [u8], FfiError> {
     if bytes.is_null() {
         return if len == 0 { Ok(&[]) } else { Err(FfiError::Null(what)) };
     }
@@ -448,7 +452,9 @@ pub unsafe extern "C" fn rally_client_relay(
             t if t == RallyRelayTarget::All as u32 => RelayTarget::All,
             t if t == RallyRelayTarget::Others as u32 => RelayTarget::Others,
             t if t == RallyRelayTarget::One as u32 => RelayTarget::One(to),
-            other => return Err(FfiError::Invalid(format!("target = {other}: not a RallyRelayTarget"))),
+            other => {
+                return Err(FfiError::Invalid(format!("target = {other}: not a RallyRelayTarget")))
+            }
         };
         client.relay(to, reliable, bytes.to_vec())
     })
@@ -512,7 +518,11 @@ fn xr_input(input: &RallyXrInput) -> Result<XrInput, FfiError> {
             input.game_len
         ))
     })?;
-    Ok(XrInput { head: pose(&input.head), hands: [hand(&input.hands[0]), hand(&input.hands[1])], game })
+    Ok(XrInput {
+        head: pose(&input.head),
+        hands: [hand(&input.hands[0]), hand(&input.hands[1])],
+        game,
+    })
 }
 
 fn none() -> RallyEvent {

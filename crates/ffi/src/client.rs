@@ -135,8 +135,8 @@ impl Client {
         }
         let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
         let bind = bind.unwrap_or("0.0.0.0:0");
-        let driver =
-            UdpDriver::bind(bind, endpoint).map_err(|e| FfiError::Io(format!("bind {bind}: {e}")))?;
+        let driver = UdpDriver::bind(bind, endpoint)
+            .map_err(|e| FfiError::Io(format!("bind {bind}: {e}")))?;
         let session_config = ClientConfig { interpolate: config.interpolate, ..Default::default() };
         let session = ClientSession::new(session_config)
             .map_err(|e| FfiError::Invalid(format!("client config: {e}")))?;
@@ -344,7 +344,12 @@ impl Client {
     }
 
     /// Relays bytes to everyone, the others, or one player.
-    pub fn relay(&mut self, to: RelayTarget, reliable: bool, bytes: Vec<u8>) -> Result<(), FfiError> {
+    pub fn relay(
+        &mut self,
+        to: RelayTarget,
+        reliable: bool,
+        bytes: Vec<u8>,
+    ) -> Result<(), FfiError> {
         self.send(SceneState::relay(to, reliable, bytes))
     }
 

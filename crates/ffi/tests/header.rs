@@ -30,7 +30,10 @@ fn committed_header_is_generated_from_the_code() {
         std::fs::write(&path, &generated).unwrap();
     }
     let file = std::fs::read_to_string(&path).expect("include/rally.h");
-    assert_eq!(file, generated, "include/rally.h drifted from rally-ffi: RALLY_BLESS=1 rewrites it");
+    assert_eq!(
+        file, generated,
+        "include/rally.h drifted from rally-ffi: RALLY_BLESS=1 rewrites it"
+    );
 }
 
 #[test]
