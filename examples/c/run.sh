@@ -24,7 +24,10 @@ while [ $# -gt 0 ]; do
     shift
 done
 target=${CARGO_TARGET_DIR:-target}
-cargo build --locked "${cargo_profile[@]}" -p rally-ffi -p rally
+# One package at a time: built together, cargo would unify their features and rebuild both
+# from scratch rather than reuse what `cargo build -p rally` and the tests built.
+cargo build --locked "${cargo_profile[@]}" -p rally
+cargo build --locked "${cargo_profile[@]}" -p rally-ffi
 lib="$target/$profile"
 out="$target/c-sample"
 mkdir -p "$out"
