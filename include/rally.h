@@ -192,12 +192,13 @@ typedef struct RallyLatency {
   uint64_t mean_us;
   // 99th percentile of the samples kept, microseconds.
   uint64_t p99_us;
-  // Share (0 to 1) of the samples kept within [L_best, L_worst] with 1 ms of slack.
+  // Share (0 to 1) of the samples kept within [L_best, L_worst] of the model for each
+  // sample's own round trip, with 1 ms of slack.
   double within_model;
-  // The model's L_best for the current RTT, frame and tick, microseconds (0 before both
-  // are known).
+  // The model's L_best for the newest sample's round trip, the frame and the room's tick,
+  // microseconds (0 before the first sample).
   uint64_t best_us;
-  // The model's L_worst, microseconds.
+  // The model's L_worst for the newest sample, microseconds.
   uint64_t worst_us;
 } RallyLatency;
 

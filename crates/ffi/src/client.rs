@@ -365,17 +365,24 @@ impl Client {
             out.mean_us = us(sum / totals.len() as u32);
             out.p99_us = us(totals[(totals.len() * 99).div_ceil(100) - 1]);
         }
-        let rtt = self.stats().map(|s| s.rtt_us).unwrap_or(0);
+        let rtt = Duration::from_micros(self.stats().map(|s| s.rtt_us).unwrap_or(0));
         let tick_rate = self.session.tick_rate().unwrap_or(0);
-        if rtt > 0 && tick_rate > 0 {
+        if tick_rate > 0 && !self.latency.is_empty() {
             let tick = Duration::from_secs(1) / tick_rate;
-            let model = LatencyModel::new(Duration::from_micros(rtt), self.frame, tick);
-            out.best_us = us(model.best);
-            out.worst_us = us(model.worst);
-            // A millisecond of slack for the clock's and the scheduler's jitter, as the
-            // engine's own latency tests allow.
-            let within = totals.iter().filter(|t| model.contains(**t, Duration::from_millis(1)));
-            out.within_model = within.count() as f64 / totals.len().max(1) as f64;
+            // Each sample against the model of its own round trip (as measured by the session:
+            // sent to the update that took the answer, less the room's hold), as the engine's
+            // latency tests do; the connection's smoothed RTT stands in where it is missing.
+            let model = |s: &LatencySample| {
+                LatencyModel::new(s.round_trip.unwrap_or(rtt), self.frame, tick)
+            };
+            // A millisecond of slack for the clock's and the scheduler's jitter, as those
+            // tests allow.
+            let slack = Duration::from_millis(1);
+            let within = self.latency.iter().filter(|s| model(s).contains(s.total, slack)).count();
+            out.within_model = within as f64 / self.latency.len() as f64;
+            let newest = self.latency.back().map(model);
+            out.best_us = newest.map_or(0, |m| us(m.best));
+            out.worst_us = newest.map_or(0, |m| us(m.worst));
         }
         Ok(out)
     }

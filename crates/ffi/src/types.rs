@@ -194,12 +194,13 @@ pub struct RallyLatency {
     pub mean_us: u64,
     /// 99th percentile of the samples kept, microseconds.
     pub p99_us: u64,
-    /// Share (0 to 1) of the samples kept within [L_best, L_worst] with 1 ms of slack.
+    /// Share (0 to 1) of the samples kept within [L_best, L_worst] of the model for each
+    /// sample's own round trip, with 1 ms of slack.
     pub within_model: f64,
-    /// The model's L_best for the current RTT, frame and tick, microseconds (0 before both
-    /// are known).
+    /// The model's L_best for the newest sample's round trip, the frame and the room's tick,
+    /// microseconds (0 before the first sample).
     pub best_us: u64,
-    /// The model's L_worst, microseconds.
+    /// The model's L_worst for the newest sample, microseconds.
     pub worst_us: u64,
 }
 

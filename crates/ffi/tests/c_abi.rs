@@ -1,7 +1,8 @@
 //! The C ABI as a C caller meets it, called through the same `extern "C"` functions: bad input
 //! of every kind gets a status and a message, never a crash; and a client joins a real room
 //! over UDP (an in-process host running a scene room).
-#![allow(unsafe_code)] // Calling the C ABI is the point of these tests.
+#![allow(unsafe_code)]
+// Calling the C ABI is the point of these tests.
 // Real sockets and a real host: the tests wait on the wall clock, with generous timeouts.
 #![allow(clippy::disallowed_methods)]
 
