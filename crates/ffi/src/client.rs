@@ -225,7 +225,12 @@ impl Client {
     pub fn update(&mut self, now_us: u64) -> Result<(), FfiError> {
         self.open()?;
         let now = Instant::from_nanos(now_us.saturating_mul(1000));
-        let Phase::Connecting(ours, server) = self.phase else { return Ok(()) };
+        let (ours, server) = match self.phase {
+            Phase::Connecting(connection, server) => (connection, server),
+            Phase::Idle => return Ok(()),
+            // The end was queued as an event; every turn after it says so too.
+            Phase::Ended(..) | Phase::Closed => return self.live().map(drop),
+        };
         let session = &mut self.session;
         let mut ended = None;
         self.driver

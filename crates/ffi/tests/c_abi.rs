@@ -211,6 +211,7 @@ fn a_server_that_never_answers_times_out_naming_its_address_and_close_refuses_la
             message.contains(&server.to_string()) && message.contains("never answered"),
             "{message}"
         );
+        assert_eq!(rally_client_update(client, now_us(client)), RallyStatus::Disconnected);
 
         assert_eq!(rally_client_close(client), RallyStatus::Ok);
         let mut stats = RallyConnectionStats::default();
