@@ -111,7 +111,9 @@ static void send_hand(RallyClient *client, uint64_t now, int xr, const float at[
     }
 }
 
-static void print_events(RallyClient *client) {
+/* Prints the events waiting; returns 1 if one was this client's join. */
+static int print_events(RallyClient *client) {
+    int joined = 0;
     RallyEvent event;
     uint8_t data[1024];
     size_t len;
@@ -119,9 +121,10 @@ static void print_events(RallyClient *client) {
         CHECK(rally_client_poll_event(client, &event, data, sizeof data, &len));
         switch (event.kind) {
         case RALLY_EVENT_KIND_NONE:
-            return;
+            return joined;
         case RALLY_EVENT_KIND_JOINED:
             printf("joined as client %u\n", event.client);
+            joined = 1;
             break;
         case RALLY_EVENT_KIND_PLAYER_JOINED:
             printf("player %u is in the room\n", event.client);
@@ -185,6 +188,7 @@ int main(int argc, char **argv) {
     static RallyEntity entities[ENTITIES_MAX];
     size_t count = 0;
     int frames = (int)(seconds * 90.0);
+    int joined = 0;
     for (int n = 0; n < frames; n++) {
         uint64_t now;
         CHECK(rally_client_now_us(client, &now));
@@ -203,9 +207,11 @@ int main(int argc, char **argv) {
             memcpy(at, TARGET, sizeof at);
             grip = grab ? 255 : 0;
         }
-        send_hand(client, now, xr, at, grip);
+        /* Input before the room accepts the client would wait in the session and be measured
+         * from its sampling, so the hand moves once joined. */
+        if (joined) send_hand(client, now, xr, at, grip);
         CHECK(rally_client_update(client, now));
-        print_events(client);
+        joined |= print_events(client);
         CHECK(rally_client_entities_at(client, now, entities, ENTITIES_MAX, &count));
         CHECK(rally_client_present(client, now));
         if (n % 90 == 89) {
