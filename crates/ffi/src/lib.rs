@@ -79,9 +79,10 @@
 //! ## Limits
 //!
 //! Everything the server can make the library hold is bounded: events waiting to be polled
-//! ([`client::RALLY_EVENTS_MAX`], more dropped and counted in `events_dropped`), the latency samples
-//! kept ([`client::RALLY_LATENCY_SAMPLES_KEPT`]), raw input bytes ([`client::RALLY_INPUT_BYTES_MAX`]), and
-//! what the session and the scene mirror bound themselves (rally-engine, rally-scene).
+//! ([`client::RALLY_EVENTS_MAX`], more dropped and counted in `events_dropped`), the latency
+//! samples kept ([`client::RALLY_LATENCY_SAMPLES_KEPT`]), raw input bytes
+//! ([`client::RALLY_INPUT_BYTES_MAX`]), and what the session and the scene mirror bound
+//! themselves (rally-engine, rally-scene).
 
 mod api;
 pub mod client;

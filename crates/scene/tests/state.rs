@@ -384,7 +384,8 @@ proptest::proptest! {
         handle_event(&mut room, rally_engine::RoomEvent::Joined(1));
         if let Ok(message) = codec.decode::<SceneMessage>(&bytes) {
             for _ in 0..2 {
-                let event = rally_engine::RoomEvent::Message { client: 1, message: message.clone() };
+                let message = message.clone();
+                let event = rally_engine::RoomEvent::Message { client: 1, message };
                 handle_event(&mut room, event);
             }
         }
