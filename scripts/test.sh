@@ -69,6 +69,11 @@ step "bench smoke: transport, real sockets" cargo run --release --locked -p rall
     transport --mode real --quick --json target/ci/transport-real.json --plot target/ci
 step "bench smoke: latency, real processes" cargo run --release --locked -p rally-bench -- \
     latency --mode real --quick --hz 120 --json target/ci/latency-real.json
+# The C sample (examples/c): librally (rally-ffi, release) and sample.c built with the system's
+# C compiler, run against `rally server --scene scenes/sandbox.toml` over UDP for 3 s with the
+# standard XR input; it exits 0 only if the room shows its hand where it put it and the block
+# it gripped held beside it.
+step "C sample" bash examples/c/run.sh --release -- --input xr --grab 0.9,0.25,-1.0 --seconds 3
 # The conformance client: Python written from docs/protocol.md, docs/wire.md and
 # docs/security.md, against `rally echo server` and `rally server` through `rally-bench relay`
 # (5% loss each way), with the release binaries the steps above built. It needs python3 and

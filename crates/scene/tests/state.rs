@@ -450,7 +450,8 @@ proptest::proptest! {
         if let Ok(message) = codec.decode::<SceneMessage>(&bytes) {
             for _ in 0..2 {
                 let message = message.clone();
-                handle_event(&mut room, rally_engine::RoomEvent::Message { client: 1, message });
+                let event = rally_engine::RoomEvent::Message { client: 1, message };
+                handle_event(&mut room, event);
             }
         }
         let state = room.simulation().state();

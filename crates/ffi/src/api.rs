@@ -1,0 +1,589 @@
+//! The C functions. Each one checks its pointers, runs inside `catch_unwind` and returns a
+//! [`RallyStatus`]; on an error it keeps the message for `rally_last_error`. This is the only
+//! module with `unsafe`: each block says why it holds.
+#![allow(unsafe_code)]
+
+use crate::client::{Client, Happening, Input};
+use crate::error::{last_error, set_last_error, FfiError};
+use crate::types::*;
+use rally_proto::DisconnectReason;
+use rally_scene::{GameBytes, RelayTarget, XrHand, XrInput, XrPose};
+use std::ffi::CStr;
+use std::os::raw::c_char;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// A client: create with `rally_client_create`, free with `rally_client_destroy`. Opaque.
+pub struct RallyClient {
+    client: Client,
+}
+
+/// Runs `body`, turning an error or a panic into a status and the last error message.
+fn call(function: &'static str, body: impl FnOnce() -> Result<(), FfiError>) -> RallyStatus {
+    let error = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return RallyStatus::Ok,
+        Ok(Err(error)) => error,
+        Err(panic) => {
+            let text = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            FfiError::Panic(function, text)
+        }
+    };
+    set_last_error(function, &error);
+    error.status()
+}
+
+/// The client behind `client`.
+///
+/// # Safety
+/// `client` is null or a pointer from `rally_client_create` not yet destroyed, used by one
+/// thread at a time (the header says so).
+unsafe fn live_client<'a>(client: *mut RallyClient) -> Result<&'a mut Client, FfiError> {
+    // SAFETY: the caller's contract above: non-null means a live, unaliased RallyClient.
+    unsafe { client.as_mut() }.map(|c| &mut c.client).ok_or(FfiError::Null("client"))
+}
+
+/// `len` bytes at `bytes`; null is allowed only for zero bytes.
+///
+/// # Safety
+/// A non-null `bytes` points to `len` readable bytes.
+unsafe fn bytes<'a>(
+    bytes: *const u8,
+    len: usize,
+    what: &'static str,
+) -> Result<&'a [u8], FfiError> {
+    if bytes.is_null() {
+        return if len == 0 { Ok(&[]) } else { Err(FfiError::Null(what)) };
+    }
+    // SAFETY: non-null, and the caller promises `len` readable bytes there.
+    Ok(unsafe { std::slice::from_raw_parts(bytes, len) })
+}
+
+/// A NUL-terminated UTF-8 string, or `None` for null.
+///
+/// # Safety
+/// A non-null `text` points to a NUL-terminated string.
+unsafe fn text<'a>(text: *const c_char, what: &'static str) -> Result<Option<&'a str>, FfiError> {
+    if text.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-null, and the caller promises a NUL-terminated string.
+    let text = unsafe { CStr::from_ptr(text) };
+    text.to_str().map(Some).map_err(|_| FfiError::Invalid(format!("{what} is not UTF-8")))
+}
+
+/// Writes `value` to `out`.
+///
+/// # Safety
+/// A non-null `out` points to a writable `T`.
+unsafe fn put<T>(out: *mut T, value: T, what: &'static str) -> Result<(), FfiError> {
+    if out.is_null() {
+        return Err(FfiError::Null(what));
+    }
+    // SAFETY: non-null and, by the caller's contract, writable; `write` drops nothing old.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// Copies `items` to the caller's array of `capacity`, and their count to `count`; a short
+/// array gets nothing but the count needed.
+///
+/// # Safety
+/// A non-null `out` points to `capacity` writable `T`s; a non-null `count` to a `usize`.
+unsafe fn fill<T: Copy>(
+    items: &[T],
+    out: *mut T,
+    capacity: usize,
+    count: *mut usize,
+    what: &'static str,
+) -> Result<(), FfiError> {
+    // SAFETY: the caller's contract on `count`.
+    unsafe { put(count, items.len(), "count") }?;
+    if items.len() > capacity {
+        return Err(FfiError::BufferTooSmall { what, capacity, needed: items.len() });
+    }
+    if items.is_empty() {
+        return Ok(());
+    }
+    if out.is_null() {
+        return Err(FfiError::Null(what));
+    }
+    // SAFETY: `out` holds `capacity` >= `items.len()` writable Ts (the caller's contract),
+    // and a caller's array cannot overlap the library's own vector.
+    unsafe { std::ptr::copy_nonoverlapping(items.as_ptr(), out, items.len()) };
+    Ok(())
+}
+
+/// The library's version, "major.minor.patch", a static NUL-terminated string.
+#[no_mangle]
+pub extern "C" fn rally_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// Copies this thread's last error message (NUL-terminated) to `buffer` and its size with the
+/// NUL to `needed`. A short `buffer` gets nothing but `needed` (and
+/// `RALLY_STATUS_BUFFER_TOO_SMALL`); this call never changes the last error.
+///
+/// # Safety
+/// `buffer` points to `capacity` writable bytes (or is null with `capacity` 0); `needed` to a
+/// `size_t`.
+#[no_mangle]
+pub unsafe extern "C" fn rally_last_error(
+    buffer: *mut c_char,
+    capacity: usize,
+    needed: *mut usize,
+) -> RallyStatus {
+    let message = last_error();
+    // Not through `call`: reading the last error must not replace it.
+    // SAFETY: the caller's contract on `buffer`, `capacity` and `needed`.
+    match unsafe { fill(&message, buffer.cast::<u8>(), capacity, needed, "buffer") } {
+        Ok(()) => RallyStatus::Ok,
+        Err(error) => error.status(),
+    }
+}
+
+/// Fills `config` with the defaults: any local port, 90 Hz frames, interpolation on.
+///
+/// # Safety
+/// `config` points to a writable `RallyConfig`.
+#[no_mangle]
+pub unsafe extern "C" fn rally_config_default(config: *mut RallyConfig) -> RallyStatus {
+    call("rally_config_default", || {
+        let defaults =
+            RallyConfig { bind_address: std::ptr::null(), frame_us: 11_111, interpolate: true };
+        // SAFETY: the caller's contract on `config`.
+        unsafe { put(config, defaults, "config") }
+    })
+}
+
+/// Creates a client with `config` (its socket bound, not connecting) into `*out`.
+///
+/// # Safety
+/// `config` points to a `RallyConfig` whose `bind_address` is null or a NUL-terminated
+/// string; `out` to a writable `RallyClient*`.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_create(
+    config: *const RallyConfig,
+    out: *mut *mut RallyClient,
+) -> RallyStatus {
+    call("rally_client_create", || {
+        // SAFETY: the caller's contract on `config`.
+        let config = unsafe { config.as_ref() }.ok_or(FfiError::Null("config"))?;
+        if out.is_null() {
+            return Err(FfiError::Null("out"));
+        }
+        // SAFETY: the caller's contract on `bind_address`.
+        let bind = unsafe { text(config.bind_address, "config.bind_address") }?;
+        let client = Box::new(RallyClient { client: Client::new(config, bind)? });
+        // SAFETY: checked non-null; the caller's contract makes it writable.
+        unsafe { put(out, Box::into_raw(client), "out") }
+    })
+}
+
+/// Frees a client (closing it first if it is not). Null is allowed and does nothing. The
+/// pointer must not be used again.
+///
+/// # Safety
+/// `client` is null or from `rally_client_create` and not yet destroyed.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_destroy(client: *mut RallyClient) -> RallyStatus {
+    call("rally_client_destroy", || {
+        if client.is_null() {
+            return Ok(());
+        }
+        // SAFETY: from Box::into_raw in rally_client_create, destroyed once (the contract).
+        let mut client = unsafe { Box::from_raw(client) };
+        let _ = client.client.close();
+        Ok(())
+    })
+}
+
+/// Starts connecting with a connect token (the bytes the game's backend issued) to `address`
+/// ("ip:port", one the token names), or to the token's first server if `address` is null.
+/// An expired or malformed token, or an address the token does not name, is refused here;
+/// a forged one is not answered by the server, and the connection then times out
+/// (`RALLY_STATUS_DISCONNECTED`, naming the address). Progress comes from
+/// `rally_client_update`; the `Joined` event says the room accepted the client.
+///
+/// # Safety
+/// `client` is a live client; `token` points to `token_len` bytes; `address` is null or a
+/// NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_connect(
+    client: *mut RallyClient,
+    token: *const u8,
+    token_len: usize,
+    address: *const c_char,
+) -> RallyStatus {
+    call("rally_client_connect", || {
+        // SAFETY: the caller's contract on each pointer.
+        let (client, token, address) = unsafe {
+            (live_client(client)?, bytes(token, token_len, "token")?, text(address, "address")?)
+        };
+        if token.is_empty() {
+            return Err(FfiError::Null("token"));
+        }
+        // Tokens expire on the wall clock, which the server reads too.
+        #[allow(clippy::disallowed_methods)]
+        let unix_now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        client.connect(token, address, unix_now)
+    })
+}
+
+/// The library's clock into `*now_us`, microseconds: every `now_us` argument is on it. Read it
+/// once at the start of a frame and pass it to that frame's calls.
+///
+/// # Safety
+/// `client` is a live client; `now_us` points to a writable `uint64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_now_us(
+    client: *mut RallyClient,
+    now_us: *mut u64,
+) -> RallyStatus {
+    call("rally_client_now_us", || {
+        // SAFETY: the caller's contract on each pointer.
+        unsafe {
+            let now = live_client(client)?.now_us();
+            put(now_us, now, "now_us")
+        }
+    })
+}
+
+/// One non-blocking turn at `now_us`: reads the datagrams that arrived, runs timers, queues
+/// events for `rally_client_poll_event`, sends what is due. Call it every frame (and more
+/// often if the frame is long). It never blocks or sleeps.
+///
+/// # Safety
+/// `client` is a live client.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_update(client: *mut RallyClient, now_us: u64) -> RallyStatus {
+    // SAFETY: the caller's contract on `client`.
+    call("rally_client_update", || unsafe { live_client(client) }?.update(now_us))
+}
+
+/// Sends the standard XR input sampled at `now_us`, at once (the frame order that keeps
+/// latency lowest: sample, send, update, present). For scene rooms.
+///
+/// # Safety
+/// `client` is a live client; `input` points to a `RallyXrInput`.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_send_xr_input(
+    client: *mut RallyClient,
+    now_us: u64,
+    input: *const RallyXrInput,
+) -> RallyStatus {
+    call("rally_client_send_xr_input", || {
+        // SAFETY: the caller's contract on each pointer.
+        let (client, input) =
+            unsafe { (live_client(client)?, input.as_ref().ok_or(FfiError::Null("input"))?) };
+        let input = xr_input(input)?;
+        client.send_input(now_us, Input::Xr(input)).map(drop)
+    })
+}
+
+/// Sends input bytes sampled at `now_us`: the room's own input type as the room decodes it
+/// (postcard, docs/scene.md and docs/design.md give the encoding), at most 512 bytes.
+///
+/// # Safety
+/// `client` is a live client; `input` points to `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_send_input_bytes(
+    client: *mut RallyClient,
+    now_us: u64,
+    input: *const u8,
+    len: usize,
+) -> RallyStatus {
+    call("rally_client_send_input_bytes", || {
+        // SAFETY: the caller's contract on each pointer.
+        let (client, input) = unsafe { (live_client(client)?, bytes(input, len, "input")?) };
+        client.send_input(now_us, Input::Raw(input.to_vec())).map(drop)
+    })
+}
+
+/// Tells the latency meter that a frame showing the newest state was presented at `now_us`.
+///
+/// # Safety
+/// `client` is a live client.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_present(
+    client: *mut RallyClient,
+    now_us: u64,
+) -> RallyStatus {
+    // SAFETY: the caller's contract on `client`.
+    call("rally_client_present", || unsafe { live_client(client) }?.present(now_us))
+}
+
+/// Copies the newest state of every entity into `out` (room for `capacity`) and their number
+/// into `*count`. A short array gets nothing but `*count` (`RALLY_STATUS_BUFFER_TOO_SMALL`).
+///
+/// # Safety
+/// `client` is a live client; `out` points to `capacity` writable entities (or is null with
+/// `capacity` 0); `count` to a writable `size_t`.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_entities(
+    client: *mut RallyClient,
+    out: *mut RallyEntity,
+    capacity: usize,
+    count: *mut usize,
+) -> RallyStatus {
+    call("rally_client_entities", || {
+        // SAFETY: the caller's contract on each pointer.
+        unsafe {
+            let entities = live_client(client)?.entities(None)?;
+            fill(&entities, out, capacity, count, "out")
+        }
+    })
+}
+
+/// Like `rally_client_entities`, but each entity as a frame at `at_us` should show it:
+/// buffered against the link's jitter and interpolated (the newest state for entities not
+/// buffered yet, or with interpolation off in the config).
+///
+/// # Safety
+/// As `rally_client_entities`.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_entities_at(
+    client: *mut RallyClient,
+    at_us: u64,
+    out: *mut RallyEntity,
+    capacity: usize,
+    count: *mut usize,
+) -> RallyStatus {
+    call("rally_client_entities_at", || {
+        // SAFETY: the caller's contract on each pointer.
+        unsafe {
+            let entities = live_client(client)?.entities(Some(at_us))?;
+            fill(&entities, out, capacity, count, "out")
+        }
+    })
+}
+
+/// Takes the next event into `*event` (kind `RALLY_EVENT_KIND_NONE` when none waits) and its
+/// bytes into `data` (room for `capacity`), their number into `*data_len`. If `data` is too
+/// short the event stays queued, `*data_len` says what is needed and the call returns
+/// `RALLY_STATUS_BUFFER_TOO_SMALL`. Events queue in the room's order; a disconnection comes
+/// last.
+///
+/// # Safety
+/// `client` is a live client; `event` points to a writable `RallyEvent`; `data` to `capacity`
+/// writable bytes (or null with `capacity` 0); `data_len` to a writable `size_t`.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_poll_event(
+    client: *mut RallyClient,
+    event: *mut RallyEvent,
+    data: *mut u8,
+    capacity: usize,
+    data_len: *mut usize,
+) -> RallyStatus {
+    call("rally_client_poll_event", || {
+        // SAFETY: the caller's contract on `client`.
+        let client = unsafe { live_client(client) }?;
+        if event.is_null() {
+            return Err(FfiError::Null("event"));
+        }
+        let (head, bytes) = match client.peek_event()? {
+            Some(happening) => encode(happening),
+            None => (none(), Vec::new()),
+        };
+        // SAFETY: the caller's contract on `data`, `capacity`, `data_len` and `event`.
+        unsafe {
+            fill(&bytes, data, capacity, data_len, "data")?;
+            put(event, head, "event")?;
+        }
+        if head.kind != RallyEventKind::None {
+            client.take_event();
+        }
+        Ok(())
+    })
+}
+
+/// Sets `key` (NUL-terminated UTF-8) to `len` bytes of `value` in the room's scope
+/// (`room_scope` true) or this player's; a null `value` removes the key. The room checks the
+/// sizes and rate (a scene's `[state]`), orders writes and sends each accepted one to every
+/// player as a `Changed` event, this one included.
+///
+/// # Safety
+/// `client` is a live client; `key` a NUL-terminated string; `value` null or `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_set_value(
+    client: *mut RallyClient,
+    room_scope: bool,
+    key: *const c_char,
+    value: *const u8,
+    len: usize,
+) -> RallyStatus {
+    call("rally_client_set_value", || {
+        // SAFETY: the caller's contract on each pointer.
+        let (client, key) = unsafe { (live_client(client)?, text(key, "key")?) };
+        let key = key.ok_or(FfiError::Null("key"))?;
+        let value = match value.is_null() {
+            true => None,
+            // SAFETY: the caller's contract on `value`.
+            false => Some(unsafe { bytes(value, len, "value") }?.to_vec()),
+        };
+        client.write(!room_scope, key, value)
+    })
+}
+
+/// Relays `len` bytes to `target`, a `RallyRelayTarget` (player `to` for
+/// `RALLY_RELAY_TARGET_ONE`), reliably (in order, resent until acknowledged) or not. Each
+/// player gets a `Relayed` event. (`target` is an integer so that no value from C is undefined
+/// behaviour: another value is refused.)
+///
+/// # Safety
+/// `client` is a live client; `bytes` points to `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_relay(
+    client: *mut RallyClient,
+    target: u32,
+    to: u32,
+    reliable: bool,
+    bytes: *const u8,
+    len: usize,
+) -> RallyStatus {
+    call("rally_client_relay", || {
+        // SAFETY: the caller's contract on each pointer.
+        let (client, bytes) = unsafe { (live_client(client)?, self::bytes(bytes, len, "bytes")?) };
+        let to = match target {
+            t if t == RallyRelayTarget::All as u32 => RelayTarget::All,
+            t if t == RallyRelayTarget::Others as u32 => RelayTarget::Others,
+            t if t == RallyRelayTarget::One as u32 => RelayTarget::One(to),
+            other => {
+                return Err(FfiError::Invalid(format!("target = {other}: not a RallyRelayTarget")))
+            }
+        };
+        client.relay(to, reliable, bytes.to_vec())
+    })
+}
+
+/// The latency meter's figures into `*out`.
+///
+/// # Safety
+/// `client` is a live client; `out` points to a writable `RallyLatency`.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_latency(
+    client: *mut RallyClient,
+    out: *mut RallyLatency,
+) -> RallyStatus {
+    call("rally_client_latency", || {
+        // SAFETY: the caller's contract on each pointer.
+        unsafe {
+            let latency = live_client(client)?.latency()?;
+            put(out, latency, "out")
+        }
+    })
+}
+
+/// The connection's figures (RTT, jitter, loss, packets) and the session's counters into
+/// `*out`.
+///
+/// # Safety
+/// `client` is a live client; `out` points to a writable `RallyConnectionStats`.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_stats(
+    client: *mut RallyClient,
+    out: *mut RallyConnectionStats,
+) -> RallyStatus {
+    call("rally_client_stats", || {
+        // SAFETY: the caller's contract on each pointer.
+        unsafe {
+            let stats = live_client(client)?.stats()?;
+            put(out, stats, "out")
+        }
+    })
+}
+
+/// Says goodbye to the server (so the room hears it now, not after the timeout) and refuses
+/// every later call on this client with `RALLY_STATUS_CLOSED`, except `rally_client_destroy`.
+///
+/// # Safety
+/// `client` is a live client.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_close(client: *mut RallyClient) -> RallyStatus {
+    // SAFETY: the caller's contract on `client`.
+    call("rally_client_close", || unsafe { live_client(client) }?.close())
+}
+
+fn xr_input(input: &RallyXrInput) -> Result<XrInput, FfiError> {
+    let pose = |p: &RallyPose| XrPose { position: p.position, rotation: p.rotation };
+    let hand = |h: &RallyHand| XrHand { pose: pose(&h.pose), grip: h.grip, trigger: h.trigger };
+    let game = input.game.get(..usize::from(input.game_len)).and_then(GameBytes::new);
+    let game = game.ok_or_else(|| {
+        FfiError::Invalid(format!(
+            "input.game_len = {}: at most {RALLY_GAME_BYTES_MAX}",
+            input.game_len
+        ))
+    })?;
+    Ok(XrInput {
+        head: pose(&input.head),
+        hands: [hand(&input.hands[0]), hand(&input.hands[1])],
+        game,
+    })
+}
+
+fn none() -> RallyEvent {
+    RallyEvent {
+        kind: RallyEventKind::None,
+        client: RALLY_ROOM,
+        resumed: false,
+        room_scope: false,
+        has_value: false,
+        key_len: 0,
+        data_len: 0,
+        reason: RallyDisconnectReason::NotDisconnected,
+    }
+}
+
+/// An event as C sees it, and its bytes.
+fn encode(happening: &Happening) -> (RallyEvent, Vec<u8>) {
+    let mut event = none();
+    let mut data = Vec::new();
+    match happening {
+        Happening::Joined { client, resumed } => {
+            event.kind = RallyEventKind::Joined;
+            event.client = *client;
+            event.resumed = *resumed;
+        }
+        Happening::PlayerJoined(player) => {
+            event.kind = RallyEventKind::PlayerJoined;
+            event.client = *player;
+        }
+        Happening::PlayerLeft(player) => {
+            event.kind = RallyEventKind::PlayerLeft;
+            event.client = *player;
+        }
+        Happening::Relayed { from, bytes } => {
+            event.kind = RallyEventKind::Relayed;
+            event.client = from.unwrap_or(RALLY_ROOM);
+            data.extend_from_slice(bytes);
+        }
+        Happening::Changed { player, key, value } => {
+            event.kind = RallyEventKind::Changed;
+            event.client = player.unwrap_or(RALLY_ROOM);
+            event.room_scope = player.is_none();
+            event.has_value = value.is_some();
+            // Keys and values are bounded by the room's limits (kilobytes), far below u32.
+            event.key_len = u32::try_from(key.len()).unwrap_or(u32::MAX);
+            data.extend_from_slice(key.as_bytes());
+            data.extend_from_slice(value.as_deref().unwrap_or_default());
+        }
+        Happening::Disconnected(reason) => {
+            event.kind = RallyEventKind::Disconnected;
+            event.reason = match reason {
+                DisconnectReason::Closed => RallyDisconnectReason::Closed,
+                DisconnectReason::TimedOut => RallyDisconnectReason::TimedOut,
+                DisconnectReason::PeerMisbehaved => RallyDisconnectReason::PeerMisbehaved,
+                DisconnectReason::ServerFull => RallyDisconnectReason::ServerFull,
+                DisconnectReason::ServerShutdown => RallyDisconnectReason::ServerShutdown,
+                DisconnectReason::RoomFailed => RallyDisconnectReason::RoomFailed,
+                _ => RallyDisconnectReason::Unknown,
+            };
+        }
+    }
+    event.data_len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+    (event, data)
+}

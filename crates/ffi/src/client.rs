@@ -1,0 +1,469 @@
+//! The client behind a `RallyClient*`, in safe Rust: a UDP driver, a [`ClientSession`] and a
+//! [`SceneState`] mirror, pumped by `update`. The C functions in `api` only check pointers and
+//! copy in and out; everything here returns [`FfiError`].
+
+use crate::error::FfiError;
+use crate::types::{RallyConfig, RallyConnectionStats, RallyEntity, RallyLatency};
+use rally_driver::UdpDriver;
+use rally_engine::{
+    connection_config, ClientConfig, ClientEvent, ClientSession, Delivery, LatencyModel,
+    LatencySample,
+};
+use rally_proto::{
+    ConnectToken, ConnectionHandle, DisconnectReason, EndpointConfig, Event, Instant,
+};
+use rally_scene::{RelayTarget, SceneEvent, SceneMessage, SceneState, WriteScope, XrInput};
+use rally_wire::EntityState;
+use serde::{Serialize, Serializer};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Raw input bytes in one `send_input_bytes` at most: the engine's input frames carry a few
+/// inputs per datagram, so one input is small (an `XrInput` is about 100 bytes).
+pub const RALLY_INPUT_BYTES_MAX: usize = 512;
+
+/// Events waiting for `rally_client_poll_event` at most; more are dropped and counted
+/// ([`RallyConnectionStats::events_dropped`]). A game that polls every frame holds a few.
+pub const RALLY_EVENTS_MAX: usize = 4096;
+
+/// Latency samples kept for the meter's figures (p99, within-model share): the newest ones.
+pub const RALLY_LATENCY_SAMPLES_KEPT: usize = 4096;
+
+/// What the game sends as its input: the standard XR input of scene rooms, or the bytes of
+/// its own room's input type (postcard-encoded, as the room decodes them).
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// A scene room's input.
+    Xr(XrInput),
+    /// Bytes already encoded as the room's input; written as they are, with no length.
+    Raw(Vec<u8>),
+}
+
+impl Serialize for Input {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        match self {
+            Input::Xr(input) => input.serialize(serializer),
+            // A tuple of bytes: postcard writes each byte as itself, with no length prefix, so
+            // the room reads exactly the game's encoding of its own input type.
+            Input::Raw(bytes) => {
+                let mut tuple = serializer.serialize_tuple(bytes.len())?;
+                for byte in bytes {
+                    tuple.serialize_element(byte)?;
+                }
+                tuple.end()
+            }
+        }
+    }
+}
+
+/// One thing the game learns, queued for `rally_client_poll_event`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Happening {
+    /// The room accepted this client as `client`.
+    Joined {
+        /// This client's id.
+        client: u32,
+        /// Whether an earlier session continued.
+        resumed: bool,
+    },
+    /// A player is in the room (or, from a scene room, joined it).
+    PlayerJoined(u32),
+    /// A player left.
+    PlayerLeft(u32),
+    /// A relayed message.
+    Relayed {
+        /// Its sender, or `None` for the room.
+        from: Option<u32>,
+        /// Its bytes.
+        bytes: Vec<u8>,
+    },
+    /// A key-value change.
+    Changed {
+        /// `None` for the room's scope, or the player whose scope.
+        player: Option<u32>,
+        /// The key.
+        key: String,
+        /// The value, or `None`: removed.
+        value: Option<Vec<u8>>,
+    },
+    /// The connection ended.
+    Disconnected(DisconnectReason),
+}
+
+/// Where the connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Created, not connecting.
+    Idle,
+    /// Connecting or connected to the address.
+    Connecting(ConnectionHandle, SocketAddr),
+    /// The connection ended.
+    Ended(DisconnectReason, SocketAddr, bool),
+    /// `rally_client_close` was called: every call but destroy is refused.
+    Closed,
+}
+
+/// The client.
+pub struct Client {
+    driver: UdpDriver,
+    session: ClientSession<Input, SceneMessage>,
+    scene: SceneState,
+    phase: Phase,
+    joined: bool,
+    events: VecDeque<Happening>,
+    events_dropped: u64,
+    latency: VecDeque<LatencySample>,
+    frame: Duration,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("phase", &self.phase).finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client bound to the config's address (any port on all interfaces if none).
+    pub fn new(config: &RallyConfig, bind: Option<&str>) -> Result<Self, FfiError> {
+        if config.frame_us == 0 || config.frame_us > 1_000_000 {
+            return Err(FfiError::Invalid(format!(
+                "config.frame_us = {}: give the display's frame time, 1 to 1000000 us",
+                config.frame_us
+            )));
+        }
+        let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
+        let bind = bind.unwrap_or("0.0.0.0:0");
+        let driver = UdpDriver::bind(bind, endpoint)
+            .map_err(|e| FfiError::Io(format!("bind {bind}: {e}")))?;
+        let session_config = ClientConfig { interpolate: config.interpolate, ..Default::default() };
+        let session = ClientSession::new(session_config)
+            .map_err(|e| FfiError::Invalid(format!("client config: {e}")))?;
+        Ok(Self {
+            driver,
+            session,
+            scene: SceneState::new(),
+            phase: Phase::Idle,
+            joined: false,
+            events: VecDeque::new(),
+            events_dropped: 0,
+            latency: VecDeque::new(),
+            frame: Duration::from_micros(config.frame_us.into()),
+        })
+    }
+
+    /// The library's clock, microseconds: the time every `now_us` argument is on.
+    pub fn now_us(&self) -> u64 {
+        self.driver.now().as_nanos() / 1000
+    }
+
+    fn open(&self) -> Result<(), FfiError> {
+        match self.phase {
+            Phase::Closed => Err(FfiError::Closed),
+            _ => Ok(()),
+        }
+    }
+
+    fn live(&self) -> Result<ConnectionHandle, FfiError> {
+        match self.phase {
+            Phase::Closed => Err(FfiError::Closed),
+            Phase::Idle => Err(FfiError::NotConnected),
+            Phase::Ended(reason, address, heard) => Err(ended(reason, address, heard)),
+            Phase::Connecting(connection, _) => Ok(connection),
+        }
+    }
+
+    /// Starts connecting with `token` (its encoded bytes) to `address`, or to the token's first
+    /// server if `None`. The token's expiry is checked against `unix_now` here, since a server
+    /// refuses an expired token without answering.
+    pub fn connect(
+        &mut self,
+        token: &[u8],
+        address: Option<&str>,
+        unix_now: u64,
+    ) -> Result<(), FfiError> {
+        self.open()?;
+        if let Phase::Connecting(..) = self.phase {
+            return Err(FfiError::Invalid("already connecting or connected: close first".into()));
+        }
+        let mut token = ConnectToken::decode(token)
+            .map_err(|e| FfiError::Token(format!("not a connect token: {e}")))?;
+        if token.expires_at <= unix_now {
+            return Err(FfiError::Token(format!(
+                "the token expired {} s ago: get a fresh one from the backend",
+                unix_now - token.expires_at
+            )));
+        }
+        if let Some(address) = address {
+            let address: SocketAddr = address.parse().map_err(|e| {
+                FfiError::Invalid(format!("address {address:?} is not ip:port ({e})"))
+            })?;
+            let Some(at) = token.server_addresses.iter().position(|a| *a == address) else {
+                return Err(FfiError::Token(format!(
+                    "the token does not name {address} (it names {:?})",
+                    token.server_addresses
+                )));
+            };
+            // The endpoint tries the token's servers in order: this one first.
+            token.server_addresses.swap(0, at);
+        }
+        let server = *token
+            .server_addresses
+            .first()
+            .ok_or_else(|| FfiError::Token("the token names no server".into()))?;
+        let connection = self
+            .driver
+            .connect_with_token(token)
+            .map_err(|e| FfiError::Token(format!("the endpoint refused the token: {e}")))?;
+        self.phase = Phase::Connecting(connection, server);
+        Ok(())
+    }
+
+    /// One non-blocking turn: datagrams in, timers, the session's events into the queue,
+    /// datagrams out.
+    pub fn update(&mut self, now_us: u64) -> Result<(), FfiError> {
+        self.open()?;
+        let now = Instant::from_nanos(now_us.saturating_mul(1000));
+        let (ours, server) = match self.phase {
+            Phase::Connecting(connection, server) => (connection, server),
+            Phase::Idle => return Ok(()),
+            // The end was queued as an event; every turn after it says so too.
+            Phase::Ended(..) | Phase::Closed => return self.live().map(drop),
+        };
+        let session = &mut self.session;
+        let mut ended = None;
+        self.driver
+            .pump(|_, connection, event| {
+                if connection != ours {
+                    return;
+                }
+                if let Event::Disconnected { reason } = event {
+                    ended = Some(reason);
+                }
+                session.handle_event(now, connection, event);
+            })
+            .map_err(|e| FfiError::Io(format!("socket: {e}")))?;
+        self.session.handle_timeout(now);
+        self.session.transmit(self.driver.endpoint());
+        while let Some(event) = self.session.poll_event() {
+            self.scene.handle(&event);
+            if let ClientEvent::Joined { client, resumed } = event {
+                self.joined = true;
+                self.push(Happening::Joined { client, resumed });
+            }
+            while let Some(event) = self.scene.poll_event() {
+                if let Some(happening) = happening(event) {
+                    self.push(happening);
+                }
+            }
+        }
+        self.latency.extend(self.session.latency_mut().take_samples());
+        while self.latency.len() > RALLY_LATENCY_SAMPLES_KEPT {
+            self.latency.pop_front();
+        }
+        if let Some(reason) = ended {
+            self.phase = Phase::Ended(reason, server, self.joined);
+            self.push(Happening::Disconnected(reason));
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, happening: Happening) {
+        // The end always queues, so that a game polling late still learns it.
+        let last = matches!(happening, Happening::Disconnected(_));
+        if self.events.len() >= RALLY_EVENTS_MAX && !last {
+            self.events_dropped += 1;
+            return;
+        }
+        self.events.push_back(happening);
+    }
+
+    /// The next event, without taking it.
+    pub fn peek_event(&self) -> Result<Option<&Happening>, FfiError> {
+        self.open()?;
+        Ok(self.events.front())
+    }
+
+    /// Drops the event `peek_event` gave.
+    pub fn take_event(&mut self) {
+        self.events.pop_front();
+    }
+
+    /// Sends an input sampled at `now_us`, at once.
+    pub fn send_input(&mut self, now_us: u64, input: Input) -> Result<u32, FfiError> {
+        self.live()?;
+        if let Input::Raw(bytes) = &input {
+            if bytes.len() > RALLY_INPUT_BYTES_MAX {
+                return Err(FfiError::Invalid(format!(
+                    "{} input bytes: at most {RALLY_INPUT_BYTES_MAX}",
+                    bytes.len()
+                )));
+            }
+        }
+        let now = Instant::from_nanos(now_us.saturating_mul(1000));
+        let seq = self.session.send_input(now, input);
+        self.session.transmit(self.driver.endpoint());
+        Ok(seq)
+    }
+
+    /// Tells the latency meter a frame showing the newest state was presented at `now_us`.
+    pub fn present(&mut self, now_us: u64) -> Result<(), FfiError> {
+        self.open()?;
+        self.session.present(Instant::from_nanos(now_us.saturating_mul(1000)));
+        Ok(())
+    }
+
+    /// The newest state of every entity, or interpolated at `at_us`.
+    pub fn entities(&mut self, at_us: Option<u64>) -> Result<Vec<RallyEntity>, FfiError> {
+        self.open()?;
+        let newest: Vec<EntityState> = self.session.entities().collect();
+        let Some(at_us) = at_us else { return Ok(newest.iter().map(entity).collect()) };
+        let now = Instant::from_nanos(at_us.saturating_mul(1000));
+        Ok(newest
+            .iter()
+            .map(|e| match self.session.interpolated(now, e.id) {
+                Some(shown) => entity(&shown.state),
+                None => entity(e),
+            })
+            .collect())
+    }
+
+    /// Sends a message to the scene room.
+    fn send(&mut self, message: SceneMessage) -> Result<(), FfiError> {
+        self.live()?;
+        if !self.joined {
+            return Err(FfiError::NotConnected);
+        }
+        self.session
+            .send(Delivery::Reliable, &message)
+            .map_err(|e| FfiError::Refused(format!("the session refused the message: {e}")))?;
+        self.session.transmit(self.driver.endpoint());
+        Ok(())
+    }
+
+    /// Sets (or removes) a key in the room's or this player's scope.
+    pub fn write(&mut self, mine: bool, key: &str, value: Option<Vec<u8>>) -> Result<(), FfiError> {
+        let scope = if mine { WriteScope::Mine } else { WriteScope::Room };
+        self.send(SceneState::write(scope, key, value))
+    }
+
+    /// Relays bytes to everyone, the others, or one player.
+    pub fn relay(
+        &mut self,
+        to: RelayTarget,
+        reliable: bool,
+        bytes: Vec<u8>,
+    ) -> Result<(), FfiError> {
+        self.send(SceneState::relay(to, reliable, bytes))
+    }
+
+    /// The latency meter's figures over the samples kept.
+    pub fn latency(&mut self) -> Result<RallyLatency, FfiError> {
+        self.open()?;
+        let mut totals: Vec<Duration> = self.latency.iter().map(|s| s.total).collect();
+        totals.sort_unstable();
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let mut out = RallyLatency { samples: self.session.latency().count, ..Default::default() };
+        if !totals.is_empty() {
+            let sum: Duration = totals.iter().sum();
+            out.mean_us = us(sum / totals.len() as u32);
+            out.p99_us = us(totals[(totals.len() * 99).div_ceil(100) - 1]);
+        }
+        let rtt = Duration::from_micros(self.stats().map(|s| s.rtt_us).unwrap_or(0));
+        let tick_rate = self.session.tick_rate().unwrap_or(0);
+        if tick_rate > 0 && !self.latency.is_empty() {
+            let tick = Duration::from_secs(1) / tick_rate;
+            // Each sample against the model of its own round trip (as measured by the session:
+            // sent to the update that took the answer, less the room's hold), as the engine's
+            // latency tests do; the connection's smoothed RTT stands in where it is missing.
+            let model = |s: &LatencySample| {
+                LatencyModel::new(s.round_trip.unwrap_or(rtt), self.frame, tick)
+            };
+            // A millisecond of slack for the clock's and the scheduler's jitter, as those
+            // tests allow.
+            let slack = Duration::from_millis(1);
+            let within = self.latency.iter().filter(|s| model(s).contains(s.total, slack)).count();
+            out.within_model = within as f64 / self.latency.len() as f64;
+            let newest = self.latency.back().map(model);
+            out.best_us = newest.map_or(0, |m| us(m.best));
+            out.worst_us = newest.map_or(0, |m| us(m.worst));
+        }
+        Ok(out)
+    }
+
+    /// The connection's figures and the session's counters.
+    pub fn stats(&mut self) -> Result<RallyConnectionStats, FfiError> {
+        self.open()?;
+        let mut out = RallyConnectionStats {
+            client_id: self.scene.client().map_or(u64::MAX, u64::from),
+            joined: self.joined && matches!(self.phase, Phase::Connecting(..)),
+            snapshots: self.session.stats().snapshots,
+            events_dropped: self.events_dropped + self.scene.events_dropped(),
+            ..Default::default()
+        };
+        if let Phase::Connecting(connection, _) = self.phase {
+            let _ = connection;
+            if let Some(stats) = self.session.connection_stats(self.driver.endpoint()) {
+                out.rtt_us = u64::try_from(stats.rtt.as_micros()).unwrap_or(u64::MAX);
+                out.jitter_us = u64::try_from(stats.rtt_variance.as_micros()).unwrap_or(u64::MAX);
+                out.loss = stats.loss;
+                out.packets_sent = stats.packets_sent;
+                out.packets_received = stats.packets_received;
+                out.packets_lost = stats.packets_lost;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Says goodbye (if connected) and refuses every later call.
+    pub fn close(&mut self) -> Result<(), FfiError> {
+        self.open()?;
+        if let Phase::Connecting(connection, _) = self.phase {
+            self.driver.endpoint().disconnect(connection, DisconnectReason::Closed);
+            // One turn sends the goodbye now rather than never.
+            let _ = self.driver.pump(|_, _, _| {});
+        }
+        self.phase = Phase::Closed;
+        Ok(())
+    }
+}
+
+/// The error for a call on a connection that ended.
+fn ended(reason: DisconnectReason, address: SocketAddr, heard: bool) -> FfiError {
+    let what = match (reason, heard) {
+        (DisconnectReason::TimedOut, false) => format!(
+            "the server at {address} never answered (timed out): is it running, and is the \
+             token for it, unexpired and sealed with its key?"
+        ),
+        (reason, _) => format!("disconnected from {address}: {reason:?}"),
+    };
+    FfiError::Disconnected(what)
+}
+
+fn happening(event: SceneEvent) -> Option<Happening> {
+    Some(match event {
+        SceneEvent::Reset { .. } => return None,
+        SceneEvent::PlayerJoined(player) => Happening::PlayerJoined(player),
+        SceneEvent::PlayerLeft(player) => Happening::PlayerLeft(player),
+        SceneEvent::Relayed { from, bytes } => Happening::Relayed { from, bytes },
+        SceneEvent::Changed(change) => Happening::Changed {
+            player: match change.scope {
+                rally_scene::Scope::Room => None,
+                rally_scene::Scope::Player(player) => Some(player),
+            },
+            key: change.key,
+            value: change.value,
+        },
+    })
+}
+
+fn entity(e: &EntityState) -> RallyEntity {
+    RallyEntity {
+        id: e.id,
+        position: e.position.into(),
+        rotation: e.rotation.into(),
+        linear_velocity: e.linear_velocity.into(),
+        angular_velocity: e.angular_velocity.into(),
+    }
+}

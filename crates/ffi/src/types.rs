@@ -1,0 +1,231 @@
+//! The `#[repr(C)]` types of the C ABI: what include/rally.h declares.
+
+use std::os::raw::c_char;
+
+/// What every call returns. `RALLY_STATUS_OK` is 0; on any other code,
+/// `rally_last_error` gives the message.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RallyStatus {
+    /// Done.
+    Ok = 0,
+    /// A pointer argument was null.
+    NullPointer = 1,
+    /// An output buffer was too small; the size needed was written to the count argument.
+    BufferTooSmall = 2,
+    /// An argument was out of range.
+    InvalidArgument = 3,
+    /// The connect token is malformed, expired, or does not name the address.
+    InvalidToken = 4,
+    /// Not connected (or not joined yet, for room messages).
+    NotConnected = 5,
+    /// The connection ended: the message says why and names the server's address.
+    Disconnected = 6,
+    /// The client was closed; only `rally_client_destroy` may follow.
+    Closed = 7,
+    /// The socket failed.
+    Io = 8,
+    /// The session refused a message (too large, or too many waiting).
+    Refused = 9,
+    /// A bug in the library was caught at the boundary; the client should be destroyed.
+    Panic = 10,
+}
+
+/// A client's settings; `rally_config_default` fills the defaults.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RallyConfig {
+    /// The local address to bind, "ip:port" (NUL-terminated), or NULL for any port on all
+    /// interfaces.
+    pub bind_address: *const c_char,
+    /// The display's frame time, microseconds (11111 at 90 Hz): the latency model's frame.
+    pub frame_us: u32,
+    /// Whether to buffer entities for `rally_client_entities_at` (interpolation). Off saves
+    /// work per entity per snapshot for a game that interpolates itself.
+    pub interpolate: bool,
+}
+
+/// A pose: position in metres, rotation a quaternion (x, y, z, w), in the room's frame.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RallyPose {
+    /// Metres.
+    pub position: [f32; 3],
+    /// x, y, z, w.
+    pub rotation: [f32; 4],
+}
+
+/// One hand: its pose and how far grip and trigger are pressed (0 to 255; grip from 128
+/// holds).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RallyHand {
+    /// The hand's pose.
+    pub pose: RallyPose,
+    /// 0 released, 255 fully pressed.
+    pub grip: u8,
+    /// 0 released, 255 fully pressed.
+    pub trigger: u8,
+}
+
+/// Opaque game bytes in one input at most.
+pub const RALLY_GAME_BYTES_MAX: usize = 32;
+
+/// The standard XR input of scene rooms: head, both hands (left, right), game bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RallyXrInput {
+    /// The headset.
+    pub head: RallyPose,
+    /// Left, then right.
+    pub hands: [RallyHand; 2],
+    /// Opaque bytes for the game; the first `game_len` count.
+    pub game: [u8; RALLY_GAME_BYTES_MAX],
+    /// How many of `game` count, at most `RALLY_GAME_BYTES_MAX`.
+    pub game_len: u8,
+}
+
+/// An entity as the client shows it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RallyEntity {
+    /// Unique in its room.
+    pub id: u32,
+    /// Metres.
+    pub position: [f32; 3],
+    /// A unit quaternion, x, y, z, w.
+    pub rotation: [f32; 4],
+    /// Metres a second.
+    pub linear_velocity: [f32; 3],
+    /// Radians a second.
+    pub angular_velocity: [f32; 3],
+}
+
+/// Which event `rally_client_poll_event` gave.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RallyEventKind {
+    /// No event waits.
+    None = 0,
+    /// The room accepted this client: `client` is its id, `resumed` whether an earlier
+    /// session continued.
+    Joined = 1,
+    /// Player `client` is in the room.
+    PlayerJoined = 2,
+    /// Player `client` left.
+    PlayerLeft = 3,
+    /// A relayed message from `client` (`RALLY_ROOM` for the room): `data_len` bytes.
+    Relayed = 4,
+    /// A key changed: in the room's scope (`room_scope`) or player `client`'s; the data holds
+    /// `key_len` bytes of key (UTF-8, no NUL) then the value; `has_value` false: removed.
+    Changed = 5,
+    /// The connection ended: `reason` says why; the next calls return
+    /// `RALLY_STATUS_DISCONNECTED` with a message naming the server.
+    Disconnected = 6,
+}
+
+/// Why a connection ended.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RallyDisconnectReason {
+    /// Not a disconnection event.
+    NotDisconnected = 0,
+    /// Closed by either side.
+    Closed = 1,
+    /// Nothing heard for the token's timeout (a server that never answered included).
+    TimedOut = 2,
+    /// The peer broke the protocol.
+    PeerMisbehaved = 3,
+    /// The server had no room for another connection.
+    ServerFull = 4,
+    /// The server shut down.
+    ServerShutdown = 5,
+    /// The room failed and was closed.
+    RoomFailed = 6,
+    /// A reason this version does not know.
+    Unknown = 255,
+}
+
+/// The `client` of an event that comes from the room itself, not from a player.
+pub const RALLY_ROOM: u32 = u32::MAX;
+
+/// One event; its bytes (relay payload, or key then value) go to the caller's data buffer.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RallyEvent {
+    /// Which event; `RALLY_EVENT_KIND_NONE` when none waits.
+    pub kind: RallyEventKind,
+    /// The client the event is about (see the kinds), or `RALLY_ROOM`.
+    pub client: u32,
+    /// Joined: whether an earlier session continued.
+    pub resumed: bool,
+    /// Changed: the room's scope rather than a player's.
+    pub room_scope: bool,
+    /// Changed: false when the key was removed.
+    pub has_value: bool,
+    /// Changed: the key's bytes at the start of the data.
+    pub key_len: u32,
+    /// The bytes written to the data buffer.
+    pub data_len: u32,
+    /// Disconnected: why.
+    pub reason: RallyDisconnectReason,
+}
+
+/// Who a relayed message goes to.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RallyRelayTarget {
+    /// Everyone, the sender included.
+    All = 0,
+    /// Everyone but the sender.
+    Others = 1,
+    /// One player, named by the `to` argument.
+    One = 2,
+}
+
+/// The latency meter: input sampled to the frame presenting its effect, over the newest
+/// samples kept (4096), against the W2 model for this link (docs/design.md).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RallyLatency {
+    /// Samples measured since the start.
+    pub samples: u64,
+    /// Mean of the samples kept, microseconds.
+    pub mean_us: u64,
+    /// 99th percentile of the samples kept, microseconds.
+    pub p99_us: u64,
+    /// Share (0 to 1) of the samples kept within [L_best, L_worst] of the model for each
+    /// sample's own round trip, with 1 ms of slack.
+    pub within_model: f64,
+    /// The model's L_best for the newest sample's round trip, the frame and the room's tick,
+    /// microseconds (0 before the first sample).
+    pub best_us: u64,
+    /// The model's L_worst for the newest sample, microseconds.
+    pub worst_us: u64,
+}
+
+/// The connection's figures and the session's counters.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RallyConnectionStats {
+    /// This client's id once joined, else `UINT64_MAX`.
+    pub client_id: u64,
+    /// Joined and connected.
+    pub joined: bool,
+    /// Smoothed round-trip time, microseconds.
+    pub rtt_us: u64,
+    /// Mean deviation of the round-trip time (jitter), microseconds.
+    pub jitter_us: u64,
+    /// Packet loss estimate, 0 to 1.
+    pub loss: f64,
+    /// Datagrams sent.
+    pub packets_sent: u64,
+    /// Datagrams received and accepted.
+    pub packets_received: u64,
+    /// Packets declared lost.
+    pub packets_lost: u64,
+    /// Snapshots applied.
+    pub snapshots: u64,
+    /// Events dropped because too many waited unpolled.
+    pub events_dropped: u64,
+}

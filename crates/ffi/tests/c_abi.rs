@@ -1,0 +1,313 @@
+//! The C ABI as a C caller meets it, called through the same `extern "C"` functions: bad input
+//! of every kind gets a status and a message, never a crash; and a client joins a real room
+//! over UDP (an in-process host running a scene room).
+#![allow(unsafe_code)]
+// Calling the C ABI is the point of these tests.
+// Real sockets and a real host: the tests wait on the wall clock, with generous timeouts.
+#![allow(clippy::disallowed_methods)]
+
+use rally::*;
+use rally_driver::{backend, Host, HostConfig};
+use rally_proto::token::{self, Grant, TokenRandomness, USER_DATA_LEN};
+use rally_proto::TokenKey;
+use std::net::{SocketAddr, UdpSocket};
+use std::ptr::{null, null_mut};
+use std::time::{Duration, Instant as WallInstant};
+
+const PROTOCOL: u64 = 7;
+
+fn last_error() -> String {
+    let mut buffer = [0u8; 1024];
+    let mut needed = 0usize;
+    // SAFETY: a 1024-byte buffer and a size_t, as the header asks.
+    let status = unsafe { rally_last_error(buffer.as_mut_ptr().cast(), buffer.len(), &mut needed) };
+    assert_eq!(status, RallyStatus::Ok);
+    String::from_utf8_lossy(&buffer[..needed - 1]).into_owned()
+}
+
+fn create() -> *mut RallyClient {
+    let mut config = std::mem::MaybeUninit::<RallyConfig>::uninit();
+    let mut client = null_mut();
+    // SAFETY: valid pointers to a config and a client pointer.
+    unsafe {
+        assert_eq!(rally_config_default(config.as_mut_ptr()), RallyStatus::Ok);
+        let config = config.assume_init();
+        assert_eq!(rally_client_create(&config, &mut client), RallyStatus::Ok);
+    }
+    client
+}
+
+fn token_bytes(key: &TokenKey, server: SocketAddr, ttl_s: u64, timeout_s: u32) -> Vec<u8> {
+    let grant = Grant {
+        client_id: 1,
+        room_id: 1,
+        user_data: [0; USER_DATA_LEN],
+        server_addresses: vec![server],
+        timeout_s,
+    };
+    let random = TokenRandomness {
+        nonce: [1; 24],
+        client_to_server_key: [2; 32],
+        server_to_client_key: [3; 32],
+    };
+    #[allow(clippy::disallowed_methods)] // tokens expire on the wall clock
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    token::issue(key, PROTOCOL, &grant, now, ttl_s, &random).unwrap().encode()
+}
+
+fn now_us(client: *mut RallyClient) -> u64 {
+    let mut now = 0;
+    // SAFETY: a live client and a u64.
+    assert_eq!(unsafe { rally_client_now_us(client, &mut now) }, RallyStatus::Ok);
+    now
+}
+
+#[test]
+fn null_pointers_are_refused_with_a_message() {
+    // Goal: no null pointer crashes the library; each is named. Method: pass null for each
+    // pointer argument of the main calls.
+    let mut out = null_mut();
+    let mut count = 0usize;
+    let mut event = std::mem::MaybeUninit::<RallyEvent>::uninit();
+    // SAFETY: every pointer is either null (the point) or valid.
+    unsafe {
+        assert_eq!(rally_client_create(null(), &mut out), RallyStatus::NullPointer);
+        assert!(last_error().contains("config is null"), "{}", last_error());
+        assert_eq!(rally_config_default(null_mut()), RallyStatus::NullPointer);
+        assert_eq!(rally_client_update(null_mut(), 0), RallyStatus::NullPointer);
+        assert!(last_error().starts_with("rally_client_update: client is null"));
+        assert_eq!(
+            rally_client_entities(null_mut(), null_mut(), 0, &mut count),
+            RallyStatus::NullPointer
+        );
+        assert_eq!(rally_client_destroy(null_mut()), RallyStatus::Ok, "destroying null is a no-op");
+        let client = create();
+        assert_eq!(
+            rally_client_entities(client, null_mut(), 0, null_mut()),
+            RallyStatus::NullPointer
+        );
+        assert_eq!(
+            rally_client_poll_event(client, null_mut(), null_mut(), 0, &mut count),
+            RallyStatus::NullPointer
+        );
+        assert_eq!(
+            rally_client_poll_event(client, event.as_mut_ptr(), null_mut(), 0, null_mut()),
+            RallyStatus::NullPointer
+        );
+        assert_eq!(rally_client_connect(client, null(), 10, null()), RallyStatus::NullPointer);
+        assert!(last_error().contains("token is null"));
+        assert_eq!(rally_client_send_xr_input(client, 0, null()), RallyStatus::NullPointer);
+        assert_eq!(
+            rally_client_set_value(client, true, null(), null(), 0),
+            RallyStatus::NullPointer
+        );
+        assert_eq!(rally_client_latency(client, null_mut()), RallyStatus::NullPointer);
+        assert_eq!(rally_client_stats(client, null_mut()), RallyStatus::NullPointer);
+        // With nothing queued, a null data buffer of capacity 0 is fine.
+        assert_eq!(
+            rally_client_poll_event(client, event.as_mut_ptr(), null_mut(), 0, &mut count),
+            RallyStatus::Ok
+        );
+        assert_eq!(event.assume_init().kind, RallyEventKind::None);
+        assert_eq!(rally_client_destroy(client), RallyStatus::Ok);
+    }
+}
+
+#[test]
+fn a_short_error_buffer_gets_the_size_needed_and_keeps_the_error() {
+    // Goal: the too-small-buffer rule, on the one buffer every program uses.
+    // SAFETY: valid pointers, and a buffer of the capacity given.
+    unsafe {
+        assert_eq!(rally_client_update(null_mut(), 0), RallyStatus::NullPointer);
+        let mut needed = 0usize;
+        let mut small = [0u8; 4];
+        let status = rally_last_error(small.as_mut_ptr().cast(), small.len(), &mut needed);
+        assert_eq!(status, RallyStatus::BufferTooSmall);
+        let message = last_error();
+        assert_eq!(needed, message.len() + 1, "the size with the NUL");
+        assert!(message.contains("client is null"), "reading it did not replace it: {message}");
+        assert_eq!(small, [0; 4], "a short buffer is left alone");
+    }
+}
+
+#[test]
+fn bad_tokens_and_arguments_are_refused_before_sending() {
+    // Goal: what the client can check itself is refused at once, with the fix in the message.
+    let key = TokenKey([9; 32]);
+    let server: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let client = create();
+    let expired = token_bytes(&key, server, 0, 1);
+    let good = token_bytes(&key, server, 60, 1);
+    let mut broken = good.clone();
+    broken.truncate(100);
+    // SAFETY: a live client and byte slices with their lengths.
+    unsafe {
+        let status = rally_client_connect(client, expired.as_ptr(), expired.len(), null());
+        assert_eq!(status, RallyStatus::InvalidToken);
+        assert!(last_error().contains("expired"), "{}", last_error());
+        let status = rally_client_connect(client, broken.as_ptr(), broken.len(), null());
+        assert_eq!(status, RallyStatus::InvalidToken);
+        let other = c"127.0.0.1:10".as_ptr();
+        let status = rally_client_connect(client, good.as_ptr(), good.len(), other);
+        assert_eq!(status, RallyStatus::InvalidToken);
+        assert!(last_error().contains("does not name 127.0.0.1:10"), "{}", last_error());
+        let status = rally_client_connect(client, good.as_ptr(), good.len(), c"nowhere".as_ptr());
+        assert_eq!(status, RallyStatus::InvalidArgument);
+        let bytes = [0u8; 1];
+        let status = rally_client_send_input_bytes(client, 0, bytes.as_ptr(), 1);
+        assert_eq!(status, RallyStatus::NotConnected, "input before connecting");
+        let status = rally_client_relay(client, 7, 0, true, bytes.as_ptr(), 1);
+        assert_eq!(status, RallyStatus::InvalidArgument, "a relay target out of the enum");
+        let input = RallyXrInput { game_len: 33, ..Default::default() };
+        assert_eq!(
+            rally_client_connect(client, good.as_ptr(), good.len(), null()),
+            RallyStatus::Ok
+        );
+        assert_eq!(rally_client_send_xr_input(client, 0, &input), RallyStatus::InvalidArgument);
+        assert!(last_error().contains("game_len = 33"));
+        let big = vec![0u8; 513];
+        let status = rally_client_send_input_bytes(client, 0, big.as_ptr(), big.len());
+        assert_eq!(status, RallyStatus::InvalidArgument);
+        rally_client_destroy(client);
+    }
+}
+
+#[test]
+fn a_server_that_never_answers_times_out_naming_its_address_and_close_refuses_later_calls() {
+    // Goal: a forged token, a wrong key or a silent server end in a timeout that names the
+    // address, and a closed client refuses every call. Method: a socket that reads nothing
+    // stands for the server; the token's timeout is 1 s; update until the Disconnected event.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let server = silent.local_addr().unwrap();
+    let client = create();
+    let token = token_bytes(&TokenKey([5; 32]), server, 60, 1);
+    let mut event = std::mem::MaybeUninit::<RallyEvent>::uninit();
+    let mut len = 0usize;
+    // SAFETY: a live client (until destroyed at the end) and valid pointers.
+    unsafe {
+        assert_eq!(
+            rally_client_connect(client, token.as_ptr(), token.len(), null()),
+            RallyStatus::Ok
+        );
+        let start = WallInstant::now();
+        let reason = loop {
+            assert!(start.elapsed() < Duration::from_secs(20), "no timeout in 20 s");
+            assert_eq!(rally_client_update(client, now_us(client)), RallyStatus::Ok);
+            let status =
+                rally_client_poll_event(client, event.as_mut_ptr(), null_mut(), 0, &mut len);
+            assert_eq!(status, RallyStatus::Ok);
+            let event = event.assume_init();
+            if event.kind == RallyEventKind::Disconnected {
+                break event.reason;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(reason, RallyDisconnectReason::TimedOut);
+        let bytes = [0u8; 28];
+        let status = rally_client_send_input_bytes(client, 0, bytes.as_ptr(), bytes.len());
+        assert_eq!(status, RallyStatus::Disconnected);
+        let message = last_error();
+        assert!(
+            message.contains(&server.to_string()) && message.contains("never answered"),
+            "{message}"
+        );
+        assert_eq!(rally_client_update(client, now_us(client)), RallyStatus::Disconnected);
+
+        assert_eq!(rally_client_close(client), RallyStatus::Ok);
+        let mut stats = RallyConnectionStats::default();
+        assert_eq!(rally_client_update(client, 0), RallyStatus::Closed);
+        assert_eq!(rally_client_stats(client, &mut stats), RallyStatus::Closed);
+        assert_eq!(rally_client_close(client), RallyStatus::Closed);
+        assert!(last_error().contains("closed"));
+        assert_eq!(rally_client_destroy(client), RallyStatus::Ok);
+    }
+}
+
+#[test]
+fn a_client_joins_a_scene_room_over_udp_and_reads_its_entities() {
+    // Goal: the whole path through the C ABI against a real host: token, UDP, join event,
+    // entities; and the too-small-array rule on entities. Method: an in-process host runs
+    // scenes/sandbox.toml's room; the client updates until it has joined and holds every body.
+    let text = include_str!("../../../scenes/sandbox.toml");
+    let scene = rally_scene::Scene::parse("sandbox.toml", text).unwrap();
+    let bodies = scene.bodies().len();
+    let key = backend::random_key().unwrap();
+    let config = HostConfig {
+        workers: 1,
+        key: Some(key.clone()),
+        protocol_id: PROTOCOL,
+        ..HostConfig::default()
+    };
+    let host = Host::start(config, move |id| rally_scene::scene_room(&scene, id).unwrap()).unwrap();
+    let server = host.room_address(1);
+    let token = token_bytes(&key, server, 60, 5);
+    let client = create();
+    let mut event = std::mem::MaybeUninit::<RallyEvent>::uninit();
+    let mut data = [0u8; 256];
+    let mut len = 0usize;
+    let mut entities = vec![RallyEntity::default(); 256];
+    let mut count = 0usize;
+    let mut joined = None;
+    // SAFETY: a live client and buffers of the capacities given.
+    unsafe {
+        assert_eq!(
+            rally_client_connect(client, token.as_ptr(), token.len(), null()),
+            RallyStatus::Ok
+        );
+        let start = WallInstant::now();
+        while joined.is_none() || count < bodies {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "not joined with every body in 20 s"
+            );
+            let now = now_us(client);
+            if joined.is_some() {
+                let input = RallyXrInput::default();
+                assert_eq!(rally_client_send_xr_input(client, now, &input), RallyStatus::Ok);
+            }
+            assert_eq!(rally_client_update(client, now), RallyStatus::Ok, "{}", last_error());
+            loop {
+                let status = rally_client_poll_event(
+                    client,
+                    event.as_mut_ptr(),
+                    data.as_mut_ptr(),
+                    data.len(),
+                    &mut len,
+                );
+                assert_eq!(status, RallyStatus::Ok);
+                let event = event.assume_init();
+                match event.kind {
+                    RallyEventKind::None => break,
+                    RallyEventKind::Joined => joined = Some(event.client),
+                    RallyEventKind::Disconnected => panic!("disconnected: {:?}", event.reason),
+                    _ => {}
+                }
+            }
+            let status =
+                rally_client_entities(client, entities.as_mut_ptr(), entities.len(), &mut count);
+            assert_eq!(status, RallyStatus::Ok);
+            assert_eq!(rally_client_present(client, now), RallyStatus::Ok);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut one = [RallyEntity::default(); 1];
+        let status = rally_client_entities(client, one.as_mut_ptr(), 1, &mut count);
+        assert_eq!(status, RallyStatus::BufferTooSmall);
+        assert!(count >= bodies, "the count needed: {count}");
+        assert_eq!(one[0], RallyEntity::default(), "a short array is left alone");
+        let status = rally_client_entities_at(
+            client,
+            now_us(client),
+            entities.as_mut_ptr(),
+            entities.len(),
+            &mut count,
+        );
+        assert_eq!(status, RallyStatus::Ok);
+        let mut stats = RallyConnectionStats::default();
+        assert_eq!(rally_client_stats(client, &mut stats), RallyStatus::Ok);
+        assert!(stats.joined && stats.snapshots > 0 && stats.rtt_us > 0, "{stats:?}");
+        assert_eq!(stats.client_id, u64::from(joined.unwrap()));
+        assert_eq!(rally_client_close(client), RallyStatus::Ok);
+        assert_eq!(rally_client_destroy(client), RallyStatus::Ok);
+    }
+    host.shutdown(Duration::from_millis(100)).unwrap();
+}

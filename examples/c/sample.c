@@ -1,0 +1,275 @@
+/* A Rally client in plain C: gets a connect token from `rally token issue` (playing the game's
+ * backend), joins a room over UDP, moves a hand for a few seconds, prints what it sees, and
+ * exits 0 only if the room shows the hand where the sample put it (and, with --grab, the
+ * object it grabbed there too).
+ *
+ *   sample --rally PATH --key HEX --server IP:PORT [--input raw|xr] [--seconds S]
+ *          [--grab X,Y,Z]
+ *
+ * --input raw (the default) sends the hand as the built-in `reference` and `paddles` rooms
+ * decode it: seven little-endian floats (position, then rotation x, y, z, w). --input xr sends
+ * the standard XR input of scene rooms (`rally server --scene`), moving the right hand.
+ * --grab X,Y,Z (xr only) first puts the right hand at an object there with the grip pressed,
+ * then carries it: the room must then show two entities at the hand's final position.
+ *
+ * examples/c/run.sh builds the library and this file, starts a server and runs it. */
+#define _POSIX_C_SOURCE 200809L
+#include "rally.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ENTITIES_MAX 1024
+#define TOKEN_BYTES_MAX 4096
+
+/* Where the hand ends: the room must show an entity here. */
+static const float TARGET[3] = {0.4f, 1.3f, -0.6f};
+/* How close counts as "there": the snapshot quantizes positions to millimetres. */
+#define CLOSE_M 0.02f
+/* How far from the hand a held object may sit: its grab offset, at most the grab radius plus
+ * the object's size. */
+#define HELD_M 0.35f
+
+static void fail(const char *what, RallyStatus status) {
+    char message[512];
+    size_t needed = 0;
+    if (rally_last_error(message, sizeof message, &needed) != RALLY_STATUS_OK) {
+        snprintf(message, sizeof message, "(message of %zu bytes)", needed);
+    }
+    fprintf(stderr, "sample: %s failed with status %d: %s\n", what, (int)status, message);
+    exit(1);
+}
+
+#define CHECK(call)                                                                             \
+    do {                                                                                        \
+        RallyStatus status_ = (call);                                                           \
+        if (status_ != RALLY_STATUS_OK) fail(#call, status_);                                   \
+    } while (0)
+
+static void sleep_us(long us) {
+    struct timespec t = {us / 1000000, (us % 1000000) * 1000};
+    nanosleep(&t, NULL);
+}
+
+/* Runs `rally token issue` and decodes its hex into `token`; returns the length. */
+static size_t issue_token(const char *rally, const char *key, const char *server,
+                          uint8_t *token) {
+    char command[1024];
+    snprintf(command, sizeof command,
+             "'%s' token issue --key %s --client %ld --room 0 --server %s --ttl 60", rally, key,
+             (long)(time(NULL) % 100000) + 1, server);
+    FILE *out = popen(command, "r");
+    if (!out) {
+        perror("sample: popen");
+        exit(1);
+    }
+    static char hex[2 * TOKEN_BYTES_MAX + 2];
+    size_t n = fread(hex, 1, sizeof hex - 1, out);
+    hex[n] = '\0';
+    if (pclose(out) != 0) {
+        fprintf(stderr, "sample: `%s` failed\n", command);
+        exit(1);
+    }
+    size_t len = 0;
+    for (size_t i = 0; i + 1 < n && hex[i] != '\n'; i += 2) {
+        unsigned byte;
+        if (sscanf(hex + i, "%2x", &byte) != 1 || len == TOKEN_BYTES_MAX) {
+            fprintf(stderr, "sample: `rally token issue` printed no hex token\n");
+            exit(1);
+        }
+        token[len++] = (uint8_t)byte;
+    }
+    return len;
+}
+
+static void put_f32(uint8_t *out, float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    for (int i = 0; i < 4; i++) out[i] = (uint8_t)(bits >> (8 * i));
+}
+
+/* Sends the hand at `at` (and the grip) as the room expects it. */
+static void send_hand(RallyClient *client, uint64_t now, int xr, const float at[3],
+                      uint8_t grip) {
+    if (xr) {
+        RallyXrInput input;
+        memset(&input, 0, sizeof input);
+        input.head.position[1] = 1.6f;
+        input.head.rotation[3] = 1.0f;
+        input.hands[0].pose.position[0] = -0.3f;
+        input.hands[0].pose.position[1] = 1.0f;
+        input.hands[0].pose.rotation[3] = 1.0f;
+        memcpy(input.hands[1].pose.position, at, sizeof(float) * 3);
+        input.hands[1].pose.rotation[3] = 1.0f;
+        input.hands[1].grip = grip;
+        CHECK(rally_client_send_xr_input(client, now, &input));
+    } else {
+        uint8_t bytes[28];
+        const float pose[7] = {at[0], at[1], at[2], 0.0f, 0.0f, 0.0f, 1.0f};
+        for (int i = 0; i < 7; i++) put_f32(bytes + 4 * i, pose[i]);
+        CHECK(rally_client_send_input_bytes(client, now, bytes, sizeof bytes));
+    }
+}
+
+/* Prints the events waiting; returns 1 if one was this client's join. */
+static int print_events(RallyClient *client) {
+    int joined = 0;
+    RallyEvent event;
+    uint8_t data[1024];
+    size_t len;
+    for (;;) {
+        CHECK(rally_client_poll_event(client, &event, data, sizeof data, &len));
+        switch (event.kind) {
+        case RALLY_EVENT_KIND_NONE:
+            return joined;
+        case RALLY_EVENT_KIND_JOINED:
+            printf("joined as client %u\n", event.client);
+            joined = 1;
+            break;
+        case RALLY_EVENT_KIND_PLAYER_JOINED:
+            printf("player %u is in the room\n", event.client);
+            break;
+        case RALLY_EVENT_KIND_PLAYER_LEFT:
+            printf("player %u left\n", event.client);
+            break;
+        case RALLY_EVENT_KIND_RELAYED:
+            printf("relay from %u: %u bytes\n", event.client, event.data_len);
+            break;
+        case RALLY_EVENT_KIND_CHANGED:
+            printf("value %.*s changed (%u bytes)\n", (int)event.key_len, (const char *)data,
+                   event.data_len - event.key_len);
+            break;
+        case RALLY_EVENT_KIND_DISCONNECTED:
+            printf("disconnected, reason %d\n", (int)event.reason);
+            break;
+        }
+    }
+}
+
+static float distance(const float a[3], const float b[3]) {
+    float dx = a[0] - b[0], dy = a[1] - b[1], dz = a[2] - b[2];
+    return sqrtf(dx * dx + dy * dy + dz * dz);
+}
+
+int main(int argc, char **argv) {
+    const char *rally = NULL, *key = NULL, *server = NULL;
+    int xr = 0, grab = 0;
+    double seconds = 3.0;
+    float grab_at[3] = {0};
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--rally")) rally = argv[i + 1];
+        else if (!strcmp(argv[i], "--key")) key = argv[i + 1];
+        else if (!strcmp(argv[i], "--server")) server = argv[i + 1];
+        else if (!strcmp(argv[i], "--input")) xr = !strcmp(argv[i + 1], "xr");
+        else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--grab")) {
+            grab = sscanf(argv[i + 1], "%f,%f,%f", &grab_at[0], &grab_at[1], &grab_at[2]) == 3;
+        }
+    }
+    if (!rally || !key || !server || (grab && !xr)) {
+        fprintf(stderr, "usage: sample --rally PATH --key HEX --server IP:PORT "
+                        "[--input raw|xr] [--seconds S] [--grab X,Y,Z (xr only)]\n");
+        return 2;
+    }
+    printf("librally %s; %s input%s\n", rally_version(), xr ? "XR" : "raw hand",
+           grab ? ", grabbing" : "");
+
+    static uint8_t token[TOKEN_BYTES_MAX];
+    size_t token_len = issue_token(rally, key, server, token);
+
+    RallyConfig config;
+    CHECK(rally_config_default(&config));
+    RallyClient *client = NULL;
+    CHECK(rally_client_create(&config, &client));
+    CHECK(rally_client_connect(client, token, token_len, server));
+
+    /* 90 Hz frames: the first part circles the hand (or takes the object), the rest holds it
+     * at TARGET so that the room's newest snapshot shows it there. */
+    static RallyEntity entities[ENTITIES_MAX];
+    size_t count = 0;
+    int frames = (int)(seconds * 90.0);
+    int joined = 0;
+    for (int n = 0; n < frames; n++) {
+        uint64_t now;
+        CHECK(rally_client_now_us(client, &now));
+        float t = (float)n / 90.0f;
+        float at[3];
+        uint8_t grip = 0;
+        if (grab && n < frames / 3) {
+            memcpy(at, grab_at, sizeof at);
+            grip = n > 20 ? 255 : 0; /* reach, then close the hand */
+        } else if (n < frames / 2) {
+            at[0] = TARGET[0] + 0.2f * cosf(t * 3.0f);
+            at[1] = TARGET[1];
+            at[2] = TARGET[2] + 0.2f * sinf(t * 3.0f);
+            grip = grab ? 255 : 0;
+        } else {
+            memcpy(at, TARGET, sizeof at);
+            grip = grab ? 255 : 0;
+        }
+        /* Input before the room accepts the client would wait in the session and be measured
+         * from its sampling, so the hand moves once joined. */
+        if (joined) send_hand(client, now, xr, at, grip);
+        CHECK(rally_client_update(client, now));
+        joined |= print_events(client);
+        CHECK(rally_client_entities_at(client, now, entities, ENTITIES_MAX, &count));
+        CHECK(rally_client_present(client, now));
+        if (n % 90 == 89) {
+            RallyConnectionStats stats;
+            CHECK(rally_client_stats(client, &stats));
+            printf("t=%.0fs: %zu entities, rtt %.2f ms, jitter %.2f ms, loss %.1f%%, "
+                   "%llu snapshots\n",
+                   (double)(n + 1) / 90.0, count, (double)stats.rtt_us / 1000.0,
+                   (double)stats.jitter_us / 1000.0, stats.loss * 100.0,
+                   (unsigned long long)stats.snapshots);
+        }
+        sleep_us(1000000 / 90);
+    }
+
+    /* The newest state: what the room last said. */
+    CHECK(rally_client_entities(client, entities, ENTITIES_MAX, &count));
+    /* The hand is where the sample put it; a held object keeps the offset it was grabbed at
+     * (the grip takes the nearest grabbable within the scene's radius, not the one under the
+     * hand's centre), so it is counted within HELD_M of the target: nothing else of the scene
+     * starts that close to it. */
+    int at_target = 0, held = 0;
+    for (size_t i = 0; i < count; i++) {
+        float d = distance(entities[i].position, TARGET);
+        if (d < CLOSE_M) {
+            at_target++;
+        } else if (grab && d < HELD_M) {
+            held++;
+        } else {
+            continue;
+        }
+        printf("entity %u at (%.3f, %.3f, %.3f)%s\n", entities[i].id,
+               (double)entities[i].position[0], (double)entities[i].position[1],
+               (double)entities[i].position[2], d < CLOSE_M ? ", the hand" : ", held");
+    }
+    RallyLatency latency;
+    CHECK(rally_client_latency(client, &latency));
+    printf("latency: %llu samples, mean %.2f ms, p99 %.2f ms, %.0f%% within the model "
+           "[%.2f, %.2f] ms\n",
+           (unsigned long long)latency.samples, (double)latency.mean_us / 1000.0,
+           (double)latency.p99_us / 1000.0, latency.within_model * 100.0,
+           (double)latency.best_us / 1000.0, (double)latency.worst_us / 1000.0);
+    CHECK(rally_client_close(client));
+    RallyStatus after = rally_client_update(client, 0);
+    CHECK(rally_client_destroy(client));
+
+    printf("%d entit%s at the hand's target (%.2f, %.2f, %.2f), %d held beside it (%s)\n",
+           at_target, at_target == 1 ? "y" : "ies", (double)TARGET[0], (double)TARGET[1],
+           (double)TARGET[2], held, grab ? "one wanted" : "none wanted");
+    if (after != RALLY_STATUS_CLOSED) {
+        fprintf(stderr, "sample: a call after close returned %d, not CLOSED\n", (int)after);
+        return 1;
+    }
+    if (count == 0 || latency.samples == 0) {
+        fprintf(stderr, "sample: no entities or no latency samples: the room never answered\n");
+        return 1;
+    }
+    return at_target >= 1 && (!grab || held >= 1) ? 0 : 1;
+}
