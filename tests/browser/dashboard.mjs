@@ -1,27 +1,10 @@
 // Opens the dashboard of a running `rally demo` in headless Chromium and checks what a
 // newcomer would look at: the figures change, the table is drawn with its entities, the
 // latency histogram has samples, every tick phase has a bar. Saves a screenshot.
-// Usage: node dashboard.mjs URL SCREENSHOT.png   (CHROMIUM: the browser, default /usr/bin/chromium)
-import { chromium } from "playwright-core";
+// Usage: node dashboard.mjs URL SCREENSHOT.png   (CHROMIUM: the browser; see page.mjs)
+import { checkPage } from "./page.mjs";
 
-const [url, screenshot] = process.argv.slice(2);
-if (!url || !screenshot) {
-  console.error("usage: node dashboard.mjs URL SCREENSHOT.png");
-  process.exit(2);
-}
-const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
-const failures = [];
-const check = (ok, what) => {
-  console.log(`${ok ? "ok  " : "FAIL"} ${what}`);
-  if (!ok) failures.push(what);
-};
-
-const browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
-try {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(String(e)));
-  await page.goto(url);
+await checkPage("dashboard", async (page, url, check) => {
   // The first figures: the page has applied a view and the host's first second is in.
   await page.waitForFunction(() => Number(document.body.dataset.updates || 0) >= 3, null, { timeout: 30000 });
   await page.waitForSelector("#phases .phase", { timeout: 30000 });
@@ -56,17 +39,8 @@ try {
     return blue / (c.width * c.height);
   });
   check(tablePixels > 0.2, `the table is painted (${(tablePixels * 100).toFixed(0)}% of the canvas)`);
-  check(errors.length === 0, `no script errors${errors.length ? ": " + errors.join("; ") : ""}`);
   const live = await (await page.request.get(new URL("/api/live", url).href)).json();
   console.log(`measured: ${rate.toFixed(1)} updates/s, dashboard ${live.dashboard_cpu_percent.toFixed(2)}% of a core, ` +
     `host ${live.host_cpu_percent.toFixed(1)}% of a core, latency mean ${live.latency.mean_ms.toFixed(1)} ms ` +
     `(model ${live.latency.best_ms.toFixed(1)} to ${live.latency.worst_ms.toFixed(1)}), ${live.latency.within_percent.toFixed(0)}% within`);
-  await page.screenshot({ path: screenshot, fullPage: true });
-  console.log(`screenshot: ${screenshot}`);
-} finally {
-  await browser.close();
-}
-if (failures.length) {
-  console.error(`dashboard test failed: ${failures.join("; ")}`);
-  process.exit(1);
-}
+});

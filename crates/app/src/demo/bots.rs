@@ -8,7 +8,7 @@ use super::table::{lock, Roles, STRIKE_Z, TABLE_TOP};
 use glam::{Quat, Vec3};
 use rally_driver::UdpDriver;
 use rally_engine::{ClientConfig, ClientSession, LatencySample};
-use rally_proto::{ConnectToken, EndpointConfig};
+use rally_proto::{ConnectToken, EndpointConfig, Instant};
 use rally_sim::sandbox::HandInput;
 use serde::Serialize;
 use std::error::Error;
@@ -161,14 +161,36 @@ pub fn play(
     stop: Arc<AtomicBool>,
     reports: mpsc::Sender<BotReport>,
 ) -> Result<(), Box<dyn Error + Send + Sync>> {
+    let mut player = Player::new(bot, bots);
+    let session: ClientSession<HandInput, ()> = ClientSession::new(ClientConfig::default())?;
+    run_frames(bot, token, config, hz, session, stop, reports, |session, now, frame| {
+        let ball = lock(&roles).ball.and_then(|id| {
+            session.entities().find(|e| e.id == id).map(|e| (e.position, e.linear_velocity))
+        });
+        player.frame(now.as_secs_f64() as f32, frame.as_secs_f32(), ball)
+    })
+}
+
+/// Any bot's thread after its setup: joins with `token`, then every `1 / hz` until `stop`
+/// takes in what arrived, presents, sends the input `input` makes of the session's state (at
+/// once: the input is sampled now), and sends a report every [`REPORT_EVERY`].
+#[allow(clippy::too_many_arguments)] // one thread's whole setup, passed once
+pub fn run_frames<I: Serialize, M: Serialize + serde::de::DeserializeOwned>(
+    bot: usize,
+    token: ConnectToken,
+    config: EndpointConfig,
+    hz: u32,
+    mut session: ClientSession<I, M>,
+    stop: Arc<AtomicBool>,
+    reports: mpsc::Sender<BotReport>,
+    mut input: impl FnMut(&ClientSession<I, M>, Instant, Duration) -> I,
+) -> Result<(), Box<dyn Error + Send + Sync>> {
     let mut driver = UdpDriver::bind("127.0.0.1:0", config)?;
     // Frames start on time: sleep, then poll the last stretch (short: four bots and the
     // host share this machine's cores, and a spinning bot takes a core from the host).
     driver.set_spin(SPIN);
     driver.connect_with_token(token)?;
     let clock = driver.clock();
-    let mut session: ClientSession<HandInput, ()> = ClientSession::new(ClientConfig::default())?;
-    let mut player = Player::new(bot, bots);
     let frame = Duration::from_secs(1) / hz;
     let mut next_frame = driver.now();
     let mut last_report = driver.now();
@@ -179,11 +201,8 @@ pub fn play(
         })?;
         let now = driver.now();
         session.present(now);
-        let ball = lock(&roles).ball.and_then(|id| {
-            session.entities().find(|e| e.id == id).map(|e| (e.position, e.linear_velocity))
-        });
-        let hand = player.frame(now.as_secs_f64() as f32, frame.as_secs_f32(), ball);
-        session.send_input(now, hand);
+        let sample = input(&session, now, frame);
+        session.send_input(now, sample);
         session.transmit(driver.endpoint());
         next_frame += frame;
         if now - last_report >= REPORT_EVERY {

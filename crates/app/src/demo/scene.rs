@@ -13,9 +13,8 @@
 //!
 //! [`SceneGame::watch`]: crate::game::SceneGame::watch
 
-use super::bots::{report, BotReport, REPORT_EVERY, SPIN};
+use super::bots::{run_frames, BotReport};
 use glam::{Quat, Vec3};
-use rally_driver::UdpDriver;
 use rally_engine::{ClientConfig, ClientSession, EntityId, Transform};
 use rally_proto::{ConnectToken, EndpointConfig};
 use rally_scene::{
@@ -25,9 +24,8 @@ use rally_scene::{
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::error::Error;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
 
 /// How fast a bot's hand moves when it reaches or carries, m/s.
 const HAND_SPEED: f32 = 1.5;
@@ -329,34 +327,13 @@ pub fn play(
     stop: Arc<AtomicBool>,
     reports: mpsc::Sender<BotReport>,
 ) -> Result<(), Box<dyn Error + Send + Sync>> {
-    let mut driver = UdpDriver::bind("127.0.0.1:0", config)?;
-    driver.set_spin(SPIN);
-    driver.connect_with_token(token)?;
-    let clock = driver.clock();
-    let mut session: ClientSession<XrInput, SceneMessage> =
-        ClientSession::new(ClientConfig::default())?;
     let mut player = ScenePlayer::new(bot, &layout);
-    let frame = Duration::from_secs(1) / hz;
-    let mut next_frame = driver.now();
-    let mut last_report = driver.now();
-    while !stop.load(Ordering::Relaxed) {
-        let wait = next_frame.saturating_duration_since(driver.now());
-        driver.run_for(wait, |_, connection, event| {
-            session.handle_event(clock.now(), connection, event);
-        })?;
-        let now = driver.now();
-        session.present(now);
+    let session: ClientSession<XrInput, SceneMessage> =
+        ClientSession::new(ClientConfig::default())?;
+    run_frames(bot, token, config, hz, session, stop, reports, |session, now, frame| {
         let bodies = session.entities().map(|e| (e.id, e.position)).collect();
-        let input = player.frame(now.as_secs_f64() as f32, frame.as_secs_f32(), &bodies);
-        session.send_input(now, input);
-        session.transmit(driver.endpoint());
-        next_frame += frame;
-        if now - last_report >= REPORT_EVERY {
-            last_report = now;
-            let _ = reports.send(report(bot, &mut session, &mut driver));
-        }
-    }
-    Ok(())
+        player.frame(now.as_secs_f64() as f32, frame.as_secs_f32(), &bodies)
+    })
 }
 
 #[cfg(test)]
