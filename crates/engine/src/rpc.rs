@@ -112,7 +112,7 @@ pub(crate) struct Outbox<To> {
 
 /// Spare buffers kept at most, and the largest kept: enough for a room's snapshots of a tick,
 /// without holding on to a rare large message.
-const SPARE_MAX: usize = 64;
+const SPARE_MAX: usize = 256;
 const SPARE_BYTES_MAX: usize = 16 * 1024;
 
 impl<To> Outbox<To> {
