@@ -757,8 +757,7 @@ impl<S: Simulation> Room<S> {
             len += write_varint(value, &mut message[len..]).unwrap_or(0);
         }
         message.truncate(len);
-        let Ok(len) = self.config.snapshot.encode_full(&self.fast_chain, &mut self.datagram)
-        else {
+        let Ok(len) = self.config.snapshot.encode_full(&self.fast_chain, &mut self.datagram) else {
             self.stats.sends_failed += 1;
             self.outbox.recycle(message);
             return;
