@@ -123,16 +123,24 @@ impl GrabGraph {
 
     /// `root` and everything held under it, grabbers before what they hold.
     pub(crate) fn chain_of(&mut self, root: EntityId) -> Vec<EntityId> {
+        let mut chain = Vec::new();
+        self.chain_into(root, &mut chain);
+        chain
+    }
+
+    /// Appends `root`'s chain to `out` ([`GrabGraph::chain_of`] without allocating when `out`
+    /// has room: the fast path lists chains on every input).
+    pub(crate) fn chain_into(&mut self, root: EntityId, out: &mut Vec<EntityId>) {
         if self.stale {
             self.rebuild_order();
         }
-        let mut chain = vec![root];
+        let start = out.len();
+        out.push(root);
         for (grabber, grabbable, _) in &self.order {
-            if chain.contains(grabber) {
-                chain.push(*grabbable);
+            if out[start..].contains(grabber) {
+                out.push(*grabbable);
             }
         }
-        chain
     }
 
     pub(crate) fn grabber_of(&self, grabbable: EntityId) -> Option<EntityId> {

@@ -419,6 +419,10 @@ pub struct Room<S: Simulation> {
     shared: Vec<(Option<u32>, std::ops::Range<usize>)>,
     shared_bytes: Vec<u8>,
     datagram: Vec<u8>,
+    /// Reused on every fast-path input: the driven roots, their chains' ids, and the chains.
+    fast_roots: Vec<crate::EntityId>,
+    fast_ids: Vec<crate::EntityId>,
+    fast_chain: Snapshot,
 }
 
 impl<S: Simulation> std::fmt::Debug for Room<S> {
@@ -464,6 +468,9 @@ impl<S: Simulation> Room<S> {
             shared_bytes: Vec::new(),
             // One datagram's worth: an encoding that does not fit is over the budget anyway.
             datagram: vec![0; config.snapshot_budget_bytes + 16],
+            fast_roots: Vec::new(),
+            fast_ids: Vec::new(),
+            fast_chain: Snapshot::default(),
             config,
         })
     }
@@ -716,20 +723,33 @@ impl<S: Simulation> Room<S> {
     /// one and the microseconds since the last tick ran (each a varint), and a full snapshot of
     /// those entities labelled with that tick: a snapshot of a later tick supersedes it.
     fn fast_forward(&mut self, now: Instant, client: ClientId) {
-        let mut roots = Vec::new();
+        // Scratch buffers kept in the room: this runs on every input of a driving client.
+        let mut roots = std::mem::take(&mut self.fast_roots);
+        let mut ids = std::mem::take(&mut self.fast_ids);
+        roots.clear();
         self.simulation.driven_into(client, &mut roots);
-        let ids = self.driven_chains(&roots);
+        self.driven_chains(&roots, &mut ids);
+        self.forward_chains(now, client, &ids);
+        self.fast_roots = roots;
+        self.fast_ids = ids;
+    }
+
+    /// Encodes the entities `ids` once and queues a copy to every connected client, in buffers
+    /// the outbox recycles (no allocation per recipient once the room has run a tick).
+    fn forward_chains(&mut self, now: Instant, client: ClientId, ids: &[crate::EntityId]) {
         if ids.is_empty() {
             return;
         }
         let Some(seq) = self.sessions.get(&client).and_then(|s| s.last_input) else { return };
-        let mut chain = Snapshot::new(self.tick);
-        for id in ids {
+        let chain = &mut self.fast_chain;
+        chain.clear(self.tick);
+        for &id in ids {
             let Some(entity) = self.world.get(id) else { continue };
             let pushed = chain.push(self.config.snapshot.quantize(&entity_state(id, entity)));
             debug_assert!(pushed.is_ok(), "a chain holds each entity once");
         }
-        let mut message = vec![0u8; 20];
+        let mut message = self.outbox.buffer();
+        message.resize(20, 0);
         let since_tick = now.saturating_duration_since(self.last_tick_at);
         let mut len = 0;
         for value in [u64::from(client), u64::from(seq) + 1, since_tick.as_micros() as u64] {
@@ -737,34 +757,37 @@ impl<S: Simulation> Room<S> {
             len += write_varint(value, &mut message[len..]).unwrap_or(0);
         }
         message.truncate(len);
-        let Ok(len) = self.config.snapshot.encode_full(&chain, &mut self.datagram) else {
+        let Ok(len) = self.config.snapshot.encode_full(&self.fast_chain, &mut self.datagram) else {
             self.stats.sends_failed += 1;
+            self.outbox.recycle(message);
             return;
         };
         message.extend_from_slice(&self.datagram[..len]);
-        let connections: Vec<ConnectionHandle> =
-            self.sessions.values().filter_map(|s| s.connection).collect();
-        for connection in connections {
-            self.queue(connection, FAST, message.clone());
+        for connection in self.sessions.values().filter_map(|s| s.connection) {
+            let mut copy = self.outbox.buffer();
+            copy.extend_from_slice(&message);
+            if !self.outbox.push(connection, FAST, copy) {
+                self.stats.sends_failed += 1;
+            }
         }
+        self.outbox.recycle(message);
     }
 
-    /// The grab chains under `roots`, propagated now: each entity once, in ascending order (a
-    /// chain lists grabbers first; a snapshot takes ids in ascending order, a grabber may hold
-    /// what was spawned before it, and two roots' chains never share an entity but a game may
-    /// name a root twice).
-    fn driven_chains(&mut self, roots: &[crate::EntityId]) -> Vec<crate::EntityId> {
+    /// The grab chains under `roots`, propagated now, into `ids`: each entity once, in
+    /// ascending order (a chain lists grabbers first; a snapshot takes ids in ascending order,
+    /// a grabber may hold what was spawned before it, and two roots' chains never share an
+    /// entity but a game may name a root twice).
+    fn driven_chains(&mut self, roots: &[crate::EntityId], ids: &mut Vec<crate::EntityId>) {
+        ids.clear();
         if roots.is_empty() {
-            return Vec::new();
+            return;
         }
         self.world.propagate_grabs();
-        let mut ids = Vec::new();
         for root in roots {
-            ids.extend(self.world.chain_of(*root));
+            self.world.chain_into(*root, ids);
         }
         ids.sort_unstable();
         ids.dedup();
-        ids
     }
 
     fn envelope(&mut self, client: ClientId, payload: &[u8]) {

@@ -110,9 +110,10 @@ pub(crate) struct Outbox<To> {
     spare: Vec<Vec<u8>>,
 }
 
-/// Spare buffers kept at most, and the largest kept: enough for a room's snapshots of a tick,
-/// without holding on to a rare large message.
-const SPARE_MAX: usize = 64;
+/// Spare buffers kept at most, and the largest kept: enough for a room's messages of a tick
+/// (a snapshot per client, and on the fast path a message per client per input: 110 for 10
+/// players), without holding on to a rare large message (at most 4 MiB held in all).
+const SPARE_MAX: usize = 256;
 const SPARE_BYTES_MAX: usize = 16 * 1024;
 
 impl<To> Outbox<To> {

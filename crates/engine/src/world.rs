@@ -199,6 +199,11 @@ impl World {
         self.grabs.chain_of(root)
     }
 
+    /// Appends [`World::chain_of`]`(root)` to `out`, reusing its allocation.
+    pub(crate) fn chain_into(&mut self, root: EntityId, out: &mut Vec<EntityId>) {
+        self.grabs.chain_into(root, out);
+    }
+
     /// What holds `grabbable`, if anything.
     pub fn grabber_of(&self, grabbable: EntityId) -> Option<EntityId> {
         self.grabs.grabber_of(grabbable)
