@@ -33,57 +33,51 @@ npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error >/dev/null
 
 cargo build --release --locked --quiet
 log=$(mktemp)
-./target/release/rally demo --port 0 --duration 120 >"$log" 2>&1 &
-demo=$!
+demo=""
 # The demo never outlives the test, whatever happens to it.
-trap 'kill "$demo" 2>/dev/null || true; wait "$demo" 2>/dev/null || true; rm -f "$log"' EXIT
-url=""
-for _ in $(seq 100); do
-    url=$(sed -n 's/^dashboard: \(http[^ ]*\).*/\1/p' "$log")
-    [ -n "$url" ] && break
-    if ! kill -0 "$demo" 2>/dev/null; then
-        echo "error: rally demo exited before its dashboard came up:" >&2
-        cat "$log" >&2
+trap '[ -z "$demo" ] || kill "$demo" 2>/dev/null || true; wait 2>/dev/null || true; rm -f "$log"' EXIT
+
+# Starts `rally demo ARGS...` and sets `demo` (its pid) and `url` (its dashboard), or fails
+# with what the demo said.
+start_demo() {
+    ./target/release/rally demo --port 0 --duration 120 "$@" >"$log" 2>&1 &
+    demo=$!
+    url=""
+    for _ in $(seq 100); do
+        url=$(sed -n 's/^dashboard: \(http[^ ]*\).*/\1/p' "$log")
+        [ -n "$url" ] && break
+        if ! kill -0 "$demo" 2>/dev/null; then
+            echo "error: rally demo $* exited before its dashboard came up:" >&2
+            cat "$log" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+    [ -n "$url" ] || { echo "error: no dashboard address in 10 s:" >&2; cat "$log" >&2; exit 1; }
+    echo "dashboard at $url"
+}
+
+# Ctrl-C's path: the demo must stop cleanly on SIGINT.
+stop_demo() {
+    kill -INT "$demo"
+    if ! wait "$demo"; then
+        echo "error: rally demo did not exit cleanly on SIGINT:" >&2
+        tail -5 "$log" >&2
         exit 1
     fi
-    sleep 0.1
-done
-[ -n "$url" ] || { echo "error: no dashboard address in 10 s:" >&2; cat "$log" >&2; exit 1; }
-echo "dashboard at $url"
+    demo=""
+}
+
+start_demo
 sleep "$settle"
 CHROMIUM=$chromium node tests/browser/dashboard.mjs "$url" "$screenshot"
-# Ctrl-C's path: the demo must stop cleanly on SIGINT.
-kill -INT "$demo"
-if ! wait "$demo"; then
-    echo "error: rally demo did not exit cleanly on SIGINT:" >&2
-    tail -5 "$log" >&2
-    exit 1
-fi
+stop_demo
 echo "the demo stopped cleanly on SIGINT; its last figures:"
 tail -2 "$log"
 
 # The same dashboard drawing a scene: `rally demo --scene`, its geometry from /api/scene and
 # its bodies from the replicated state (a few seconds more).
 scene_shot="$(dirname "$screenshot")/dashboard-scene.png"
-./target/release/rally demo --scene scenes/sandbox.toml --port 0 --duration 120 >"$log" 2>&1 &
-demo=$!
-url=""
-for _ in $(seq 100); do
-    url=$(sed -n 's/^dashboard: \(http[^ ]*\).*/\1/p' "$log")
-    [ -n "$url" ] && break
-    if ! kill -0 "$demo" 2>/dev/null; then
-        echo "error: rally demo --scene exited before its dashboard came up:" >&2
-        cat "$log" >&2
-        exit 1
-    fi
-    sleep 0.1
-done
-[ -n "$url" ] || { echo "error: no scene dashboard address in 10 s:" >&2; cat "$log" >&2; exit 1; }
-echo "scene dashboard at $url"
+start_demo --scene scenes/sandbox.toml
 CHROMIUM=$chromium node tests/browser/scene.mjs "$url" "$scene_shot"
-kill -INT "$demo"
-if ! wait "$demo"; then
-    echo "error: rally demo --scene did not exit cleanly on SIGINT:" >&2
-    tail -5 "$log" >&2
-    exit 1
-fi
+stop_demo
