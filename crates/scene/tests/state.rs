@@ -8,29 +8,15 @@
 //! `SceneState` fed every session event, as the product does.
 
 use rally_engine::{ClientEvent, ClientId, Delivery, Room, World, RELIABLE, UNRELIABLE};
-use rally_netem::{LinkConfig, LossModel};
+use rally_netem::LinkConfig;
 use rally_scene::{
     handle_event, relay_from_room, resend_missed, scene_room, write_key, RelayTarget, Scene,
     SceneEvent, SceneMessage, SceneRoom, SceneState, Scope, StateStats, WriteScope,
 };
+use rally_sim::links::{calm, hostile};
 use rally_sim::RoomNet;
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-fn hostile() -> LinkConfig {
-    LinkConfig {
-        delay: Duration::from_millis(15),
-        jitter: Duration::from_millis(5),
-        reorder: true,
-        loss: LossModel::Bernoulli { probability: 0.1 },
-        duplicate: 0.02,
-        ..LinkConfig::default()
-    }
-}
-
-fn clean() -> LinkConfig {
-    LinkConfig { delay: Duration::from_millis(15), ..LinkConfig::default() }
-}
 
 /// A room of an empty scene with `extra` scene text, its clients, and the host's and the
 /// clients' glue: room events go to `handle_event`, session events to a `SceneState` each.
@@ -158,7 +144,7 @@ fn relay_messages_arrive_exactly_once_in_order_per_sender_through_loss() {
             }
             host.run(Duration::from_millis(20));
         }
-        host.net.net.set_links(clean());
+        host.net.net.set_links(calm());
         host.run(Duration::from_secs(2));
         assert_eq!(host.stats().refused(), 0, "seed {seed}");
         for i in 0..4 {
@@ -208,7 +194,7 @@ fn key_value_state_converges_for_every_client_and_a_late_joiner() {
         host.run(Duration::from_millis(300));
         host.connect(3);
         host.send(3, SceneState::write(WriteScope::Mine, "name", Some(b"late".to_vec())));
-        host.net.net.set_links(clean());
+        host.net.net.set_links(calm());
         host.run(Duration::from_secs(2));
         let stats = host.stats();
         assert_eq!(stats.refused(), 0, "seed {seed}");
@@ -227,7 +213,7 @@ fn key_value_state_converges_for_every_client_and_a_late_joiner() {
 
 #[test]
 fn a_leavers_scope_is_removed_everywhere() {
-    let mut host = Host::new("", 3, clean(), 5);
+    let mut host = Host::new("", 3, calm(), 5);
     for i in 0..3 {
         host.connect(i);
     }
@@ -265,7 +251,7 @@ fn a_resumed_client_catches_up_with_what_it_missed() {
     host.send(0, SceneState::write(WriteScope::Room, "d", Some(b"d".to_vec())));
     host.run(Duration::from_millis(500));
     host.connect(1);
-    host.net.net.set_links(clean());
+    host.net.net.set_links(calm());
     host.run(Duration::from_secs(1));
     assert_eq!(host.id(1), before, "the session resumed");
     assert_eq!(host.events[1].iter().filter(|e| matches!(e, SceneEvent::Reset { .. })).count(), 2);
@@ -284,7 +270,7 @@ fn a_client_the_full_outbox_skipped_is_sent_everything_again() {
     let config = rally_engine::RoomConfig { outbox_max: 4, ..scene.room_config() };
     let game = SceneRoom::new(&scene, &mut World::new(scene.entities_max())).unwrap();
     let room = Room::new(config, game, 10).unwrap();
-    let mut host = Host::with_room(room, 3, clean(), 10);
+    let mut host = Host::with_room(room, 3, calm(), 10);
     for i in 0..3 {
         host.connect(i);
     }
@@ -311,7 +297,7 @@ fn a_client_the_full_outbox_skipped_is_sent_everything_again() {
 fn refusals_are_counted_and_the_other_players_are_undisturbed() {
     let limits = "[relay]\nmessage_bytes_max = 16\nper_second = 1\nburst = 5\n\
                   [state]\nkey_bytes_max = 8\nvalue_bytes_max = 8\nkeys_per_scope_max = 2\n";
-    let mut host = Host::new(limits, 2, clean(), 6);
+    let mut host = Host::new(limits, 2, calm(), 6);
     host.connect(0);
     host.connect(1);
     let (a, b) = (host.id(0), host.id(1));
@@ -374,7 +360,7 @@ fn refusals_are_counted_and_the_other_players_are_undisturbed() {
 
 #[test]
 fn garbage_is_counted_and_harms_no_one() {
-    let mut host = Host::new("", 2, clean(), 7);
+    let mut host = Host::new("", 2, calm(), 7);
     host.connect(0);
     host.connect(1);
     let dropped = host.net.room.stats().messages_dropped;

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod clock;
+pub mod links;
 mod net;
 mod pair;
 mod room;

@@ -7,8 +7,9 @@
 
 use glam::Vec3;
 use rally_engine::{ClientId, Entity, EntityId, Room, RoomConfig, Simulation, Transform, World};
-use rally_netem::{LinkConfig, LossModel};
+use rally_netem::LinkConfig;
 use rally_physics::{Body, Physics};
+use rally_sim::links::hostile;
 use rally_sim::sandbox::{HandInput, Sandbox, SandboxMessage};
 use rally_sim::RoomNet;
 use std::collections::BTreeMap;
@@ -44,17 +45,6 @@ impl Simulation for PhysicsGame {
         let id = world.spawn(Entity::at(at)).expect("room for a controller");
         self.physics.add(world, id, Body::kinematic_cuboid(Vec3::splat(0.04))).unwrap();
         self.controllers.insert(client, id);
-    }
-}
-
-fn hostile() -> LinkConfig {
-    LinkConfig {
-        delay: Duration::from_millis(15),
-        jitter: Duration::from_millis(5),
-        reorder: true,
-        loss: LossModel::Bernoulli { probability: 0.1 },
-        duplicate: 0.02,
-        ..LinkConfig::default()
     }
 }
 

@@ -9,24 +9,10 @@ use rally_engine::{
     ClientEvent, Delivery, Room, RoomConfig, RoomEvent, Target, RELIABLE, STATE, UNRELIABLE,
 };
 use rally_netem::{LinkConfig, LossModel};
+use rally_sim::links::{calm, hostile};
 use rally_sim::sandbox::{HandInput, Sandbox, SandboxMessage};
 use rally_sim::RoomNet;
 use std::time::Duration;
-
-fn hostile() -> LinkConfig {
-    LinkConfig {
-        delay: Duration::from_millis(15),
-        jitter: Duration::from_millis(5),
-        reorder: true,
-        loss: LossModel::Bernoulli { probability: 0.1 },
-        duplicate: 0.02,
-        ..LinkConfig::default()
-    }
-}
-
-fn clean() -> LinkConfig {
-    LinkConfig { delay: Duration::from_millis(15), ..LinkConfig::default() }
-}
 
 /// A room with `bodies` free bodies and `clients` clients, all connected and joined.
 fn room(clients: usize, bodies: usize, link: LinkConfig, seed: u64) -> RoomNet<Sandbox> {
@@ -59,7 +45,7 @@ fn play(net: &mut RoomNet<Sandbox>, duration: Duration) {
 /// Stops the world, heals the links and lets everything settle.
 fn settle(net: &mut RoomNet<Sandbox>) {
     net.room.simulation_mut().frozen = true;
-    net.net.set_links(clean());
+    net.net.set_links(calm());
     net.run_for(Duration::from_secs(1));
 }
 
@@ -166,7 +152,7 @@ fn reliable_rpcs_arrive_exactly_once_in_order_both_ways() {
 
 #[test]
 fn all_but_one_skips_exactly_that_client() {
-    let mut net = room(3, 0, clean(), 1);
+    let mut net = room(3, 0, calm(), 1);
     let skip = net.sessions[1].client_id().unwrap();
     net.room.send(Target::AllBut(skip), Delivery::Unreliable, &SandboxMessage::Count(7)).unwrap();
     net.flush();
@@ -216,7 +202,7 @@ fn requests_get_responses_both_ways_or_time_out() {
 
 #[test]
 fn a_late_joiner_catches_up_within_the_budget() {
-    let mut net = room(2, 0, clean(), 3);
+    let mut net = room(2, 0, calm(), 3);
     net.disconnect(1);
     Sandbox::populate(net.room.world_mut(), 250, 11);
     play(&mut net, Duration::from_millis(500));
@@ -257,7 +243,7 @@ fn a_client_that_reconnects_resumes_its_session() {
 
 #[test]
 fn a_session_not_resumed_in_time_leaves() {
-    let mut net = room(1, 0, clean(), 6);
+    let mut net = room(1, 0, calm(), 6);
     let client = net.sessions[0].client_id().unwrap();
     net.disconnect(0);
     net.run_for(net.room.config().resume_window + Duration::from_secs(1));
@@ -267,7 +253,7 @@ fn a_session_not_resumed_in_time_leaves() {
 
 #[test]
 fn garbage_is_counted_and_harms_no_one() {
-    let mut net = room(2, 8, clean(), 8);
+    let mut net = room(2, 8, calm(), 8);
     let handle = net.net.clients[0].handle.unwrap();
     let junk: [&[u8]; 4] = [&[], &[0xff; 7], &[1, 2, 3], &[0x80; 300]];
     for channel in [RELIABLE, STATE, UNRELIABLE, 9] {
@@ -284,13 +270,13 @@ fn garbage_is_counted_and_harms_no_one() {
 
 #[test]
 fn a_client_back_before_the_room_noticed_it_left_takes_its_session_over() {
-    let mut net = room(1, 4, clean(), 12);
+    let mut net = room(1, 4, calm(), 12);
     let before = net.sessions[0].client_id().unwrap();
     // The client's goodbye is lost: the room still holds its old connection.
-    net.net.set_links(LinkConfig { loss: LossModel::Bernoulli { probability: 1.0 }, ..clean() });
+    net.net.set_links(LinkConfig { loss: LossModel::Bernoulli { probability: 1.0 }, ..calm() });
     net.disconnect(0);
     net.run_for(Duration::from_millis(100));
-    net.net.set_links(clean());
+    net.net.set_links(calm());
     net.connect(0);
     play(&mut net, Duration::from_millis(300));
     assert!(net.room_events.contains(&RoomEvent::Resumed(before)));
