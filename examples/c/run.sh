@@ -34,33 +34,6 @@ mkdir -p "$out"
 cc -std=c11 -Wall -Wextra -Werror -O1 -g -Iinclude examples/c/sample.c -o "$out/sample" \
     -L"$lib" -lrally -Wl,-rpath,"$(cd "$lib" && pwd)" -lm
 
-# An explicit key: the sample's token must be sealed with the server's key.
-key=$("$lib/rally" token keygen)
-config="$out/server.toml"
-cat > "$config" <<TOML
-[host]
-workers = 1
-port = 0
-[security]
-key = "$key"
-[telemetry]
-listen = ""
-TOML
-log="$out/server.log"
-"$lib/rally" server --config "$config" --scene scenes/sandbox.toml > "$log" 2>&1 &
-server_pid=$!
-trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
-address=""
-for _ in $(seq 100); do
-    address=$(sed -n 's/.*worker listening worker=0 address=\([0-9.:]*\).*/\1/p' "$log")
-    [ -n "$address" ] && break
-    if ! kill -0 "$server_pid" 2>/dev/null; then cat "$log" >&2; exit 1; fi
-    sleep 0.1
-done
-if [ -z "$address" ]; then
-    echo "run.sh: the server did not say its address in 10 s:" >&2
-    cat "$log" >&2
-    exit 1
-fi
-echo "rally server on $address"
+source scripts/scene-server.sh
+start_scene_server "$lib/rally" scenes/sandbox.toml "$out"
 "${wrapper[@]}" "$out/sample" --rally "$lib/rally" --key "$key" --server "$address" "$@"

@@ -23,6 +23,10 @@
 #include <time.h>
 
 #define ENTITIES_MAX 1024
+/* 90 Hz frames, as RallyConfig's default frame_us says. */
+#define FRAME_US 11111
+/* How long before a frame the sample stops sleeping and polls the clock. */
+#define SPIN_US 1000
 #define TOKEN_BYTES_MAX 4096
 
 /* Where the hand ends: the room must show an entity here. */
@@ -52,6 +56,17 @@ static void fail(const char *what, RallyStatus status) {
 static void sleep_us(long us) {
     struct timespec t = {us / 1000000, (us % 1000000) * 1000};
     nanosleep(&t, NULL);
+}
+
+/* Waits for the next frame at `next` (the library's clock). Frames start on a fixed schedule,
+ * as a display's do: a frame that starts late adds its lateness to the latency the meter
+ * measures, and a sleep can wake a millisecond late, so the last millisecond is polled. */
+static void wait_until(RallyClient *client, uint64_t next) {
+    uint64_t now;
+    CHECK(rally_client_now_us(client, &now));
+    if (next > now + SPIN_US) sleep_us((long)(next - now - SPIN_US));
+    do CHECK(rally_client_now_us(client, &now));
+    while (now < next);
 }
 
 /* Runs `rally token issue` and decodes its hex into `token`; returns the length. */
@@ -192,6 +207,8 @@ int main(int argc, char **argv) {
     size_t count = 0;
     int frames = (int)(seconds * 90.0);
     int joined = 0;
+    uint64_t start;
+    CHECK(rally_client_now_us(client, &start));
     for (int n = 0; n < frames; n++) {
         uint64_t now;
         CHECK(rally_client_now_us(client, &now));
@@ -226,7 +243,7 @@ int main(int argc, char **argv) {
                    (double)stats.jitter_us / 1000.0, stats.loss * 100.0,
                    (unsigned long long)stats.snapshots);
         }
-        sleep_us(1000000 / 90);
+        wait_until(client, start + (uint64_t)(n + 1) * FRAME_US);
     }
 
     /* The newest state: what the room last said. */

@@ -13,6 +13,8 @@ pub struct Batch {
     bytes: Vec<u8>,
     lens: Vec<usize>,
     addresses: Vec<Option<SocketAddr>>,
+    /// When the kernel received each datagram read, Unix nanoseconds, where it said.
+    arrivals: Vec<Option<u64>>,
     #[cfg(target_os = "linux")]
     raw: linux::Raw,
 }
@@ -30,6 +32,7 @@ impl Batch {
             bytes: vec![0; slots * SLOT_BYTES],
             lens: vec![0; slots],
             addresses: vec![None; slots],
+            arrivals: vec![None; slots],
             #[cfg(target_os = "linux")]
             raw: linux::Raw::new(slots),
         }
@@ -55,6 +58,26 @@ impl Batch {
     /// speak, or a datagram too long for a slot; such datagrams are to be dropped).
     pub fn datagram(&self, k: usize) -> (Option<SocketAddr>, &[u8]) {
         (self.addresses[k], &self.bytes[k * SLOT_BYTES..k * SLOT_BYTES + self.lens[k]])
+    }
+
+    /// When the kernel received datagram `k` as read, Unix nanoseconds: `Some` only after
+    /// [`Batch::stamp_arrivals`] on a system that stamps (Linux).
+    pub fn arrival(&self, k: usize) -> Option<u64> {
+        self.arrivals[k]
+    }
+
+    /// Asks the kernel to stamp each datagram `socket` receives with its arrival time
+    /// (`SO_TIMESTAMPNS`), which [`Batch::arrival`] then gives: a loop that reads once a
+    /// frame still learns when each datagram came. Elsewhere than on Linux, does nothing.
+    #[cfg(target_os = "linux")]
+    pub fn stamp_arrivals(&mut self, socket: &UdpSocket) -> io::Result<()> {
+        linux::stamp_arrivals(self, socket)
+    }
+
+    /// Elsewhere than on Linux, arrivals are not stamped: [`Batch::arrival`] stays `None`.
+    #[cfg(not(target_os = "linux"))]
+    pub fn stamp_arrivals(&mut self, _socket: &UdpSocket) -> io::Result<()> {
+        Ok(())
     }
 
     /// Reads what datagrams are ready, up to every slot, without waiting; returns how many.
@@ -113,7 +136,14 @@ mod linux {
         headers: Vec<libc::mmsghdr>,
         iovecs: Vec<libc::iovec>,
         names: Vec<libc::sockaddr_storage>,
+        /// Room for each datagram's control messages (its arrival stamp), when stamping;
+        /// `u64`s so that the kernel's `cmsghdr`s are aligned.
+        controls: Vec<[u64; CONTROL_WORDS]>,
+        stamped: bool,
     }
+
+    /// A control buffer's size in words: a `cmsghdr` and a `timespec`, with room to spare.
+    const CONTROL_WORDS: usize = 8;
 
     impl Raw {
         pub(super) fn new(slots: usize) -> Self {
@@ -123,6 +153,8 @@ mod linux {
                     .map(|_| libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 })
                     .collect(),
                 names: (0..slots).map(|_| zeroed()).collect(),
+                controls: Vec::new(),
+                stamped: false,
             }
         }
     }
@@ -161,9 +193,15 @@ mod linux {
     pub(super) fn receive(batch: &mut Batch, socket: &UdpSocket) -> io::Result<usize> {
         let slots = batch.slots();
         point(batch, 0, slots, |_, _| SLOT_BYTES);
-        // SAFETY: every header points at a live iovec, a live address buffer and SLOT_BYTES
-        // of `batch.bytes`, all owned by `batch`, borrowed mutably for the call; the kernel
-        // writes at most that much into each and at most `slots` headers.
+        // Stamping: each header gets room for its datagram's arrival stamp (sends never do).
+        for (header, control) in batch.raw.headers.iter_mut().zip(&mut batch.raw.controls) {
+            header.msg_hdr.msg_control = control.as_mut_ptr().cast();
+            header.msg_hdr.msg_controllen = std::mem::size_of_val(control) as _;
+        }
+        // SAFETY: every header points at a live iovec, a live address buffer, SLOT_BYTES of
+        // `batch.bytes` and (when stamping) a live control buffer of the length it says, all
+        // owned by `batch`, borrowed mutably for the call; the kernel writes at most that much
+        // into each and at most `slots` headers.
         let read = unsafe {
             libc::recvmmsg(
                 socket.as_raw_fd(),
@@ -186,8 +224,57 @@ mod linux {
             let truncated = header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
             batch.lens[k] = header.msg_len as usize;
             batch.addresses[k] = if truncated { None } else { from_storage(&batch.raw.names[k]) };
+            batch.arrivals[k] = if batch.raw.stamped { stamp(&header.msg_hdr) } else { None };
         }
         Ok(read)
+    }
+
+    pub(super) fn stamp_arrivals(batch: &mut Batch, socket: &UdpSocket) -> io::Result<()> {
+        let on: libc::c_int = 1;
+        // SAFETY: SO_TIMESTAMPNS takes an int; `on` lives across the call, its size given.
+        let set = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if set < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        batch.raw.controls = vec![[0; CONTROL_WORDS]; batch.slots()];
+        batch.raw.stamped = true;
+        Ok(())
+    }
+
+    /// The arrival stamp among a received datagram's control messages, Unix nanoseconds.
+    fn stamp(header: &libc::msghdr) -> Option<u64> {
+        // SAFETY: `header` is as recvmmsg left it: its control pointer and length describe
+        // the control messages the kernel wrote into the batch's buffer, which the CMSG
+        // macros walk without leaving it.
+        let mut message = unsafe { libc::CMSG_FIRSTHDR(header) };
+        while !message.is_null() {
+            // SAFETY: non-null: a complete cmsghdr inside the buffer (CMSG_NXTHDR checks).
+            let m = unsafe { &*message };
+            let size = std::mem::size_of::<libc::timespec>();
+            // SAFETY: CMSG_LEN is arithmetic.
+            let len = unsafe { libc::CMSG_LEN(size as u32) } as usize;
+            if m.cmsg_level == libc::SOL_SOCKET
+                && m.cmsg_type == libc::SCM_TIMESTAMPNS
+                && m.cmsg_len as usize >= len
+            {
+                // SAFETY: the message says it holds a timespec; it may be unaligned.
+                let at: libc::timespec =
+                    unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(message).cast()) };
+                let nanos = i128::from(at.tv_sec) * 1_000_000_000 + i128::from(at.tv_nsec);
+                return u64::try_from(nanos).ok();
+            }
+            // SAFETY: `message` is a control message of `header`'s buffer.
+            message = unsafe { libc::CMSG_NXTHDR(header, message) };
+        }
+        None
     }
 
     pub(super) fn send(

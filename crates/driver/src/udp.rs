@@ -16,6 +16,9 @@ const WAIT_MAX: Duration = Duration::from_millis(50);
 const RECEIVE_BATCH: usize = 32;
 /// Datagrams written per syscall at most.
 const SEND_BATCH: usize = 32;
+/// Batches [`UdpDriver::pump_arrivals`] reads in one turn at most: everything waiting after a
+/// frame's pause, but never an unbounded loop under a flood (the rest waits for the next turn).
+const PUMP_BATCHES_MAX: usize = 16;
 
 /// Datagrams and bytes through a socket. Outgoing ones are counted as handed to the socket
 /// (those it refused are `send_errors` as well); incoming oversized ones count as datagrams.
@@ -47,6 +50,12 @@ pub struct UdpDriver {
     /// Datagrams and bytes read from and written to the socket (plain adds on the worker's
     /// thread; a host publishes them with its report).
     pub traffic: Traffic,
+    /// When a read last left the socket empty: whatever a later read finds arrived after it,
+    /// so an arrival stamp is never taken for earlier than this (nor later than the read),
+    /// whatever the wall clock did meanwhile.
+    emptied_at: Instant,
+    /// Whether reads stamp arrivals ([`UdpDriver::stamp_arrivals`]).
+    stamped: bool,
     /// How long before a deadline `run_for` stops sleeping and polls instead (0: never).
     spin: Duration,
     /// Where the socket's receive and send syscalls are timed, if anywhere.
@@ -102,6 +111,8 @@ impl UdpDriver {
             send_errors: 0,
             oversized: 0,
             traffic: Traffic::default(),
+            emptied_at: Instant::ZERO,
+            stamped: false,
             spin: Duration::ZERO,
             scopes: None,
             sleep_step: Duration::MAX,
@@ -203,6 +214,41 @@ impl UdpDriver {
         self.flush(&mut on_event)
     }
 
+    /// Makes each read hand every datagram to the endpoint at the time the kernel received it
+    /// (`SO_TIMESTAMPNS` on Linux) rather than at the time of the read. A loop that waits on
+    /// the socket reads datagrams as they come and needs none of it; one that reads once a
+    /// frame ([`UdpDriver::pump_arrivals`], a game's) would otherwise add up to a frame to
+    /// every round trip it measures. Elsewhere than on Linux the read's time stands in.
+    pub fn stamp_arrivals(&mut self) -> io::Result<()> {
+        self.received.stamp_arrivals(&self.socket)?;
+        self.stamped = true;
+        Ok(())
+    }
+
+    /// One turn without waiting, for a loop that runs once a frame (a game's): reads every
+    /// datagram waiting (up to `PUMP_BATCHES_MAX` batches), each handed to the endpoint at its
+    /// arrival time (with [`UdpDriver::stamp_arrivals`]) and its events to `on_event` with that
+    /// time; then runs due timers, sends what is due and hands out the rest of the events with
+    /// the time of the turn.
+    pub fn pump_arrivals(
+        &mut self,
+        mut on_event: impl FnMut(Instant, &mut Endpoint, ConnectionHandle, Event),
+    ) -> io::Result<()> {
+        for _ in 0..PUMP_BATCHES_MAX {
+            let read = self.poll_receive_each(|at, endpoint| {
+                while let Some((handle, event)) = endpoint.poll_event() {
+                    on_event(at, endpoint, handle, event);
+                }
+            })?;
+            if read < RECEIVE_BATCH {
+                break;
+            }
+        }
+        let now = self.clock.now();
+        self.endpoint.handle_timeout(now);
+        self.flush(&mut |endpoint, handle, event| on_event(now, endpoint, handle, event))
+    }
+
     /// Like [`UdpDriver::run_for`], but wakes only for the endpoint's timers and the deadline,
     /// not for each datagram: whatever arrived meanwhile is read in one go at the next wake.
     /// A datagram then waits up to the next timer or deadline; in exchange a busy server
@@ -283,6 +329,15 @@ impl UdpDriver {
 
     /// Reads whatever datagrams are ready, up to a batch, without waiting; returns how many.
     fn poll_receive(&mut self) -> io::Result<usize> {
+        self.poll_receive_each(|_, _| {})
+    }
+
+    /// [`UdpDriver::poll_receive`], calling `after_each` with the endpoint after each datagram
+    /// it handled, and the time it was handled at.
+    fn poll_receive_each(
+        &mut self,
+        mut after_each: impl FnMut(Instant, &mut Endpoint),
+    ) -> io::Result<usize> {
         let started = self.scopes.as_ref().map(|_| self.clock.now());
         let mut received = self.received.receive(&self.socket);
         if received.as_ref().is_err_and(is_transient) {
@@ -296,12 +351,26 @@ impl UdpDriver {
             Err(e) => return Err(e),
         };
         let now = self.clock.now();
+        let unix_now = if self.stamped { unix_nanos() } else { 0 };
+        let emptied_at = self.emptied_at;
+        if read < self.received.slots() {
+            self.emptied_at = now;
+        }
         self.traffic.datagrams_in += read as u64;
         for k in 0..read {
+            let at = match self.received.arrival(k) {
+                // The stamp is on the wall clock; how long ago it was is the same on ours.
+                Some(stamp) => {
+                    let ago = unix_now.saturating_sub(stamp);
+                    Instant::from_nanos(now.as_nanos().saturating_sub(ago)).clamp(emptied_at, now)
+                }
+                None => now,
+            };
             match self.received.datagram(k) {
                 (Some(from), bytes) => {
                     self.traffic.bytes_in += bytes.len() as u64;
-                    self.endpoint.handle_datagram(now, from, bytes)
+                    self.endpoint.handle_datagram(at, from, bytes);
+                    after_each(at, &mut self.endpoint);
                 }
                 // Longer than any Rally packet, or from an address family Rally does not
                 // speak: dropped and counted.

@@ -16,22 +16,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 #[test]
 fn a_client_gets_every_echo_back_in_order_over_loopback() {
-    let mut server = UdpDriver::bind("127.0.0.1:0", plaintext()).expect("binds");
-    let server_addr = server.local_addr().expect("bound");
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop_server = stop.clone();
-    let thread = std::thread::spawn(move || {
-        while !stop_server.load(Ordering::Relaxed) {
-            server
-                .run_for(Duration::from_millis(20), |endpoint, handle, event| {
-                    if let Event::Message { channel, payload } = event {
-                        endpoint.send(handle, channel, &payload).expect("room to echo");
-                    }
-                })
-                .expect("the server loop runs");
-        }
-    });
-
+    let (server_addr, stop, thread) = echo_server();
     let mut client = UdpDriver::bind("127.0.0.1:0", plaintext()).expect("binds");
     let handle = client.connect(server_addr);
     let mut echoes = Vec::new();
@@ -60,6 +45,64 @@ fn a_client_gets_every_echo_back_in_order_over_loopback() {
     // time would measure none, or zero); how long they took is the machine's business.
     let stats = client.endpoint().connection(handle).expect("open").stats();
     assert!(stats.rtt_min > Duration::ZERO && stats.rtt_min <= stats.rtt, "{stats:?}");
+}
+
+/// A server in a thread that echoes every message on its channel, until told to stop.
+fn echo_server() -> (std::net::SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let mut server = UdpDriver::bind("127.0.0.1:0", plaintext()).expect("binds");
+    let server_addr = server.local_addr().expect("bound");
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_server = stop.clone();
+    let thread = std::thread::spawn(move || {
+        while !stop_server.load(Ordering::Relaxed) {
+            server
+                .run_for(Duration::from_millis(20), |endpoint, handle, event| {
+                    if let Event::Message { channel, payload } = event {
+                        endpoint.send(handle, channel, &payload).expect("room to echo");
+                    }
+                })
+                .expect("the server loop runs");
+        }
+    });
+    (server_addr, stop, thread)
+}
+
+#[test]
+fn a_loop_that_reads_once_a_frame_gets_each_datagram_at_its_arrival_time() {
+    // Goal: with arrival stamps, a loop that reads the socket once a frame (a game's, through
+    // rally-ffi) hands each datagram to the endpoint, and its events to the game, at the time
+    // the kernel received it, not when the frame came round: the round trips it measures are
+    // the network's, not the frame's. Method: an echo server; each 50 ms "frame" the client
+    // sends a message and pumps once. Without stamps every echo is handed over at a pump's
+    // time, never before it; with them, echoes that came back during a frame's sleep are
+    // handed over before the pump that read them (the test asks it of one echo in ten frames,
+    // so a loaded machine that echoes late makes it no less true).
+    let (server_addr, stop, thread) = echo_server();
+    let mut client = UdpDriver::bind("127.0.0.1:0", plaintext()).expect("binds");
+    client.stamp_arrivals().expect("stamps");
+    let handle = client.connect(server_addr);
+    let (mut connected, mut sent, mut early) = (false, 0, 0);
+    let clock = client.clock();
+    while sent < 10 && clock.now() < Instant::ZERO + PATIENCE {
+        if connected {
+            client.endpoint().send(handle, 0, b"ping").expect("queue has room");
+            sent += 1;
+        }
+        let pumped_at = clock.now();
+        client
+            .pump_arrivals(|at, _, _, event| match event {
+                Event::Connected => connected = true,
+                Event::Message { .. } => early += usize::from(at < pumped_at),
+                Event::Disconnected { reason } => panic!("disconnected: {reason:?}"),
+            })
+            .expect("the client loop runs");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::Relaxed);
+    thread.join().expect("the server thread ends");
+    assert!(early > 0, "no echo of {sent} was handed over at its arrival time");
+    let stats = client.endpoint().connection(handle).expect("open").stats();
+    assert!(stats.rtt_min < Duration::from_millis(50), "a frame in the round trip: {stats:?}");
 }
 
 /// Plaintext: this test is of the driver's loop, not of the security.

@@ -334,7 +334,7 @@ pub unsafe extern "C" fn rally_client_entities(
         // SAFETY: the caller's contract on each pointer.
         unsafe {
             let entities = live_client(client)?.entities(None)?;
-            fill(&entities, out, capacity, count, "out")
+            fill(entities, out, capacity, count, "out")
         }
     })
 }
@@ -357,7 +357,7 @@ pub unsafe extern "C" fn rally_client_entities_at(
         // SAFETY: the caller's contract on each pointer.
         unsafe {
             let entities = live_client(client)?.entities(Some(at_us))?;
-            fill(&entities, out, capacity, count, "out")
+            fill(entities, out, capacity, count, "out")
         }
     })
 }

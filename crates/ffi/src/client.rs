@@ -116,6 +116,9 @@ pub struct Client {
     events_dropped: u64,
     latency: VecDeque<LatencySample>,
     frame: Duration,
+    /// The entities of the last read, newest and as shown: buffers reused from read to read.
+    newest: Vec<EntityState>,
+    shown: Vec<RallyEntity>,
 }
 
 impl std::fmt::Debug for Client {
@@ -135,8 +138,13 @@ impl Client {
         }
         let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
         let bind = bind.unwrap_or("0.0.0.0:0");
-        let driver = UdpDriver::bind(bind, endpoint)
+        let mut driver = UdpDriver::bind(bind, endpoint)
             .map_err(|e| FfiError::Io(format!("bind {bind}: {e}")))?;
+        // A game reads the socket once a frame: without the kernel's arrival stamps every
+        // round trip (the connection's RTT, the latency meter's) would grow by up to a frame.
+        driver
+            .stamp_arrivals()
+            .map_err(|e| FfiError::Io(format!("arrival stamps on {bind}: {e}")))?;
         let session_config = ClientConfig { interpolate: config.interpolate, ..Default::default() };
         let session = ClientSession::new(session_config)
             .map_err(|e| FfiError::Invalid(format!("client config: {e}")))?;
@@ -150,6 +158,8 @@ impl Client {
             events_dropped: 0,
             latency: VecDeque::new(),
             frame: Duration::from_micros(config.frame_us.into()),
+            newest: Vec::new(),
+            shown: Vec::new(),
         })
     }
 
@@ -220,8 +230,9 @@ impl Client {
         Ok(())
     }
 
-    /// One non-blocking turn: datagrams in, timers, the session's events into the queue,
-    /// datagrams out.
+    /// One non-blocking turn: every datagram waiting in (each at the time it arrived, so that
+    /// round trips measure the network and not the game's frame), timers, the session's events
+    /// into the queue, datagrams out.
     pub fn update(&mut self, now_us: u64) -> Result<(), FfiError> {
         self.open()?;
         let now = Instant::from_nanos(now_us.saturating_mul(1000));
@@ -234,14 +245,14 @@ impl Client {
         let session = &mut self.session;
         let mut ended = None;
         self.driver
-            .pump(|_, connection, event| {
+            .pump_arrivals(|at, _, connection, event| {
                 if connection != ours {
                     return;
                 }
                 if let Event::Disconnected { reason } = event {
                     ended = Some(reason);
                 }
-                session.handle_event(now, connection, event);
+                session.handle_event(at, connection, event);
             })
             .map_err(|e| FfiError::Io(format!("socket: {e}")))?;
         self.session.handle_timeout(now);
@@ -314,19 +325,21 @@ impl Client {
         Ok(())
     }
 
-    /// The newest state of every entity, or interpolated at `at_us`.
-    pub fn entities(&mut self, at_us: Option<u64>) -> Result<Vec<RallyEntity>, FfiError> {
+    /// The newest state of every entity, or interpolated at `at_us`: in a buffer the client
+    /// keeps, so that a frame's read allocates nothing once it has grown to the room's size.
+    pub fn entities(&mut self, at_us: Option<u64>) -> Result<&[RallyEntity], FfiError> {
         self.open()?;
-        let newest: Vec<EntityState> = self.session.entities().collect();
-        let Some(at_us) = at_us else { return Ok(newest.iter().map(entity).collect()) };
-        let now = Instant::from_nanos(at_us.saturating_mul(1000));
-        Ok(newest
-            .iter()
-            .map(|e| match self.session.interpolated(now, e.id) {
+        self.newest.clear();
+        self.newest.extend(self.session.entities());
+        self.shown.clear();
+        let at = at_us.map(|us| Instant::from_nanos(us.saturating_mul(1000)));
+        for newest in &self.newest {
+            self.shown.push(match at.and_then(|at| self.session.interpolated(at, newest.id)) {
                 Some(shown) => entity(&shown.state),
-                None => entity(e),
-            })
-            .collect())
+                None => entity(newest),
+            });
+        }
+        Ok(&self.shown)
     }
 
     /// Sends a message to the scene room.
