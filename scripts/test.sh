@@ -45,6 +45,14 @@ if ! command -v python3 >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-
         { apt-get update -q >/dev/null &&
             DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv >/dev/null; }
 fi
+# The C# binding's test (bindings/unity) runs under Mono: Debian's mono-mcs (the C# compiler)
+# and mono-runtime, installed here when missing and we are root.
+if ! command -v mcs >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    mono=(mono-mcs mono-runtime)
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${mono[@]}" \
+        >/dev/null || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q --no-install-recommends "${mono[@]}" >/dev/null; }
+fi
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 step tests cargo test --workspace --locked
@@ -74,6 +82,11 @@ step "bench smoke: latency, real processes" cargo run --release --locked -p rall
 # standard XR input; it exits 0 only if the room shows its hand where it put it and the block
 # it gripped held beside it.
 step "C sample" bash examples/c/run.sh --release -- --input xr --grab 0.9,0.25,-1.0 --seconds 3
+# The C# binding (bindings/unity/com.rally.client) without Unity: its plain assembly and a
+# console test compiled by Mono's mcs, run under Mono against the same room for 3 s: struct
+# layouts checked against the C compiler's, a malformed token refused, then join, grab, carry,
+# and the room must show the hand at its target and the block held; prints the latency meter.
+step "C# binding under Mono" bash bindings/unity/run-mono.sh --release
 # The conformance client: Python written from docs/protocol.md, docs/wire.md and
 # docs/security.md, against `rally echo server` and `rally server` through `rally-bench relay`
 # (5% loss each way), with the release binaries the steps above built. It needs python3 and

@@ -253,9 +253,10 @@ pub unsafe extern "C" fn rally_client_now_us(
     })
 }
 
-/// One non-blocking turn at `now_us`: reads the datagrams that arrived, runs timers, queues
-/// events for `rally_client_poll_event`, sends what is due. Call it every frame (and more
-/// often if the frame is long). It never blocks or sleeps.
+/// One non-blocking turn at `now_us`: reads every datagram waiting, each taken at the time the
+/// kernel received it (so that round trips and the latency meter measure the network, not the
+/// frame), runs timers, queues events for `rally_client_poll_event`, sends what is due. Call it
+/// every frame, right after sending the frame's input. It never blocks or sleeps.
 ///
 /// # Safety
 /// `client` is a live client.

@@ -41,6 +41,13 @@
 //! frame's calls; the latency meter times each input from the `now_us` it was sent with to
 //! the `rally_client_present` that first shows its effect.
 //!
+//! A game reads the socket once a frame, so a datagram may wait in the kernel for most of one.
+//! `rally_client_update` therefore takes each datagram at the time the kernel received it
+//! (`SO_TIMESTAMPNS` on Linux; elsewhere the time of the read), not at the frame's: the
+//! connection's RTT and the round trip each latency sample is judged by are the network's, as
+//! for a Rust client that waits on its socket. What the datagram waited for the frame still
+//! counts where it belongs, in the sample's total, as frame wait.
+//!
 //! ## Connecting
 //!
 //! The game's backend issues a connect token for the player (`rally token issue` does it from

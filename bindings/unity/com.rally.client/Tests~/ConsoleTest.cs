@@ -1,0 +1,368 @@
+// The C# binding against a real room, under Mono: joins a `rally server --scene` room over UDP
+// with a token from `rally token issue`, takes the block under the grab point and carries it to
+// a target, and exits 0 only if the room's newest state shows the hand there and the block held
+// beside it, as examples/c/sample.c checks; then prints the latency meter's readout. It also
+// checks the struct layouts against the C compiler's and the documented errors (a forged token,
+// a short array, a call after close). With --bench N it then times N frames of the steady state
+// (send one input, update, poll events, read the entities) in thread CPU time and counts the
+// managed bytes they allocated.
+//
+//   mono ConsoleTest.exe --rally PATH --key HEX --server IP:PORT --layout FILE
+//        [--grab X,Y,Z] [--seconds S] [--bench FRAMES]
+//
+// bindings/unity/run-mono.sh builds everything and runs it.
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Globalization;
+using System.IO;
+using System.Runtime.InteropServices;
+using Rally;
+
+static class ConsoleTest
+{
+    const uint FrameUs = RallyConnection.Frame90Hz;
+    /// <summary>How long before a frame the loop stops sleeping and polls the clock.</summary>
+    const ulong SpinUs = 1000;
+    static readonly Vec3 Target = new Vec3(0.4f, 1.3f, -0.6f);
+    /// <summary>The snapshot quantizes positions to millimetres.</summary>
+    const float CloseM = 0.02f;
+    /// <summary>A held block keeps its grab offset: at most the grab radius plus its size.</summary>
+    const float HeldM = 0.35f;
+
+    static int Main(string[] args)
+    {
+        var options = Options(args);
+        string rally = options["--rally"], key = options["--key"], server = options["--server"];
+        Vec3 grab = ParseVec3(options.ContainsKey("--grab") ? options["--grab"] : "0.9,0.25,-1.0");
+        double seconds = double.Parse(Get(options, "--seconds", "3"), CultureInfo.InvariantCulture);
+        int bench = int.Parse(Get(options, "--bench", "0"), CultureInfo.InvariantCulture);
+        Console.WriteLine("librally {0} under Mono {1}", RallyConnection.Version, Environment.Version);
+
+        CheckLayouts(options["--layout"]);
+        CheckErrors(rally, key, server);
+        using (var client = new RallyConnection())
+        {
+            client.Connect(IssueToken(rally, key, server), server);
+            var entities = new Entity[1024];
+            int count = Play(client, grab, (int)(seconds * 90), entities);
+            int failures = CheckRoom(client, entities, count);
+            PrintLatency(client);
+            if (bench > 0) Bench(client, bench);
+            client.Close();
+            Expect(Status.Closed, () => client.Update(0), "a call after close");
+            Console.WriteLine(failures == 0 ? "1 passed, 0 failed" : "0 passed, 1 failed");
+            return failures == 0 ? 0 : 1;
+        }
+    }
+
+    /// <summary>The frames: reach the block, close the hand, circle, then hold at the target.</summary>
+    static int Play(RallyConnection client, Vec3 grab, int frames, Entity[] entities)
+    {
+        var data = new byte[4096];
+        bool joined = false;
+        int count = 0;
+        ulong start = client.NowUs();
+        for (int n = 0; n < frames; n++)
+        {
+            ulong now = client.NowUs();
+            float t = n / 90f;
+            Vec3 at = Target;
+            if (n < frames / 3) at = grab;
+            else if (n < frames / 2)
+                at = new Vec3(Target.X + 0.2f * (float)Math.Cos(t * 3), Target.Y,
+                    Target.Z + 0.2f * (float)Math.Sin(t * 3));
+            byte grip = (byte)(n > 20 ? 255 : 0);
+            // Input before the room accepts the client would be measured from its sampling.
+            if (joined)
+            {
+                XrInput input = Input(at, grip);
+                client.SendXrInput(now, ref input);
+            }
+            client.Update(now);
+            joined |= PrintEvents(client, data);
+            if (!client.TryReadEntitiesAt(now, entities, out count))
+                throw new Exception(count + " entities: more than the test's array");
+            client.Present(now);
+            if (n % 90 == 89) PrintStats(client, n, count);
+            WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
+        }
+        return count;
+    }
+
+    static XrInput Input(Vec3 at, byte grip)
+    {
+        var input = new XrInput();
+        input.Head.Position = new Vec3(0, 1.6f, 0);
+        input.Head.Rotation = Quat.Identity;
+        input.Left.Pose.Position = new Vec3(-0.3f, 1.0f, 0);
+        input.Left.Pose.Rotation = Quat.Identity;
+        input.Right.Pose.Position = at;
+        input.Right.Pose.Rotation = Quat.Identity;
+        input.Right.Grip = grip;
+        return input;
+    }
+
+    /// <summary>Frames start on a fixed schedule, as a display's do; the last millisecond is polled.</summary>
+    static void WaitUntil(RallyConnection client, ulong next)
+    {
+        ulong now = client.NowUs();
+        if (next > now + SpinUs) System.Threading.Thread.Sleep((int)((next - now - SpinUs) / 1000));
+        while (client.NowUs() < next) { }
+    }
+
+    static bool PrintEvents(RallyConnection client, byte[] data)
+    {
+        bool joined = false;
+        Event ev;
+        int length;
+        while (client.PollEvent(out ev, data, out length))
+        {
+            if (ev.Kind == EventKind.Joined)
+            {
+                Console.WriteLine("joined as client {0}", ev.Client);
+                joined = true;
+            }
+            else if (ev.Kind == EventKind.Disconnected)
+                throw new Exception("disconnected: " + ev.Reason);
+        }
+        return joined;
+    }
+
+    static void PrintStats(RallyConnection client, int n, int count)
+    {
+        ConnectionStats stats = client.Stats();
+        Console.WriteLine("t={0:F0}s: {1} entities, rtt {2:F2} ms, jitter {3:F2} ms, {4} snapshots",
+            (n + 1) / 90.0, count, stats.RttUs / 1000.0, stats.JitterUs / 1000.0, stats.Snapshots);
+    }
+
+    /// <summary>The room's newest state: the hand at the target, the block held beside it.</summary>
+    static int CheckRoom(RallyConnection client, Entity[] entities, int count)
+    {
+        if (!client.TryReadEntities(entities, out count)) throw new Exception("too many entities");
+        int atTarget = 0, held = 0;
+        for (int i = 0; i < count; i++)
+        {
+            float d = Distance(entities[i].Position, Target);
+            if (d < CloseM) atTarget++;
+            else if (d < HeldM) held++;
+            else continue;
+            Console.WriteLine("entity {0} at ({1:F3}, {2:F3}, {3:F3}){4}", entities[i].Id,
+                entities[i].Position.X, entities[i].Position.Y, entities[i].Position.Z,
+                d < CloseM ? ", the hand" : ", held");
+        }
+        Console.WriteLine("{0} entities at the hand's target, {1} held beside it", atTarget, held);
+        return atTarget >= 1 && held >= 1 ? 0 : 1;
+    }
+
+    static void PrintLatency(RallyConnection client)
+    {
+        Latency latency = client.Latency();
+        Console.WriteLine("latency: {0} samples, mean {1:F2} ms, p99 {2:F2} ms, {3:F0}% within " +
+            "the model [{4:F2}, {5:F2}] ms", latency.Samples, latency.MeanUs / 1000.0,
+            latency.P99Us / 1000.0, latency.WithinModel * 100, latency.BestUs / 1000.0,
+            latency.WorstUs / 1000.0);
+        if (latency.Samples == 0) throw new Exception("no latency samples: the room never answered");
+    }
+
+    /// <summary>
+    /// Times <paramref name="frames"/> frames of the steady state: the thread's CPU time around
+    /// the work of each (not its wait), split by phase, and the managed bytes the whole run
+    /// allocated.
+    /// </summary>
+    static void Bench(RallyConnection client, int frames)
+    {
+        var entities = new Entity[1024];
+        var data = new byte[4096];
+        var cpu = new double[frames];
+        var phases = new double[4];
+        XrInput input = Input(Target, 255);
+        int count = 0;
+        Frame(client, ref input, entities, data, phases, out count); // warm the JIT up
+        Array.Clear(phases, 0, phases.Length);
+        long allocated = GC.GetAllocatedBytesForCurrentThread();
+        int collections = GC.CollectionCount(0);
+        ulong start = client.NowUs();
+        for (int n = 0; n < frames; n++)
+        {
+            double before = ThreadCpuUs();
+            Frame(client, ref input, entities, data, phases, out count);
+            cpu[n] = ThreadCpuUs() - before;
+            WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
+        }
+        allocated = GC.GetAllocatedBytesForCurrentThread() - allocated;
+        collections = GC.CollectionCount(0) - collections;
+        Array.Sort(cpu);
+        double sum = 0;
+        foreach (double c in cpu) sum += c;
+        Console.WriteLine("bench: {0} frames reading {1} entities: CPU per frame mean {2:F1} us, " +
+            "p50 {3:F1} us, p99 {4:F1} us, max {5:F1} us; managed bytes allocated {6} " +
+            "({7:F2} per frame), gen-0 collections {8}", frames, count, sum / frames,
+            cpu[frames / 2], cpu[Math.Min(frames - 1, frames * 99 / 100)], cpu[frames - 1],
+            allocated, (double)allocated / frames, collections);
+        Console.WriteLine("bench: mean CPU per phase: clock and input {0:F1} us, update and " +
+            "events {1:F1} us, entities {2:F1} us, present {3:F1} us", phases[0] / frames,
+            phases[1] / frames, phases[2] / frames, phases[3] / frames);
+        // What the binding adds to each call: Mono's transition to native code and back,
+        // around the cheapest call there is.
+        const int calls = 100000;
+        double t = ThreadCpuUs();
+        for (int i = 0; i < calls; i++) client.NowUs();
+        Console.WriteLine("bench: one P/Invoke call (rally_client_now_us) {0:F3} us of CPU",
+            (ThreadCpuUs() - t) / calls);
+    }
+
+    /// <summary>
+    /// One frame's work: sample and send, update, drain events, read every entity, present;
+    /// each phase's thread CPU time added to <paramref name="phases"/>.
+    /// </summary>
+    static void Frame(RallyConnection client, ref XrInput input, Entity[] entities, byte[] data,
+        double[] phases, out int count)
+    {
+        double t0 = ThreadCpuUs();
+        ulong now = client.NowUs();
+        client.SendXrInput(now, ref input);
+        double t1 = ThreadCpuUs();
+        client.Update(now);
+        Event ev;
+        int length;
+        while (client.PollEvent(out ev, data, out length)) { }
+        double t2 = ThreadCpuUs();
+        client.TryReadEntitiesAt(now, entities, out count);
+        double t3 = ThreadCpuUs();
+        client.Present(now);
+        double t4 = ThreadCpuUs();
+        phases[0] += t1 - t0;
+        phases[1] += t2 - t1;
+        phases[2] += t3 - t2;
+        phases[3] += t4 - t3;
+    }
+
+    [StructLayout(LayoutKind.Sequential)]
+    struct Timespec
+    {
+        public long Seconds;
+        public long Nanoseconds;
+    }
+
+    [DllImport("libc", EntryPoint = "clock_gettime")]
+    static extern int ClockGettime(int clock, out Timespec time);
+
+    /// <summary>This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), microseconds.</summary>
+    static double ThreadCpuUs()
+    {
+        Timespec t;
+        ClockGettime(3, out t);
+        return t.Seconds * 1e6 + t.Nanoseconds / 1e3;
+    }
+
+    /// <summary>Each struct's size and field offsets as the C compiler lays out rally.h.</summary>
+    static void CheckLayouts(string path)
+    {
+        var types = new Dictionary<string, Type> {
+            { "RallyXrInput", typeof(XrInput) }, { "RallyEntity", typeof(Entity) },
+            { "RallyEvent", typeof(Event) }, { "RallyLatency", typeof(Latency) },
+            { "RallyConnectionStats", typeof(ConnectionStats) }, { "RallyConfig", typeof(Config) },
+        };
+        var fields = new Dictionary<string, string> {
+            { "RallyXrInput.game", "Game" }, { "RallyXrInput.game_len", "GameLength" },
+            { "RallyXrInput.hands", "Left" }, { "RallyEvent.key_len", "KeyLength" },
+            { "RallyEvent.reason", "Reason" }, { "RallyConnectionStats.rtt_us", "RttUs" },
+            { "RallyEntity.angular_velocity", "AngularVelocity" },
+        };
+        int checkedLines = 0;
+        foreach (string line in File.ReadAllLines(path))
+        {
+            string[] parts = line.Split(' ');
+            int c = int.Parse(parts[1], CultureInfo.InvariantCulture);
+            string[] name = parts[0].Split('.');
+            int cs = name.Length == 1
+                ? Marshal.SizeOf(types[name[0]])
+                : (int)Marshal.OffsetOf(types[name[0]], fields[parts[0]]);
+            if (cs != c) throw new Exception(string.Format("{0}: C says {1}, C# {2}", parts[0], c, cs));
+            checkedLines++;
+        }
+        Console.WriteLine("layouts: {0} sizes and offsets match the C compiler's", checkedLines);
+    }
+
+    /// <summary>A forged token and a short array each give their documented error, not a crash.</summary>
+    static void CheckErrors(string rally, string key, string server)
+    {
+        using (var client = new RallyConnection())
+        {
+            Expect(Status.InvalidToken, () => client.Connect(new byte[] { 1, 2, 3 }, server),
+                "a malformed token");
+            client.Connect(IssueToken(rally, key, server), server);
+            int needed;
+            if (client.TryReadEntities(new Entity[0], out needed) && needed > 0)
+                throw new Exception("a short array was filled");
+        }
+        Console.WriteLine("errors: a malformed token is refused with its message");
+    }
+
+    static void Expect(Status status, Action call, string what)
+    {
+        try
+        {
+            call();
+        }
+        catch (RallyException e)
+        {
+            if (e.Status != status) throw;
+            return;
+        }
+        throw new Exception(what + " did not fail with " + status);
+    }
+
+    /// <summary>Plays the game's backend: `rally token issue` prints the token in hex.</summary>
+    static byte[] IssueToken(string rally, string key, string server)
+    {
+        var start = new ProcessStartInfo(rally, string.Format(CultureInfo.InvariantCulture,
+            "token issue --key {0} --client {1} --room 0 --server {2} --ttl 60", key,
+            Environment.TickCount % 100000 + 1, server))
+        {
+            RedirectStandardOutput = true,
+            UseShellExecute = false,
+        };
+        using (Process process = Process.Start(start))
+        {
+            string hex = process.StandardOutput.ReadToEnd().Trim();
+            process.WaitForExit();
+            if (process.ExitCode != 0 || hex.Length == 0 || hex.Length % 2 != 0)
+                throw new Exception("`rally token issue` printed no hex token");
+            var token = new byte[hex.Length / 2];
+            for (int i = 0; i < token.Length; i++)
+                token[i] = byte.Parse(hex.Substring(2 * i, 2), NumberStyles.HexNumber);
+            return token;
+        }
+    }
+
+    static float Distance(Vec3 a, Vec3 b)
+    {
+        float dx = a.X - b.X, dy = a.Y - b.Y, dz = a.Z - b.Z;
+        return (float)Math.Sqrt(dx * dx + dy * dy + dz * dz);
+    }
+
+    static Vec3 ParseVec3(string text)
+    {
+        string[] p = text.Split(',');
+        Func<int, float> f = i => float.Parse(p[i], CultureInfo.InvariantCulture);
+        return new Vec3(f(0), f(1), f(2));
+    }
+
+    static Dictionary<string, string> Options(string[] args)
+    {
+        var options = new Dictionary<string, string>();
+        for (int i = 0; i + 1 < args.Length; i += 2) options[args[i]] = args[i + 1];
+        foreach (string required in new[] { "--rally", "--key", "--server", "--layout" })
+            if (!options.ContainsKey(required))
+                throw new ArgumentException("usage: ConsoleTest --rally PATH --key HEX " +
+                    "--server IP:PORT --layout FILE [--grab X,Y,Z] [--seconds S] [--bench N]");
+        return options;
+    }
+
+    static string Get(Dictionary<string, string> options, string name, string fallback)
+    {
+        return options.ContainsKey(name) ? options[name] : fallback;
+    }
+}
