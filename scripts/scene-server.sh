@@ -1,8 +1,22 @@
-# Sourced by examples/c/run.sh and bindings/unity/run-mono.sh: starts `rally server --scene` on
-# a free loopback port with an explicit shared key (a client's token must be sealed with it),
-# and stops it when the sourcing script exits.
+# Sourced by examples/c/run.sh and bindings/unity/run-mono.sh, which run a client of librally
+# against a real scene room.
 #
+#   build_rally debug|release                # builds rally and librally; sets $lib
 #   start_scene_server RALLY SCENE OUT_DIR   # sets $key and $address
+
+# Builds the `rally` binary and librally (rally-ffi) into $lib, the profile's target folder.
+build_rally() {
+    local profile=$1 flags=()
+    [ "$profile" = release ] && flags=(--release)
+    # One package at a time: built together, cargo would unify their features and rebuild both
+    # from scratch rather than reuse what `cargo build -p rally` and the tests built.
+    cargo build --locked "${flags[@]}" -p rally
+    cargo build --locked "${flags[@]}" -p rally-ffi
+    lib="${CARGO_TARGET_DIR:-target}/$profile"
+}
+
+# Starts `rally server --scene` on a free loopback port with an explicit shared key (a client's
+# token must be sealed with it), and stops it when the sourcing script exits.
 start_scene_server() {
     local rally=$1 scene=$2 out=$3
     key=$("$rally" token keygen)

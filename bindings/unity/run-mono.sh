@@ -4,30 +4,28 @@
 # `rally server --scene scenes/sandbox.toml` over UDP: join, grab, carry, check the room, print
 # the latency meter (Tests~/ConsoleTest.cs says what it asserts).
 #
-#   bash bindings/unity/run-mono.sh [--release] [--bench FRAMES]
+#   bash bindings/unity/run-mono.sh [--release] [--bench FRAMES] [-- TEST ARGS...]
 #
 # --bench FRAMES also times FRAMES steady-state frames in a room of 256 entities (the sandbox
-# with kinematic crates added), reporting CPU per frame and managed bytes allocated. Needs
+# with kinematic crates added), reporting CPU per frame and managed bytes allocated
+# (`-- --interpolate 0` measures it without the library's interpolation buffers). Needs
 # mono-mcs and mono-runtime (Debian's packages; scripts/test.sh installs them).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 profile=debug
-cargo_profile=()
 bench=0
 while [ $# -gt 0 ]; do
     case "$1" in
-        --release) profile=release; cargo_profile=(--release) ;;
+        --release) profile=release ;;
         --bench) bench=$2; shift ;;
+        --) shift; break ;;
         *) echo "run-mono.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
 done
-target=${CARGO_TARGET_DIR:-target}
-# One package at a time, as examples/c/run.sh explains.
-cargo build --locked "${cargo_profile[@]}" -p rally
-cargo build --locked "${cargo_profile[@]}" -p rally-ffi
-lib="$target/$profile"
-out="$target/mono-test"
+source scripts/scene-server.sh
+build_rally "$profile"
+out="${CARGO_TARGET_DIR:-target}/mono-test"
 package=bindings/unity/com.rally.client
 mkdir -p "$out"
 mcs -nologo -warnaserror -unsafe -target:library -out:"$out/Rally.Runtime.dll" \
@@ -49,8 +47,7 @@ if [ "$bench" -gt 0 ]; then
     done >> "$scene"
 fi
 
-source scripts/scene-server.sh
 start_scene_server "$lib/rally" "$scene" "$out"
 LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" mono "$out/ConsoleTest.exe" \
     --rally "$lib/rally" --key "$key" --server "$address" --layout "$out/layout.txt" \
-    --grab 0.9,0.25,-1.0 --seconds 3 --bench "$bench"
+    --grab 0.9,0.25,-1.0 --seconds 3 --bench "$bench" "$@"

@@ -12,28 +12,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 profile=debug
-cargo_profile=()
 wrapper=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --release) profile=release; cargo_profile=(--release) ;;
+        --release) profile=release ;;
         --valgrind) wrapper=(valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite) ;;
         --) shift; break ;;
         *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
 done
-target=${CARGO_TARGET_DIR:-target}
-# One package at a time: built together, cargo would unify their features and rebuild both
-# from scratch rather than reuse what `cargo build -p rally` and the tests built.
-cargo build --locked "${cargo_profile[@]}" -p rally
-cargo build --locked "${cargo_profile[@]}" -p rally-ffi
-lib="$target/$profile"
-out="$target/c-sample"
+source scripts/scene-server.sh
+build_rally "$profile"
+out="${CARGO_TARGET_DIR:-target}/c-sample"
 mkdir -p "$out"
 cc -std=c11 -Wall -Wextra -Werror -O1 -g -Iinclude examples/c/sample.c -o "$out/sample" \
     -L"$lib" -lrally -Wl,-rpath,"$(cd "$lib" && pwd)" -lm
 
-source scripts/scene-server.sh
 start_scene_server "$lib/rally" scenes/sandbox.toml "$out"
 "${wrapper[@]}" "$out/sample" --rally "$lib/rally" --key "$key" --server "$address" "$@"

@@ -8,7 +8,7 @@
 // managed bytes they allocated.
 //
 //   mono ConsoleTest.exe --rally PATH --key HEX --server IP:PORT --layout FILE
-//        [--grab X,Y,Z] [--seconds S] [--bench FRAMES]
+//        [--grab X,Y,Z] [--seconds S] [--bench FRAMES] [--interpolate 0|1]
 //
 // bindings/unity/run-mono.sh builds everything and runs it.
 using System;
@@ -37,11 +37,12 @@ static class ConsoleTest
         Vec3 grab = ParseVec3(options.ContainsKey("--grab") ? options["--grab"] : "0.9,0.25,-1.0");
         double seconds = double.Parse(Get(options, "--seconds", "3"), CultureInfo.InvariantCulture);
         int bench = int.Parse(Get(options, "--bench", "0"), CultureInfo.InvariantCulture);
+        bool interpolate = Get(options, "--interpolate", "1") != "0";
         Console.WriteLine("librally {0} under Mono {1}", RallyConnection.Version, Environment.Version);
 
         CheckLayouts(options["--layout"]);
         CheckErrors(rally, key, server);
-        using (var client = new RallyConnection())
+        using (var client = new RallyConnection(RallyConnection.Frame90Hz, interpolate))
         {
             client.Connect(IssueToken(rally, key, server), server);
             var entities = new Entity[1024];
@@ -357,7 +358,8 @@ static class ConsoleTest
         foreach (string required in new[] { "--rally", "--key", "--server", "--layout" })
             if (!options.ContainsKey(required))
                 throw new ArgumentException("usage: ConsoleTest --rally PATH --key HEX " +
-                    "--server IP:PORT --layout FILE [--grab X,Y,Z] [--seconds S] [--bench N]");
+                    "--server IP:PORT --layout FILE [--grab X,Y,Z] [--seconds S] [--bench N] " +
+                    "[--interpolate 0|1]");
         return options;
     }
 
