@@ -151,7 +151,9 @@ namespace Rally
         public ulong WorstUs;
     }
 
-    /// <summary>The connection's figures and the session's counters (RallyConnectionStats).</summary>
+    /// <summary>
+    /// The connection's figures and the session's counters (RallyConnectionStats).
+    /// </summary>
     [StructLayout(LayoutKind.Sequential)]
     public struct ConnectionStats
     {

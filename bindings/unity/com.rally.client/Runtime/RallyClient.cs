@@ -107,7 +107,9 @@ namespace Rally
             }
         }
 
-        /// <summary>The rig as the standard XR input: poses in the room's frame, grip and trigger.</summary>
+        /// <summary>
+        /// The rig as the standard XR input: poses in the room's frame, grip and trigger.
+        /// </summary>
         void Sample(ref XrInput into)
         {
             into.Head = ToRoom(Head);
@@ -120,9 +122,10 @@ namespace Rally
             hand.Pose = ToRoom(transform);
             InputDevice device = InputDevices.GetDeviceAtXRNode(node);
             float grip, trigger;
-            hand.Grip = device.TryGetFeatureValue(CommonUsages.grip, out grip) ? Byte(grip) : (byte)0;
-            hand.Trigger =
-                device.TryGetFeatureValue(CommonUsages.trigger, out trigger) ? Byte(trigger) : (byte)0;
+            bool gripped = device.TryGetFeatureValue(CommonUsages.grip, out grip);
+            bool triggered = device.TryGetFeatureValue(CommonUsages.trigger, out trigger);
+            hand.Grip = gripped ? Byte(grip) : (byte)0;
+            hand.Trigger = triggered ? Byte(trigger) : (byte)0;
         }
 
         /// <summary>Shows each entity at its pose; hides those the room no longer has.</summary>
@@ -162,7 +165,8 @@ namespace Rally
         Pose ToRoom(Transform t)
         {
             Vector3 p = Room != null ? Room.InverseTransformPoint(t.position) : t.position;
-            Quaternion r = Room != null ? Quaternion.Inverse(Room.rotation) * t.rotation : t.rotation;
+            Quaternion r = t.rotation;
+            if (Room != null) r = Quaternion.Inverse(Room.rotation) * r;
             return new Pose
             {
                 Position = new Vec3(p.x, p.y, -p.z),

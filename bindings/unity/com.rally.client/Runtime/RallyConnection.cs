@@ -8,7 +8,9 @@ using System.Text;
 
 namespace Rally
 {
-    /// <summary>A call into librally failed: <c>Status</c> says how, the message what to do.</summary>
+    /// <summary>
+    /// A call into librally failed: <c>Status</c> says how, the message what to do.
+    /// </summary>
     public sealed class RallyException : Exception
     {
         public readonly Status Status;
@@ -85,14 +87,18 @@ namespace Rally
             Check("rally_client_update", Native.Update(Live(), nowUs));
         }
 
-        /// <summary>Sends the standard XR input sampled at <paramref name="nowUs"/>, at once.</summary>
+        /// <summary>
+        /// Sends the standard XR input sampled at <paramref name="nowUs"/>, at once.
+        /// </summary>
         public unsafe void SendXrInput(ulong nowUs, ref XrInput input)
         {
             fixed (XrInput* pinned = &input)
                 Check("rally_client_send_xr_input", Native.SendXrInput(Live(), nowUs, pinned));
         }
 
-        /// <summary>Sends the first <paramref name="length"/> bytes as the room's own input.</summary>
+        /// <summary>
+        /// Sends the first <paramref name="length"/> bytes as the room's own input.
+        /// </summary>
         public void SendInputBytes(ulong nowUs, byte[] input, int length)
         {
             CheckRange(input, length);
@@ -100,7 +106,9 @@ namespace Rally
                 Native.SendInputBytes(Live(), nowUs, input, (UIntPtr)length));
         }
 
-        /// <summary>A frame showing the newest state was presented at <paramref name="nowUs"/>.</summary>
+        /// <summary>
+        /// A frame showing the newest state was presented at <paramref name="nowUs"/>.
+        /// </summary>
         public void Present(ulong nowUs)
         {
             Check("rally_client_present", Native.Present(Live(), nowUs));
@@ -114,7 +122,8 @@ namespace Rally
         {
             UIntPtr n;
             Status status;
-            fixed (Entity* pinned = into) status = Native.Entities(Live(), pinned, Capacity(into), &n);
+            fixed (Entity* pinned = into)
+                status = Native.Entities(Live(), pinned, Capacity(into), &n);
             return Counted("rally_client_entities", status, n, out count);
         }
 
@@ -148,16 +157,21 @@ namespace Rally
             return ev.Kind != EventKind.None;
         }
 
-        /// <summary>Sets <paramref name="key"/> in the room's scope or this player's; null removes it.</summary>
+        /// <summary>
+        /// Sets <paramref name="key"/> in the room's scope or this player's; null removes it.
+        /// </summary>
         public void SetValue(bool roomScope, string key, byte[] value)
         {
             if (key == null) throw new ArgumentNullException("key");
             byte[] text = Encoding.UTF8.GetBytes(key + "\0");
             UIntPtr length = (UIntPtr)(value == null ? 0 : value.Length);
-            Check("rally_client_set_value", Native.SetValue(Live(), roomScope, text, value, length));
+            Check("rally_client_set_value",
+                Native.SetValue(Live(), roomScope, text, value, length));
         }
 
-        /// <summary>Relays the first <paramref name="length"/> bytes to <paramref name="target"/>.</summary>
+        /// <summary>
+        /// Relays the first <paramref name="length"/> bytes to <paramref name="target"/>.
+        /// </summary>
         public void Relay(RelayTarget target, uint to, bool reliable, byte[] bytes, int length)
         {
             CheckRange(bytes, length);
@@ -165,7 +179,9 @@ namespace Rally
                 Native.Relay(Live(), target, to, reliable, bytes, (UIntPtr)length));
         }
 
-        /// <summary>The latency meter: samples, mean, p99, share within the model, L_best, L_worst.</summary>
+        /// <summary>
+        /// The latency meter: samples, mean, p99, share within the model, L_best, L_worst.
+        /// </summary>
         public Latency Latency()
         {
             Latency latency;

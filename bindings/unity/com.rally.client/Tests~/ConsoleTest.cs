@@ -27,7 +27,9 @@ static class ConsoleTest
     static readonly Vec3 Target = new Vec3(0.4f, 1.3f, -0.6f);
     /// <summary>The snapshot quantizes positions to millimetres.</summary>
     const float CloseM = 0.02f;
-    /// <summary>A held block keeps its grab offset: at most the grab radius plus its size.</summary>
+    /// <summary>
+    /// A held block keeps its grab offset: at most the grab radius plus its size.
+    /// </summary>
     const float HeldM = 0.35f;
 
     static int Main(string[] args)
@@ -38,7 +40,8 @@ static class ConsoleTest
         double seconds = double.Parse(Get(options, "--seconds", "3"), CultureInfo.InvariantCulture);
         int bench = int.Parse(Get(options, "--bench", "0"), CultureInfo.InvariantCulture);
         bool interpolate = Get(options, "--interpolate", "1") != "0";
-        Console.WriteLine("librally {0} under Mono {1}", RallyConnection.Version, Environment.Version);
+        Console.WriteLine("librally {0} under Mono {1}", RallyConnection.Version,
+            Environment.Version);
 
         CheckLayouts(options["--layout"]);
         CheckErrors(rally, key, server);
@@ -61,7 +64,9 @@ static class ConsoleTest
         }
     }
 
-    /// <summary>The frames: reach the block, close the hand, circle, then hold at the target.</summary>
+    /// <summary>
+    /// The frames: reach the block, close the hand, circle, then hold at the target.
+    /// </summary>
     static int Play(RallyConnection client, Vec3 grab, int frames, Entity[] entities)
     {
         var data = new byte[4096];
@@ -108,7 +113,9 @@ static class ConsoleTest
         return input;
     }
 
-    /// <summary>Frames start on a fixed schedule, as a display's do; the last millisecond is polled.</summary>
+    /// <summary>
+    /// Frames start on a fixed schedule, as a display's do; the last millisecond is polled.
+    /// </summary>
     static void WaitUntil(RallyConnection client, ulong next)
     {
         ulong now = client.NowUs();
@@ -141,7 +148,9 @@ static class ConsoleTest
             (n + 1) / 90.0, count, stats.RttUs / 1000.0, stats.JitterUs / 1000.0, stats.Snapshots);
     }
 
-    /// <summary>The room's newest state: the hand at the target, the block held beside it.</summary>
+    /// <summary>
+    /// The room's newest state: the hand at the target, the block held beside it.
+    /// </summary>
     static int CheckRoom(RallyConnection client, Entity[] entities, int count)
     {
         if (!client.TryReadEntities(entities, out count)) throw new Exception("too many entities");
@@ -167,7 +176,8 @@ static class ConsoleTest
             "the model [{4:F2}, {5:F2}] ms", latency.Samples, latency.MeanUs / 1000.0,
             latency.P99Us / 1000.0, latency.WithinModel * 100, latency.BestUs / 1000.0,
             latency.WorstUs / 1000.0);
-        if (latency.Samples == 0) throw new Exception("no latency samples: the room never answered");
+        if (latency.Samples == 0)
+            throw new Exception("no latency samples: the room never answered");
     }
 
     /// <summary>
@@ -284,7 +294,8 @@ static class ConsoleTest
             int cs = name.Length == 1
                 ? Marshal.SizeOf(types[name[0]])
                 : (int)Marshal.OffsetOf(types[name[0]], fields[parts[0]]);
-            if (cs != c) throw new Exception(string.Format("{0}: C says {1}, C# {2}", parts[0], c, cs));
+            if (cs != c)
+                throw new Exception(string.Format("{0}: C says {1}, C# {2}", parts[0], c, cs));
             checkedLines++;
         }
         Console.WriteLine("layouts: {0} sizes and offsets match the C compiler's", checkedLines);
@@ -295,13 +306,18 @@ static class ConsoleTest
     {
         using (var client = new RallyConnection())
         {
-            Expect(Status.InvalidToken, () => client.Connect(new byte[] { 1, 2, 3 }, server),
-                "a malformed token");
+            string message = Expect(Status.InvalidToken,
+                () => client.Connect(new byte[] { 1, 2, 3 }, server), "a malformed token");
+            if (!message.Contains("not a connect token"))
+                throw new Exception("a malformed token's message does not say so: " + message);
+            Console.WriteLine("errors: {0}", message);
         }
-        Console.WriteLine("errors: a malformed token is refused with its message");
     }
 
-    static void Expect(Status status, Action call, string what)
+    /// <summary>
+    /// Runs <paramref name="call"/>, which must fail with <paramref name="status"/>; its message.
+    /// </summary>
+    static string Expect(Status status, Action call, string what)
     {
         try
         {
@@ -310,7 +326,7 @@ static class ConsoleTest
         catch (RallyException e)
         {
             if (e.Status != status) throw;
-            return;
+            return e.Message;
         }
         throw new Exception(what + " did not fail with " + status);
     }
