@@ -51,6 +51,13 @@ pub struct HostConfig {
     pub ip: IpAddr,
     /// Worker `i` binds `port + i`; 0 lets the OS pick each worker's port.
     pub port: u16,
+    /// Each worker's port, by worker index, where a fleet manager chose them (Agones'
+    /// `Passthrough` policy); empty: `port + i`. Its length must be the number of workers.
+    pub worker_ports: Vec<u16>,
+    /// The address clients reach each worker at, by worker index, where it is not the bound
+    /// one (a container's host port, a node's address): connect tokens must name it, and
+    /// the worker accepts tokens naming it. Empty: the bound addresses.
+    pub public_addresses: Vec<SocketAddr>,
     /// How long before a tick's deadline a worker stops sleeping and polls, for kernels that
     /// wake sleeping threads late (each microsecond costs CPU before every tick). Zero, the
     /// default: never spin; the precise wait keeps ticks on time here.
@@ -88,6 +95,8 @@ impl Default for HostConfig {
             workers: 0,
             ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
+            worker_ports: Vec::new(),
+            public_addresses: Vec::new(),
             spin: Duration::ZERO,
             sleep_step: Duration::from_micros(200),
             worker_cores: Vec::new(),
@@ -153,9 +162,18 @@ impl HostConfig {
         duration("room_idle_close", self.room_idle_close, idle)
     }
 
-    /// Worker `i` binds `port + i`: the last worker's port must exist.
+    /// Worker `i` binds `port + i`: the last worker's port must exist. Ports or public
+    /// addresses given per worker must be given for every worker.
     fn check_ports(&self, workers: usize) -> Result<(), HostConfigError> {
-        if self.port == 0 {
+        for (field, given) in [
+            ("worker_ports", self.worker_ports.len()),
+            ("public_addresses", self.public_addresses.len()),
+        ] {
+            if given != 0 && self.workers != 0 {
+                count(field, given, workers..=workers)?;
+            }
+        }
+        if self.port == 0 || !self.worker_ports.is_empty() {
             return Ok(());
         }
         let last = usize::from(u16::MAX) + 1 - workers.max(1);
@@ -272,6 +290,8 @@ impl Reporter {
 /// Many rooms on worker threads. Dropping it drains with no wait.
 pub struct Host {
     addresses: Vec<SocketAddr>,
+    /// Where clients reach each worker: tokens name these.
+    public: Vec<SocketAddr>,
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<io::Result<DrainReport>>>,
     budgets: Budgets,
@@ -299,11 +319,18 @@ impl Host {
         let shared = Arc::new(Shared::default());
         *lock(&shared.reports) = vec![None; workers];
         let mut addresses = Vec::new();
+        let mut public = Vec::new();
         let mut drivers = Vec::new();
         for index in 0..workers {
-            let port = if config.port == 0 { 0 } else { config.port + index as u16 };
-            let driver = bind(&config, SocketAddr::new(config.ip, port))?;
+            let port = match (config.worker_ports.get(index), config.port) {
+                (Some(port), _) => *port,
+                (None, 0) => 0,
+                (None, port) => port + index as u16,
+            };
+            let local = SocketAddr::new(config.ip, port);
+            let driver = bind(&config, local, config.public_addresses.get(index).copied())?;
             addresses.push(driver.local_addr()?);
+            public.push(config.public_addresses.get(index).copied().unwrap_or(addresses[index]));
             drivers.push(driver);
         }
         let mut threads = Vec::new();
@@ -314,7 +341,7 @@ impl Host {
                 .spawn(move || Worker::new(index, driver, game, shared, config).run())?;
             threads.push(thread);
         }
-        Ok(Self { addresses, shared, threads, budgets: config.budgets })
+        Ok(Self { addresses, public, shared, threads, budgets: config.budgets })
     }
 
     /// Each worker's socket address, by worker index.
@@ -322,9 +349,16 @@ impl Host {
         &self.addresses
     }
 
-    /// The address of the worker that hosts `room_id`: the one to put in its clients' tokens.
+    /// Where clients reach each worker, by worker index: [`HostConfig::public_addresses`], or
+    /// the bound addresses.
+    pub fn public_addresses(&self) -> &[SocketAddr] {
+        &self.public
+    }
+
+    /// The address of the worker that hosts `room_id`: the one to put in its clients' tokens
+    /// (its public address).
     pub fn room_address(&self, room_id: u64) -> SocketAddr {
-        self.addresses[(room_id % self.addresses.len() as u64) as usize]
+        self.public[(room_id % self.public.len() as u64) as usize]
     }
 
     /// The latest figures of every worker and room (workers publish ten times a second).
@@ -369,10 +403,16 @@ impl Drop for Host {
     }
 }
 
-fn bind(config: &HostConfig, address: SocketAddr) -> io::Result<UdpDriver> {
+/// Binds a worker's socket at `address`; its tokens must name `public`, else the bound address.
+fn bind(
+    config: &HostConfig,
+    address: SocketAddr,
+    public: Option<SocketAddr>,
+) -> io::Result<UdpDriver> {
     match &config.key {
-        Some(key) => UdpDriver::bind_secure(
+        Some(key) => UdpDriver::bind_secure_as(
             address,
+            public,
             config.endpoint.clone(),
             key.clone(),
             config.protocol_id,

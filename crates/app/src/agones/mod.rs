@@ -1,0 +1,627 @@
+//! `rally server` as an Agones game server, through the SDK sidecar's REST API on localhost
+//! (`AGONES_SDK_HTTP_PORT`, 9358 when unset). Off by default: `[agones] enabled = true` or
+//! `rally server --agones` turns it on.
+//!
+//! **Before the host binds**, [`placement`] reads the GameServer (`GET /gameserver`) for the
+//! node's address and each worker's host port (a port named `worker-<k>` per worker): the
+//! addresses connect tokens must name. With the `Dynamic` port policy each worker binds its
+//! container port (`host.port + k`) and Agones maps a host port to it; with `Passthrough` the
+//! container port is the host port Agones chose, and the worker binds that.
+//!
+//! **Then** [`Agones::start`] runs two threads beside the workers, never on them:
+//! - the *keeper*: `Ready` at once (every worker's socket is bound when the host starts);
+//!   then every few milliseconds the `rooms` and `players` counters (count and capacity) when
+//!   the workers' published figures change, and every health period `Health` if every worker
+//!   published and ticked within its lateness budget over the period ([`Pulse`]), withheld
+//!   otherwise so that Agones replaces a sick server;
+//! - the *watcher*: `GET /watch/gameserver`, one GameServer a line, for allocation and the
+//!   room (`rally.dev/room`) or scene (`rally.dev/scene`) its labels or annotations name:
+//!   an id that is not a room, a room whose worker is full, or a scene this server does not
+//!   host is logged, counted and marked on the GameServer (`agones.dev/sdk-rally-refused`).
+//!
+//! **On SIGTERM** the server drains as it always does ([`Agones::drain`] first stops health
+//! and counters), then [`Agones::shutdown`] sends `Shutdown`.
+//!
+//! A sidecar that refuses, answers garbage or vanishes is logged (once per change, not per
+//! retry), counted ([`Stats`], on `/metrics`) and retried with exponential backoff up to
+//! [`Settings::retry_max`]; nothing of it stops a worker or closes a room.
+
+pub mod sdk;
+
+use rally_driver::host::{HostReport, Reporter};
+use rally_driver::Clock;
+use rally_proto::Instant;
+pub use sdk::{Call, Failure, GameServer, Sdk, Stats};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The SDK's REST port when `AGONES_SDK_HTTP_PORT` is unset (Agones' own default).
+pub const DEFAULT_SDK_PORT: u16 = 9358;
+/// How often the keeper looks at the workers' figures.
+pub const LOOK_INTERVAL: Duration = Duration::from_millis(5);
+/// The first retry's delay after a failed call; each further failure doubles it.
+pub const RETRY_MIN: Duration = Duration::from_millis(100);
+/// The annotation key a refused allocation is marked with (`agones.dev/sdk-` + this).
+pub const REFUSED_ANNOTATION: &str = "rally-refused";
+/// The label or annotation naming the room an allocation is for.
+pub const ROOM_KEY: &str = "rally.dev/room";
+/// The label or annotation naming the scene an allocation is for.
+pub const SCENE_KEY: &str = "rally.dev/scene";
+
+/// How workers' ports reach the outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortPolicy {
+    /// Agones maps a host port of its choice to each worker's container port.
+    Dynamic,
+    /// Each worker binds the host port Agones chose.
+    Passthrough,
+}
+
+/// What the integration needs to know.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The sidecar, `127.0.0.1:<port>`.
+    pub sdk: String,
+    /// How often `Health` is sent (or withheld).
+    pub health_period: Duration,
+    /// The share of a worker's room-ticks in a health period that may start later than the
+    /// lateness budget before health is withheld.
+    pub late_ticks_ratio_max: f64,
+    /// How workers' ports reach the outside.
+    pub port_policy: PortPolicy,
+    /// Worker `k`'s port in the GameServer is named this, then `k`.
+    pub port_prefix: String,
+    /// The longest wait between two retries of a failed call.
+    pub retry_max: Duration,
+    /// How long [`placement`] waits for the GameServer's address and ports.
+    pub placement_wait: Duration,
+    /// Workers (resolved: never 0).
+    pub workers: usize,
+    /// Rooms per worker at most.
+    pub rooms_per_worker_max: usize,
+    /// Clients per worker at most.
+    pub connections_per_worker_max: usize,
+    /// The scene this server hosts (its file's stem), if it hosts one.
+    pub scene: Option<String>,
+}
+
+impl Settings {
+    /// The `rooms` counter's capacity: what the host accepts.
+    pub fn rooms_capacity(&self) -> u64 {
+        (self.workers * self.rooms_per_worker_max) as u64
+    }
+
+    /// The `players` counter's capacity.
+    pub fn players_capacity(&self) -> u64 {
+        (self.workers * self.connections_per_worker_max) as u64
+    }
+}
+
+/// The sidecar's address from `AGONES_SDK_HTTP_PORT` (`value`), or the default, saying so.
+pub fn sdk_authority(value: Option<&str>) -> Result<String, String> {
+    match value {
+        Some(port) => port.trim().parse::<u16>().map(|p| format!("127.0.0.1:{p}")).map_err(|_| {
+            format!(
+                "AGONES_SDK_HTTP_PORT = {port:?}: not a port; unset it to use {DEFAULT_SDK_PORT}"
+            )
+        }),
+        None => {
+            tracing::warn!(
+                port = DEFAULT_SDK_PORT,
+                "agones is on but AGONES_SDK_HTTP_PORT is not set: using the SDK's default port"
+            );
+            Ok(format!("127.0.0.1:{DEFAULT_SDK_PORT}"))
+        }
+    }
+}
+
+/// Where workers bind and where clients reach them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Each worker's port to bind (Passthrough); empty: the configured ports (Dynamic).
+    pub bind_ports: Vec<u16>,
+    /// Where clients reach each worker: the node's address and the worker's host port.
+    pub public: Vec<SocketAddr>,
+}
+
+/// Reads the GameServer until it has an address and a port for every worker (retrying with
+/// backoff up to [`Settings::placement_wait`]), and places the workers.
+pub fn placement(settings: &Settings, sdk: &Sdk) -> Result<Placement, String> {
+    let clock = Clock::start();
+    let deadline = Instant::ZERO + settings.placement_wait;
+    let mut backoff = Backoff::new(settings.retry_max);
+    loop {
+        let why = match sdk.game_server().and_then(|server| place(settings, &server)) {
+            Ok(placement) => return Ok(placement),
+            Err(why) => why,
+        };
+        if clock.now() >= deadline {
+            return Err(format!(
+                "agones: no placement for the workers after {:?}: {why}",
+                settings.placement_wait
+            ));
+        }
+        backoff.failed(clock.now(), &why);
+        std::thread::sleep(backoff.delay);
+    }
+}
+
+/// The placement `server` gives, or why it gives none yet.
+fn place(settings: &Settings, server: &GameServer) -> Result<Placement, String> {
+    let public: Option<Vec<SocketAddr>> =
+        (0..settings.workers).map(|k| server.worker_address(&settings.port_prefix, k)).collect();
+    let Some(public) = public else {
+        let names: Vec<&str> = server.ports.keys().map(String::as_str).collect();
+        return Err(format!(
+            "the GameServer (state {:?}, address {:?}) must have an address and ports named \
+             {}0..{}{} (one per worker); it has [{}]",
+            server.state,
+            server.address,
+            settings.port_prefix,
+            settings.port_prefix,
+            settings.workers - 1,
+            names.join(", ")
+        ));
+    };
+    let bind_ports = match settings.port_policy {
+        PortPolicy::Dynamic => Vec::new(),
+        PortPolicy::Passthrough => public.iter().map(SocketAddr::port).collect(),
+    };
+    Ok(Placement { bind_ports, public })
+}
+
+/// Exponential backoff between retries, and a log line per new failure (not per retry).
+#[derive(Debug)]
+struct Backoff {
+    delay: Duration,
+    max: Duration,
+    retry_at: Option<Instant>,
+    last_error: Option<String>,
+}
+
+impl Backoff {
+    fn new(max: Duration) -> Self {
+        Self { delay: Duration::ZERO, max, retry_at: None, last_error: None }
+    }
+
+    /// Whether a call may be made at `now`.
+    fn due(&self, now: Instant) -> bool {
+        self.retry_at.is_none_or(|at| now >= at)
+    }
+
+    fn failed(&mut self, now: Instant, why: &str) {
+        self.delay = (self.delay * 2).clamp(RETRY_MIN, self.max.max(RETRY_MIN));
+        self.retry_at = Some(now + self.delay);
+        if self.last_error.as_deref() != Some(why) {
+            let retry_ms = self.delay.as_millis() as u64;
+            tracing::warn!(error = %why, retry_ms, "agones: SDK call failed; retrying with backoff");
+            self.last_error = Some(why.to_string());
+        }
+    }
+
+    fn succeeded(&mut self) {
+        if self.last_error.take().is_some() {
+            tracing::info!("agones: the SDK sidecar answers again");
+        }
+        self.delay = Duration::ZERO;
+        self.retry_at = None;
+    }
+}
+
+/// Whether every worker ticked within its budget over a health period: each worker must have
+/// published since the last look (a worker stuck in a tick publishes nothing), and at most
+/// [`Settings::late_ticks_ratio_max`] of its room-ticks may have started late.
+#[derive(Debug, Default)]
+pub struct Pulse {
+    /// Per worker at the last look: (wall time covered, late ticks, room-ticks).
+    last: Vec<Option<(u64, u64, u64)>>,
+}
+
+impl Pulse {
+    /// Looks at `report` against the last look; `Err` names the first sick worker and why.
+    pub fn look(
+        &mut self,
+        report: &HostReport,
+        workers: usize,
+        ratio_max: f64,
+    ) -> Result<(), String> {
+        let now: Vec<Option<(u64, u64, u64)>> = (0..workers)
+            .map(|k| {
+                let w = report.workers.iter().find(|w| w.worker == k)?;
+                Some((w.wall_us, w.late_ticks, w.room_ticks))
+            })
+            .collect();
+        let last = std::mem::replace(&mut self.last, now.clone());
+        for (k, figures) in now.iter().enumerate() {
+            let Some((wall, late, ticks)) = *figures else {
+                return Err(format!("worker {k} has not reported"));
+            };
+            let Some((wall0, late0, ticks0)) = last.get(k).copied().flatten() else { continue };
+            if wall == wall0 {
+                return Err(format!("worker {k} published nothing for a health period (stuck)"));
+            }
+            // Figures that went down were reset (rally-bench's reset): count from zero.
+            let (late, ticks) = if ticks < ticks0 || late < late0 {
+                (late, ticks)
+            } else {
+                (late - late0, ticks - ticks0)
+            };
+            if ticks > 0 && late as f64 > ratio_max * ticks as f64 {
+                return Err(format!(
+                    "worker {k}: {late} of its {ticks} room-ticks started later than the \
+                     lateness budget"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What an allocation asks of this server, and whether it can.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allocation {
+    /// A room it hosts: clients' tokens name `address`.
+    Accepted {
+        /// The room.
+        room: Option<u64>,
+        /// Its worker and where clients reach it.
+        address: Option<SocketAddr>,
+    },
+    /// Refused, and why.
+    Refused(String),
+}
+
+/// Judges the allocation `server` carries against what this server hosts.
+pub fn judge(
+    settings: &Settings,
+    public: &[SocketAddr],
+    report: &HostReport,
+    server: &GameServer,
+) -> Allocation {
+    if let Some(scene) = server.metadata.get(SCENE_KEY) {
+        match &settings.scene {
+            Some(hosted) if hosted == scene => {}
+            Some(hosted) => {
+                return Allocation::Refused(format!(
+                    "scene {scene:?} is not hosted here (this server hosts {hosted:?})"
+                ))
+            }
+            None => {
+                return Allocation::Refused(format!(
+                    "scene {scene:?} is not hosted here (this server runs no scene)"
+                ))
+            }
+        }
+    }
+    let Some(room) = server.metadata.get(ROOM_KEY) else {
+        return Allocation::Accepted { room: None, address: None };
+    };
+    let Ok(id) = room.trim().parse::<u64>() else {
+        return Allocation::Refused(format!("room {room:?} is not a room id (0 to 2^64-1)"));
+    };
+    let worker = (id % settings.workers as u64) as usize;
+    let open = report.rooms.iter().any(|r| r.room_id == id);
+    let rooms = report.workers.iter().find(|w| w.worker == worker).map_or(0, |w| w.rooms);
+    if !open && rooms >= settings.rooms_per_worker_max {
+        return Allocation::Refused(format!(
+            "room {id}: its worker {worker} is full ({rooms} rooms)"
+        ));
+    }
+    Allocation::Accepted { room: Some(id), address: public.get(worker).copied() }
+}
+
+/// The integration running beside the host.
+pub struct Agones {
+    stop: Arc<AtomicBool>,
+    draining: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    sdk: Sdk,
+    retry_max: Duration,
+}
+
+impl Agones {
+    /// Starts the keeper and the watcher: `Ready` at once, then counters, health and the
+    /// watch. `public` is where clients reach each worker ([`Placement::public`]).
+    pub fn start(
+        settings: Settings,
+        sdk: Sdk,
+        reporter: Reporter,
+        public: Vec<SocketAddr>,
+    ) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let draining = Arc::new(AtomicBool::new(false));
+        let keeper = Keeper {
+            settings: settings.clone(),
+            sdk: sdk.clone(),
+            reporter: reporter.clone(),
+            draining: draining.clone(),
+            stop: stop.clone(),
+        };
+        let watcher = Watcher { settings: settings.clone(), sdk: sdk.clone(), reporter, public };
+        let watch_stop = stop.clone();
+        let threads = vec![
+            std::thread::Builder::new().name("rally-agones".into()).spawn(move || keeper.run())?,
+            std::thread::Builder::new()
+                .name("rally-agones-watch".into())
+                .spawn(move || watcher.run(&watch_stop))?,
+        ];
+        Ok(Self { stop, draining, threads, sdk, retry_max: settings.retry_max })
+    }
+
+    /// Its figures, for `/metrics`.
+    pub fn stats(&self) -> Arc<Stats> {
+        self.sdk.stats.clone()
+    }
+
+    /// The drain began: no more health or counters (the host is going; Agones knows).
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    /// After the drain: stops the threads and sends `Shutdown`, retried with backoff for up to
+    /// `patience`. Whether the sidecar took it.
+    pub fn shutdown(mut self, patience: Duration) -> bool {
+        self.drain();
+        self.stop.store(true, Ordering::Release);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+        let clock = Clock::start();
+        let mut backoff = Backoff::new(self.retry_max);
+        loop {
+            match self.sdk.call(Call::Shutdown, "POST", "/shutdown", "{}") {
+                Ok(_) => {
+                    tracing::info!("agones: Shutdown sent");
+                    return true;
+                }
+                Err(why) if clock.now() < Instant::ZERO + patience => {
+                    backoff.failed(clock.now(), &why);
+                    std::thread::sleep(backoff.delay);
+                }
+                Err(why) => {
+                    tracing::error!(error = %why, "agones: Shutdown not taken; exiting anyway");
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Agones {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The keeper thread: `Ready`, counters, health.
+struct Keeper {
+    settings: Settings,
+    sdk: Sdk,
+    reporter: Reporter,
+    draining: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+}
+
+/// A counter as last set: (count, capacity), and its retries.
+struct Counter {
+    name: &'static str,
+    sent: Option<u64>,
+    backoff: Backoff,
+}
+
+impl Keeper {
+    fn run(self) {
+        let clock = Clock::start();
+        let mut ready = Backoff::new(self.settings.retry_max);
+        let mut ready_sent = false;
+        let mut health = Backoff::new(self.settings.retry_max);
+        let mut pulse = Pulse::default();
+        let mut next_health = Instant::ZERO;
+        let mut withheld = false;
+        let mut counters = ["rooms", "players"].map(|name| Counter {
+            name,
+            sent: None,
+            backoff: Backoff::new(self.settings.retry_max),
+        });
+        while !self.stop.load(Ordering::Acquire) && !self.draining.load(Ordering::Acquire) {
+            let now = clock.now();
+            if !ready_sent {
+                if ready.due(now) {
+                    match self.sdk.call(Call::Ready, "POST", "/ready", "{}") {
+                        Ok(_) => {
+                            ready.succeeded();
+                            ready_sent = true;
+                            next_health = now + self.settings.health_period;
+                            pulse.look(&self.reporter.report(), self.settings.workers, 1.0).ok();
+                            tracing::info!(sdk = %self.sdk.authority, "agones: Ready sent");
+                        }
+                        Err(why) => ready.failed(now, &why),
+                    }
+                }
+                std::thread::sleep(LOOK_INTERVAL);
+                continue;
+            }
+            let report = self.reporter.report();
+            self.count(&report, &mut counters, now);
+            if now >= next_health {
+                next_health = now + self.settings.health_period;
+                let verdict =
+                    pulse.look(&report, self.settings.workers, self.settings.late_ticks_ratio_max);
+                withheld = self.health(verdict, withheld, &mut health, now);
+            }
+            std::thread::sleep(LOOK_INTERVAL);
+        }
+    }
+
+    /// Sets the `rooms` and `players` counters if they changed (or a set failed).
+    fn count(&self, report: &HostReport, counters: &mut [Counter; 2], now: Instant) {
+        let rooms: usize = report.workers.iter().map(|w| w.rooms).sum();
+        let players: usize = report.workers.iter().map(|w| w.players).sum();
+        let values = [
+            (rooms as u64, self.settings.rooms_capacity()),
+            (players as u64, self.settings.players_capacity()),
+        ];
+        for (counter, (count, capacity)) in counters.iter_mut().zip(values) {
+            if counter.sent == Some(count) || !counter.backoff.due(now) {
+                continue;
+            }
+            match self.sdk.set_counter(counter.name, count, capacity) {
+                Ok(()) => {
+                    counter.backoff.succeeded();
+                    counter.sent = Some(count);
+                }
+                Err(why) => counter.backoff.failed(now, &why),
+            }
+        }
+    }
+
+    /// Sends `Health` if `verdict` is good, withholds it (counted, logged on change) if not;
+    /// whether it was withheld.
+    fn health(
+        &self,
+        verdict: Result<(), String>,
+        was_withheld: bool,
+        backoff: &mut Backoff,
+        now: Instant,
+    ) -> bool {
+        match verdict {
+            Ok(()) => {
+                if was_withheld {
+                    tracing::info!("agones: every worker ticks on time again; Health resumes");
+                }
+                match self.sdk.call(Call::Health, "POST", "/health", "{}") {
+                    Ok(_) => backoff.succeeded(),
+                    Err(why) => backoff.failed(now, &why),
+                }
+                false
+            }
+            Err(why) => {
+                self.sdk.stats.health_withheld.fetch_add(1, Ordering::Relaxed);
+                if !was_withheld {
+                    tracing::warn!(reason = %why, "agones: Health withheld");
+                }
+                true
+            }
+        }
+    }
+}
+
+/// The watcher thread: allocations and what they ask for.
+struct Watcher {
+    settings: Settings,
+    sdk: Sdk,
+    reporter: Reporter,
+    public: Vec<SocketAddr>,
+}
+
+/// How long a watch read waits before looking at the stop flag.
+const WATCH_READ: Duration = Duration::from_millis(200);
+
+impl Watcher {
+    fn run(self, stop: &AtomicBool) {
+        let clock = Clock::start();
+        let mut backoff = Backoff::new(self.settings.retry_max);
+        // The last allocation judged: (state, room, scene), so each is judged once.
+        let mut judged: Option<(String, Option<String>, Option<String>)> = None;
+        while !stop.load(Ordering::Acquire) {
+            if !backoff.due(clock.now()) {
+                std::thread::sleep(LOOK_INTERVAL.max(Duration::from_millis(20)));
+                continue;
+            }
+            match self.watch(stop, &mut judged, &mut backoff) {
+                Ok(()) => {}
+                Err(why) => backoff.failed(clock.now(), &why),
+            }
+        }
+    }
+
+    /// One watch stream, until it ends, breaks or `stop` is set.
+    fn watch(
+        &self,
+        stop: &AtomicBool,
+        judged: &mut Option<(String, Option<String>, Option<String>)>,
+        backoff: &mut Backoff,
+    ) -> Result<(), String> {
+        let stats = &self.sdk.stats;
+        stats.called(Call::Watch);
+        let opened =
+            crate::http_client::stream(&self.sdk.authority, "/watch/gameserver", WATCH_READ);
+        let (status, mut lines) = opened.map_err(|e| {
+            stats.fail(Call::Watch, Failure::Unreachable);
+            format!("GET /watch/gameserver: {e}")
+        })?;
+        if !(200..300).contains(&status) {
+            stats.fail(Call::Watch, Failure::Refused);
+            return Err(format!("GET /watch/gameserver: answered {status}"));
+        }
+        while !stop.load(Ordering::Acquire) {
+            let line = match lines.next_line() {
+                Ok(Some(line)) => line,
+                Ok(None) => {
+                    stats.fail(Call::Watch, Failure::Unreachable);
+                    return Err("the watch stream ended".into());
+                }
+                Err(crate::http_client::HttpError::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => {
+                    stats.fail(Call::Watch, Failure::Garbage);
+                    return Err(format!("the watch stream broke: {e}"));
+                }
+            };
+            backoff.succeeded();
+            match GameServer::parse(&line) {
+                Ok(server) => self.on_update(&server, judged),
+                Err(why) => {
+                    stats.fail(Call::Watch, Failure::Garbage);
+                    tracing::warn!(error = %why, "agones: a watch line that is not a GameServer; skipped");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Judges an allocation the first time it is seen.
+    fn on_update(
+        &self,
+        server: &GameServer,
+        judged: &mut Option<(String, Option<String>, Option<String>)>,
+    ) {
+        let key = (
+            server.state.clone(),
+            server.metadata.get(ROOM_KEY).cloned(),
+            server.metadata.get(SCENE_KEY).cloned(),
+        );
+        if server.state != "Allocated" || judged.as_ref() == Some(&key) {
+            *judged = Some(key);
+            return;
+        }
+        *judged = Some(key);
+        let stats = &self.sdk.stats;
+        match judge(&self.settings, &self.public, &self.reporter.report(), server) {
+            Allocation::Accepted { room, address } => {
+                stats.allocations_accepted.fetch_add(1, Ordering::Relaxed);
+                let address = address.map(|a| a.to_string()).unwrap_or_default();
+                tracing::info!(game_server = %server.name, room = ?room, address = %address, "agones: allocated");
+            }
+            Allocation::Refused(why) => {
+                stats.allocations_refused.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(game_server = %server.name, reason = %why, "agones: allocation refused");
+                if let Err(e) = self.sdk.annotate(REFUSED_ANNOTATION, &why) {
+                    tracing::warn!(error = %e, "agones: could not mark the refusal on the GameServer");
+                }
+            }
+        }
+    }
+}
