@@ -211,37 +211,48 @@ impl Backoff {
     }
 }
 
-/// Whether every worker ticked within its budget over a health period: each worker must have
-/// published since the last look (a worker stuck in a tick publishes nothing), and at most
-/// [`Settings::late_ticks_ratio_max`] of its room-ticks may have started late.
+/// How long a worker may publish nothing before it counts as stuck (it publishes every 100 ms,
+/// and at once on a change, unless a tick holds it).
+pub const STUCK_AFTER: Duration = Duration::from_millis(500);
+
+/// Whether every worker ticks within its budget: each must have published within
+/// [`STUCK_AFTER`] (a worker stuck in a tick publishes nothing), and at most
+/// [`Settings::late_ticks_ratio_max`] of its room-ticks since the last look may have started
+/// later than the lateness budget.
 #[derive(Debug, Default)]
 pub struct Pulse {
-    /// Per worker at the last look: (wall time covered, late ticks, room-ticks).
-    last: Vec<Option<(u64, u64, u64)>>,
+    /// Per worker at the last look: wall time covered, late ticks, room-ticks, and when its
+    /// figures last changed.
+    last: Vec<Option<(u64, u64, u64, Instant)>>,
 }
 
 impl Pulse {
-    /// Looks at `report` against the last look; `Err` names the first sick worker and why.
+    /// Looks at `report` at `now` against the last look; `Err` names the first sick worker.
     pub fn look(
         &mut self,
         report: &HostReport,
         workers: usize,
         ratio_max: f64,
+        now: Instant,
     ) -> Result<(), String> {
-        let now: Vec<Option<(u64, u64, u64)>> = (0..workers)
-            .map(|k| {
-                let w = report.workers.iter().find(|w| w.worker == k)?;
-                Some((w.wall_us, w.late_ticks, w.room_ticks))
-            })
-            .collect();
-        let last = std::mem::replace(&mut self.last, now.clone());
-        for (k, figures) in now.iter().enumerate() {
-            let Some((wall, late, ticks)) = *figures else {
-                return Err(format!("worker {k} has not reported"));
+        let mut verdict = Ok(());
+        let mut next = Vec::with_capacity(workers);
+        for k in 0..workers {
+            let Some(w) = report.workers.iter().find(|w| w.worker == k) else {
+                next.push(None);
+                verdict = verdict.and(Err(format!("worker {k} has not reported")));
+                continue;
             };
-            let Some((wall0, late0, ticks0)) = last.get(k).copied().flatten() else { continue };
-            if wall == wall0 {
-                return Err(format!("worker {k} published nothing for a health period (stuck)"));
+            let (wall, late, ticks) = (w.wall_us, w.late_ticks, w.room_ticks);
+            let Some((wall0, late0, ticks0, changed)) = self.last.get(k).copied().flatten() else {
+                next.push(Some((wall, late, ticks, now)));
+                continue;
+            };
+            let changed = if wall == wall0 { changed } else { now };
+            next.push(Some((wall, late, ticks, changed)));
+            if now.saturating_duration_since(changed) > STUCK_AFTER {
+                let why = format!("worker {k} published nothing for {STUCK_AFTER:?} (stuck)");
+                verdict = verdict.and(Err(why));
             }
             // Figures that went down were reset (rally-bench's reset): count from zero.
             let (late, ticks) = if ticks < ticks0 || late < late0 {
@@ -250,13 +261,15 @@ impl Pulse {
                 (late - late0, ticks - ticks0)
             };
             if ticks > 0 && late as f64 > ratio_max * ticks as f64 {
-                return Err(format!(
+                let why = format!(
                     "worker {k}: {late} of its {ticks} room-ticks started later than the \
                      lateness budget"
-                ));
+                );
+                verdict = verdict.and(Err(why));
             }
         }
-        Ok(())
+        self.last = next;
+        verdict
     }
 }
 
@@ -438,7 +451,8 @@ impl Keeper {
                             ready.succeeded();
                             ready_sent = true;
                             next_health = now + self.settings.health_period;
-                            pulse.look(&self.reporter.report(), self.settings.workers, 1.0).ok();
+                            let report = self.reporter.report();
+                            let _ = pulse.look(&report, self.settings.workers, 1.0, now);
                             tracing::info!(sdk = %self.sdk.authority, "agones: Ready sent");
                         }
                         Err(why) => ready.failed(now, &why),
@@ -451,8 +465,8 @@ impl Keeper {
             self.count(&report, &mut counters, now);
             if now >= next_health {
                 next_health = now + self.settings.health_period;
-                let verdict =
-                    pulse.look(&report, self.settings.workers, self.settings.late_ticks_ratio_max);
+                let ratio = self.settings.late_ticks_ratio_max;
+                let verdict = pulse.look(&report, self.settings.workers, ratio, now);
                 withheld = self.health(verdict, withheld, &mut health, now);
             }
             std::thread::sleep(LOOK_INTERVAL);
