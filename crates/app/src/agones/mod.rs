@@ -374,14 +374,23 @@ impl Agones {
         self.draining.store(true, Ordering::Release);
     }
 
-    /// After the drain: stops the threads and sends `Shutdown`, retried with backoff for up to
-    /// `patience`. Whether the sidecar took it.
+    /// After the drain: stops the keeper (so that nothing follows), sends `Shutdown`, retried
+    /// with backoff for up to `patience`, and stops the watcher. Whether the sidecar took it.
     pub fn shutdown(mut self, patience: Duration) -> bool {
         self.drain();
         self.stop.store(true, Ordering::Release);
+        // The keeper first: it stops within a look or a call. The watcher may wait out a read.
+        if !self.threads.is_empty() {
+            let _ = self.threads.remove(0).join();
+        }
+        let taken = self.send_shutdown(patience);
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
+        taken
+    }
+
+    fn send_shutdown(&self, patience: Duration) -> bool {
         let clock = Clock::start();
         let mut backoff = Backoff::new(self.retry_max);
         loop {

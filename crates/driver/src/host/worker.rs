@@ -17,9 +17,9 @@ use std::time::Duration;
 
 /// How often a worker publishes its report.
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
-/// How soon a worker publishes again when a room opened or closed or its players changed: a
-/// fleet manager's counters follow within milliseconds, and a churn of joins still costs at
-/// most one report per this interval.
+/// How soon a worker publishes again when a room opened or closed, its players changed or a
+/// tick started late: a fleet manager's counters and health follow within milliseconds, and a
+/// churn of joins or an overloaded worker still costs at most one report per this interval.
 const CHANGE_PUBLISH_INTERVAL: Duration = Duration::from_millis(5);
 /// How often a worker samples each connection's quality (RTT, jitter, loss) into its
 /// histograms: one sample per connection-second.
@@ -74,7 +74,8 @@ pub(super) struct Rooms<G: Game> {
     /// Rooms on the fast pipeline, which answer each input the moment it arrives.
     fast_rooms: usize,
     draining: bool,
-    /// A room opened or closed, or a room's players changed, since the last report.
+    /// A room opened or closed, a room's players changed or a tick started late, since the
+    /// last report.
     changed: bool,
 }
 
@@ -290,6 +291,8 @@ impl<G: Game> Rooms<G> {
         if lateness > self.config.budgets.lateness {
             report.late_ticks += 1;
             self.late_ticks += 1;
+            // A health check reads late ticks from the report: publish them promptly.
+            self.changed = true;
         }
     }
 
