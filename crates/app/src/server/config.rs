@@ -359,6 +359,15 @@ mod tests {
     }
 
     #[test]
+    fn the_agones_deployment_config_is_valid_and_turns_agones_on() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/agones/server.toml");
+        let text = std::fs::read_to_string(path).expect("deploy/agones/server.toml");
+        let config = ServerConfig::parse(&text, path).expect("valid");
+        assert!(config.agones.enabled);
+        assert_eq!(config.port_policy(), Ok(crate::agones::PortPolicy::Dynamic));
+    }
+
+    #[test]
     fn a_bad_scene_is_refused_with_its_file_line_field_and_fix() {
         // Goal: a scene server never starts on a scene it cannot host, and the operator reads
         // where the scene is wrong and how to fix it. Method: a scene with a mass out of range
