@@ -298,6 +298,7 @@ fn settings(sdk: &str) -> Settings {
         rooms_per_worker_max: 4,
         connections_per_worker_max: 16,
         scene: None,
+        ready_when_empty: Duration::from_millis(300),
     }
 }
 
@@ -376,20 +377,6 @@ fn a_host_walks_agones_through_its_life_in_order() {
         fleet.counted("rooms") == [0] && fleet.counted("players") == [0]
     });
 
-    // Allocation: a room this server can host is accepted; an id that is not a room is
-    // refused, logged and marked on the GameServer.
-    sidecar.push(game_server("Allocated", &ports, "\"rally.dev/room\":\"3\""));
-    until(&mut [], "the allocation is judged", || {
-        fleet.stats.allocations_accepted.load(Ordering::Relaxed) == 1
-    });
-    sidecar.push(game_server("Allocated", &ports, "\"rally.dev/room\":\"lobby\""));
-    until(&mut [], "the bad room is refused", || {
-        !sidecar.of("PUT", "/metadata/annotation").is_empty()
-    });
-    assert_eq!(fleet.stats.allocations_refused.load(Ordering::Relaxed), 1);
-    let mark = &sidecar.of("PUT", "/metadata/annotation")[0].body;
-    assert!(mark.contains("\"key\":\"rally-refused\"") && mark.contains("lobby"), "{mark}");
-
     // Rooms open: room 3 on worker 1, room 4 on worker 0, each at the port Agones named.
     let mut a = Player::join(&fleet.key, 1, 3, fleet.host.room_address(3));
     assert_eq!(fleet.host.room_address(3).port(), ports[1]);
@@ -398,6 +385,20 @@ fn a_host_walks_agones_through_its_life_in_order() {
     until(&mut [&mut a, &mut b], "room 4 counted", || fleet.counted("players") == [0, 1, 2]);
     assert_eq!(fleet.counted("rooms"), [0, 1, 2]);
     assert!(a.connected && b.connected, "both players are in");
+
+    // Allocation (with rooms open, so that the server does not go back to Ready): a room it
+    // can host is accepted; an id that is not a room is refused, logged and marked.
+    sidecar.push(game_server("Allocated", &ports, "\"rally.dev/room\":\"3\""));
+    until(&mut [&mut a, &mut b], "the allocation is judged", || {
+        fleet.stats.allocations_accepted.load(Ordering::Relaxed) == 1
+    });
+    sidecar.push(game_server("Allocated", &ports, "\"rally.dev/room\":\"lobby\""));
+    until(&mut [&mut a, &mut b], "the bad room is refused", || {
+        !sidecar.of("PUT", "/metadata/annotation").is_empty()
+    });
+    assert_eq!(fleet.stats.allocations_refused.load(Ordering::Relaxed), 1);
+    let mark = &sidecar.of("PUT", "/metadata/annotation")[0].body;
+    assert!(mark.contains("\"key\":\"rally-refused\"") && mark.contains("lobby"), "{mark}");
 
     // Worker 1 overruns its lateness budget: Health is withheld; then it recovers.
     until(&mut [&mut a, &mut b], "Health flows", || sidecar.of("POST", "/health").len() >= 2);
@@ -417,6 +418,10 @@ fn a_host_walks_agones_through_its_life_in_order() {
     a.leave();
     until(&mut [], "room 3 closed", || fleet.counted("rooms") == [0, 1, 2, 1, 0]);
     until(&mut [], "no players", || fleet.counted("players") == [0, 1, 2, 1, 0]);
+    // Allocated and empty for 300 ms: Ready again, after the last room closed.
+    until(&mut [], "Ready again", || sidecar.of("POST", "/ready").len() == 2);
+    let emptied = sidecar.of("PATCH", "/v1beta1/counters/rooms").last().unwrap().at;
+    assert!(sidecar.of("POST", "/ready")[1].at > emptied);
 
     assert!(fleet.counter("rooms").iter().all(|(_, capacity)| *capacity == 8));
     assert!(fleet.counter("players").iter().all(|(_, capacity)| *capacity == 32));
@@ -431,7 +436,7 @@ fn a_host_walks_agones_through_its_life_in_order() {
     assert_eq!(reports.iter().map(|r| r.undelivered).sum::<usize>(), 0);
     assert!(fleet.agones.shutdown(Duration::from_secs(5)), "Shutdown taken");
 
-    // The whole sequence: Ready first and once, Shutdown last and once, counters exact and
+    // The whole sequence: Ready first (and once more when empty), Shutdown last and once, counters exact and
     // at capacity, nothing after Shutdown.
     let calls: Vec<(String, String)> = sidecar
         .calls()
@@ -443,7 +448,7 @@ fn a_host_walks_agones_through_its_life_in_order() {
     let shutdown = ("POST".to_string(), "/shutdown".to_string());
     assert_eq!(calls.first(), Some(&ready), "{calls:?}");
     assert_eq!(calls.last(), Some(&shutdown), "{calls:?}");
-    assert_eq!(calls.iter().filter(|c| **c == ready).count(), 1);
+    assert_eq!(calls.iter().filter(|c| **c == ready).count(), 2);
     assert_eq!(calls.iter().filter(|c| **c == shutdown).count(), 1);
     assert_eq!(fleet.stats.failures(Call::Health, Failure::Refused), 0);
     let first = &sidecar.calls()[0];
@@ -555,4 +560,63 @@ fn measure_agones_timings() {
 /// Milliseconds from `from` to `to` (0 if `to` came first).
 fn ms(to: Instant, from: Instant) -> f64 {
     to.saturating_duration_since(from).as_secs_f64() * 1e3
+}
+
+/// Writes `text` as a config file under the target directory.
+fn config_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join("server.toml");
+    std::fs::write(&path, text).expect("the config is written");
+    path
+}
+
+#[test]
+fn rally_server_with_the_agones_flag_is_ready_then_shuts_down_on_sigterm() {
+    // The real binary: the flag turns the integration on, AGONES_SDK_HTTP_PORT finds the
+    // sidecar, workers bind the GameServer's ports (Passthrough), SIGTERM ends in Shutdown.
+    let ports = free_ports();
+    let sidecar = Sidecar::start(game_server("Scheduled", &ports, ""));
+    let config = config_file(
+        "agones-flag",
+        "[host]\nworkers = 2\n[telemetry]\nlisten = \"\"\n[agones]\nport_policy = \"passthrough\"\n",
+    );
+    let sdk_port = sidecar.address.rsplit(':').next().unwrap();
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_rally"))
+        .args(["server", "--agones", "--log-format", "json", "--config"])
+        .arg(&config)
+        .env("AGONES_SDK_HTTP_PORT", sdk_port)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("rally runs");
+    until(&mut [], "Ready", || !sidecar.of("POST", "/ready").is_empty());
+    // Its workers are on the ports the GameServer named: a second bind there fails.
+    for port in ports {
+        assert!(UdpSocket::bind(("127.0.0.1", port)).is_err(), "port {port} is a worker's");
+    }
+    let pid = server.id().to_string();
+    let killed = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+    assert!(killed.expect("kill runs").success());
+    let status = server.wait().expect("it exits");
+    assert!(status.success(), "{status}");
+    let last = sidecar.calls().into_iter().rfind(|c| !c.path.contains("gameserver"));
+    assert_eq!(last.map(|c| c.path), Some("/shutdown".to_string()));
+}
+
+#[test]
+fn agones_without_its_port_variable_uses_the_default_and_says_where_it_looked() {
+    // Nothing listens on 9358 here: the server gives up placing its workers at once (a wait
+    // of 0 s) and its error names the default port it tried.
+    let config = config_file("agones-no-env", "[agones]\nenabled = true\nplacement_wait_s = 0\n");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rally"))
+        .args(["server", "--config"])
+        .arg(&config)
+        .env_remove("AGONES_SDK_HTTP_PORT")
+        .output()
+        .expect("rally runs");
+    assert!(!output.status.success());
+    let (out, err) =
+        (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(out.contains("AGONES_SDK_HTTP_PORT is not set"), "{out}");
+    assert!(err.contains("127.0.0.1:9358") && err.contains("no placement"), "{err}");
 }

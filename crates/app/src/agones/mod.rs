@@ -19,6 +19,10 @@
 //!   an id that is not a room, a room whose worker is full, or a scene this server does not
 //!   host is logged, counted and marked on the GameServer (`agones.dev/sdk-rally-refused`).
 //!
+//! **Back to Ready.** An `Allocated` server with no room open for
+//! [`Settings::ready_when_empty`] since its last allocation calls `Ready` again, so that the
+//! fleet may scale it down (Agones never deletes an allocated server to scale down).
+//!
 //! **On SIGTERM** the server drains as it always does ([`Agones::drain`] first stops health
 //! and counters), then [`Agones::shutdown`] sends `Shutdown`.
 //!
@@ -33,7 +37,7 @@ use rally_driver::Clock;
 use rally_proto::Instant;
 pub use sdk::{Call, Failure, GameServer, Sdk, Stats};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -50,6 +54,8 @@ pub const REFUSED_ANNOTATION: &str = "rally-refused";
 pub const ROOM_KEY: &str = "rally.dev/room";
 /// The label or annotation naming the scene an allocation is for.
 pub const SCENE_KEY: &str = "rally.dev/scene";
+/// The annotation Agones stamps on each allocation: a new value is a new allocation.
+pub const LAST_ALLOCATED_KEY: &str = "agones.dev/last-allocated";
 
 /// How workers' ports reach the outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +92,9 @@ pub struct Settings {
     pub connections_per_worker_max: usize,
     /// The scene this server hosts (its file's stem), if it hosts one.
     pub scene: Option<String>,
+    /// How long an `Allocated` server with no room open, and no allocation since, waits before
+    /// it calls `Ready` again; zero: never.
+    pub ready_when_empty: Duration,
 }
 
 impl Settings {
@@ -346,14 +355,21 @@ impl Agones {
     ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let draining = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Seen {
+            clock: Clock::start(),
+            allocated: AtomicBool::new(false),
+            allocation_at_ns: AtomicU64::new(0),
+        });
         let keeper = Keeper {
             settings: settings.clone(),
             sdk: sdk.clone(),
             reporter: reporter.clone(),
             draining: draining.clone(),
             stop: stop.clone(),
+            seen: seen.clone(),
         };
-        let watcher = Watcher { settings: settings.clone(), sdk: sdk.clone(), reporter, public };
+        let watcher =
+            Watcher { settings: settings.clone(), sdk: sdk.clone(), reporter, public, seen };
         let watch_stop = stop.clone();
         let threads = vec![
             std::thread::Builder::new().name("rally-agones".into()).spawn(move || keeper.run())?,
@@ -421,13 +437,25 @@ impl Drop for Agones {
     }
 }
 
-/// The keeper thread: `Ready`, counters, health.
+/// What the watcher saw that the keeper acts on.
+#[derive(Debug)]
+struct Seen {
+    /// Both threads' clock.
+    clock: Clock,
+    /// The GameServer is `Allocated`, as of the watch's last line.
+    allocated: AtomicBool,
+    /// When the last allocation was seen, nanoseconds on `clock`.
+    allocation_at_ns: AtomicU64,
+}
+
+/// The keeper thread: `Ready`, counters, health, back to `Ready` when empty.
 struct Keeper {
     settings: Settings,
     sdk: Sdk,
     reporter: Reporter,
     draining: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
+    seen: Arc<Seen>,
 }
 
 /// A counter as last set: (count, capacity), and its retries.
@@ -439,7 +467,8 @@ struct Counter {
 
 impl Keeper {
     fn run(self) {
-        let clock = Clock::start();
+        let clock = self.seen.clock;
+        let mut empty = (None, Backoff::new(self.settings.retry_max));
         let mut ready = Backoff::new(self.settings.retry_max);
         let mut ready_sent = false;
         let mut health = Backoff::new(self.settings.retry_max);
@@ -472,6 +501,7 @@ impl Keeper {
             }
             let report = self.reporter.report();
             self.count(&report, &mut counters, now);
+            self.ready_when_empty(&report, now, &mut empty);
             if now >= next_health {
                 next_health = now + self.settings.health_period;
                 let ratio = self.settings.late_ticks_ratio_max;
@@ -501,6 +531,37 @@ impl Keeper {
                 }
                 Err(why) => counter.backoff.failed(now, &why),
             }
+        }
+    }
+
+    /// Calls `Ready` again once an `Allocated` server has had no room open, and no new
+    /// allocation, for [`Settings::ready_when_empty`]. `empty`: since when, and its retries.
+    fn ready_when_empty(
+        &self,
+        report: &HostReport,
+        now: Instant,
+        empty: &mut (Option<Instant>, Backoff),
+    ) {
+        let rooms: usize = report.workers.iter().map(|w| w.rooms).sum();
+        let wait = self.settings.ready_when_empty;
+        if wait.is_zero() || rooms > 0 || !self.seen.allocated.load(Ordering::Acquire) {
+            empty.0 = None;
+            return;
+        }
+        let since = *empty.0.get_or_insert(now);
+        let allocated = Instant::from_nanos(self.seen.allocation_at_ns.load(Ordering::Acquire));
+        if now.saturating_duration_since(since.max(allocated)) < wait || !empty.1.due(now) {
+            return;
+        }
+        match self.sdk.call(Call::Ready, "POST", "/ready", "{}") {
+            Ok(_) => {
+                empty.1.succeeded();
+                empty.0 = None;
+                self.seen.allocated.store(false, Ordering::Release);
+                let empty_s = wait.as_secs_f64();
+                tracing::info!(empty_s, "agones: no rooms since the last allocation: Ready again");
+            }
+            Err(why) => empty.1.failed(now, &why),
         }
     }
 
@@ -541,7 +602,12 @@ struct Watcher {
     sdk: Sdk,
     reporter: Reporter,
     public: Vec<SocketAddr>,
+    seen: Arc<Seen>,
 }
+
+/// The last GameServer update judged: its state, and the room, scene and allocation stamp
+/// its metadata carry; an allocation is judged once, when one of them changes.
+type Judged = (String, Option<String>, Option<String>, Option<String>);
 
 /// How long a watch read waits before looking at the stop flag.
 const WATCH_READ: Duration = Duration::from_millis(200);
@@ -550,8 +616,7 @@ impl Watcher {
     fn run(self, stop: &AtomicBool) {
         let clock = Clock::start();
         let mut backoff = Backoff::new(self.settings.retry_max);
-        // The last allocation judged: (state, room, scene), so each is judged once.
-        let mut judged: Option<(String, Option<String>, Option<String>)> = None;
+        let mut judged: Option<Judged> = None;
         while !stop.load(Ordering::Acquire) {
             if !backoff.due(clock.now()) {
                 std::thread::sleep(LOOK_INTERVAL.max(Duration::from_millis(20)));
@@ -568,7 +633,7 @@ impl Watcher {
     fn watch(
         &self,
         stop: &AtomicBool,
-        judged: &mut Option<(String, Option<String>, Option<String>)>,
+        judged: &mut Option<Judged>,
         backoff: &mut Backoff,
     ) -> Result<(), String> {
         let stats = &self.sdk.stats;
@@ -616,21 +681,22 @@ impl Watcher {
     }
 
     /// Judges an allocation the first time it is seen.
-    fn on_update(
-        &self,
-        server: &GameServer,
-        judged: &mut Option<(String, Option<String>, Option<String>)>,
-    ) {
+    fn on_update(&self, server: &GameServer, judged: &mut Option<Judged>) {
         let key = (
             server.state.clone(),
             server.metadata.get(ROOM_KEY).cloned(),
             server.metadata.get(SCENE_KEY).cloned(),
+            server.metadata.get(LAST_ALLOCATED_KEY).cloned(),
         );
-        if server.state != "Allocated" || judged.as_ref() == Some(&key) {
+        let allocated = server.state == "Allocated";
+        self.seen.allocated.store(allocated, Ordering::Release);
+        if !allocated || judged.as_ref() == Some(&key) {
             *judged = Some(key);
             return;
         }
         *judged = Some(key);
+        let now = self.seen.clock.now().as_nanos();
+        self.seen.allocation_at_ns.store(now, Ordering::Release);
         let stats = &self.sdk.stats;
         match judge(&self.settings, &self.public, &self.reporter.report(), server) {
             Allocation::Accepted { room, address } => {
@@ -646,5 +712,114 @@ impl Watcher {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rally_driver::host::{Budgets, RoomReport};
+
+    fn settings(policy: PortPolicy, scene: Option<&str>) -> Settings {
+        Settings {
+            sdk: String::new(),
+            health_period: Duration::from_secs(1),
+            late_ticks_ratio_max: 0.05,
+            port_policy: policy,
+            port_prefix: "worker-".into(),
+            retry_max: Duration::from_secs(1),
+            placement_wait: Duration::ZERO,
+            workers: 2,
+            rooms_per_worker_max: 1,
+            connections_per_worker_max: 8,
+            scene: scene.map(str::to_string),
+            ready_when_empty: Duration::ZERO,
+        }
+    }
+
+    fn server(metadata: &[(&str, &str)]) -> GameServer {
+        GameServer {
+            state: "Allocated".into(),
+            address: Some("10.1.2.3".parse().unwrap()),
+            ports: [("worker-0".to_string(), 7401), ("worker-1".to_string(), 7402)].into(),
+            metadata: metadata.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..GameServer::default()
+        }
+    }
+
+    #[test]
+    fn workers_bind_their_container_port_or_the_host_port_by_policy() {
+        // Goal: Dynamic binds the configured ports and Passthrough the host ports, and both
+        // name the node's address and host port in tokens; a missing port is named.
+        let public: Vec<SocketAddr> =
+            vec!["10.1.2.3:7401".parse().unwrap(), "10.1.2.3:7402".parse().unwrap()];
+        let dynamic = place(&settings(PortPolicy::Dynamic, None), &server(&[])).unwrap();
+        assert_eq!(dynamic, Placement { bind_ports: vec![], public: public.clone() });
+        let passthrough = place(&settings(PortPolicy::Passthrough, None), &server(&[])).unwrap();
+        assert_eq!(passthrough, Placement { bind_ports: vec![7401, 7402], public });
+        let mut one_port = server(&[]);
+        one_port.ports.remove("worker-1");
+        let error = place(&settings(PortPolicy::Dynamic, None), &one_port).unwrap_err();
+        assert!(error.contains("worker-0..worker-1") && error.contains("[worker-0]"), "{error}");
+    }
+
+    #[test]
+    fn allocations_name_a_room_and_scene_this_server_can_host_or_are_refused() {
+        let public = vec!["10.1.2.3:7401".parse().unwrap(), "10.1.2.3:7402".parse().unwrap()];
+        let report = HostReport { workers: vec![], rooms: vec![], budgets: Budgets::default() };
+        let hosts = settings(PortPolicy::Dynamic, Some("sandbox"));
+        let judged = |metadata: &[(&str, &str)], report: &HostReport| {
+            judge(&hosts, &public, report, &server(metadata))
+        };
+        let room = [(ROOM_KEY, "5"), (SCENE_KEY, "sandbox")];
+        let accepted = Allocation::Accepted { room: Some(5), address: Some(public[1]) };
+        assert_eq!(judged(&room, &report), accepted);
+        for (metadata, why) in [
+            (&[(ROOM_KEY, "lobby")][..], "not a room id"),
+            (&[(SCENE_KEY, "arena")][..], "hosts \"sandbox\""),
+        ] {
+            let Allocation::Refused(reason) = judged(metadata, &report) else {
+                panic!("{metadata:?} accepted")
+            };
+            assert!(reason.contains(why), "{reason}");
+        }
+        let none = judge(&settings(PortPolicy::Dynamic, None), &public, &report, &server(&room));
+        assert!(matches!(none, Allocation::Refused(r) if r.contains("runs no scene")));
+        // Worker 1 is full (one room at most): a new room there is refused, its open one not.
+        let mut full = report.clone();
+        full.rooms.push(RoomReport { room_id: 7, worker: 1, ..RoomReport::default() });
+        let mut worker = a_worker_report();
+        (worker.worker, worker.rooms) = (1, 1);
+        full.workers.push(worker);
+        assert!(
+            matches!(judged(&[(ROOM_KEY, "5")], &full), Allocation::Refused(r) if r.contains("full"))
+        );
+        assert!(matches!(judged(&[(ROOM_KEY, "7")], &full), Allocation::Accepted { .. }));
+    }
+
+    /// A worker's report, from a real host (the type has no constructor outside the driver).
+    fn a_worker_report() -> rally_driver::host::WorkerReport {
+        let config = rally_driver::HostConfig { workers: 1, ..Default::default() };
+        let host = rally_driver::Host::start(config, |_: u64| -> rally_engine::Room<Idle> {
+            unreachable!("no client connects")
+        })
+        .expect("a host");
+        for _ in 0..1000 {
+            if let Some(worker) = host.report().workers.pop() {
+                return worker;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no report in 10 s");
+    }
+
+    /// A game with nothing in it.
+    struct Idle;
+
+    impl rally_engine::Simulation for Idle {
+        type Input = u8;
+        type Message = u8;
+        fn apply_input(&mut self, _: &mut rally_engine::World, _: rally_engine::ClientId, _: &u8) {}
+        fn step(&mut self, _: &mut rally_engine::World, _: Duration) {}
     }
 }

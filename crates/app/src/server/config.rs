@@ -107,6 +107,7 @@ pub struct AgonesSection {
     pub retry_max_ms: u64,
     pub placement_wait_s: u64,
     pub shutdown_wait_ms: u64,
+    pub ready_when_empty_s: u64,
 }
 
 /// The games a server can run.
@@ -258,6 +259,7 @@ impl ServerConfig {
             rooms_per_worker_max: self.host.rooms_per_worker_max,
             connections_per_worker_max: self.host.connections_per_worker_max,
             scene,
+            ready_when_empty: Duration::from_secs(a.ready_when_empty_s),
         })
     }
 
