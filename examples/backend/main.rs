@@ -6,8 +6,8 @@
 //!
 //! ```text
 //! kubectl proxy --port 8001 &
-//! cargo run --example backend -- \
-//!     http://127.0.0.1:8001/apis/allocation.agones.dev/v1/namespaces/default/gameserverallocations \
+//! ALLOCATIONS=apis/allocation.agones.dev/v1/namespaces/default/gameserverallocations
+//! cargo run --example backend -- http://127.0.0.1:8001/$ALLOCATIONS \
 //!     --fleet rally --room 42 --client 7 --key-file rally.key
 //! ```
 //!

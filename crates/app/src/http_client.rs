@@ -374,7 +374,8 @@ mod tests {
         let sized = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
         assert_eq!(request(&sized, "POST", "/ready", b"{}", second).unwrap().body, b"{}");
         let chunked = serve_once(
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n4;x=1\r\n\":1}\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+              3\r\n{\"a\r\n4;x=1\r\n\":1}\r\n0\r\n\r\n",
         );
         let response = request(&chunked, "GET", "/gameserver", b"", second).unwrap();
         assert_eq!((response.status, response.body.as_slice()), (200, &b"{\"a\":1}"[..]));

@@ -436,8 +436,8 @@ fn a_host_walks_agones_through_its_life_in_order() {
     assert_eq!(reports.iter().map(|r| r.undelivered).sum::<usize>(), 0);
     assert!(fleet.agones.shutdown(Duration::from_secs(5)), "Shutdown taken");
 
-    // The whole sequence: Ready first (and once more when empty), Shutdown last and once, counters exact and
-    // at capacity, nothing after Shutdown.
+    // The whole sequence: Ready first (and once more when empty), Shutdown last and once,
+    // counters exact and at capacity, nothing after Shutdown.
     let calls: Vec<(String, String)> = sidecar
         .calls()
         .into_iter()
@@ -579,7 +579,8 @@ fn rally_server_with_the_agones_flag_is_ready_then_shuts_down_on_sigterm() {
     let sidecar = Sidecar::start(game_server("Scheduled", &ports, ""));
     let config = config_file(
         "agones-flag",
-        "[host]\nworkers = 2\n[telemetry]\nlisten = \"\"\n[agones]\nport_policy = \"passthrough\"\n",
+        "[host]\nworkers = 2\n[telemetry]\nlisten = \"\"\n\
+         [agones]\nport_policy = \"passthrough\"\n",
     );
     let sdk_port = sidecar.address.rsplit(':').next().unwrap();
     let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_rally"))

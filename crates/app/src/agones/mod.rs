@@ -206,7 +206,8 @@ impl Backoff {
         self.retry_at = Some(now + self.delay);
         if self.last_error.as_deref() != Some(why) {
             let retry_ms = self.delay.as_millis() as u64;
-            tracing::warn!(error = %why, retry_ms, "agones: SDK call failed; retrying with backoff");
+            let message = "agones: SDK call failed; retrying with backoff";
+            tracing::warn!(error = %why, retry_ms, "{message}");
             self.last_error = Some(why.to_string());
         }
     }
@@ -673,7 +674,8 @@ impl Watcher {
                 Ok(server) => self.on_update(&server, judged),
                 Err(why) => {
                     stats.fail(Call::Watch, Failure::Garbage);
-                    tracing::warn!(error = %why, "agones: a watch line that is not a GameServer; skipped");
+                    let message = "agones: a watch line that is not a GameServer; skipped";
+                    tracing::warn!(error = %why, "{message}");
                 }
             }
         }
@@ -702,13 +704,16 @@ impl Watcher {
             Allocation::Accepted { room, address } => {
                 stats.allocations_accepted.fetch_add(1, Ordering::Relaxed);
                 let address = address.map(|a| a.to_string()).unwrap_or_default();
-                tracing::info!(game_server = %server.name, room = ?room, address = %address, "agones: allocated");
+                let name = &server.name;
+                tracing::info!(game_server = %name, ?room, %address, "agones: allocated");
             }
             Allocation::Refused(why) => {
                 stats.allocations_refused.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(game_server = %server.name, reason = %why, "agones: allocation refused");
+                let name = &server.name;
+                tracing::error!(game_server = %name, reason = %why, "agones: allocation refused");
                 if let Err(e) = self.sdk.annotate(REFUSED_ANNOTATION, &why) {
-                    tracing::warn!(error = %e, "agones: could not mark the refusal on the GameServer");
+                    let message = "agones: could not mark the refusal on the GameServer";
+                    tracing::warn!(error = %e, "{message}");
                 }
             }
         }
@@ -791,9 +796,8 @@ mod tests {
         let mut worker = a_worker_report();
         (worker.worker, worker.rooms) = (1, 1);
         full.workers.push(worker);
-        assert!(
-            matches!(judged(&[(ROOM_KEY, "5")], &full), Allocation::Refused(r) if r.contains("full"))
-        );
+        let refused = judged(&[(ROOM_KEY, "5")], &full);
+        assert!(matches!(&refused, Allocation::Refused(r) if r.contains("full ")), "{refused:?}");
         assert!(matches!(judged(&[(ROOM_KEY, "7")], &full), Allocation::Accepted { .. }));
     }
 

@@ -93,7 +93,7 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
     for (worker, address) in host.addresses().iter().enumerate() {
         let rooms = format!("id % {workers} = {worker}");
         let public = host.public_addresses()[worker];
-        tracing::info!(worker, address = %address, public = %public, rooms = %rooms, "worker listening");
+        tracing::info!(worker, %address, %public, %rooms, "worker listening");
     }
     let agones = match fleet {
         Some((settings, sdk)) => {
@@ -146,7 +146,8 @@ fn place_on_agones(
     let authority = agones::sdk_authority(port.as_deref())?;
     let settings = config.agones_settings(host.workers, authority.clone())?;
     let sdk = Sdk { authority, stats: Arc::new(agones::Stats::default()) };
-    tracing::info!(sdk = %sdk.authority, policy = ?settings.port_policy, "agones: reading the GameServer");
+    let policy = settings.port_policy;
+    tracing::info!(sdk = %sdk.authority, ?policy, "agones: reading the GameServer");
     let placement = agones::placement(&settings, &sdk)?;
     host.worker_ports = placement.bind_ports;
     host.public_addresses = placement.public;
