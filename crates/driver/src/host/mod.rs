@@ -12,7 +12,9 @@
 //! **Routing.** A room lives on worker `room_id % workers`, and a worker's socket is its own
 //! port ([`Host::room_address`]): the game's backend puts that address in the connect token it
 //! issues, and the worker routes the connection to the room its token names, opening the room
-//! on the first connection. One port per worker rather than one shared port
+//! on the first connection. Behind a port mapping (a fleet manager's host ports, a NAT) the
+//! address clients reach is not the bound one: [`HostConfig::public_addresses`] gives it, and
+//! the worker takes tokens naming it instead. One port per worker rather than one shared port
 //! (`SO_REUSEPORT`): the kernel spreads a shared port's datagrams by their addresses, which
 //! know nothing of rooms, so a datagram would have to cross threads to reach its room.
 //!
