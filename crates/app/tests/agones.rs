@@ -25,6 +25,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod support;
+use support::config_file;
+
 const PROTOCOL: u64 = 0xa6;
 /// How long a wait for something that must happen may take: seconds where milliseconds do.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -362,6 +365,14 @@ impl Fleet {
             .collect()
     }
 
+    /// A fleet that has sent Ready, and its workers' host ports.
+    fn ready() -> (Self, Vec<u16>) {
+        let fleet = Self::start();
+        until(&mut [], "Ready", || !fleet.sidecar.of("POST", "/ready").is_empty());
+        let ports = fleet.host.public_addresses().iter().map(|a| a.port()).collect();
+        (fleet, ports)
+    }
+
     fn counted(&self, name: &str) -> Vec<u64> {
         self.counter(name).into_iter().map(|(count, _)| count).collect()
     }
@@ -369,10 +380,8 @@ impl Fleet {
 
 #[test]
 fn a_host_walks_agones_through_its_life_in_order() {
-    let fleet = Fleet::start();
+    let (fleet, ports) = Fleet::ready();
     let sidecar = &fleet.sidecar;
-    let ports: Vec<u16> = fleet.host.public_addresses().iter().map(|a| a.port()).collect();
-    until(&mut [], "Ready", || !sidecar.of("POST", "/ready").is_empty());
     until(&mut [], "the counters start at 0", || {
         fleet.counted("rooms") == [0] && fleet.counted("players") == [0]
     });
@@ -457,10 +466,8 @@ fn a_host_walks_agones_through_its_life_in_order() {
 
 #[test]
 fn a_sidecar_that_refuses_babbles_or_breaks_its_watch_is_retried_and_counted() {
-    let fleet = Fleet::start();
+    let (fleet, ports) = Fleet::ready();
     let sidecar = &fleet.sidecar;
-    let ports: Vec<u16> = fleet.host.public_addresses().iter().map(|a| a.port()).collect();
-    until(&mut [], "Ready", || !sidecar.of("POST", "/ready").is_empty());
     // Refusals and garbage: counted by kind, and the calls go through once it behaves.
     {
         let mut state = sidecar.state.lock().unwrap();
@@ -560,15 +567,6 @@ fn measure_agones_timings() {
 /// Milliseconds from `from` to `to` (0 if `to` came first).
 fn ms(to: Instant, from: Instant) -> f64 {
     to.saturating_duration_since(from).as_secs_f64() * 1e3
-}
-
-/// Writes `text` as a config file under the target directory.
-fn config_file(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
-    let path = dir.join("server.toml");
-    std::fs::write(&path, text).expect("the config is written");
-    path
 }
 
 #[test]
