@@ -324,7 +324,8 @@ impl Fleet {
         let settings = settings(&sidecar.address);
         let stats = Arc::new(Stats::default());
         let sdk = Sdk { authority: sidecar.address.clone(), stats: stats.clone() };
-        let placement = agones::placement(&settings, &sdk).expect("the GameServer places them");
+        let placing = agones::placement(&settings, &sdk, &AtomicBool::new(false));
+        let placement = placing.expect("the GameServer places them");
         assert_eq!(placement.bind_ports, ports, "Passthrough: workers bind the host ports");
         let key = backend::random_key().expect("randomness");
         let slow = Arc::new(AtomicBool::new(false));

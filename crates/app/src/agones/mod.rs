@@ -32,7 +32,7 @@
 
 pub mod sdk;
 
-use rally_driver::host::{HostReport, Reporter};
+use rally_driver::host::{HostReport, Occupancy, Reporter};
 use rally_driver::Clock;
 use rally_proto::Instant;
 pub use sdk::{Call, Failure, GameServer, Sdk, Stats};
@@ -137,8 +137,8 @@ pub struct Placement {
 }
 
 /// Reads the GameServer until it has an address and a port for every worker (retrying with
-/// backoff up to [`Settings::placement_wait`]), and places the workers.
-pub fn placement(settings: &Settings, sdk: &Sdk) -> Result<Placement, String> {
+/// backoff up to [`Settings::placement_wait`], or until `stop` is set), and places the workers.
+pub fn placement(settings: &Settings, sdk: &Sdk, stop: &AtomicBool) -> Result<Placement, String> {
     let clock = Clock::start();
     let deadline = Instant::ZERO + settings.placement_wait;
     let mut backoff = Backoff::new(settings.retry_max);
@@ -147,6 +147,9 @@ pub fn placement(settings: &Settings, sdk: &Sdk) -> Result<Placement, String> {
             Ok(placement) => return Ok(placement),
             Err(why) => why,
         };
+        if stop.load(Ordering::Relaxed) {
+            return Err(format!("agones: stopped before the workers were placed: {why}"));
+        }
         if clock.now() >= deadline {
             return Err(format!(
                 "agones: no placement for the workers after {:?}: {why}",
@@ -240,7 +243,7 @@ impl Pulse {
     /// Looks at `report` at `now` against the last look; `Err` names the first sick worker.
     pub fn look(
         &mut self,
-        report: &HostReport,
+        occupancy: &[Occupancy],
         workers: usize,
         ratio_max: f64,
         now: Instant,
@@ -248,7 +251,7 @@ impl Pulse {
         let mut verdict = Ok(());
         let mut next = Vec::with_capacity(workers);
         for k in 0..workers {
-            let Some(w) = report.workers.iter().find(|w| w.worker == k) else {
+            let Some(w) = occupancy.iter().find(|w| w.worker == k) else {
                 next.push(None);
                 verdict = verdict.and(Err(format!("worker {k} has not reported")));
                 continue;
@@ -490,8 +493,8 @@ impl Keeper {
                             ready.succeeded();
                             ready_sent = true;
                             next_health = now + self.settings.health_period;
-                            let report = self.reporter.report();
-                            let _ = pulse.look(&report, self.settings.workers, 1.0, now);
+                            let occupancy = self.reporter.occupancy();
+                            let _ = pulse.look(&occupancy, self.settings.workers, 1.0, now);
                             tracing::info!(sdk = %self.sdk.authority, "agones: Ready sent");
                         }
                         Err(why) => ready.failed(now, &why),
@@ -500,13 +503,14 @@ impl Keeper {
                 std::thread::sleep(LOOK_INTERVAL);
                 continue;
             }
-            let report = self.reporter.report();
-            self.count(&report, &mut counters, now);
-            self.ready_when_empty(&report, now, &mut empty);
+            // The occupancy, not the whole report: this runs every few milliseconds.
+            let occupancy = self.reporter.occupancy();
+            self.count(&occupancy, &mut counters, now);
+            self.ready_when_empty(&occupancy, now, &mut empty);
             if now >= next_health {
                 next_health = now + self.settings.health_period;
                 let ratio = self.settings.late_ticks_ratio_max;
-                let verdict = pulse.look(&report, self.settings.workers, ratio, now);
+                let verdict = pulse.look(&occupancy, self.settings.workers, ratio, now);
                 withheld = self.health(verdict, withheld, &mut health, now);
             }
             std::thread::sleep(LOOK_INTERVAL);
@@ -514,9 +518,9 @@ impl Keeper {
     }
 
     /// Sets the `rooms` and `players` counters if they changed (or a set failed).
-    fn count(&self, report: &HostReport, counters: &mut [Counter; 2], now: Instant) {
-        let rooms: usize = report.workers.iter().map(|w| w.rooms).sum();
-        let players: usize = report.workers.iter().map(|w| w.players).sum();
+    fn count(&self, occupancy: &[Occupancy], counters: &mut [Counter; 2], now: Instant) {
+        let rooms: usize = occupancy.iter().map(|w| w.rooms).sum();
+        let players: usize = occupancy.iter().map(|w| w.players).sum();
         let values = [
             (rooms as u64, self.settings.rooms_capacity()),
             (players as u64, self.settings.players_capacity()),
@@ -539,11 +543,11 @@ impl Keeper {
     /// allocation, for [`Settings::ready_when_empty`]. `empty`: since when, and its retries.
     fn ready_when_empty(
         &self,
-        report: &HostReport,
+        occupancy: &[Occupancy],
         now: Instant,
         empty: &mut (Option<Instant>, Backoff),
     ) {
-        let rooms: usize = report.workers.iter().map(|w| w.rooms).sum();
+        let rooms: usize = occupancy.iter().map(|w| w.rooms).sum();
         let wait = self.settings.ready_when_empty;
         if wait.is_zero() || rooms > 0 || !self.seen.allocated.load(Ordering::Acquire) {
             empty.0 = None;

@@ -82,7 +82,7 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
     let mut host_config = host_config(&config)?;
     // Under Agones, where clients reach each worker comes from the GameServer, before binding.
     let fleet = match config.agones.enabled {
-        true => Some(place_on_agones(&config, &mut host_config)?),
+        true => Some(place_on_agones(&config, &mut host_config, &stop)?),
         false => None,
     };
     // A generated key is this run's only: its file goes when the server stops.
@@ -138,6 +138,7 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
 fn place_on_agones(
     config: &ServerConfig,
     host: &mut HostConfig,
+    stop: &AtomicBool,
 ) -> Result<(agones::Settings, Sdk), Box<dyn Error>> {
     if host.workers == 0 {
         host.workers = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -148,7 +149,7 @@ fn place_on_agones(
     let sdk = Sdk { authority, stats: Arc::new(agones::Stats::default()) };
     let policy = settings.port_policy;
     tracing::info!(sdk = %sdk.authority, ?policy, "agones: reading the GameServer");
-    let placement = agones::placement(&settings, &sdk)?;
+    let placement = agones::placement(&settings, &sdk, stop)?;
     host.worker_ports = placement.bind_ports;
     host.public_addresses = placement.public;
     Ok((settings, sdk))

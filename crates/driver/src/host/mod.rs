@@ -155,7 +155,10 @@ impl HostConfig {
     /// endpoint's own settings are the endpoint's to check.
     pub fn validate(&self) -> Result<(), HostConfigError> {
         count("workers", self.workers, 0..=WORKERS_MAX)?;
-        self.check_ports(self.workers.max(1))?;
+        // With one per core, the lists given per worker say how many there will be; `start`
+        // checks them again against the cores.
+        let listed = self.worker_ports.len().max(self.public_addresses.len());
+        self.check_ports(if self.workers == 0 { listed.max(1) } else { self.workers })?;
         count("rooms_per_worker_max", self.rooms_per_worker_max, 1..=1 << 16)?;
         let second = Duration::from_secs(1);
         duration("spin", self.spin, Duration::ZERO..=Duration::from_millis(10))?;
@@ -171,7 +174,7 @@ impl HostConfig {
             ("worker_ports", self.worker_ports.len()),
             ("public_addresses", self.public_addresses.len()),
         ] {
-            if given != 0 && self.workers != 0 {
+            if given != 0 {
                 count(field, given, workers..=workers)?;
             }
         }
@@ -279,7 +282,42 @@ pub struct Reporter {
     budgets: Budgets,
 }
 
+/// A worker's occupancy and pace: what a fleet manager's counters and health checks need,
+/// read without copying the rooms' figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Occupancy {
+    /// The worker.
+    pub worker: usize,
+    /// Rooms open.
+    pub rooms: usize,
+    /// Clients in its rooms (connected or resumable), as of each room's last tick.
+    pub players: usize,
+    /// Room-ticks run.
+    pub room_ticks: u64,
+    /// Room-ticks that started later than the lateness budget.
+    pub late_ticks: u64,
+    /// Wall time its figures cover, microseconds: it moves at every publication, so a worker
+    /// whose value stands still publishes nothing (it is stuck in a tick).
+    pub wall_us: u64,
+}
+
 impl Reporter {
+    /// Each worker's occupancy as last published (every 100 ms, and within 5 ms of a room
+    /// opening or closing, a change of players or a late tick); a worker that has not yet
+    /// published is missing.
+    pub fn occupancy(&self) -> Vec<Occupancy> {
+        let reports = lock(&self.shared.reports);
+        let occupancy = |w: &WorkerReport| Occupancy {
+            worker: w.worker,
+            rooms: w.rooms,
+            players: w.players,
+            room_ticks: w.room_ticks,
+            late_ticks: w.late_ticks,
+            wall_us: w.wall_us,
+        };
+        reports.iter().flatten().map(occupancy).collect()
+    }
+
     /// The latest figures of every worker and room (workers publish ten times a second).
     pub fn report(&self) -> HostReport {
         let reports = lock(&self.shared.reports);
@@ -450,6 +488,12 @@ mod tests {
         assert!(matches!(
             rooms.validate(),
             Err(HostConfigError::OutOfRange { field: "rooms_per_worker_max", .. })
+        ));
+        let listed =
+            HostConfig { workers: 3, worker_ports: vec![7000, 7001], ..Default::default() };
+        assert!(matches!(
+            listed.validate(),
+            Err(HostConfigError::OutOfRange { field: "worker_ports", value: 2, min: 3, max: 3 })
         ));
         let step = HostConfig { sleep_step: Duration::ZERO, ..HostConfig::default() };
         assert!(matches!(
