@@ -1,7 +1,8 @@
 //! Goal: a host under Agones tells the SDK sidecar what Agones needs and nothing false: Ready
 //! once its workers are bound; the `rooms` and `players` counters equal to what it holds,
 //! with its capacity; Health while every worker ticks on time, withheld while one overruns its
-//! lateness budget and resumed after; allocations judged (a room it can host accepted, an id
+//! lateness budget or is stuck in a tick, and resumed after; back to Ready when allocated and
+//! empty; allocations judged (a room it can host accepted, an id
 //! that is not a room refused and marked); after SIGTERM and the drain, Shutdown, last. A
 //! sidecar that refuses, answers garbage or vanishes, and a watch that breaks mid-object, are
 //! counted and retried, and the host goes on.
@@ -203,9 +204,11 @@ fn game_server(state: &str, ports: &[u16], metadata: &str) -> String {
     )
 }
 
-/// A game whose every step sleeps while `slow` is set: a worker overrunning its budget.
+/// A game whose every step sleeps while `slow` is set (a worker overrunning its budget), and
+/// whose step does not return while `stall` is set (a worker stuck in a tick).
 struct Sluggish {
     slow: Arc<AtomicBool>,
+    stall: Arc<AtomicBool>,
 }
 
 impl Simulation for Sluggish {
@@ -217,6 +220,10 @@ impl Simulation for Sluggish {
     fn step(&mut self, _world: &mut World, _dt: Duration) {
         if self.slow.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
+        }
+        let clock = Clock::start();
+        while self.stall.load(Ordering::Relaxed) && clock.now() < Instant::ZERO + PATIENCE {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -313,22 +320,29 @@ struct Fleet {
     stats: Arc<Stats>,
     key: TokenKey,
     slow: Arc<AtomicBool>,
+    stall: Arc<AtomicBool>,
     /// When the host had bound every worker, on the sidecar's clock.
     bound_at: Instant,
 }
 
 impl Fleet {
     fn start() -> Self {
+        Self::start_with(|_| {})
+    }
+
+    /// A fleet whose integration's settings `tune` changes.
+    fn start_with(tune: impl FnOnce(&mut Settings)) -> Self {
         let ports = free_ports();
         let sidecar = Sidecar::start(game_server("Scheduled", &ports, ""));
-        let settings = settings(&sidecar.address);
+        let mut settings = settings(&sidecar.address);
+        tune(&mut settings);
         let stats = Arc::new(Stats::default());
         let sdk = Sdk { authority: sidecar.address.clone(), stats: stats.clone() };
         let placing = agones::placement(&settings, &sdk, &AtomicBool::new(false));
         let placement = placing.expect("the GameServer places them");
         assert_eq!(placement.bind_ports, ports, "Passthrough: workers bind the host ports");
         let key = backend::random_key().expect("randomness");
-        let slow = Arc::new(AtomicBool::new(false));
+        let (slow, stall) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
         let mut config = HostConfig {
             workers: 2,
             worker_ports: placement.bind_ports.clone(),
@@ -340,16 +354,16 @@ impl Fleet {
             ..HostConfig::default()
         };
         config.endpoint.connections_max = 16;
-        let game_slow = slow.clone();
+        let (game_slow, game_stall) = (slow.clone(), stall.clone());
         let host = Host::start(config, move |_| {
-            let game = Sluggish { slow: game_slow.clone() };
+            let game = Sluggish { slow: game_slow.clone(), stall: game_stall.clone() };
             Room::new(RoomConfig::default(), game, 1).expect("a valid room")
         })
         .expect("the host starts on the GameServer's ports");
         let bound_at = sidecar.clock.now();
         let public = host.public_addresses().to_vec();
         let agones = Agones::start(settings, sdk, host.reporter(), public).expect("starts");
-        Self { sidecar, host, agones, stats, key, slow, bound_at }
+        Self { sidecar, host, agones, stats, key, slow, stall, bound_at }
     }
 
     /// The counts the `name` counter was set to, in order, with the capacity of each.
@@ -368,7 +382,11 @@ impl Fleet {
 
     /// A fleet that has sent Ready, and its workers' host ports.
     fn ready() -> (Self, Vec<u16>) {
-        let fleet = Self::start();
+        Self::ready_with(|_| {})
+    }
+
+    fn ready_with(tune: impl FnOnce(&mut Settings)) -> (Self, Vec<u16>) {
+        let fleet = Self::start_with(tune);
         until(&mut [], "Ready", || !fleet.sidecar.of("POST", "/ready").is_empty());
         let ports = fleet.host.public_addresses().iter().map(|a| a.port()).collect();
         (fleet, ports)
@@ -511,6 +529,27 @@ fn a_sidecar_that_refuses_babbles_or_breaks_its_watch_is_retried_and_counted() {
     fleet.agones.drain();
     let _ = fleet.host.shutdown(Duration::from_millis(100));
     assert!(!fleet.agones.shutdown(Duration::from_millis(300)), "nobody takes Shutdown");
+}
+
+#[test]
+fn a_worker_stuck_in_a_tick_withholds_health_until_it_returns() {
+    // A tick that does not return records no late tick until it does: health must see that
+    // the worker stopped publishing. Late ticks are allowed here (a ratio of 1), so that
+    // only the stuck worker can withhold health.
+    let (fleet, _) = Fleet::ready_with(|settings| settings.late_ticks_ratio_max = 1.0);
+    let mut a = Player::join(&fleet.key, 1, 2, fleet.host.room_address(2));
+    until(&mut [&mut a], "the room is counted", || fleet.counted("rooms") == [0, 1]);
+    let sidecar = &fleet.sidecar;
+    until(&mut [&mut a], "Health flows", || sidecar.of("POST", "/health").len() >= 2);
+    fleet.stall.store(true, Ordering::Relaxed);
+    until(&mut [&mut a], "Health withheld", || {
+        fleet.stats.health_withheld.load(Ordering::Relaxed) > 0
+    });
+    let stuck = sidecar.clock.now();
+    fleet.stall.store(false, Ordering::Relaxed);
+    until(&mut [&mut a], "Health resumes", || {
+        sidecar.of("POST", "/health").iter().any(|c| c.at > stuck)
+    });
 }
 
 #[test]
