@@ -79,12 +79,15 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, stop.clone())?;
     }
+    // Under Agones, where clients reach each worker comes from the GameServer, before binding
+    // (and before a key is generated, so that a failure leaves no key file behind).
+    let fleet = if config.agones.enabled { Some(place_on_agones(&config, &stop)?) } else { None };
     let mut host_config = host_config(&config)?;
-    // Under Agones, where clients reach each worker comes from the GameServer, before binding.
-    let fleet = match config.agones.enabled {
-        true => Some(place_on_agones(&config, &mut host_config, &stop)?),
-        false => None,
-    };
+    if let Some((settings, _, placement)) = &fleet {
+        host_config.workers = settings.workers;
+        host_config.worker_ports = placement.bind_ports.clone();
+        host_config.public_addresses = placement.public.clone();
+    }
     // A generated key is this run's only: its file goes when the server stops.
     let generated =
         (host_config.key.is_some() && config.security.key.is_empty()).then(|| config.key_file());
@@ -96,7 +99,7 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
         tracing::info!(worker, %address, %public, %rooms, "worker listening");
     }
     let agones = match fleet {
-        Some((settings, sdk)) => {
+        Some((settings, sdk, _)) => {
             let public = host.public_addresses().to_vec();
             Some(Agones::start(settings, sdk, host.reporter(), public)?)
         }
@@ -133,26 +136,24 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Finds the sidecar, reads where clients reach each worker from the GameServer and sets the
-/// host's ports and public addresses from it: the integration's settings and its sidecar.
+/// Finds the sidecar and reads from the GameServer where clients reach each worker: the
+/// integration's settings (the number of workers resolved), its sidecar, and the placement.
 fn place_on_agones(
     config: &ServerConfig,
-    host: &mut HostConfig,
     stop: &AtomicBool,
-) -> Result<(agones::Settings, Sdk), Box<dyn Error>> {
-    if host.workers == 0 {
-        host.workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    }
+) -> Result<(agones::Settings, Sdk, agones::Placement), Box<dyn Error>> {
+    let workers = match config.host.workers {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
     let port = std::env::var("AGONES_SDK_HTTP_PORT").ok();
     let authority = agones::sdk_authority(port.as_deref())?;
-    let settings = config.agones_settings(host.workers, authority.clone())?;
+    let settings = config.agones_settings(workers, authority.clone())?;
     let sdk = Sdk { authority, stats: Arc::new(agones::Stats::default()) };
     let policy = settings.port_policy;
     tracing::info!(sdk = %sdk.authority, ?policy, "agones: reading the GameServer");
     let placement = agones::placement(&settings, &sdk, stop)?;
-    host.worker_ports = placement.bind_ports;
-    host.public_addresses = placement.public;
-    Ok((settings, sdk))
+    Ok((settings, sdk, placement))
 }
 
 /// The start line: the version and the settings an operator checks first (never the key).
