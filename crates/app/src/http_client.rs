@@ -361,14 +361,14 @@ mod tests {
     use std::net::TcpListener;
 
     /// Answers one connection with `answer`, after reading the request head.
-    fn serve_once(answer: &'static [u8]) -> String {
+    fn serve_once(answer: impl AsRef<[u8]> + Send + 'static) -> String {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap().to_string();
         std::thread::spawn(move || {
             let (mut stream, _) = listener.accept().unwrap();
             let mut head = [0u8; 4096];
             let _ = stream.read(&mut head);
-            let _ = stream.write_all(answer);
+            let _ = stream.write_all(answer.as_ref());
         });
         address
     }
@@ -408,6 +408,33 @@ mod tests {
         let nobody = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
         let refused = request(&nobody, "GET", "/", b"", second);
         assert!(matches!(refused, Err(HttpError::Connect { .. })), "{refused:?}");
+    }
+
+    #[test]
+    fn heads_bodies_and_lines_past_their_limits_are_refused() {
+        // Goal: a server that never stops talking costs a bounded buffer. Method: a head, a
+        // sized body, a chunked body and a streamed line each one byte past its limit.
+        let second = Duration::from_secs(5);
+        let mut head = b"HTTP/1.1 200 OK\r\nX: ".to_vec();
+        head.resize(HEAD_MAX + 1, b'a');
+        let result = request(&serve_once(head), "GET", "/", b"", second);
+        assert!(matches!(result, Err(HttpError::TooLarge(_))), "{result:?}");
+        let sized = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", BODY_MAX + 1);
+        let result = request(&serve_once(sized.into_bytes()), "GET", "/", b"", second);
+        assert!(matches!(result, Err(HttpError::TooLarge(_))), "{result:?}");
+        let mut chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        for _ in 0..=BODY_MAX / (64 * 1024) {
+            chunked.extend_from_slice(b"10000\r\n");
+            chunked.resize(chunked.len() + 64 * 1024, b'b');
+            chunked.extend_from_slice(b"\r\n");
+        }
+        let result = request(&serve_once(chunked), "GET", "/", b"", second);
+        assert!(matches!(result, Err(HttpError::TooLarge(_))), "{result:?}");
+        let mut long = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+        long.resize(long.len() + LINE_MAX + 1, b'c');
+        let (_, mut lines) = stream(&serve_once(long), "/watch", second).unwrap();
+        let result = lines.next_line();
+        assert!(matches!(result, Err(HttpError::TooLarge(_))), "{result:?}");
     }
 
     #[test]
