@@ -6,7 +6,8 @@
 # unprivileged user `nonroot` (uid 65532). deploy/agones/fleet.yaml runs it on Agones
 # (docs/operating.md, "Running on Agones").
 
-FROM rust:1.85-bookworm AS build
+# The latest stable Rust on Debian 12, the runtime image's base (the same glibc).
+FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p rally --bin rally \
