@@ -361,14 +361,24 @@ mod tests {
     use std::net::TcpListener;
 
     /// Answers one connection with `answer`, after reading the request head.
-    fn serve_once(answer: impl AsRef<[u8]> + Send + 'static) -> String {
+    fn serve_once(answer: impl AsRef<[u8]>) -> String {
+        serve_in_parts(vec![answer.as_ref().to_vec()], Duration::ZERO)
+    }
+
+    /// Answers one connection with `parts`, pausing `pause` between them.
+    fn serve_in_parts(parts: Vec<Vec<u8>>, pause: Duration) -> String {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap().to_string();
         std::thread::spawn(move || {
             let (mut stream, _) = listener.accept().unwrap();
             let mut head = [0u8; 4096];
             let _ = stream.read(&mut head);
-            let _ = stream.write_all(answer.as_ref());
+            for (k, part) in parts.iter().enumerate() {
+                if k > 0 {
+                    std::thread::sleep(pause);
+                }
+                let _ = stream.write_all(part);
+            }
         });
         address
     }
@@ -457,17 +467,12 @@ mod tests {
         // Goal: a watch waits with short read timeouts; one that expires in the middle of a
         // chunk's size line loses nothing. Method: the size line arrives in two parts, with a
         // pause longer than the read timeout between them.
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let address = listener.local_addr().unwrap().to_string();
-        std::thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            let mut head = [0u8; 4096];
-            let _ = stream.read(&mut head);
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1");
-            std::thread::sleep(Duration::from_millis(300));
+        let parts = vec![
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1".to_vec(),
             // 0x11: the 17 bytes of the line and its end.
-            let _ = stream.write_all(b"1\r\n{\"object\":12345}\n\r\n0\r\n\r\n");
-        });
+            b"1\r\n{\"object\":12345}\n\r\n0\r\n\r\n".to_vec(),
+        ];
+        let address = serve_in_parts(parts, Duration::from_millis(300));
         let (_, mut lines) = stream(&address, "/watch", Duration::from_millis(50)).unwrap();
         let timed_out = lines.next_line().expect_err("nothing whole within the timeout");
         assert!(matches!(timed_out, HttpError::Io(_)), "{timed_out:?}");
