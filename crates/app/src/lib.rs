@@ -11,9 +11,11 @@
 //! with the test bed, not a stable API. `rally bench ...` is kept, hidden from `--help`, only to
 //! say where the benchmarks went.
 
+pub mod agones;
 mod demo;
 mod echo;
 pub mod game;
+pub mod http_client;
 mod inspect;
 mod scene;
 mod server;

@@ -22,21 +22,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+mod support;
+use support::config_file;
+
 const KEY: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
 const PROTOCOL: u64 = 9;
 
 /// How long the test waits for something that must happen: seconds where an idle machine takes
 /// milliseconds, so that a loaded one makes the test slower, not red.
 const PATIENCE: Duration = Duration::from_secs(30);
-
-/// Writes `text` as a config file in a fresh directory under the target directory.
-fn config_file(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
-    let path = dir.join("server.toml");
-    std::fs::write(&path, text).expect("the config is written");
-    path
-}
 
 /// A server process, killed if a test fails before stopping it.
 struct Server(Child);

@@ -80,11 +80,24 @@ impl UdpDriver {
         key: TokenKey,
         protocol_id: u64,
     ) -> io::Result<Self> {
+        Self::bind_secure_as(address, None, config, key, protocol_id)
+    }
+
+    /// [`UdpDriver::bind_secure`] behind an address mapping (a container's host port, a
+    /// node's address): tokens must name `public`, where clients reach this socket, instead
+    /// of the bound address; `None` is the bound address.
+    pub fn bind_secure_as(
+        address: impl ToSocketAddrs,
+        public: Option<SocketAddr>,
+        config: EndpointConfig,
+        key: TokenKey,
+        protocol_id: u64,
+    ) -> io::Result<Self> {
         Self::bind_with(address, |local, clock| {
             let security = Security::Tokens {
                 key,
                 protocol_id,
-                address: local,
+                address: public.unwrap_or(local),
                 unix_at_zero: unix_at_zero(clock),
             };
             EndpointConfig { security, ..config }

@@ -286,7 +286,18 @@ impl Game for Counter {
 /// A relay that passes everything to the server and drops every third datagram back, and
 /// every one while `dark` is set.
 fn lossy_relay(server: SocketAddr, stop: Arc<AtomicBool>, dark: Arc<AtomicBool>) -> SocketAddr {
-    let front = UdpSocket::bind("127.0.0.1:0").expect("binds");
+    relay(UdpSocket::bind("127.0.0.1:0").expect("binds"), server, stop, dark, 3)
+}
+
+/// Passes what arrives at `front` to `server` and back, dropping every `drop_every`-th
+/// datagram back (0: none) and every one while `dark` is set; `front`'s address.
+fn relay(
+    front: UdpSocket,
+    server: SocketAddr,
+    stop: Arc<AtomicBool>,
+    dark: Arc<AtomicBool>,
+    drop_every: u64,
+) -> SocketAddr {
     let back = UdpSocket::bind("127.0.0.1:0").expect("binds");
     let address = front.local_addr().expect("bound");
     for socket in [&front, &back] {
@@ -301,7 +312,8 @@ fn lossy_relay(server: SocketAddr, stop: Arc<AtomicBool>, dark: Arc<AtomicBool>)
             }
             while let Ok((len, _)) = back.recv_from(&mut buf) {
                 back_count += 1;
-                let pass = back_count % 3 != 0 && !dark.load(Ordering::Relaxed);
+                let dropped = drop_every != 0 && back_count % drop_every == 0;
+                let pass = !dropped && !dark.load(Ordering::Relaxed);
                 if let (Some(client), true) = (client, pass) {
                     let _ = front.send_to(&buf[..len], client);
                 }
@@ -310,6 +322,36 @@ fn lossy_relay(server: SocketAddr, stop: Arc<AtomicBool>, dark: Arc<AtomicBool>)
         }
     });
     address
+}
+
+#[test]
+fn a_worker_behind_a_port_mapping_takes_tokens_naming_its_public_address() {
+    // Goal: behind a port mapping (Agones' Dynamic ports, a NAT) clients reach a worker at an
+    // address it did not bind; tokens name that address and the worker takes them, and a
+    // token naming the bound address is refused (the worker's public address is the one
+    // tokens must name). Method: a relay on its own port stands for the mapping; the host is
+    // told the relay's address as its worker's public address.
+    let key = backend::random_key().expect("randomness");
+    let front = UdpSocket::bind("127.0.0.1:0").expect("binds");
+    let public = front.local_addr().expect("bound");
+    let config = HostConfig { public_addresses: vec![public], ..host_config(1, &key) };
+    let host = Host::start(config, |_| room(None)).expect("starts");
+    assert_eq!(host.room_address(1), public, "tokens name the public address");
+    assert_ne!(host.addresses()[0], public);
+    let stop = Arc::new(AtomicBool::new(false));
+    relay(front, host.addresses()[0], stop.clone(), Arc::new(AtomicBool::new(false)), 0);
+    let mut players = vec![
+        Player::join(&key, 1, 1, vec![public]),
+        Player::join(&key, 2, 1, vec![host.addresses()[0]]),
+    ];
+    play_until(&mut players, "the mapped player joins", |p| p[0].joined && p[0].snapshots > 0);
+    let report = report_when(&host, &mut players, "the bound address refused", |report| {
+        report.workers[0].transport.refused_wrong_server > 0
+    });
+    assert!(!players[1].joined, "a token naming the bound address is not taken");
+    assert_eq!(report.rooms.iter().map(|r| r.clients).sum::<usize>(), 1);
+    stop.store(true, Ordering::Relaxed);
+    host.shutdown(Duration::from_millis(100)).expect("drains");
 }
 
 #[test]

@@ -28,6 +28,8 @@ pub struct ServerConfig {
     pub telemetry: TelemetrySection,
     /// Logs.
     pub log: LogSection,
+    /// Running as an Agones game server.
+    pub agones: AgonesSection,
 }
 
 /// `[host]`.
@@ -93,6 +95,21 @@ pub struct LogSection {
     pub level: String,
 }
 
+/// `[agones]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgonesSection {
+    pub enabled: bool,
+    pub port_policy: String,
+    pub port_prefix: String,
+    pub health_period_ms: u64,
+    pub late_ticks_ratio_max: f64,
+    pub retry_max_ms: u64,
+    pub placement_wait_s: u64,
+    pub shutdown_wait_ms: u64,
+    pub ready_when_empty_s: u64,
+}
+
 /// The games a server can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GameKind {
@@ -138,6 +155,15 @@ impl ServerConfig {
             }
         }
         self.telemetry_address()?;
+        self.port_policy()?;
+        let a = &self.agones;
+        if !(1..=60_000).contains(&a.health_period_ms)
+            || !(0.0..=1.0).contains(&a.late_ticks_ratio_max)
+        {
+            return Err("agones.health_period_ms must be 1 to 60000 and \
+                        agones.late_ticks_ratio_max 0 to 1"
+                .into());
+        }
         self.log_format()?;
         super::log::filter(&self.log.level).map_err(|e| format!("log.level: {e}"))?;
         Ok(())
@@ -196,6 +222,44 @@ impl ServerConfig {
                  or \"\" to serve nothing",
                 self.telemetry.listen
             )
+        })
+    }
+
+    /// How workers' ports reach the outside under Agones.
+    pub fn port_policy(&self) -> Result<crate::agones::PortPolicy, String> {
+        match self.agones.port_policy.as_str() {
+            "dynamic" => Ok(crate::agones::PortPolicy::Dynamic),
+            "passthrough" => Ok(crate::agones::PortPolicy::Passthrough),
+            other => {
+                Err(format!("agones.port_policy = {other:?}: use \"dynamic\" or \"passthrough\""))
+            }
+        }
+    }
+
+    /// The Agones integration's settings for `workers` workers and the sidecar at `sdk`.
+    pub fn agones_settings(
+        &self,
+        workers: usize,
+        sdk: String,
+    ) -> Result<crate::agones::Settings, String> {
+        let a = &self.agones;
+        let scene = (self.game()? == GameKind::Scene).then(|| {
+            let path = std::path::Path::new(&self.room.scene);
+            path.file_stem().map_or(String::new(), |s| s.to_string_lossy().into_owned())
+        });
+        Ok(crate::agones::Settings {
+            sdk,
+            health_period: Duration::from_millis(a.health_period_ms),
+            late_ticks_ratio_max: a.late_ticks_ratio_max,
+            port_policy: self.port_policy()?,
+            port_prefix: a.port_prefix.clone(),
+            retry_max: Duration::from_millis(a.retry_max_ms),
+            placement_wait: Duration::from_secs(a.placement_wait_s),
+            workers,
+            rooms_per_worker_max: self.host.rooms_per_worker_max,
+            connections_per_worker_max: self.host.connections_per_worker_max,
+            scene,
+            ready_when_empty: Duration::from_secs(a.ready_when_empty_s),
         })
     }
 
@@ -285,6 +349,8 @@ mod tests {
             ("[telemetry]\nlisten = \"nowhere\"\n", "telemetry.listen"),
             ("[log]\nformat = \"xml\"\n", "log.format"),
             ("[log]\nlevel = \"loud\"\n", "log.level"),
+            ("[agones]\nport_policy = \"static\"\n", "agones.port_policy"),
+            ("[agones]\nlate_ticks_ratio_max = 2.0\n", "agones.late_ticks_ratio_max"),
             ("host = 3\n", "host"),
             ("[host\n", "file"),
         ];
@@ -292,6 +358,15 @@ mod tests {
             let error = ServerConfig::parse(text, "file").expect_err(text);
             assert!(error.contains(field), "{text:?} gave {error:?}, which does not name {field}");
         }
+    }
+
+    #[test]
+    fn the_agones_deployment_config_is_valid_and_turns_agones_on() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/agones/server.toml");
+        let text = std::fs::read_to_string(path).expect("deploy/agones/server.toml");
+        let config = ServerConfig::parse(&text, path).expect("valid");
+        assert!(config.agones.enabled);
+        assert_eq!(config.port_policy(), Ok(crate::agones::PortPolicy::Dynamic));
     }
 
     #[test]

@@ -261,6 +261,35 @@ fn endpoint_counters(out: &mut String, endpoint: &EndpointCounters) {
     }
 }
 
+/// The Agones integration's series (crate::agones): zeros on a server without it, so that a
+/// fleet's dashboards and alerts need no special case.
+pub fn agones(out: &mut String, stats: Option<&crate::agones::Stats>) {
+    use crate::agones::sdk::{CALLS, FAILURES};
+    let zero = crate::agones::Stats::default();
+    let stats = stats.unwrap_or(&zero);
+    let name = "rally_agones_calls_total";
+    header(out, name, Kind::Counter, "Calls to the Agones SDK sidecar, by call.");
+    for call in CALLS {
+        let _ = writeln!(out, "{name}{{call=\"{}\"}} {}", call.name(), stats.calls(call));
+    }
+    let name = "rally_agones_errors_total";
+    header(out, name, Kind::Counter, "Failed Agones SDK calls, by call and reason.");
+    for call in CALLS {
+        for failure in FAILURES {
+            let (c, r, n) = (call.name(), failure.name(), stats.failures(call, failure));
+            let _ = writeln!(out, "{name}{{call=\"{c}\",reason=\"{r}\"}} {n}");
+        }
+    }
+    let load = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
+    let name = "rally_agones_health_withheld_total";
+    header(out, name, Kind::Counter, "Health periods with a worker late or stuck: no Health.");
+    let _ = writeln!(out, "{name} {}", load(&stats.health_withheld));
+    let name = "rally_agones_allocations_total";
+    header(out, name, Kind::Counter, "Allocations seen on the watch, by outcome.");
+    let _ = writeln!(out, "{name}{{outcome=\"accepted\"}} {}", load(&stats.allocations_accepted));
+    let _ = writeln!(out, "{name}{{outcome=\"refused\"}} {}", load(&stats.allocations_refused));
+}
+
 fn header(out: &mut String, name: &str, kind: Kind, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {}", kind.name());
 }

@@ -11,6 +11,7 @@
 //! [`WRITE_TIMEOUT`] is abandoned. Every answer closes its connection.
 
 use super::exposition::{self, EndpointCounters};
+use crate::agones;
 use rally_driver::host::Reporter;
 use std::error::Error;
 use std::io::{Read, Write};
@@ -62,6 +63,15 @@ pub struct Telemetry {
 impl Telemetry {
     /// Serves `reporter`'s figures at `address`.
     pub fn start(address: SocketAddr, reporter: Reporter) -> Result<Self, Box<dyn Error>> {
+        Self::start_with(address, reporter, None)
+    }
+
+    /// Serves `reporter`'s figures at `address`, and the Agones integration's (zeros without).
+    pub fn start_with(
+        address: SocketAddr,
+        reporter: Reporter,
+        agones: Option<Arc<agones::Stats>>,
+    ) -> Result<Self, Box<dyn Error>> {
         let listener = TcpListener::bind(address).map_err(|e| {
             format!("telemetry.listen {address}: {e} (is the port in use? set another, or \"\")")
         })?;
@@ -72,12 +82,12 @@ impl Telemetry {
         let waiting = Arc::new(Mutex::new(waiting));
         let mut threads = Vec::new();
         for k in 0..HANDLERS {
-            let (waiting, reporter, counters) =
-                (waiting.clone(), reporter.clone(), counters.clone());
+            let (waiting, reporter, counters, agones) =
+                (waiting.clone(), reporter.clone(), counters.clone(), agones.clone());
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("rally-telemetry-{k}"))
-                    .spawn(move || handle_all(&waiting, &reporter, &counters))?,
+                    .spawn(move || handle_all(&waiting, &reporter, &counters, agones.as_deref()))?,
             );
         }
         let stopped = stop.clone();
@@ -145,7 +155,12 @@ fn accept(
 }
 
 /// A handler's loop: one connection at a time until the queue closes.
-fn handle_all(waiting: &Mutex<Receiver<TcpStream>>, reporter: &Reporter, counters: &Counters) {
+fn handle_all(
+    waiting: &Mutex<Receiver<TcpStream>>,
+    reporter: &Reporter,
+    counters: &Counters,
+    agones: Option<&agones::Stats>,
+) {
     loop {
         let next = {
             let receiver = waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -153,12 +168,17 @@ fn handle_all(waiting: &Mutex<Receiver<TcpStream>>, reporter: &Reporter, counter
         };
         let Ok(stream) = next else { return };
         // An error here is the client's (it hung up, or stopped reading): the endpoint goes on.
-        let _ = handle(stream, reporter, counters);
+        let _ = handle(stream, reporter, counters, agones);
     }
 }
 
 /// Reads one request and answers it.
-fn handle(mut stream: TcpStream, reporter: &Reporter, counters: &Counters) -> std::io::Result<()> {
+fn handle(
+    mut stream: TcpStream,
+    reporter: &Reporter,
+    counters: &Counters,
+    agones: Option<&agones::Stats>,
+) -> std::io::Result<()> {
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
     let Some(path) = read_request(&mut stream)? else {
         counters.bad_requests.fetch_add(1, Ordering::Relaxed);
@@ -167,7 +187,8 @@ fn handle(mut stream: TcpStream, reporter: &Reporter, counters: &Counters) -> st
     match path.as_str() {
         "/metrics" => {
             counters.scrapes.fetch_add(1, Ordering::Relaxed);
-            let body = exposition::render(&reporter.report(), &counters.read());
+            let mut body = exposition::render(&reporter.report(), &counters.read());
+            exposition::agones(&mut body, agones);
             respond(&mut stream, "200 OK", "text/plain; version=0.0.4", body.as_bytes())
         }
         "/stats" => match serde_json::to_string_pretty(&reporter.report()) {

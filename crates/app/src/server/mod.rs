@@ -9,6 +9,7 @@ pub mod log;
 
 pub use http::Telemetry;
 
+use crate::agones::{self, Agones, Sdk};
 use crate::game::{reference_room, Paddles, SceneGame};
 use config::{GameKind, ServerConfig};
 use rally_driver::host::DrainReport;
@@ -38,6 +39,10 @@ pub struct ServerArgs {
     /// `log.level`.
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub log_format: Option<log::LogFormat>,
+    /// Run as an Agones game server (sets `agones.enabled`): the SDK sidecar on
+    /// AGONES_SDK_HTTP_PORT, 9358 when unset (docs/operating.md, "Running on Agones").
+    #[arg(long)]
+    pub agones: bool,
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
@@ -59,6 +64,7 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
         config.room.game = "scene".into();
         config.room.scene = scene.display().to_string();
     }
+    config.agones.enabled |= args.agones;
     let format = match args.log_format {
         Some(format) => format,
         None => config.log_format()?,
@@ -73,7 +79,15 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, stop.clone())?;
     }
-    let host_config = host_config(&config)?;
+    // Under Agones, where clients reach each worker comes from the GameServer, before binding
+    // (and before a key is generated, so that a failure leaves no key file behind).
+    let fleet = if config.agones.enabled { Some(place_on_agones(&config, &stop)?) } else { None };
+    let mut host_config = host_config(&config)?;
+    if let Some((settings, _, placement)) = &fleet {
+        host_config.workers = settings.workers;
+        host_config.worker_ports = placement.bind_ports.clone();
+        host_config.public_addresses = placement.public.clone();
+    }
     // A generated key is this run's only: its file goes when the server stops.
     let generated =
         (host_config.key.is_some() && config.security.key.is_empty()).then(|| config.key_file());
@@ -81,11 +95,20 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
     let workers = host.addresses().len();
     for (worker, address) in host.addresses().iter().enumerate() {
         let rooms = format!("id % {workers} = {worker}");
-        tracing::info!(worker, address = %address, rooms = %rooms, "worker listening");
+        let public = host.public_addresses()[worker];
+        tracing::info!(worker, %address, %public, %rooms, "worker listening");
     }
+    let agones = match fleet {
+        Some((settings, sdk, _)) => {
+            let public = host.public_addresses().to_vec();
+            Some(Agones::start(settings, sdk, host.reporter(), public)?)
+        }
+        None => None,
+    };
     let telemetry = match config.telemetry_address()? {
         Some(address) => {
-            let server = http::Telemetry::start(address, host.reporter())?;
+            let stats = agones.as_ref().map(Agones::stats);
+            let server = http::Telemetry::start_with(address, host.reporter(), stats)?;
             let url = format!("http://{}/metrics", server.address());
             tracing::info!(address = %server.address(), url = %url, "telemetry listening");
             Some(server)
@@ -98,13 +121,39 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
     }
     let timeout_ms = config.host.drain_timeout_ms;
     tracing::info!(timeout_ms, "draining");
+    if let Some(agones) = &agones {
+        agones.drain();
+    }
     let reports = host.shutdown(Duration::from_millis(timeout_ms))?;
     log_drain(&reports);
+    if let Some(agones) = agones {
+        agones.shutdown(Duration::from_millis(config.agones.shutdown_wait_ms));
+    }
     drop(telemetry);
     if let Some(path) = generated {
         let _ = std::fs::remove_file(&path);
     }
     Ok(())
+}
+
+/// Finds the sidecar and reads from the GameServer where clients reach each worker: the
+/// integration's settings (the number of workers resolved), its sidecar, and the placement.
+fn place_on_agones(
+    config: &ServerConfig,
+    stop: &AtomicBool,
+) -> Result<(agones::Settings, Sdk, agones::Placement), Box<dyn Error>> {
+    let workers = match config.host.workers {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let port = std::env::var("AGONES_SDK_HTTP_PORT").ok();
+    let authority = agones::sdk_authority(port.as_deref())?;
+    let settings = config.agones_settings(workers, authority.clone())?;
+    let sdk = Sdk { authority, stats: Arc::new(agones::Stats::default()) };
+    let policy = settings.port_policy;
+    tracing::info!(sdk = %sdk.authority, ?policy, "agones: reading the GameServer");
+    let placement = agones::placement(&settings, &sdk, stop)?;
+    Ok((settings, sdk, placement))
 }
 
 /// The start line: the version and the settings an operator checks first (never the key).
@@ -164,6 +213,8 @@ fn host_config(config: &ServerConfig) -> Result<HostConfig, Box<dyn Error>> {
         workers: config.host.workers,
         ip: config.host.ip,
         port: config.host.port,
+        worker_ports: Vec::new(),
+        public_addresses: Vec::new(),
         spin: Duration::from_micros(config.host.spin_us),
         worker_cores: config.host.worker_cores.clone(),
         sleep_step: Duration::from_micros(config.host.sleep_step_us),

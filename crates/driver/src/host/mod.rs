@@ -12,7 +12,9 @@
 //! **Routing.** A room lives on worker `room_id % workers`, and a worker's socket is its own
 //! port ([`Host::room_address`]): the game's backend puts that address in the connect token it
 //! issues, and the worker routes the connection to the room its token names, opening the room
-//! on the first connection. One port per worker rather than one shared port
+//! on the first connection. Behind a port mapping (a fleet manager's host ports, a NAT) the
+//! address clients reach is not the bound one: [`HostConfig::public_addresses`] gives it, and
+//! the worker takes tokens naming it instead. One port per worker rather than one shared port
 //! (`SO_REUSEPORT`): the kernel spreads a shared port's datagrams by their addresses, which
 //! know nothing of rooms, so a datagram would have to cross threads to reach its room.
 //!
@@ -51,6 +53,13 @@ pub struct HostConfig {
     pub ip: IpAddr,
     /// Worker `i` binds `port + i`; 0 lets the OS pick each worker's port.
     pub port: u16,
+    /// Each worker's port, by worker index, where a fleet manager chose them (Agones'
+    /// `Passthrough` policy); empty: `port + i`. Its length must be the number of workers.
+    pub worker_ports: Vec<u16>,
+    /// The address clients reach each worker at, by worker index, where it is not the bound
+    /// one (a container's host port, a node's address): connect tokens must name it, and
+    /// the worker accepts tokens naming it. Empty: the bound addresses.
+    pub public_addresses: Vec<SocketAddr>,
     /// How long before a tick's deadline a worker stops sleeping and polls, for kernels that
     /// wake sleeping threads late (each microsecond costs CPU before every tick). Zero, the
     /// default: never spin; the precise wait keeps ticks on time here.
@@ -88,6 +97,8 @@ impl Default for HostConfig {
             workers: 0,
             ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
+            worker_ports: Vec::new(),
+            public_addresses: Vec::new(),
             spin: Duration::ZERO,
             sleep_step: Duration::from_micros(200),
             worker_cores: Vec::new(),
@@ -144,7 +155,10 @@ impl HostConfig {
     /// endpoint's own settings are the endpoint's to check.
     pub fn validate(&self) -> Result<(), HostConfigError> {
         count("workers", self.workers, 0..=WORKERS_MAX)?;
-        self.check_ports(self.workers.max(1))?;
+        // With one per core, the lists given per worker say how many there will be; `start`
+        // checks them again against the cores.
+        let listed = self.worker_ports.len().max(self.public_addresses.len());
+        self.check_ports(if self.workers == 0 { listed.max(1) } else { self.workers })?;
         count("rooms_per_worker_max", self.rooms_per_worker_max, 1..=1 << 16)?;
         let second = Duration::from_secs(1);
         duration("spin", self.spin, Duration::ZERO..=Duration::from_millis(10))?;
@@ -153,9 +167,18 @@ impl HostConfig {
         duration("room_idle_close", self.room_idle_close, idle)
     }
 
-    /// Worker `i` binds `port + i`: the last worker's port must exist.
+    /// Worker `i` binds `port + i`: the last worker's port must exist. Ports or public
+    /// addresses given per worker must be given for every worker.
     fn check_ports(&self, workers: usize) -> Result<(), HostConfigError> {
-        if self.port == 0 {
+        for (field, given) in [
+            ("worker_ports", self.worker_ports.len()),
+            ("public_addresses", self.public_addresses.len()),
+        ] {
+            if given != 0 {
+                count(field, given, workers..=workers)?;
+            }
+        }
+        if self.port == 0 || !self.worker_ports.is_empty() {
             return Ok(());
         }
         let last = usize::from(u16::MAX) + 1 - workers.max(1);
@@ -259,7 +282,42 @@ pub struct Reporter {
     budgets: Budgets,
 }
 
+/// A worker's occupancy and pace: what a fleet manager's counters and health checks need,
+/// read without copying the rooms' figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Occupancy {
+    /// The worker.
+    pub worker: usize,
+    /// Rooms open.
+    pub rooms: usize,
+    /// Clients in its rooms (connected or resumable), as of each room's last tick.
+    pub players: usize,
+    /// Room-ticks run.
+    pub room_ticks: u64,
+    /// Room-ticks that started later than the lateness budget.
+    pub late_ticks: u64,
+    /// Wall time its figures cover, microseconds: it moves at every publication, so a worker
+    /// whose value stands still publishes nothing (it is stuck in a tick).
+    pub wall_us: u64,
+}
+
 impl Reporter {
+    /// Each worker's occupancy as last published (every 100 ms, and within 5 ms of a room
+    /// opening or closing, a change of players or a late tick); a worker that has not yet
+    /// published is missing.
+    pub fn occupancy(&self) -> Vec<Occupancy> {
+        let reports = lock(&self.shared.reports);
+        let occupancy = |w: &WorkerReport| Occupancy {
+            worker: w.worker,
+            rooms: w.rooms,
+            players: w.players,
+            room_ticks: w.room_ticks,
+            late_ticks: w.late_ticks,
+            wall_us: w.wall_us,
+        };
+        reports.iter().flatten().map(occupancy).collect()
+    }
+
     /// The latest figures of every worker and room (workers publish ten times a second).
     pub fn report(&self) -> HostReport {
         let reports = lock(&self.shared.reports);
@@ -272,6 +330,8 @@ impl Reporter {
 /// Many rooms on worker threads. Dropping it drains with no wait.
 pub struct Host {
     addresses: Vec<SocketAddr>,
+    /// Where clients reach each worker: tokens name these.
+    public: Vec<SocketAddr>,
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<io::Result<DrainReport>>>,
     budgets: Budgets,
@@ -299,11 +359,18 @@ impl Host {
         let shared = Arc::new(Shared::default());
         *lock(&shared.reports) = vec![None; workers];
         let mut addresses = Vec::new();
+        let mut public = Vec::new();
         let mut drivers = Vec::new();
         for index in 0..workers {
-            let port = if config.port == 0 { 0 } else { config.port + index as u16 };
-            let driver = bind(&config, SocketAddr::new(config.ip, port))?;
+            let port = match (config.worker_ports.get(index), config.port) {
+                (Some(port), _) => *port,
+                (None, 0) => 0,
+                (None, port) => port + index as u16,
+            };
+            let local = SocketAddr::new(config.ip, port);
+            let driver = bind(&config, local, config.public_addresses.get(index).copied())?;
             addresses.push(driver.local_addr()?);
+            public.push(config.public_addresses.get(index).copied().unwrap_or(addresses[index]));
             drivers.push(driver);
         }
         let mut threads = Vec::new();
@@ -314,7 +381,7 @@ impl Host {
                 .spawn(move || Worker::new(index, driver, game, shared, config).run())?;
             threads.push(thread);
         }
-        Ok(Self { addresses, shared, threads, budgets: config.budgets })
+        Ok(Self { addresses, public, shared, threads, budgets: config.budgets })
     }
 
     /// Each worker's socket address, by worker index.
@@ -322,9 +389,16 @@ impl Host {
         &self.addresses
     }
 
-    /// The address of the worker that hosts `room_id`: the one to put in its clients' tokens.
+    /// Where clients reach each worker, by worker index: [`HostConfig::public_addresses`], or
+    /// the bound addresses.
+    pub fn public_addresses(&self) -> &[SocketAddr] {
+        &self.public
+    }
+
+    /// The address of the worker that hosts `room_id`: the one to put in its clients' tokens
+    /// (its public address).
     pub fn room_address(&self, room_id: u64) -> SocketAddr {
-        self.addresses[(room_id % self.addresses.len() as u64) as usize]
+        self.public[(room_id % self.public.len() as u64) as usize]
     }
 
     /// The latest figures of every worker and room (workers publish ten times a second).
@@ -369,10 +443,16 @@ impl Drop for Host {
     }
 }
 
-fn bind(config: &HostConfig, address: SocketAddr) -> io::Result<UdpDriver> {
+/// Binds a worker's socket at `address`; its tokens must name `public`, else the bound address.
+fn bind(
+    config: &HostConfig,
+    address: SocketAddr,
+    public: Option<SocketAddr>,
+) -> io::Result<UdpDriver> {
     match &config.key {
-        Some(key) => UdpDriver::bind_secure(
+        Some(key) => UdpDriver::bind_secure_as(
             address,
+            public,
             config.endpoint.clone(),
             key.clone(),
             config.protocol_id,
@@ -408,6 +488,12 @@ mod tests {
         assert!(matches!(
             rooms.validate(),
             Err(HostConfigError::OutOfRange { field: "rooms_per_worker_max", .. })
+        ));
+        let listed =
+            HostConfig { workers: 3, worker_ports: vec![7000, 7001], ..Default::default() };
+        assert!(matches!(
+            listed.validate(),
+            Err(HostConfigError::OutOfRange { field: "worker_ports", value: 2, min: 3, max: 3 })
         ));
         let step = HostConfig { sleep_step: Duration::ZERO, ..HostConfig::default() };
         assert!(matches!(

@@ -17,6 +17,10 @@ use std::time::Duration;
 
 /// How often a worker publishes its report.
 const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
+/// How soon a worker publishes again when a room opened or closed, its players changed or a
+/// tick started late: a fleet manager's counters and health follow within milliseconds, and a
+/// churn of joins or an overloaded worker still costs at most one report per this interval.
+const CHANGE_PUBLISH_INTERVAL: Duration = Duration::from_millis(5);
 /// How often a worker samples each connection's quality (RTT, jitter, loss) into its
 /// histograms: one sample per connection-second.
 const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
@@ -70,6 +74,9 @@ pub(super) struct Rooms<G: Game> {
     /// Rooms on the fast pipeline, which answer each input the moment it arrives.
     fast_rooms: usize,
     draining: bool,
+    /// A room opened or closed, a room's players changed or a tick started late, since the
+    /// last report.
+    changed: bool,
 }
 
 /// Times a tick's phases.
@@ -151,6 +158,7 @@ impl<G: Game> Rooms<G> {
             return false;
         };
         self.rooms_opened += 1;
+        self.changed = true;
         tracing::info!(worker = self.worker, room = id, "room opened");
         let dt = room.config().dt();
         let spread = (self.opened as f64 * 0.618_033_988_75).fract();
@@ -283,6 +291,8 @@ impl<G: Game> Rooms<G> {
         if lateness > self.config.budgets.lateness {
             report.late_ticks += 1;
             self.late_ticks += 1;
+            // A health check reads late ticks from the report: publish them promptly.
+            self.changed = true;
         }
     }
 
@@ -290,6 +300,7 @@ impl<G: Game> Rooms<G> {
     fn close_if_idle(&mut self, id: u64, now: Instant) {
         let Some(hosted) = self.rooms.get_mut(&id) else { return };
         let clients = hosted.room.clients().count();
+        self.changed |= clients != hosted.report.clients;
         hosted.report.clients = clients;
         if clients > 0 {
             hosted.empty_since = None;
@@ -307,6 +318,7 @@ impl<G: Game> Rooms<G> {
         let Some(hosted) = self.rooms.remove(&id) else { return false };
         self.fast_rooms -= usize::from(hosted.room.config().pipeline == Pipeline::Fast);
         self.rooms_closed += 1;
+        self.changed = true;
         let ticks = hosted.report.ticks;
         tracing::info!(worker = self.worker, room = id, reason, ticks, "room closed");
         true
@@ -386,6 +398,7 @@ impl<G: Game> Worker<G> {
             opened: 0,
             fast_rooms: 0,
             draining: false,
+            changed: false,
         };
         let now = clock.now();
         let baseline =
@@ -445,8 +458,11 @@ impl<G: Game> Worker<G> {
             self.baseline = (crate::cpu::thread_cpu_us(), nanos, self.driver.now(), counters);
         }
         let now = self.driver.now();
-        if now - self.last_publish >= PUBLISH_INTERVAL {
+        let since = now - self.last_publish;
+        let changed = self.rooms.changed && since >= CHANGE_PUBLISH_INTERVAL;
+        if since >= PUBLISH_INTERVAL || changed {
             self.last_publish = now;
+            self.rooms.changed = false;
             let sample = now - self.last_sample >= SAMPLE_INTERVAL;
             if sample {
                 self.last_sample = now;
