@@ -21,7 +21,7 @@
 //! [`SceneStats`].
 
 use crate::hooks::SceneHooks;
-use crate::input::{Hand, XrHand, XrInput, XrPose};
+use crate::input::{Hand, XrInput, XrPose};
 use crate::room::Placed;
 use crate::scene::{BodyShape, Grab, PlayerSettings, SpawnPoint};
 use glam::{Quat, Vec3};
@@ -288,6 +288,7 @@ impl Players {
         input: &XrInput,
         now: Option<Instant>,
     ) {
+        // One look-up per input: this runs for every input of every player.
         let Some(player) = self.players.get_mut(&client) else {
             self.stats.inputs_without_avatar += 1;
             return;
@@ -296,10 +297,9 @@ impl Players {
         if let Some(entity) = world.get_mut(player.avatar.head) {
             place(entity, &input.head, &mut stats.bad_poses);
         }
-        for hand in [Hand::Left, Hand::Right] {
-            let state = &mut player.hands[hand as usize];
+        for (state, xr) in player.hands.iter_mut().zip(&input.hands) {
             let Some(entity) = world.get_mut(state.id) else { continue };
-            place(entity, &input.hand(hand).pose, &mut stats.bad_poses);
+            place(entity, &xr.pose, &mut stats.bad_poses);
             // A bad pose is a sample too: the hand stood still for it.
             let Some(now) = now else { continue };
             if let Some((linear, angular)) = state.measure(now, entity.transform) {
@@ -307,47 +307,11 @@ impl Players {
                 entity.angular_velocity = angular;
             }
         }
-        for hand in [Hand::Left, Hand::Right] {
-            self.grip(world, bodies, hooks, client, hand, input.hand(hand));
-        }
-    }
-
-    /// Grabs on a grip's press and releases on its release.
-    fn grip(
-        &mut self,
-        world: &mut World,
-        bodies: &[Placed],
-        hooks: &mut dyn SceneHooks,
-        client: ClientId,
-        hand: Hand,
-        xr: &XrHand,
-    ) {
-        let radius = self.settings.grab_radius_m;
-        let Some(player) = self.players.get_mut(&client) else { return };
-        let state = &mut player.hands[hand as usize];
-        let was = std::mem::replace(&mut state.gripping, xr.holds());
-        let stats = &mut self.stats;
-        match (was, xr.holds()) {
-            (false, true) => {
-                let Some(at) = world.get(state.id).map(|e| e.transform.position) else { return };
-                let Some(target) = reach(world, bodies, at, radius, stats) else { return };
-                match world.grab(state.id, target) {
-                    Ok(()) => {
-                        state.holds = Some(target);
-                        stats.grabs += 1;
-                        hooks.grabbed(world, client, hand, target);
-                    }
-                    Err(GrabError::NotAllowed { .. }) => stats.grabs_not_takeable += 1,
-                    Err(_) => stats.grabs_refused_other += 1,
-                }
-            }
-            (true, false) => {
-                if let Some(id) = release(world, state) {
-                    stats.releases += 1;
-                    hooks.released(world, client, hand, id);
-                }
-            }
-            _ => {}
+        // Both hands are placed before either grips, so that a handoff between them sees both
+        // where the input put them.
+        let mut grip = Grip { world, bodies, hooks, client, radius: self.settings.grab_radius_m };
+        for (hand, state) in [Hand::Left, Hand::Right].into_iter().zip(&mut player.hands) {
+            grip.act(hand, state, input.hand(hand).holds(), stats);
         }
     }
 
@@ -355,6 +319,48 @@ impl Players {
     pub(crate) fn driven_into(&self, client: ClientId, out: &mut Vec<EntityId>) {
         if let Some(player) = self.players.get(&client) {
             out.extend(player.avatar.entities());
+        }
+    }
+}
+
+/// What a grip acts on: the room of one player's input.
+struct Grip<'a> {
+    world: &'a mut World,
+    bodies: &'a [Placed],
+    hooks: &'a mut dyn SceneHooks,
+    client: ClientId,
+    radius: f32,
+}
+
+impl Grip<'_> {
+    /// Grabs on a grip's press and releases on its release; a grip held or left as it was
+    /// (nearly every input) does nothing.
+    fn act(&mut self, hand: Hand, state: &mut HandState, holds: bool, stats: &mut SceneStats) {
+        let was = std::mem::replace(&mut state.gripping, holds);
+        match (was, holds) {
+            (false, true) => self.grab(hand, state, stats),
+            (true, false) => {
+                if let Some(id) = release(self.world, state) {
+                    stats.releases += 1;
+                    self.hooks.released(self.world, self.client, hand, id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Grabs the nearest grabbable body in reach of the hand, if the grab graph allows it.
+    fn grab(&mut self, hand: Hand, state: &mut HandState, stats: &mut SceneStats) {
+        let Some(at) = self.world.get(state.id).map(|e| e.transform.position) else { return };
+        let Some(target) = reach(self.world, self.bodies, at, self.radius, stats) else { return };
+        match self.world.grab(state.id, target) {
+            Ok(()) => {
+                state.holds = Some(target);
+                stats.grabs += 1;
+                self.hooks.grabbed(self.world, self.client, hand, target);
+            }
+            Err(GrabError::NotAllowed { .. }) => stats.grabs_not_takeable += 1,
+            Err(_) => stats.grabs_refused_other += 1,
         }
     }
 }
