@@ -127,13 +127,14 @@ impl HandState {
         self.samples.push_back((now, pose));
         // Keep one sample at least a window old, so the span is a whole window once the hand
         // has moved that long.
-        while self.samples.len() > 2
-            && now.saturating_duration_since(self.samples[1].0) >= HAND_VELOCITY_WINDOW
-        {
+        // In nanoseconds: this runs for each hand of every input.
+        let window = HAND_VELOCITY_WINDOW.as_nanos() as u64;
+        let since = |then: Instant| now.as_nanos().saturating_sub(then.as_nanos());
+        while self.samples.len() > 2 && since(self.samples[1].0) >= window {
             self.samples.pop_front();
         }
         let (then, old) = *self.samples.front()?;
-        let dt = now.saturating_duration_since(then).as_secs_f32();
+        let dt = since(then) as f32 / 1e9;
         if dt <= 0.0 {
             return None;
         }
