@@ -72,7 +72,27 @@ impl Avatar {
     pub fn entities(&self) -> [EntityId; 3] {
         [self.head, self.left, self.right]
     }
+
+    /// The avatar as the room writes it in its player's scope ([`AVATAR_KEY`](crate::AVATAR_KEY)):
+    /// the ids of the head, the left hand and the right hand, 4 bytes each, little-endian.
+    pub fn to_bytes(&self) -> [u8; AVATAR_BYTES] {
+        let mut bytes = [0; AVATAR_BYTES];
+        for (chunk, id) in bytes.chunks_exact_mut(4).zip(self.entities()) {
+            chunk.copy_from_slice(&id.to_le_bytes());
+        }
+        bytes
+    }
+
+    /// The avatar of [`Avatar::to_bytes`]' bytes, or `None` if they are not 12.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let bytes: &[u8; AVATAR_BYTES] = bytes.try_into().ok()?;
+        let id = |k: usize| EntityId::from_le_bytes([0, 1, 2, 3].map(|b| bytes[4 * k + b]));
+        Some(Self { head: id(0), left: id(1), right: id(2) })
+    }
 }
+
+/// The bytes of [`Avatar::to_bytes`].
+pub const AVATAR_BYTES: usize = 12;
 
 /// What the standard XR players did and what the room refused them, since the room started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -460,6 +480,16 @@ mod tests {
         assert!((distance(capsule, &at, Vec3::new(1.0, 0.5, 0.0)) - 0.25).abs() < 1e-6);
         assert!((distance(capsule, &at, Vec3::new(1.15, 0.1, 0.0)) - 0.1).abs() < 1e-6);
         assert!(distance(ball, &at, Vec3::NAN).is_nan());
+    }
+
+    #[test]
+    fn an_avatar_reads_back_from_its_bytes_and_nothing_else_reads_as_one() {
+        let avatar = Avatar { head: 7, left: 8, right: 0x0102_0304 };
+        let bytes = avatar.to_bytes();
+        assert_eq!(bytes[8..], [4, 3, 2, 1], "little-endian, head first");
+        assert_eq!(Avatar::from_bytes(&bytes), Some(avatar));
+        assert_eq!(Avatar::from_bytes(&bytes[..11]), None);
+        assert_eq!(Avatar::from_bytes(&[bytes.as_slice(), &[0]].concat()), None);
     }
 
     #[test]
