@@ -295,7 +295,8 @@ mod tests {
         // is gone, never was or is yet to come.
         let mut world = World::new(64);
         let ids: Vec<EntityId> = (0..40).map(|k| world.spawn(marked(k)).unwrap()).collect();
-        let gone: Vec<EntityId> = ids.iter().copied().filter(|id| id % 7 == 1 || *id == 40).collect();
+        let gone: Vec<EntityId> =
+            ids.iter().copied().filter(|id| id % 7 == 1 || *id == 40).collect();
         for id in &gone {
             world.despawn(*id).unwrap();
         }
