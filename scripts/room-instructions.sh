@@ -27,16 +27,21 @@ for c in "${cases[@]}"; do
     valgrind --tool=callgrind --callgrind-out-file="$out/$c.cg" \
         "$target/release/rally-bench" room --quick --case "$c" >/dev/null 2>"$out/$c.log"
     # Through a file: mawk has been seen to miscount a line of this output read from a pipe.
-    callgrind_annotate --inclusive=yes --threshold=100 "$out/$c.cg" >"$out/$c.txt" 2>/dev/null
+    callgrind_annotate --inclusive=yes --tree=calling --threshold=100 "$out/$c.cg" \
+        >"$out/$c.txt" 2>/dev/null
     awk -v name="$c" '
-        # A function line is "1,234 (0.1%)  file:function [binary]", its inclusive cost; a
-        # call line is "1,234 (0.1%)  => file:function (Nx)", N the calls.
+        # Under each caller ("*"), a callee line is "1,234 (0.1%)  >   file:function (Nx)
+        # [binary]": the inclusive cost of its N calls from there. A function'"'"'s cost is the
+        # sum over its callers: its own lines are split by the source file of the code the
+        # compiler inlined into it. (The bench'"'"'s set-up calls transmit 10 times too.)
         function count(s) { gsub(/[^0-9]/, "", s); return s + 0 }
         BEGIN { split("receive ingest interact replicate transmit", phases, " ") }
-        /%\) +=> .*Room<S>::ingest \(/ { ticks = count($NF) }
-        /%\) +[^= ].*rally_engine::room::Room<S>::/ {
+        /%\) +> .*rally_engine::room::Room<S>::/ {
             for (k in phases) {
-                if (index($0, "Room<S>::" phases[k] " [")) { cost[phases[k]] = count($1) }
+                if (index($0, "Room<S>::" phases[k] " (")) {
+                    cost[phases[k]] += count($1)
+                    if (phases[k] == "ingest") { ticks += count($(NF - 1)) }
+                }
             }
         }
         END {
