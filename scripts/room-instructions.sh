@@ -52,4 +52,5 @@ for c in "${cases[@]}"; do
                 cost["replicate"] / ticks, cost["transmit"] / ticks, total / ticks
         }' "$out/$c.txt"
 done
-echo "(instructions per room-tick, warm-up included; simulate, the game's physics, is not in the total)"
+echo "(instructions per room-tick, warm-up included; simulate, the game's physics, is not in" \
+    "the total)"

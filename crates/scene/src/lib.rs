@@ -147,14 +147,15 @@
 //! Each player who joins gets an [`Avatar`]: a head ([`HEAD_CLASS`]) and two hands
 //! ([`HAND_CLASS`], kinematic balls that push what they touch), spawned at the first free spawn
 //! point ([`SceneRoom::avatar`] finds them; the room writes them in the player's scope under
-//! [`AVATAR_KEY`], so every client knows whose hands are whose: [`SceneState::avatar`]). Each input moves them to its poses (a bad pose keeps
-//! the last one and is counted) and measures each hand's velocity from its poses' arrival times
-//! ([`HAND_VELOCITY_WINDOW`]). A grip pressed past [`GRIP_HOLD_MIN`] grabs the nearest grabbable
-//! body within the scene's `[player] grab_radius_m` ([`PlayerSettings`]) through the world's
-//! grab graph, so what it holds follows, chains included, and a handoff from another hand
-//! follows `takeable`; releasing lets go and the body flies on with the hand's velocity. A player
-//! who leaves lets go and its avatar is despawned. With [`Pipeline::Fast`](rally_engine::Pipeline),
-//! the room's fast path sends the head, both hands and what they hold on every input
+//! [`AVATAR_KEY`], so every client knows whose hands are whose: [`SceneState::avatar`]). Each
+//! input moves them to its poses (a bad pose keeps the last one and is counted) and measures
+//! each hand's velocity from its poses' arrival times ([`HAND_VELOCITY_WINDOW`]). A grip
+//! pressed past [`GRIP_HOLD_MIN`] grabs the nearest grabbable body within the scene's
+//! `[player] grab_radius_m` ([`PlayerSettings`]) through the world's grab graph, so what it
+//! holds follows, chains included, and a handoff from another hand follows `takeable`;
+//! releasing lets go and the body flies on with the hand's velocity. A player who leaves lets
+//! go and its avatar is despawned. With [`Pipeline::Fast`](rally_engine::Pipeline), the room's
+//! fast path sends the head, both hands and what they hold on every input
 //! ([`Simulation::driven_into`](rally_engine::Simulation::driven_into)). Refusals are counted in
 //! [`SceneStats`] ([`SceneRoom::stats`]); nothing a client sends panics.
 //!
