@@ -21,14 +21,14 @@
 //! [`SceneStats`].
 
 use crate::hooks::SceneHooks;
-use crate::input::{Hand, XrHand, XrInput, XrPose};
+use crate::input::{Hand, XrInput, XrPose};
 use crate::room::Placed;
 use crate::scene::{BodyShape, Grab, PlayerSettings, SpawnPoint};
 use glam::{Quat, Vec3};
 use rally_engine::{ClientId, Entity, EntityId, GrabError, Transform, World};
 use rally_physics::{Body, Motion, Physics, Shape};
 use rally_proto::Instant;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The class of a player's head entity, for clients' interpolation.
@@ -72,7 +72,27 @@ impl Avatar {
     pub fn entities(&self) -> [EntityId; 3] {
         [self.head, self.left, self.right]
     }
+
+    /// The avatar as the room writes it in its player's scope ([`AVATAR_KEY`](crate::AVATAR_KEY)):
+    /// the ids of the head, the left hand and the right hand, 4 bytes each, little-endian.
+    pub fn to_bytes(&self) -> [u8; AVATAR_BYTES] {
+        let mut bytes = [0; AVATAR_BYTES];
+        for (chunk, id) in bytes.chunks_exact_mut(4).zip(self.entities()) {
+            chunk.copy_from_slice(&id.to_le_bytes());
+        }
+        bytes
+    }
+
+    /// The avatar of [`Avatar::to_bytes`]' bytes, or `None` if they are not 12.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let bytes: &[u8; AVATAR_BYTES] = bytes.try_into().ok()?;
+        let id = |k: usize| EntityId::from_le_bytes([0, 1, 2, 3].map(|b| bytes[4 * k + b]));
+        Some(Self { head: id(0), left: id(1), right: id(2) })
+    }
 }
+
+/// The bytes of [`Avatar::to_bytes`].
+pub const AVATAR_BYTES: usize = 12;
 
 /// What the standard XR players did and what the room refused them, since the room started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -109,42 +129,99 @@ struct HandState {
     gripping: bool,
     /// What this hand took hold of last (another hand may have taken it since).
     holds: Option<EntityId>,
-    /// Arrival times and poses of the latest inputs, oldest first.
-    samples: VecDeque<(Instant, Transform)>,
+    /// Arrival times and poses of the latest inputs.
+    samples: Samples,
 }
 
 impl HandState {
     fn new(id: EntityId) -> Self {
-        Self { id, gripping: false, holds: None, samples: VecDeque::new() }
+        Self { id, gripping: false, holds: None, samples: Samples::default() }
     }
 
     /// Records the hand's pose at `now` and returns its velocity (linear, angular) over
     /// [`HAND_VELOCITY_WINDOW`], or `None` if no earlier sample arrived before `now`.
     fn measure(&mut self, now: Instant, pose: Transform) -> Option<(Vec3, Vec3)> {
-        if self.samples.len() >= HAND_SAMPLES_MAX {
-            self.samples.pop_front();
-        }
-        self.samples.push_back((now, pose));
+        // In nanoseconds: this runs for each hand of every input.
+        let now = now.as_nanos();
+        self.samples.push((now, pose));
         // Keep one sample at least a window old, so the span is a whole window once the hand
         // has moved that long.
-        while self.samples.len() > 2
-            && now.saturating_duration_since(self.samples[1].0) >= HAND_VELOCITY_WINDOW
-        {
-            self.samples.pop_front();
+        let window = HAND_VELOCITY_WINDOW.as_nanos() as u64;
+        while self.samples.len > 2 && now.saturating_sub(self.samples.get(1).0) >= window {
+            self.samples.pop();
         }
-        let (then, old) = *self.samples.front()?;
-        let dt = now.saturating_duration_since(then).as_secs_f32();
+        let (then, old) = self.samples.get(0);
+        let dt = now.saturating_sub(then) as f32 / 1e9;
         if dt <= 0.0 {
             return None;
         }
         let linear = (pose.position - old.position) / dt;
-        let mut turn = pose.rotation * old.rotation.conjugate();
-        if turn.w < 0.0 {
-            // The short way round.
-            turn = -turn;
-        }
-        Some((linear, turn.to_scaled_axis() / dt))
+        let turn = pose.rotation * old.rotation.conjugate();
+        Some((linear, rotation_vector(turn) / dt))
     }
+}
+
+/// A hand's latest pose samples (arrival time in nanoseconds, pose), oldest first: a ring held
+/// in the hand's state, so that an input neither allocates nor follows a pointer for it.
+#[derive(Debug, Clone, Copy)]
+struct Samples {
+    ring: [(u64, Transform); HAND_SAMPLES_MAX],
+    first: usize,
+    len: usize,
+}
+
+impl Default for Samples {
+    fn default() -> Self {
+        Self { ring: [(0, Transform::IDENTITY); HAND_SAMPLES_MAX], first: 0, len: 0 }
+    }
+}
+
+impl Samples {
+    /// The `k`th oldest sample, `k` below `len`.
+    fn get(&self, k: usize) -> (u64, Transform) {
+        self.ring[(self.first + k) % HAND_SAMPLES_MAX]
+    }
+
+    /// Adds the newest sample, dropping the oldest if the ring is full.
+    fn push(&mut self, sample: (u64, Transform)) {
+        if self.len == HAND_SAMPLES_MAX {
+            self.pop();
+        }
+        self.ring[(self.first + self.len) % HAND_SAMPLES_MAX] = sample;
+        self.len += 1;
+    }
+
+    /// Drops the oldest sample.
+    fn pop(&mut self) {
+        self.first = (self.first + 1) % HAND_SAMPLES_MAX;
+        self.len -= 1;
+    }
+}
+
+/// The rotation vector (axis times angle, radians) of the unit quaternion `turn`, the short
+/// way round: glam's `to_scaled_axis` with the half angle's arctangent as a polynomial
+/// (Abramowitz and Stegun 4.4.49, within 1e-5 rad) instead of libm's `atan2f`, which cost
+/// about a fifth of an XR input's work in the room (120 instructions a hand, by callgrind).
+fn rotation_vector(turn: Quat) -> Vec3 {
+    let turn = if turn.w < 0.0 { -turn } else { turn };
+    let axis = Vec3::new(turn.x, turn.y, turn.z);
+    let sin = axis.length();
+    // As glam: no turn (or too little to name an axis for) is none.
+    if sin < 1e-8 {
+        return Vec3::ZERO;
+    }
+    // The half angle, atan2(sin, cos) for both non-negative, from an arctangent on [0, 1].
+    let half = match sin <= turn.w {
+        true => atan_unit(sin / turn.w),
+        false => std::f32::consts::FRAC_PI_2 - atan_unit(turn.w / sin),
+    };
+    axis * (2.0 * half / sin)
+}
+
+/// The arctangent of `x` in [0, 1], within 1e-5 rad.
+fn atan_unit(x: f32) -> f32 {
+    let x2 = x * x;
+    x * (0.999_866 + x2 * (-0.330_299_5 + x2 * (0.180_141 + x2 * (-0.085_133 + x2 * 0.020_835_1))))
 }
 
 /// One player's avatar and hands.
@@ -288,6 +365,7 @@ impl Players {
         input: &XrInput,
         now: Option<Instant>,
     ) {
+        // One look-up per input: this runs for every input of every player.
         let Some(player) = self.players.get_mut(&client) else {
             self.stats.inputs_without_avatar += 1;
             return;
@@ -296,10 +374,9 @@ impl Players {
         if let Some(entity) = world.get_mut(player.avatar.head) {
             place(entity, &input.head, &mut stats.bad_poses);
         }
-        for hand in [Hand::Left, Hand::Right] {
-            let state = &mut player.hands[hand as usize];
+        for (state, xr) in player.hands.iter_mut().zip(&input.hands) {
             let Some(entity) = world.get_mut(state.id) else { continue };
-            place(entity, &input.hand(hand).pose, &mut stats.bad_poses);
+            place(entity, &xr.pose, &mut stats.bad_poses);
             // A bad pose is a sample too: the hand stood still for it.
             let Some(now) = now else { continue };
             if let Some((linear, angular)) = state.measure(now, entity.transform) {
@@ -307,47 +384,11 @@ impl Players {
                 entity.angular_velocity = angular;
             }
         }
-        for hand in [Hand::Left, Hand::Right] {
-            self.grip(world, bodies, hooks, client, hand, input.hand(hand));
-        }
-    }
-
-    /// Grabs on a grip's press and releases on its release.
-    fn grip(
-        &mut self,
-        world: &mut World,
-        bodies: &[Placed],
-        hooks: &mut dyn SceneHooks,
-        client: ClientId,
-        hand: Hand,
-        xr: &XrHand,
-    ) {
-        let radius = self.settings.grab_radius_m;
-        let Some(player) = self.players.get_mut(&client) else { return };
-        let state = &mut player.hands[hand as usize];
-        let was = std::mem::replace(&mut state.gripping, xr.holds());
-        let stats = &mut self.stats;
-        match (was, xr.holds()) {
-            (false, true) => {
-                let Some(at) = world.get(state.id).map(|e| e.transform.position) else { return };
-                let Some(target) = reach(world, bodies, at, radius, stats) else { return };
-                match world.grab(state.id, target) {
-                    Ok(()) => {
-                        state.holds = Some(target);
-                        stats.grabs += 1;
-                        hooks.grabbed(world, client, hand, target);
-                    }
-                    Err(GrabError::NotAllowed { .. }) => stats.grabs_not_takeable += 1,
-                    Err(_) => stats.grabs_refused_other += 1,
-                }
-            }
-            (true, false) => {
-                if let Some(id) = release(world, state) {
-                    stats.releases += 1;
-                    hooks.released(world, client, hand, id);
-                }
-            }
-            _ => {}
+        // Both hands are placed before either grips, so that a handoff between them sees both
+        // where the input put them.
+        let mut grip = Grip { world, bodies, hooks, client, radius: self.settings.grab_radius_m };
+        for (hand, state) in [Hand::Left, Hand::Right].into_iter().zip(&mut player.hands) {
+            grip.act(hand, state, input.hand(hand).holds(), stats);
         }
     }
 
@@ -355,6 +396,48 @@ impl Players {
     pub(crate) fn driven_into(&self, client: ClientId, out: &mut Vec<EntityId>) {
         if let Some(player) = self.players.get(&client) {
             out.extend(player.avatar.entities());
+        }
+    }
+}
+
+/// What a grip acts on: the room of one player's input.
+struct Grip<'a> {
+    world: &'a mut World,
+    bodies: &'a [Placed],
+    hooks: &'a mut dyn SceneHooks,
+    client: ClientId,
+    radius: f32,
+}
+
+impl Grip<'_> {
+    /// Grabs on a grip's press and releases on its release; a grip held or left as it was
+    /// (nearly every input) does nothing.
+    fn act(&mut self, hand: Hand, state: &mut HandState, holds: bool, stats: &mut SceneStats) {
+        let was = std::mem::replace(&mut state.gripping, holds);
+        match (was, holds) {
+            (false, true) => self.grab(hand, state, stats),
+            (true, false) => {
+                if let Some(id) = release(self.world, state) {
+                    stats.releases += 1;
+                    self.hooks.released(self.world, self.client, hand, id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Grabs the nearest grabbable body in reach of the hand, if the grab graph allows it.
+    fn grab(&mut self, hand: Hand, state: &mut HandState, stats: &mut SceneStats) {
+        let Some(at) = self.world.get(state.id).map(|e| e.transform.position) else { return };
+        let Some(target) = reach(self.world, self.bodies, at, self.radius, stats) else { return };
+        match self.world.grab(state.id, target) {
+            Ok(()) => {
+                state.holds = Some(target);
+                stats.grabs += 1;
+                self.hooks.grabbed(self.world, self.client, hand, target);
+            }
+            Err(GrabError::NotAllowed { .. }) => stats.grabs_not_takeable += 1,
+            Err(_) => stats.grabs_refused_other += 1,
         }
     }
 }
@@ -456,6 +539,35 @@ mod tests {
     }
 
     #[test]
+    fn an_avatar_reads_back_from_its_bytes_and_nothing_else_reads_as_one() {
+        let avatar = Avatar { head: 7, left: 8, right: 0x0102_0304 };
+        let bytes = avatar.to_bytes();
+        assert_eq!(bytes[8..], [4, 3, 2, 1], "little-endian, head first");
+        assert_eq!(Avatar::from_bytes(&bytes), Some(avatar));
+        assert_eq!(Avatar::from_bytes(&bytes[..11]), None);
+        assert_eq!(Avatar::from_bytes(&[bytes.as_slice(), &[0]].concat()), None);
+    }
+
+    #[test]
+    fn the_rotation_vector_is_glams_within_its_arctangents_error() {
+        // Every axis and angle the short way round (and the long way, which turns back), and
+        // the tiny turns of a still hand.
+        let axes = [Vec3::X, Vec3::Y, Vec3::Z, Vec3::new(1.0, -2.0, 0.5).normalize()];
+        for axis in axes {
+            for k in 0..=720 {
+                let angle = k as f32 * std::f32::consts::TAU / 720.0;
+                for turn in [angle, 1e-7 * angle] {
+                    let q = Quat::from_axis_angle(axis, turn);
+                    let exact = if q.w < 0.0 { -q } else { q }.to_scaled_axis();
+                    let error = (rotation_vector(q) - exact).length();
+                    assert!(error < 4e-5, "{axis} by {turn}: {error}");
+                }
+            }
+        }
+        assert_eq!(rotation_vector(Quat::IDENTITY), Vec3::ZERO);
+    }
+
+    #[test]
     fn a_hand_moving_steadily_measures_its_velocity() {
         let mut hand = HandState::new(1);
         let frame = Duration::from_nanos(1_000_000_000 / 90);
@@ -467,7 +579,7 @@ mod tests {
                 rotation: Quat::from_rotation_y(3.0 * (frame * k).as_secs_f32()),
             };
             measured = hand.measure(now, pose);
-            assert!(hand.samples.len() <= HAND_SAMPLES_MAX);
+            assert!(hand.samples.len <= HAND_SAMPLES_MAX);
         }
         let (linear, angular) = measured.unwrap();
         assert!((linear - Vec3::new(2.0, 0.0, 0.0)).length() < 1e-3, "{linear}");
