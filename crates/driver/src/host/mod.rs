@@ -25,6 +25,7 @@
 //! **Telemetry.** See [`telemetry`]: every scope of the work is timed, per room and per worker,
 //! against [`Budgets`]; [`Host::report`] gathers it.
 
+mod memory;
 pub mod telemetry;
 mod worker;
 
@@ -40,6 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 pub use telemetry::{Budgets, HostReport, RoomReport, Scope, Summary, WorkerReport};
+pub use memory::MemoryWorker;
 use worker::Worker;
 
 /// A host's settings.
