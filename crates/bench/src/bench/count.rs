@@ -39,16 +39,16 @@ use std::time::Duration;
 /// Ticks per second of the reference room.
 const TICK_HZ: u32 = 128;
 /// Ticks before the measured ones: every client connects and joins, every buffer warms.
-const WARMUP_TICKS: usize = 256;
+const WARMUP_TICKS: usize = 128;
 
 /// Options of `rally-bench count`.
 #[derive(Debug, clap::Args)]
 pub struct CountArgs {
-    /// 128 measured ticks instead of 1280 (one second of play instead of ten).
+    /// 32 measured ticks instead of 256 (a quarter of a second of play instead of two).
     #[arg(long)]
     pub quick: bool,
-    /// Reference rooms on the worker (10 clients each).
-    #[arg(long, default_value_t = 4)]
+    /// Reference rooms on the worker (10 clients each): 32, the load bench's reference step.
+    #[arg(long, default_value_t = 32)]
     pub rooms: u64,
     /// Count instructions under `valgrind --tool=callgrind` (else: time the worker's CPU).
     #[arg(long)]
@@ -89,7 +89,7 @@ struct Run {
 
 /// Runs the benchmark.
 pub fn run(args: &CountArgs) -> Result<(), Box<dyn Error>> {
-    let ticks = if args.quick { 128 } else { 1280 };
+    let ticks = if args.quick { 32 } else { 256 };
     if let Some(only) = &args.only {
         let run = play(args.rooms, ticks, only == "on")?;
         println!("{}", serde_json::to_string(&run)?);

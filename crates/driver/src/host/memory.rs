@@ -44,7 +44,7 @@ impl<G: Game> MemoryWorker<G> {
         let clock = Clock::start();
         let scopes = Arc::new(ScopeClock::default());
         if config.telemetry {
-            let timer = StageTimer { clock, scopes: scopes.clone(), started: 0 };
+            let timer = StageTimer::new(clock, scopes.clone());
             endpoint.set_observer(Box::new(timer));
         }
         let rooms = Rooms::new(0, Arc::new(game), config, clock, scopes);
@@ -93,7 +93,7 @@ impl<G: Game> MemoryWorker<G> {
             }
             while let Some((handle, event)) = self.endpoint.poll_event() {
                 busy = true;
-                self.rooms.on_event_at(&mut self.endpoint, handle, event, now);
+                self.rooms.on_event_at(&mut self.endpoint, handle, event, now, None);
             }
             if !busy {
                 return;
