@@ -85,6 +85,9 @@ struct Run {
     room_ticks: u64,
     /// The worker thread's CPU time per room-tick over the measured ticks, nanoseconds.
     cpu_ns_per_room_tick: f64,
+    /// Datagrams the worker took in and sent, per room-tick.
+    datagrams_in_per_room_tick: f64,
+    datagrams_out_per_room_tick: f64,
 }
 
 /// Runs the benchmark.
@@ -107,18 +110,39 @@ pub fn run(args: &CountArgs) -> Result<(), Box<dyn Error>> {
     for run in &runs {
         let telemetry = if run.telemetry { "on" } else { "off" };
         println!(
-            "telemetry {telemetry:<3}: {:>8.0} ns per room-tick over {} room-ticks",
-            run.cpu_ns_per_room_tick, run.room_ticks
+            "telemetry {telemetry:<3}: {:>8.0} ns per room-tick over {} room-ticks \
+             ({:.1} datagrams in, {:.1} out per room-tick)",
+            run.cpu_ns_per_room_tick,
+            run.room_ticks,
+            run.datagrams_in_per_room_tick,
+            run.datagrams_out_per_room_tick
         );
     }
+    let clock_read_ns = clock_read_ns();
+    println!("a clock read (the driver's Clock::now): {clock_read_ns:.1} ns");
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "bench": "count", "mode": "cpu", "quick": args.quick,
-            "machine": Machine::detect(), "runs": runs,
+            "machine": Machine::detect(), "runs": runs, "clock_read_ns": clock_read_ns,
         });
         super::write_json(path, &json)?;
     }
     Ok(())
+}
+
+/// What one read of the driver's clock costs here: telemetry's timers read it, and under
+/// valgrind a read is a syscall whose cost callgrind does not count.
+#[allow(clippy::disallowed_methods)] // a benchmark reads the clock
+fn clock_read_ns() -> f64 {
+    let clock = rally_driver::Clock::start();
+    let reads = 1_000_000;
+    let started = std::time::Instant::now();
+    let mut sum = 0u64;
+    for _ in 0..reads {
+        sum = sum.wrapping_add(clock.now().as_nanos());
+    }
+    std::hint::black_box(sum);
+    started.elapsed().as_nanos() as f64 / reads as f64
 }
 
 /// The workload: `rooms` reference rooms, their clients, `WARMUP_TICKS` then `ticks` measured
@@ -147,18 +171,26 @@ fn play(rooms: u64, ticks: usize, telemetry: bool) -> Result<Run, Box<dyn Error>
         players.take(now, answer);
     }
     drop(to_worker);
-    let (room_ticks, cpu_us) = worker.join().map_err(|_| "the worker thread panicked")??;
+    let served = worker.join().map_err(|_| "the worker thread panicked")??;
     players.check_kept_up()?;
+    let per_room_tick = |n: u64| n as f64 / served.room_ticks.max(1) as f64;
     Ok(Run {
         telemetry,
         rooms,
-        room_ticks,
-        cpu_ns_per_room_tick: cpu_us as f64 * 1e3 / room_ticks.max(1) as f64,
+        room_ticks: served.room_ticks,
+        cpu_ns_per_room_tick: per_room_tick(served.cpu_us) * 1e3,
+        datagrams_in_per_room_tick: per_room_tick(served.datagrams_in),
+        datagrams_out_per_room_tick: per_room_tick(served.datagrams_out),
     })
 }
 
-/// What the worker thread returns: room-ticks and CPU microseconds over the measured ticks.
-type Served = Result<(u64, u64), String>;
+/// What the worker thread measured over the measured ticks.
+struct Served {
+    room_ticks: u64,
+    cpu_us: u64,
+    datagrams_in: u64,
+    datagrams_out: u64,
+}
 
 /// The worker's thread: turns until the clients stop; the measured ones in [`worker_window`].
 fn serve(
@@ -167,7 +199,7 @@ fn serve(
     telemetry: bool,
     turns: &Receiver<Turn>,
     answers: &Sender<Datagrams>,
-) -> Served {
+) -> Result<Served, String> {
     let mut worker = memory_worker(server, clients, telemetry);
     let mut buf = vec![0u8; 2048];
     let mut first = None;
@@ -179,10 +211,15 @@ fn serve(
         answers.send(worker_turn(&mut worker, turn, &mut buf)).map_err(|e| e.to_string())?;
     }
     let Some(first) = first else { return Err("no measured ticks".into()) };
-    let before = (worker.room_ticks(), rally_driver::cpu::thread_cpu_us());
+    let (ticks, cpu, traffic) =
+        (worker.room_ticks(), rally_driver::cpu::thread_cpu_us(), worker.traffic);
     worker_window(&mut worker, first, turns, answers, &mut buf);
-    let room_ticks = worker.room_ticks() - before.0;
-    Ok((room_ticks, rally_driver::cpu::thread_cpu_us() - before.1))
+    Ok(Served {
+        room_ticks: worker.room_ticks() - ticks,
+        cpu_us: rally_driver::cpu::thread_cpu_us() - cpu,
+        datagrams_in: worker.traffic.datagrams_in - traffic.datagrams_in,
+        datagrams_out: worker.traffic.datagrams_out - traffic.datagrams_out,
+    })
 }
 
 /// The measured turns: callgrind collects inside this function only (`--toggle-collect`).
@@ -256,7 +293,8 @@ fn memory_worker(server: SocketAddr, clients: u64, telemetry: bool) -> MemoryWor
 /// One client: its endpoint, its session, its address.
 struct Player {
     endpoint: Endpoint,
-    session: ClientSession<HandInput, <crate::game::Reference as rally_engine::Simulation>::Message>,
+    session:
+        ClientSession<HandInput, <crate::game::Reference as rally_engine::Simulation>::Message>,
     addr: SocketAddr,
 }
 

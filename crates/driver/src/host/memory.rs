@@ -93,7 +93,10 @@ impl<G: Game> MemoryWorker<G> {
             }
             while let Some((handle, event)) = self.endpoint.poll_event() {
                 busy = true;
-                self.rooms.on_event_at(&mut self.endpoint, handle, event, now, None);
+                // A worker reads its clock for each event, telemetry or not (that reading is
+                // its `now`, and starts the ingest timing when it is on): so does this one.
+                let clock_now = Some(self.clock.now());
+                self.rooms.on_event_at(&mut self.endpoint, handle, event, now, clock_now);
             }
             if !busy {
                 return;

@@ -30,6 +30,7 @@ pub mod telemetry;
 mod worker;
 
 use crate::UdpDriver;
+pub use memory::MemoryWorker;
 use rally_engine::{Room, RoomEvent, Simulation};
 #[cfg(doc)]
 use rally_proto::DisconnectReason;
@@ -41,7 +42,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 pub use telemetry::{Budgets, HostReport, RoomReport, Scope, Summary, WorkerReport};
-pub use memory::MemoryWorker;
 use worker::Worker;
 
 /// A host's settings.

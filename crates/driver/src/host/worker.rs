@@ -1,7 +1,7 @@
 //! One worker: a socket, its endpoint, its rooms, one loop.
 
-use super::telemetry::{histogram, RoomReport, Sampler, Scope, ScopeClock, StageTimer, Summary};
 use super::telemetry::SAMPLING;
+use super::telemetry::{histogram, RoomReport, Sampler, Scope, ScopeClock, StageTimer, Summary};
 use super::telemetry::{TransportCounters, WorkerHistograms, WorkerReport, ROOM_SCOPES, SCOPES};
 use super::{lock, DrainReport, Game, HostConfig, Shared};
 use crate::{Clock, UdpDriver};
@@ -76,7 +76,7 @@ pub(super) struct Rooms<G: Game> {
 }
 
 /// Times a tick's phases. They run back to back, so one clock read ends a phase and starts
-/// the next: six reads a tick instead of ten (each costs about 50 ns on the virtual machines
+/// the next: six reads a tick instead of ten (each costs 25-50 ns on the virtual machines
 /// measured).
 struct PhaseTimes {
     clock: Clock,
@@ -149,7 +149,7 @@ impl<G: Game> Rooms<G> {
 
     /// Hands an endpoint event to the room of its connection at `now` (the worker's clock, or
     /// a [`super::MemoryWorker`]'s caller's virtual time). `clock_now` is the clock's reading
-    /// if the caller took one (the worker's `now` is), else ingest is timed from a fresh one.
+    /// if the caller took one (the worker's `now` is), else a timed ingest reads it afresh.
     pub(super) fn on_event_at(
         &mut self,
         endpoint: &mut Endpoint,
