@@ -4,10 +4,11 @@
 //! A worker times every scope on its own clock. Transport scopes (receive, decrypt, decode,
 //! encode, encrypt, send) belong to the worker's endpoint, which all its rooms share; room
 //! scopes (ingest, interact, simulate, replicate, transmit) belong to each room. What runs per
-//! packet or per message (the endpoint's four stages, and a message's ingest on arrival) is
-//! timed one run in [`SAMPLING`] at random, counted that many times: a clock read costs more
-//! than decoding a small packet, and timing each one cost 6% of a worker's instructions
-//! (`rally-bench count`); a tick's phases are timed every tick. Per room the
+//! packet or per message is timed one run in so many at random, counted that many times (the
+//! endpoint's four stages one in [`STAGE_SAMPLING`], a message's ingest on arrival one in
+//! [`INGEST_SAMPLING`]): a clock read costs more than decoding a small packet, and timing each
+//! one cost 6% of a worker's instructions (`rally-bench count`); a tick's phases are timed
+//! every tick. Per room the
 //! host keeps sums, maxima and budget overruns; per worker it keeps an HDR histogram of each
 //! scope per room-tick and of tick lateness, and the thread's CPU time from the OS.
 //!
@@ -185,33 +186,41 @@ impl ScopeClock {
     }
 }
 
-/// One run in this many of each endpoint stage, and of each message's ingest on arrival, is
-/// timed, and counts for this many: both run per packet or message, and two clock reads
-/// (25-50 ns each on the virtual machines measured) cost more than decoding a small packet
-/// or taking in an input does.
-pub const SAMPLING: u64 = 16;
+/// One run in this many of each endpoint stage is timed, and counts for this many: stages
+/// run per packet (and per look for a packet to build), about 75 times per reference
+/// room-tick, and two clock reads (25-50 ns each on the virtual machines measured) cost more
+/// than decoding a small packet does. The scopes' totals need no more.
+pub const STAGE_SAMPLING: u64 = 64;
 
-/// Picks one run in [`SAMPLING`] at random (a fixed stride could fall in step with a pattern
-/// in the traffic, an ack after every snapshot say, and time only one kind of packet).
+/// One message in this many is timed as it is taken in on arrival, and counts for this many:
+/// about 15 messages arrive per reference room-tick, and the tick's ingest figure (that
+/// phase plus the arrivals since the last tick) goes into a per-room-tick histogram.
+pub const INGEST_SAMPLING: u64 = 16;
+
+/// Picks one run in `one_in` at random (a fixed stride could fall in step with a pattern in
+/// the traffic, an ack after every snapshot say, and time only one kind of packet).
 #[derive(Debug)]
-pub(crate) struct Sampler(u64);
+pub(crate) struct Sampler {
+    state: u64,
+    one_in: u64,
+}
 
 impl Sampler {
-    pub(crate) fn new() -> Self {
-        Self(0x9e37_79b9_7f4a_7c15)
+    pub(crate) fn new(one_in: u64) -> Self {
+        Self { state: 0x9e37_79b9_7f4a_7c15, one_in }
     }
 
     /// Whether to time this run (xorshift64).
     pub(crate) fn next(&mut self) -> bool {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % SAMPLING == 0
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        self.state % self.one_in == 0
     }
 }
 
 /// The endpoint's stages timed on the driver's clock into a [`ScopeClock`], one run in
-/// [`SAMPLING`].
+/// [`STAGE_SAMPLING`].
 pub(crate) struct StageTimer {
     clock: crate::Clock,
     scopes: Arc<ScopeClock>,
@@ -222,7 +231,7 @@ pub(crate) struct StageTimer {
 
 impl StageTimer {
     pub(crate) fn new(clock: crate::Clock, scopes: Arc<ScopeClock>) -> Self {
-        Self { clock, scopes, started: None, sampler: Sampler::new() }
+        Self { clock, scopes, started: None, sampler: Sampler::new(STAGE_SAMPLING) }
     }
 }
 
@@ -234,7 +243,7 @@ impl StageObserver for StageTimer {
     fn exit(&mut self, stage: Stage) {
         if let Some(started) = self.started.take() {
             let elapsed = self.clock.now().as_nanos().saturating_sub(started);
-            self.scopes.add(Scope::of_stage(stage), elapsed * SAMPLING);
+            self.scopes.add(Scope::of_stage(stage), elapsed * STAGE_SAMPLING);
         }
     }
 }
@@ -679,15 +688,15 @@ mod tests {
         // Goal: sampled scopes add up to their true totals on average, including when the
         // traffic has a period (a snapshot then an ack, over and over) that a fixed stride
         // would fall in step with. Method: runs alternating between two kinds, 2 and 10
-        // nanoseconds; each sampled run counts SAMPLING times; the estimate of each kind's
+        // nanoseconds; each sampled run counts INGEST_SAMPLING times; the estimate of each kind's
         // total is within 10% of its truth.
-        let mut sampler = Sampler::new();
+        let mut sampler = Sampler::new(INGEST_SAMPLING);
         let runs = 64_000u64;
         let mut estimate = [0u64; 2];
         for k in 0..runs {
             let kind = (k % 2) as usize;
             if sampler.next() {
-                estimate[kind] += [2, 10][kind] * SAMPLING;
+                estimate[kind] += [2, 10][kind] * INGEST_SAMPLING;
             }
         }
         for (kind, nanos) in [2u64, 10].iter().enumerate() {

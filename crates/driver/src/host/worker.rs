@@ -1,6 +1,6 @@
 //! One worker: a socket, its endpoint, its rooms, one loop.
 
-use super::telemetry::SAMPLING;
+use super::telemetry::INGEST_SAMPLING;
 use super::telemetry::{histogram, RoomReport, Sampler, Scope, ScopeClock, StageTimer, Summary};
 use super::telemetry::{TransportCounters, WorkerHistograms, WorkerReport, ROOM_SCOPES, SCOPES};
 use super::{lock, DrainReport, Game, HostConfig, Shared};
@@ -137,7 +137,7 @@ impl<G: Game> Rooms<G> {
             opened: 0,
             fast_rooms: 0,
             draining: false,
-            ingest_sampler: Sampler::new(),
+            ingest_sampler: Sampler::new(INGEST_SAMPLING),
         }
     }
 
@@ -162,7 +162,7 @@ impl<G: Game> Rooms<G> {
             Event::Connected => self.route(endpoint, handle, now),
             Event::Message { channel, payload } => {
                 let Some(&id) = self.routes.get(&handle) else { return };
-                // One message in `SAMPLING` is timed, for that many: two clock reads per
+                // One message in `INGEST_SAMPLING` is timed, for that many: two clock reads per
                 // message would cost more than most messages' ingest.
                 let timed = self.config.telemetry && self.ingest_sampler.next();
                 let started = timed.then(|| clock_now.unwrap_or_else(|| self.clock.now()));
@@ -170,7 +170,7 @@ impl<G: Game> Rooms<G> {
                 if let Some(started) = started {
                     let ingest = self.clock.now().as_nanos().saturating_sub(started.as_nanos());
                     if let Some(hosted) = self.rooms.get_mut(&id) {
-                        hosted.ingest_pending += ingest * SAMPLING;
+                        hosted.ingest_pending += ingest * INGEST_SAMPLING;
                     }
                 }
                 // What the room answered (the fast path's poses) goes now, not at its tick.
