@@ -197,6 +197,12 @@ pub const STAGE_SAMPLING: u64 = 64;
 /// phase plus the arrivals since the last tick) goes into a per-room-tick histogram.
 pub const INGEST_SAMPLING: u64 = 16;
 
+/// The most one sampled run counts, nanoseconds, before it is scaled. A stage of one packet or
+/// a message's ingest takes a few microseconds; a reading far past that is the worker thread
+/// descheduled mid-run (a busy machine, a virtual CPU taken away), which is not the run's
+/// CPU, and scaled by the sampling factor it would swamp the scope's total.
+pub const SAMPLE_NANOS_MAX: u64 = 50_000;
+
 /// Picks one run in `one_in` at random (a fixed stride could fall in step with a pattern in
 /// the traffic, an ack after every snapshot say, and time only one kind of packet).
 #[derive(Debug)]
@@ -243,6 +249,7 @@ impl StageObserver for StageTimer {
     fn exit(&mut self, stage: Stage) {
         if let Some(started) = self.started.take() {
             let elapsed = self.clock.now().as_nanos().saturating_sub(started);
+            let elapsed = elapsed.min(SAMPLE_NANOS_MAX);
             self.scopes.add(Scope::of_stage(stage), elapsed * STAGE_SAMPLING);
         }
     }

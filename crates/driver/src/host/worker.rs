@@ -1,8 +1,8 @@
 //! One worker: a socket, its endpoint, its rooms, one loop.
 
-use super::telemetry::INGEST_SAMPLING;
 use super::telemetry::{histogram, RoomReport, Sampler, Scope, ScopeClock, StageTimer, Summary};
 use super::telemetry::{TransportCounters, WorkerHistograms, WorkerReport, ROOM_SCOPES, SCOPES};
+use super::telemetry::{INGEST_SAMPLING, SAMPLE_NANOS_MAX};
 use super::{lock, DrainReport, Game, HostConfig, Shared};
 use crate::{Clock, UdpDriver};
 use hdrhistogram::Histogram;
@@ -169,6 +169,7 @@ impl<G: Game> Rooms<G> {
                 let ok = self.guarded(id, |room| room.receive(now, handle, channel, &payload));
                 if let Some(started) = started {
                     let ingest = self.clock.now().as_nanos().saturating_sub(started.as_nanos());
+                    let ingest = ingest.min(SAMPLE_NANOS_MAX);
                     if let Some(hosted) = self.rooms.get_mut(&id) {
                         hosted.ingest_pending += ingest * INGEST_SAMPLING;
                     }
