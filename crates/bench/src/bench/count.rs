@@ -120,10 +120,20 @@ pub fn run(args: &CountArgs) -> Result<(), Box<dyn Error>> {
     }
     let clock_read_ns = clock_read_ns();
     println!("a clock read (the driver's Clock::now): {clock_read_ns:.1} ns");
+    let seal = super::count_seal::measure()?;
+    println!(
+        "seal + open of a {}-byte packet (ChaCha20-Poly1305, best of 5): RustCrypto as Rally \
+         builds it {:.0} ns, ring {:.0} ns ({:.2}x)",
+        seal.packet_bytes,
+        seal.rustcrypto_ns,
+        seal.ring_ns,
+        seal.rustcrypto_ns / seal.ring_ns
+    );
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "bench": "count", "mode": "cpu", "quick": args.quick,
             "machine": Machine::detect(), "runs": runs, "clock_read_ns": clock_read_ns,
+            "seal_open": seal,
         });
         super::write_json(path, &json)?;
     }
