@@ -73,6 +73,9 @@ step "bench smoke: latency" cargo run --release --locked -p rally-bench -- laten
     --json target/ci/latency.json --plot target/ci
 step "bench smoke: load" cargo run --release --locked -p rally-bench -- load --quick \
     --json target/ci/load.json --plot target/ci
+# The count's workload without valgrind (a second): scripts/count.sh counts it.
+step "bench smoke: count" cargo run --release --locked -p rally-bench -- count --quick \
+    --json target/ci/count.json
 step "bench smoke: transport, real sockets" cargo run --release --locked -p rally-bench -- \
     transport --mode real --quick --json target/ci/transport-real.json --plot target/ci
 step "bench smoke: latency, real processes" cargo run --release --locked -p rally-bench -- \

@@ -30,9 +30,14 @@ pub fn server_config(config: EndpointConfig, server: SocketAddr) -> EndpointConf
 /// A token for connection attempt `attempt` (unique per run) of client `client`, valid for a
 /// day of virtual time.
 pub fn token(client: u64, attempt: u64, server: SocketAddr) -> ConnectToken {
+    room_token(client, attempt, 0, server)
+}
+
+/// [`token()`] for room `room` (a host routes the connection to the room its token names).
+pub fn room_token(client: u64, attempt: u64, room: u64, server: SocketAddr) -> ConnectToken {
     let grant = Grant {
         client_id: client,
-        room_id: 0,
+        room_id: room,
         user_data: [0; USER_DATA_LEN],
         server_addresses: vec![server],
         timeout_s: 5,

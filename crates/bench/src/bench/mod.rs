@@ -2,6 +2,9 @@
 //! so that machine noise hits all of them alike, and report ratios, distributions and allocations
 //! as a table, JSON and PNG plots.
 
+mod count;
+mod count_callgrind;
+mod count_seal;
 mod harness;
 mod latency;
 pub mod load;
@@ -28,6 +31,9 @@ pub enum BenchCommand {
     Latency(latency::LatencyArgs),
     /// W3 on real sockets: the host's CPU per room-tick and tick lateness as rooms ramp up.
     Load(load::LoadArgs),
+    /// W3 counted: the host's instructions per reference room-tick, by phase, telemetry off
+    /// and on (callgrind; without `--callgrind`, the same run's CPU time).
+    Count(count::CountArgs),
 }
 
 /// Options of `rally-bench wire`.
@@ -55,6 +61,7 @@ pub fn run(command: BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
         BenchCommand::Room(args) => room::run(&args),
         BenchCommand::Latency(args) => latency::run(&args),
         BenchCommand::Load(args) => load::run(&args),
+        BenchCommand::Count(args) => count::run(&args),
     }
 }
 

@@ -26,11 +26,17 @@
 //!
 //! **Telemetry.** See [`telemetry`]: every scope of the work is timed, per room and per worker,
 //! against [`Budgets`]; [`Host::report`] gathers it.
+//!
+//! **Counting.** [`MemoryWorker`] is a worker without its socket: the same routing, ticks,
+//! telemetry and report, fed datagrams in memory on the caller's time, so that a benchmark
+//! (`rally-bench count`) can count the host's instructions per room-tick under callgrind.
 
+mod memory;
 pub mod telemetry;
 mod worker;
 
 use crate::UdpDriver;
+pub use memory::MemoryWorker;
 use rally_engine::{Room, RoomEvent, Simulation};
 #[cfg(doc)]
 use rally_proto::DisconnectReason;

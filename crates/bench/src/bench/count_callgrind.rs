@@ -1,0 +1,286 @@
+//! `rally-bench count --callgrind`: the count's runs under valgrind, and callgrind's inclusive
+//! counts read back by phase.
+//!
+//! Callgrind writes one file per thread (`--separate-threads=yes`) and collects only inside
+//! the worker's measured window (`--collect-atstart=no --toggle-collect=...worker_window`), so
+//! the worker thread's file holds the worker's instructions over the measured ticks and
+//! nothing else. `callgrind_annotate --inclusive=yes` then gives each function's instructions
+//! with everything it called; a function the compiler inlined into another has no count of its
+//! own, so the phases are the functions that survive as calls (see [`PHASES`]).
+
+use super::count::CountArgs;
+use crate::machine::Machine;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A phase and the function whose inclusive count it is, less the phases it contains.
+struct PhaseFunction {
+    phase: &'static str,
+    /// The function, as callgrind names it (a substring of the demangled name).
+    function: &'static str,
+    /// Phases counted inside this function, subtracted from it.
+    minus: &'static [&'static str],
+}
+
+/// The phases of a room-tick, in the order a datagram and a tick pass through them.
+const PHASES: [PhaseFunction; 8] = [
+    PhaseFunction { phase: "open", function: "rally_proto::crypto::PacketKeys::open", minus: &[] },
+    PhaseFunction {
+        phase: "decode",
+        function: "rally_proto::endpoint::Endpoint::handle_datagram",
+        minus: &["open"],
+    },
+    PhaseFunction { phase: "ingest", function: "rally_engine::room::Room<S>::receive", minus: &[] },
+    PhaseFunction {
+        phase: "simulate",
+        function: "as rally_engine::room::Simulation>::step",
+        minus: &[],
+    },
+    PhaseFunction {
+        phase: "replicate",
+        function: "rally_engine::room::Room<S>::replicate",
+        minus: &[],
+    },
+    PhaseFunction {
+        phase: "transmit",
+        function: "rally_engine::room::Room<S>::transmit",
+        minus: &[],
+    },
+    PhaseFunction {
+        phase: "encode",
+        function: "rally_proto::endpoint::Endpoint::poll_transmit",
+        minus: &["seal"],
+    },
+    PhaseFunction { phase: "seal", function: "rally_proto::crypto::PacketKeys::seal", minus: &[] },
+];
+
+/// The worker's whole turn (datagrams in, ticks, datagrams out, housekeeping).
+const TOTAL_FUNCTION: &str = "rally_bench::bench::count::worker_turn";
+
+/// One counted run.
+#[derive(Debug, Serialize)]
+struct Counted {
+    telemetry: bool,
+    room_ticks: u64,
+    /// Datagrams the worker opened and sealed, per room-tick.
+    datagrams_in_per_room_tick: f64,
+    datagrams_out_per_room_tick: f64,
+    /// Instructions per room-tick over the worker's whole turn.
+    total: f64,
+    /// Instructions per room-tick by phase; "other" is the rest of the total.
+    phases: BTreeMap<String, f64>,
+}
+
+/// Runs the count under callgrind, telemetry off and on, and prints the table.
+pub(super) fn run(args: &CountArgs, ticks: usize) -> Result<(), Box<dyn Error>> {
+    check_valgrind()?;
+    std::fs::create_dir_all(&args.out)?;
+    let off = count(args, false)?;
+    let on = count(args, true)?;
+    print(args, ticks, &off, &on);
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "bench": "count", "mode": "callgrind", "quick": args.quick, "rooms": args.rooms,
+            "ticks": ticks, "machine": Machine::detect(),
+            "instructions_per_room_tick": { "telemetry_off": off, "telemetry_on": on },
+            "telemetry_ratio": on.total / off.total,
+        });
+        super::write_json(path, &json)?;
+    }
+    Ok(())
+}
+
+fn check_valgrind() -> Result<(), Box<dyn Error>> {
+    let found =
+        Command::new("valgrind").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        return Err("valgrind is not installed (apt-get install valgrind; scripts/count.sh \
+                    installs it)"
+            .into());
+    }
+    Ok(())
+}
+
+/// One run of this executable under callgrind; its worker thread's counts per room-tick.
+fn count(args: &CountArgs, telemetry: bool) -> Result<Counted, Box<dyn Error>> {
+    let mode = if telemetry { "on" } else { "off" };
+    let base = args.out.join(format!("callgrind.telemetry-{mode}.out"));
+    for old in thread_files(&base)? {
+        std::fs::remove_file(old)?;
+    }
+    let exe = std::env::current_exe()?;
+    let mut command = Command::new("valgrind");
+    command
+        .arg("--tool=callgrind")
+        .arg("--separate-threads=yes")
+        .arg("--collect-atstart=no")
+        .arg("--toggle-collect=*count::worker_window*")
+        .arg(format!("--callgrind-out-file={}", base.display()))
+        .arg(exe)
+        .args(["count", "--only", mode, "--rooms", &args.rooms.to_string()]);
+    if args.quick {
+        command.arg("--quick");
+    }
+    eprintln!("counting with telemetry {mode} under callgrind (about a minute)...");
+    let output = command.output()?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(format!("the run under callgrind failed:\n{stderr}").into());
+    }
+    let run: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    let room_ticks = run["room_ticks"].as_u64().ok_or("the run reported no room-ticks")?;
+    let inclusive = worker_counts(&base)?;
+    let mut counted = counted(telemetry, room_ticks, &inclusive);
+    counted.datagrams_in_per_room_tick = run["datagrams_in_per_room_tick"].as_f64().unwrap_or(0.0);
+    counted.datagrams_out_per_room_tick =
+        run["datagrams_out_per_room_tick"].as_f64().unwrap_or(0.0);
+    Ok(counted)
+}
+
+/// Per-thread files callgrind wrote for `base` (`base-01`, `base-02`, ...).
+fn thread_files(base: &Path) -> Result<Vec<PathBuf>, Box<dyn Error>> {
+    let dir = base.parent().ok_or("no directory")?;
+    let name = base.file_name().and_then(|n| n.to_str()).ok_or("no file name")?.to_string();
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let file = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if file.starts_with(&name) {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
+/// The inclusive counts of the thread that ran the worker: the one that collected most (the
+/// others collected nothing).
+fn worker_counts(base: &Path) -> Result<BTreeMap<String, u64>, Box<dyn Error>> {
+    let mut best = BTreeMap::new();
+    for file in thread_files(base)? {
+        let output = Command::new("callgrind_annotate")
+            .args(["--inclusive=yes", "--threshold=100"])
+            .arg(&file)
+            .output()?;
+        let counts = parse_inclusive(&String::from_utf8_lossy(&output.stdout));
+        if counts.get(TOTAL_FUNCTION) > best.get(TOTAL_FUNCTION) {
+            best = counts;
+        }
+    }
+    if best.is_empty() {
+        return Err(format!("callgrind counted no worker turn in {}-*", base.display()).into());
+    }
+    Ok(best)
+}
+
+/// `callgrind_annotate --inclusive=yes` lines (`1,234 (5.6%)  file:function [object]`) as
+/// function -> count. Code inlined from another file is listed again under that file with a
+/// part of the count: the largest count of a name is the function's own.
+fn parse_inclusive(text: &str) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        let Some((number, rest)) = line.split_once(' ') else { continue };
+        let Ok(count) = number.replace(',', "").parse::<u64>() else { continue };
+        let Some((_, located)) = rest.split_once(")  ") else { continue };
+        // Every function has a file (`???` when unknown); the totals line has none.
+        let Some((_, name)) = located.split_once(':') else { continue };
+        let name = name.rsplit_once(" [").map_or(name, |(f, _)| f).trim();
+        let entry = counts.entry(name.to_string()).or_insert(0);
+        *entry = (*entry).max(count);
+    }
+    counts
+}
+
+/// The counts of a run, per room-tick, by phase.
+fn counted(telemetry: bool, room_ticks: u64, inclusive: &BTreeMap<String, u64>) -> Counted {
+    let per_tick = |count: u64| count as f64 / room_ticks.max(1) as f64;
+    let of = |function: &str| -> u64 {
+        let matching = inclusive.iter().filter(|(name, _)| name.contains(function));
+        matching.map(|(_, count)| *count).max().unwrap_or(0)
+    };
+    let mut phases = BTreeMap::new();
+    for phase in &PHASES {
+        let inside: u64 = phase.minus.iter().map(|m| of(function_of(m))).sum();
+        phases.insert(phase.phase.to_string(), per_tick(of(phase.function).saturating_sub(inside)));
+    }
+    let total = per_tick(of(TOTAL_FUNCTION));
+    let other = total - phases.values().sum::<f64>();
+    phases.insert("other".to_string(), other);
+    Counted {
+        telemetry,
+        room_ticks,
+        datagrams_in_per_room_tick: 0.0,
+        datagrams_out_per_room_tick: 0.0,
+        total,
+        phases,
+    }
+}
+
+fn function_of(phase: &str) -> &'static str {
+    PHASES.iter().find(|p| p.phase == phase).map_or("", |p| p.function)
+}
+
+fn print(args: &CountArgs, ticks: usize, off: &Counted, on: &Counted) {
+    println!(
+        "{} reference rooms (10 clients each, 256 bodies, 64 moving, 128 Hz), {ticks} measured \
+         ticks: {} room-ticks; the worker's instructions per room-tick (callgrind)",
+        args.rooms, on.room_ticks
+    );
+    println!("{:<12} {:>14} {:>14} {:>9}", "phase", "telemetry off", "telemetry on", "on/off");
+    let names = PHASES.iter().map(|p| p.phase).chain(["other"]);
+    for name in names {
+        let (a, b) = (off.phases[name], on.phases[name]);
+        println!("{name:<12} {a:>14.0} {b:>14.0} {:>9.3}", b / a.max(1.0));
+    }
+    let ratio = on.total / off.total;
+    println!("{:<12} {:>14.0} {:>14.0} {ratio:>9.3}", "total", off.total, on.total);
+    println!(
+        "telemetry's cost: {:.0} instructions per room-tick, {:.1}% of the worker's \
+         instructions (target: at most 2%)",
+        on.total - off.total,
+        (ratio - 1.0) * 100.0
+    );
+    let (d_in, d_out) = (on.datagrams_in_per_room_tick, on.datagrams_out_per_room_tick);
+    println!(
+        "per datagram: open {:.0} instructions ({d_in:.1} in per room-tick), seal {:.0} \
+         ({d_out:.1} out per room-tick)",
+        on.phases["open"] / d_in.max(1e-9),
+        on.phases["seal"] / d_out.max(1e-9)
+    );
+    println!(
+        "(under valgrind a clock read is a syscall of about 60 counted instructions; natively \
+         it costs what `rally-bench count` without --callgrind prints: telemetry's clock reads \
+         are undercounted, see docs/benchmarks.md)"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn annotate_lines_give_each_function_its_largest_inclusive_count() {
+        // Goal: a function listed twice (its own line, and code inlined from another file)
+        // counts once, with its whole count; names keep their `::` and generics.
+        let text = "\
+184,505,284 (100.0%)  PROGRAM TOTALS
+ 41,491,000 (22.49%)  /w/crates/proto/src/crypto.rs:rally_proto::crypto::PacketKeys::seal [/b]
+ 41,245,240 (22.35%)  /r/chacha20poly1305/src/lib.rs:rally_proto::crypto::PacketKeys::seal
+  7,806,080 ( 4.23%)  /w/crates/engine/src/room.rs:rally_engine::room::Room<S>::receive [/b]
+";
+        let counts = parse_inclusive(text);
+        assert_eq!(counts["rally_proto::crypto::PacketKeys::seal"], 41_491_000);
+        assert_eq!(counts["rally_engine::room::Room<S>::receive"], 7_806_080);
+        assert!(!counts.contains_key("PROGRAM TOTALS"));
+        let mut inclusive = counts;
+        inclusive.insert(TOTAL_FUNCTION.into(), 100_000_000);
+        let counted = counted(true, 1_000, &inclusive);
+        assert_eq!(counted.total, 100_000.0);
+        assert_eq!(counted.phases["seal"], 41_491.0);
+        let named: f64 = PHASES.iter().map(|p| counted.phases[p.phase]).sum();
+        assert_eq!(named + counted.phases["other"], counted.total);
+    }
+}

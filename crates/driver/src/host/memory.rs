@@ -1,0 +1,150 @@
+//! A worker without its socket: the host's per-datagram and per-tick code, fed datagrams in
+//! memory and run on a caller's time, for counting its instructions (`rally-bench count`).
+
+use super::telemetry::{ScopeClock, StageTimer, TransportCounters};
+use super::worker::{Outside, Rooms};
+use super::{Game, HostConfig, WorkerReport};
+use crate::{Clock, Traffic};
+use rally_proto::{Endpoint, Instant, Transmit};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a worker publishes its report, as [`super::worker`]'s loop does.
+const PUBLISH_INTERVAL: Duration = Duration::from_millis(100);
+/// How often a worker samples its connections' quality, as [`super::worker`]'s loop does.
+const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// One worker's rooms and endpoint, with everything a worker thread does between its socket's
+/// syscalls: routing, each room's tick at its deadline, the telemetry it records (when
+/// [`HostConfig::telemetry`] is on), the report it publishes ten times a second. The caller
+/// hands datagrams in and takes them out, and says what time it is, so a run repeats exactly;
+/// the telemetry still times its scopes on the OS clock, as a worker does, since those clock
+/// reads are part of what telemetry costs.
+///
+/// The loop is the batched worker's (rooms on the greedy pipeline): [`MemoryWorker::receive`]
+/// a batch, [`MemoryWorker::tick_due`], [`MemoryWorker::flush`], and
+/// [`MemoryWorker::housekeeping`] after each pass.
+pub struct MemoryWorker<G: Game> {
+    endpoint: Endpoint,
+    rooms: Rooms<G>,
+    clock: Clock,
+    /// Datagrams and bytes handed in and out.
+    pub traffic: Traffic,
+    last_publish: Instant,
+    last_sample: Instant,
+    address: SocketAddr,
+    report: Option<WorkerReport>,
+}
+
+impl<G: Game> MemoryWorker<G> {
+    /// A worker over `endpoint` (bound, in the caller's mind, at `address`), running `game`'s
+    /// rooms with `config`'s telemetry switch, limits and budgets.
+    pub fn new(mut endpoint: Endpoint, address: SocketAddr, game: G, config: HostConfig) -> Self {
+        let clock = Clock::start();
+        let scopes = Arc::new(ScopeClock::default());
+        if config.telemetry {
+            let timer = StageTimer::new(clock, scopes.clone());
+            endpoint.set_observer(Box::new(timer));
+        }
+        let rooms = Rooms::new(0, Arc::new(game), config, clock, scopes);
+        Self {
+            endpoint,
+            rooms,
+            clock,
+            traffic: Traffic::default(),
+            last_publish: Instant::ZERO,
+            last_sample: Instant::ZERO,
+            address,
+            report: None,
+        }
+    }
+
+    /// Datagrams that arrived by `now`, as a worker hands a `recvmmsg` batch to its endpoint;
+    /// their events reach the rooms at the next [`MemoryWorker::flush`].
+    pub fn receive<'a>(
+        &mut self,
+        now: Instant,
+        datagrams: impl IntoIterator<Item = (SocketAddr, &'a [u8])>,
+    ) {
+        for (from, bytes) in datagrams {
+            self.traffic.datagrams_in += 1;
+            self.traffic.bytes_in += bytes.len() as u64;
+            self.endpoint.handle_datagram(now, from, bytes);
+        }
+        self.endpoint.handle_timeout(now);
+    }
+
+    /// Ticks every room whose deadline is at most `now`, each starting at `now`.
+    pub fn tick_due(&mut self, now: Instant) {
+        self.rooms.tick_due_by(&mut self.endpoint, now, |_| now);
+    }
+
+    /// Hands every datagram the endpoint has to `send` and every event to its room, until
+    /// both are empty, as a worker's loop does before it waits.
+    pub fn flush(&mut self, now: Instant, buf: &mut [u8], mut send: impl FnMut(Transmit, &[u8])) {
+        loop {
+            let mut busy = false;
+            while let Some(t) = self.endpoint.poll_transmit(now, buf) {
+                busy = true;
+                self.traffic.datagrams_out += 1;
+                self.traffic.bytes_out += t.len as u64;
+                send(t, &buf[..t.len]);
+            }
+            while let Some((handle, event)) = self.endpoint.poll_event() {
+                busy = true;
+                // A worker reads its clock for each event, telemetry or not (that reading is
+                // its `now`, and starts the ingest timing when it is on): so does this one.
+                let clock_now = Some(self.clock.now());
+                self.rooms.on_event_at(&mut self.endpoint, handle, event, now, clock_now);
+            }
+            if !busy {
+                return;
+            }
+        }
+    }
+
+    /// Samples the connections and builds the report when a worker would (every 100 ms and
+    /// every second of `now`).
+    pub fn housekeeping(&mut self, now: Instant) {
+        if now - self.last_publish < PUBLISH_INTERVAL {
+            return;
+        }
+        self.last_publish = now;
+        let sample = now - self.last_sample >= SAMPLE_INTERVAL;
+        if sample {
+            self.last_sample = now;
+        }
+        if self.rooms.config().telemetry {
+            self.rooms.look_at_connections(&self.endpoint, sample);
+        }
+        let stats = self.endpoint.stats();
+        let resends = self.rooms.resends();
+        let transport = TransportCounters::gather(&stats, &self.traffic, 0, 0, resends);
+        let nanos = self.rooms.scopes().read();
+        let outside = Outside {
+            worker: 0,
+            address: self.address,
+            cpu_us: 0,
+            wall_us: self.clock.now().as_nanos() / 1_000,
+            scope_nanos: nanos,
+            transport,
+        };
+        self.report = Some(self.rooms.report(&self.endpoint, outside));
+    }
+
+    /// The last report [`MemoryWorker::housekeeping`] built.
+    pub fn report(&self) -> Option<&WorkerReport> {
+        self.report.as_ref()
+    }
+
+    /// Rooms open.
+    pub fn rooms(&self) -> usize {
+        self.rooms.len()
+    }
+
+    /// Room-ticks run.
+    pub fn room_ticks(&self) -> u64 {
+        self.rooms.room_ticks()
+    }
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Counts the host's instructions per reference room-tick under callgrind, telemetry off and on,
+# by phase (rally-bench count; docs/benchmarks.md, "Host instructions per room-tick"), after
+# the same run timed natively (CPU time per room-tick, and what a clock read costs here).
+# Usage: scripts/count.sh [--quick] [--rooms N]   (about 5 minutes; --quick about 1)
+# Counts do not move with the machine's load: they can be taken beside a build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v valgrind >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && apt-get install -y -qq valgrind
+    else
+        echo "valgrind is needed: sudo apt-get install valgrind" >&2
+        exit 1
+    fi
+fi
+target="${CARGO_TARGET_DIR:-target}"
+cargo build --release --locked --quiet -p rally-bench
+"$target/release/rally-bench" count "$@"
+"$target/release/rally-bench" count --callgrind --out "$target/count" \
+    --json "$target/count/count.json" "$@"
