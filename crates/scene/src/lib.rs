@@ -146,7 +146,8 @@
 //!
 //! Each player who joins gets an [`Avatar`]: a head ([`HEAD_CLASS`]) and two hands
 //! ([`HAND_CLASS`], kinematic balls that push what they touch), spawned at the first free spawn
-//! point ([`SceneRoom::avatar`] finds them). Each input moves them to its poses (a bad pose keeps
+//! point ([`SceneRoom::avatar`] finds them; the room writes them in the player's scope under
+//! [`AVATAR_KEY`], so every client knows whose hands are whose: [`SceneState::avatar`]). Each input moves them to its poses (a bad pose keeps
 //! the last one and is counted) and measures each hand's velocity from its poses' arrival times
 //! ([`HAND_VELOCITY_WINDOW`]). A grip pressed past [`GRIP_HOLD_MIN`] grabs the nearest grabbable
 //! body within the scene's `[player] grab_radius_m` ([`PlayerSettings`]) through the world's
@@ -166,9 +167,9 @@
 //!
 //! ## Not yet
 //!
-//! Convex hulls (`hull = [...]` is refused with a message saying so); telling clients which
-//! avatar is whose; a layout of [`SceneMessage`] that a client in another language can write
-//! from the docs (the message codec, bitcode, has none; docs/scene.md proposes one).
+//! Convex hulls (`hull = [...]` is refused with a message saying so); a layout of
+//! [`SceneMessage`] that a client in another language can write from the docs (the message
+//! codec, bitcode, has none; docs/scene.md proposes one).
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -188,7 +189,9 @@ pub use error::{Location, SceneError};
 pub use hooks::SceneHooks;
 pub use input::{GameBytes, Hand, XrHand, XrInput, XrPose, GAME_BYTES_MAX, GRIP_HOLD_MIN};
 pub use mirror::{SceneEvent, SceneState, MIRROR_EVENTS_MAX, MIRROR_KEYS_MAX};
-pub use player::{Avatar, SceneStats, HAND_CLASS, HAND_RADIUS_M, HAND_VELOCITY_WINDOW, HEAD_CLASS};
+pub use player::{
+    Avatar, SceneStats, AVATAR_BYTES, HAND_CLASS, HAND_RADIUS_M, HAND_VELOCITY_WINDOW, HEAD_CLASS,
+};
 pub use room::{scene_room, SceneGrabRule, SceneRoom, SceneRoomError, CONTACTS_PER_STEP_MAX};
 pub use scene::{
     Body, BodyKind, BodyShape, Collider, ColliderShape, Grab, Name, PlayerSettings, Respawn,
@@ -197,5 +200,6 @@ pub use scene::{
 };
 pub use state::{
     handle_event, relay_from_room, resend_missed, write_key, Change, RelayTarget, RoomState,
-    SceneMessage, Scope, StateError, StateSettings, StateStats, WriteScope,
+    SceneMessage, Scope, StateError, StateSettings, StateStats, WriteScope, AVATAR_KEY,
+    RESERVED_KEY_PREFIX,
 };

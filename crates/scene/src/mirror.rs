@@ -3,7 +3,8 @@
 //! yields [`SceneEvent`]s ("a player joined, left; a relay message; a value changed") in the
 //! room's order, for a game loop or a client library to hand on.
 
-use crate::state::{Change, RelayTarget, SceneMessage, Scope, WriteScope};
+use crate::state::{Change, RelayTarget, SceneMessage, Scope, WriteScope, AVATAR_KEY};
+use crate::Avatar;
 use rally_engine::{ClientEvent, ClientId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -135,6 +136,12 @@ impl SceneState {
             return;
         }
         self.events.push_back(event);
+    }
+
+    /// `client`'s avatar, as the room told it ([`AVATAR_KEY`](crate::AVATAR_KEY)): this
+    /// client's own with [`SceneState::client`], to tell its hands from the others'.
+    pub fn avatar(&self, client: ClientId) -> Option<Avatar> {
+        Avatar::from_bytes(self.get(Scope::Player(client), AVATAR_KEY)?)
     }
 
     /// The next thing that happened, in the room's order.

@@ -21,7 +21,7 @@
 //! [`SceneStats`].
 
 use crate::hooks::SceneHooks;
-use crate::input::{Hand, XrHand, XrInput, XrPose};
+use crate::input::{Hand, XrInput, XrPose};
 use crate::room::Placed;
 use crate::scene::{BodyShape, Grab, PlayerSettings, SpawnPoint};
 use glam::{Quat, Vec3};
@@ -72,7 +72,27 @@ impl Avatar {
     pub fn entities(&self) -> [EntityId; 3] {
         [self.head, self.left, self.right]
     }
+
+    /// The avatar as the room writes it in its player's scope ([`AVATAR_KEY`](crate::AVATAR_KEY)):
+    /// the ids of the head, the left hand and the right hand, 4 bytes each, little-endian.
+    pub fn to_bytes(&self) -> [u8; AVATAR_BYTES] {
+        let mut bytes = [0; AVATAR_BYTES];
+        for (chunk, id) in bytes.chunks_exact_mut(4).zip(self.entities()) {
+            chunk.copy_from_slice(&id.to_le_bytes());
+        }
+        bytes
+    }
+
+    /// The avatar of [`Avatar::to_bytes`]' bytes, or `None` if they are not 12.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let bytes: &[u8; AVATAR_BYTES] = bytes.try_into().ok()?;
+        let id = |k: usize| EntityId::from_le_bytes([0, 1, 2, 3].map(|b| bytes[4 * k + b]));
+        Some(Self { head: id(0), left: id(1), right: id(2) })
+    }
 }
+
+/// The bytes of [`Avatar::to_bytes`].
+pub const AVATAR_BYTES: usize = 12;
 
 /// What the standard XR players did and what the room refused them, since the room started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -127,13 +147,14 @@ impl HandState {
         self.samples.push_back((now, pose));
         // Keep one sample at least a window old, so the span is a whole window once the hand
         // has moved that long.
-        while self.samples.len() > 2
-            && now.saturating_duration_since(self.samples[1].0) >= HAND_VELOCITY_WINDOW
-        {
+        // In nanoseconds: this runs for each hand of every input.
+        let window = HAND_VELOCITY_WINDOW.as_nanos() as u64;
+        let since = |then: Instant| now.as_nanos().saturating_sub(then.as_nanos());
+        while self.samples.len() > 2 && since(self.samples[1].0) >= window {
             self.samples.pop_front();
         }
         let (then, old) = *self.samples.front()?;
-        let dt = now.saturating_duration_since(then).as_secs_f32();
+        let dt = since(then) as f32 / 1e9;
         if dt <= 0.0 {
             return None;
         }
@@ -288,6 +309,7 @@ impl Players {
         input: &XrInput,
         now: Option<Instant>,
     ) {
+        // One look-up per input: this runs for every input of every player.
         let Some(player) = self.players.get_mut(&client) else {
             self.stats.inputs_without_avatar += 1;
             return;
@@ -296,10 +318,9 @@ impl Players {
         if let Some(entity) = world.get_mut(player.avatar.head) {
             place(entity, &input.head, &mut stats.bad_poses);
         }
-        for hand in [Hand::Left, Hand::Right] {
-            let state = &mut player.hands[hand as usize];
+        for (state, xr) in player.hands.iter_mut().zip(&input.hands) {
             let Some(entity) = world.get_mut(state.id) else { continue };
-            place(entity, &input.hand(hand).pose, &mut stats.bad_poses);
+            place(entity, &xr.pose, &mut stats.bad_poses);
             // A bad pose is a sample too: the hand stood still for it.
             let Some(now) = now else { continue };
             if let Some((linear, angular)) = state.measure(now, entity.transform) {
@@ -307,47 +328,11 @@ impl Players {
                 entity.angular_velocity = angular;
             }
         }
-        for hand in [Hand::Left, Hand::Right] {
-            self.grip(world, bodies, hooks, client, hand, input.hand(hand));
-        }
-    }
-
-    /// Grabs on a grip's press and releases on its release.
-    fn grip(
-        &mut self,
-        world: &mut World,
-        bodies: &[Placed],
-        hooks: &mut dyn SceneHooks,
-        client: ClientId,
-        hand: Hand,
-        xr: &XrHand,
-    ) {
-        let radius = self.settings.grab_radius_m;
-        let Some(player) = self.players.get_mut(&client) else { return };
-        let state = &mut player.hands[hand as usize];
-        let was = std::mem::replace(&mut state.gripping, xr.holds());
-        let stats = &mut self.stats;
-        match (was, xr.holds()) {
-            (false, true) => {
-                let Some(at) = world.get(state.id).map(|e| e.transform.position) else { return };
-                let Some(target) = reach(world, bodies, at, radius, stats) else { return };
-                match world.grab(state.id, target) {
-                    Ok(()) => {
-                        state.holds = Some(target);
-                        stats.grabs += 1;
-                        hooks.grabbed(world, client, hand, target);
-                    }
-                    Err(GrabError::NotAllowed { .. }) => stats.grabs_not_takeable += 1,
-                    Err(_) => stats.grabs_refused_other += 1,
-                }
-            }
-            (true, false) => {
-                if let Some(id) = release(world, state) {
-                    stats.releases += 1;
-                    hooks.released(world, client, hand, id);
-                }
-            }
-            _ => {}
+        // Both hands are placed before either grips, so that a handoff between them sees both
+        // where the input put them.
+        let mut grip = Grip { world, bodies, hooks, client, radius: self.settings.grab_radius_m };
+        for (hand, state) in [Hand::Left, Hand::Right].into_iter().zip(&mut player.hands) {
+            grip.act(hand, state, input.hand(hand).holds(), stats);
         }
     }
 
@@ -355,6 +340,48 @@ impl Players {
     pub(crate) fn driven_into(&self, client: ClientId, out: &mut Vec<EntityId>) {
         if let Some(player) = self.players.get(&client) {
             out.extend(player.avatar.entities());
+        }
+    }
+}
+
+/// What a grip acts on: the room of one player's input.
+struct Grip<'a> {
+    world: &'a mut World,
+    bodies: &'a [Placed],
+    hooks: &'a mut dyn SceneHooks,
+    client: ClientId,
+    radius: f32,
+}
+
+impl Grip<'_> {
+    /// Grabs on a grip's press and releases on its release; a grip held or left as it was
+    /// (nearly every input) does nothing.
+    fn act(&mut self, hand: Hand, state: &mut HandState, holds: bool, stats: &mut SceneStats) {
+        let was = std::mem::replace(&mut state.gripping, holds);
+        match (was, holds) {
+            (false, true) => self.grab(hand, state, stats),
+            (true, false) => {
+                if let Some(id) = release(self.world, state) {
+                    stats.releases += 1;
+                    self.hooks.released(self.world, self.client, hand, id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Grabs the nearest grabbable body in reach of the hand, if the grab graph allows it.
+    fn grab(&mut self, hand: Hand, state: &mut HandState, stats: &mut SceneStats) {
+        let Some(at) = self.world.get(state.id).map(|e| e.transform.position) else { return };
+        let Some(target) = reach(self.world, self.bodies, at, self.radius, stats) else { return };
+        match self.world.grab(state.id, target) {
+            Ok(()) => {
+                state.holds = Some(target);
+                stats.grabs += 1;
+                self.hooks.grabbed(self.world, self.client, hand, target);
+            }
+            Err(GrabError::NotAllowed { .. }) => stats.grabs_not_takeable += 1,
+            Err(_) => stats.grabs_refused_other += 1,
         }
     }
 }
@@ -453,6 +480,16 @@ mod tests {
         assert!((distance(capsule, &at, Vec3::new(1.0, 0.5, 0.0)) - 0.25).abs() < 1e-6);
         assert!((distance(capsule, &at, Vec3::new(1.15, 0.1, 0.0)) - 0.1).abs() < 1e-6);
         assert!(distance(ball, &at, Vec3::NAN).is_nan());
+    }
+
+    #[test]
+    fn an_avatar_reads_back_from_its_bytes_and_nothing_else_reads_as_one() {
+        let avatar = Avatar { head: 7, left: 8, right: 0x0102_0304 };
+        let bytes = avatar.to_bytes();
+        assert_eq!(bytes[8..], [4, 3, 2, 1], "little-endian, head first");
+        assert_eq!(Avatar::from_bytes(&bytes), Some(avatar));
+        assert_eq!(Avatar::from_bytes(&bytes[..11]), None);
+        assert_eq!(Avatar::from_bytes(&[bytes.as_slice(), &[0]].concat()), None);
     }
 
     #[test]

@@ -17,10 +17,20 @@ use crate::limits::{
     KEYS_PER_SCOPE_DEFAULT, KEY_BYTES_DEFAULT, RELAY_BURST_DEFAULT, RELAY_BYTES_DEFAULT,
     RELAY_PER_SECOND_DEFAULT, VALUES_BATCH_BYTES, VALUE_BYTES_DEFAULT,
 };
-use crate::SceneRoom;
+use crate::{Avatar, SceneRoom};
 use rally_engine::{ClientId, Delivery, Room, RoomEvent, RpcError, Target};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// Keys that start with this are the room's own: the room writes them, and a client's write of
+/// one is refused ([`StateError::ReservedKey`]).
+pub const RESERVED_KEY_PREFIX: &str = "rally.";
+
+/// The key under which the room writes each player's avatar in the player's scope when it
+/// joins: the entity ids of its head, left hand and right hand ([`Avatar::to_bytes`]), so that
+/// a client knows which hands are its own and whose the others are. Not counted against the
+/// scene's `[state]` limits, which bound what clients write.
+pub const AVATAR_KEY: &str = "rally.avatar";
 
 /// A scene room's message, both ways. Clients send [`Relay`](Self::Relay) and
 /// [`Write`](Self::Write); the room sends the rest. A client that sends a room's variant is
@@ -183,6 +193,9 @@ pub enum StateError {
     /// A client sent what only the room sends, or a request.
     #[error("a client sent a message only the room sends")]
     WrongDirection,
+    /// A client wrote a key the room keeps for itself ([`RESERVED_KEY_PREFIX`]).
+    #[error("keys starting with {RESERVED_KEY_PREFIX:?} are the room's")]
+    ReservedKey,
     /// The room could not queue the message.
     #[error(transparent)]
     Send(#[from] RpcError),
@@ -209,6 +222,8 @@ pub struct StateStats {
     pub refused_target: u64,
     /// Messages refused: a room's variant, or a request, from a client.
     pub refused_direction: u64,
+    /// Writes refused: a key the room keeps for itself ([`RESERVED_KEY_PREFIX`]).
+    pub refused_reserved: u64,
     /// Messages the room could not queue (its outbox was full).
     pub sends_failed: u64,
 }
@@ -223,6 +238,7 @@ impl StateStats {
             + self.refused_scope_full
             + self.refused_target
             + self.refused_direction
+            + self.refused_reserved
     }
 
     fn count(&mut self, error: &StateError) {
@@ -236,6 +252,7 @@ impl StateStats {
                 &mut self.refused_target
             }
             StateError::WrongDirection => &mut self.refused_direction,
+            StateError::ReservedKey => &mut self.refused_reserved,
             StateError::Send(_) => &mut self.sends_failed,
         };
         *counter += 1;
@@ -373,6 +390,9 @@ impl RoomState {
                     WriteScope::Room => Scope::Room,
                     WriteScope::Mine => Scope::Player(client),
                 };
+                if key.starts_with(RESERVED_KEY_PREFIX) {
+                    return Err(StateError::ReservedKey);
+                }
                 self.check(scope, &key, value.as_deref())?;
                 self.spend(client, now)?;
                 out.push(self.apply(Change { scope, key, value }));
@@ -397,14 +417,32 @@ impl RoomState {
             Scope::Player(id) => &self.players.get(&id).ok_or(StateError::NoSuchPlayer(id))?.0,
         };
         let new_key = value.is_some() && !values.contains_key(key);
-        if new_key && values.len() >= settings.keys_per_scope_max as usize {
+        // The room's avatar key is not the players' to count.
+        let held = values.len() - usize::from(values.contains_key(AVATAR_KEY));
+        if new_key && held >= settings.keys_per_scope_max as usize {
             return Err(StateError::ScopeFull { max: settings.keys_per_scope_max });
         }
         Ok(())
     }
 
-    /// Applies a checked change and says how to broadcast it.
+    /// Applies a checked change, counts it, and says how to broadcast it.
     fn apply(&mut self, change: Change) -> (Target, Delivery, SceneMessage) {
+        self.stats.writes += 1;
+        self.apply_uncounted(change)
+    }
+
+    /// Writes `client`'s avatar in its scope ([`AVATAR_KEY`]) and says how to broadcast it:
+    /// the room's announcement, not a write of a client or of the room's code.
+    fn announce_avatar(
+        &mut self,
+        client: ClientId,
+        avatar: Avatar,
+    ) -> (Target, Delivery, SceneMessage) {
+        let value = Some(avatar.to_bytes().to_vec());
+        self.apply_uncounted(Change { scope: Scope::Player(client), key: AVATAR_KEY.into(), value })
+    }
+
+    fn apply_uncounted(&mut self, change: Change) -> (Target, Delivery, SceneMessage) {
         let values = match change.scope {
             Scope::Room => Some(&mut self.room),
             Scope::Player(id) => self.players.get_mut(&id).map(|(values, _)| values),
@@ -415,7 +453,6 @@ impl RoomState {
                 None => values.remove(&change.key),
             };
         }
-        self.stats.writes += 1;
         (Target::All, Delivery::Reliable, SceneMessage::Values { changes: vec![change] })
     }
 
@@ -470,13 +507,22 @@ impl RoomState {
 
 /// The room's side of the relay and the state: call it with every event the room reports
 /// ([`Room::poll_event`]). It passes relay messages on, applies and broadcasts writes, greets
-/// joiners with the players and the current values, and removes a leaver's scope. A refused
-/// message is counted in [`StateStats`] ([`SceneRoom::state`]) and goes nowhere.
+/// joiners with the players and the current values, tells everyone a joiner's avatar
+/// ([`AVATAR_KEY`]), and removes a leaver's scope. A refused message is counted in
+/// [`StateStats`] ([`SceneRoom::state`]) and goes nowhere.
 pub fn handle_event(room: &mut Room<SceneRoom>, event: RoomEvent<SceneMessage>) {
     let now = (room.tick_number(), room.config().tick_rate);
+    // The avatar spawned when the room took the player in, before this event.
+    let avatar = match event {
+        RoomEvent::Joined(client) => room.simulation().avatar(client).map(|a| (client, a)),
+        _ => None,
+    };
     let mut out = Outgoing::new();
     let state = room.simulation_mut().state_mut();
     state.on_event(event, now, &mut out);
+    if let Some((client, avatar)) = avatar {
+        out.push(state.announce_avatar(client, avatar));
+    }
     // A player that missed a change gets everything again, after this event's own messages.
     for client in std::mem::take(&mut state.stale) {
         state.sync(client, &mut out);

@@ -11,7 +11,7 @@ use rally_engine::{ClientEvent, ClientId, Delivery, Room, World, RELIABLE, UNREL
 use rally_netem::LinkConfig;
 use rally_scene::{
     handle_event, relay_from_room, resend_missed, scene_room, write_key, RelayTarget, Scene,
-    SceneEvent, SceneMessage, SceneRoom, SceneState, Scope, StateStats, WriteScope,
+    SceneEvent, SceneMessage, SceneRoom, SceneState, Scope, StateStats, WriteScope, AVATAR_KEY,
 };
 use rally_sim::links::{calm, hostile};
 use rally_sim::RoomNet;
@@ -212,6 +212,33 @@ fn key_value_state_converges_for_every_client_and_a_late_joiner() {
 }
 
 #[test]
+fn every_client_learns_whose_avatar_is_whose_a_late_joiner_too() {
+    // The room writes each joiner's avatar (head, left hand, right hand) in its scope: every
+    // client, one that joins later included, finds its own avatar and everyone else's, as the
+    // room spawned them, through lossy links.
+    let mut host = Host::new("", 4, hostile(), 11);
+    for i in 0..3 {
+        host.connect(i);
+    }
+    host.run(Duration::from_millis(500));
+    host.connect(3);
+    host.net.net.set_links(calm());
+    host.run(Duration::from_secs(2));
+    let room = host.net.room.simulation();
+    let avatars: Vec<_> = (0..4).map(|i| room.avatar(host.id(i)).unwrap()).collect();
+    for (i, mirror) in host.mirrors.iter().enumerate() {
+        let own = mirror.client().and_then(|me| mirror.avatar(me));
+        assert_eq!(own, Some(avatars[i]), "client {i}'s own avatar");
+        for (j, avatar) in avatars.iter().enumerate() {
+            assert_eq!(mirror.avatar(host.id(j)), Some(*avatar), "client {i} of client {j}");
+        }
+        host.assert_mirrors_room(i);
+    }
+    // The room's announcements are not writes, and refuse nothing.
+    assert_eq!(host.stats(), StateStats::default());
+}
+
+#[test]
 fn a_leavers_scope_is_removed_everywhere() {
     let mut host = Host::new("", 3, calm(), 5);
     for i in 0..3 {
@@ -307,6 +334,8 @@ fn refusals_are_counted_and_the_other_players_are_undisturbed() {
     host.send(0, SceneState::write(WriteScope::Mine, "k3", Some(vec![3]))); // a third key
     host.send(0, SceneState::write(WriteScope::Room, "too-long-key", Some(vec![4])));
     host.send(0, SceneState::write(WriteScope::Room, "big", Some(vec![5; 9])));
+    // The room's own key: no client may write it, not even in its own scope.
+    host.send(0, SceneState::write(WriteScope::Mine, AVATAR_KEY, Some(vec![0; 12])));
     host.send(0, relay(RelayTarget::All, true, &[6; 17]));
     host.send(0, relay(RelayTarget::One(999), true, &[7]));
     for n in 0..5 {
@@ -332,6 +361,7 @@ fn refusals_are_counted_and_the_other_players_are_undisturbed() {
         refused_scope_full: 1,
         refused_target: 1,
         refused_direction: 2,
+        refused_reserved: 1,
         sends_failed: 0,
     };
     assert_eq!(stats, expected);
@@ -344,7 +374,9 @@ fn refusals_are_counted_and_the_other_players_are_undisturbed() {
     for i in 0..2 {
         host.assert_mirrors_room(i);
         assert_eq!(host.mirrors[i].get(Scope::Room, "phase"), Some(&b"play"[..]));
-        assert_eq!(host.mirrors[i].values(Scope::Player(a)).count(), 2);
+        // Two keys of client 0's own (the scope's limit) besides the room's avatar key.
+        assert_eq!(host.mirrors[i].values(Scope::Player(a)).count(), 2 + 1);
+        assert_eq!(host.mirrors[i].avatar(a), host.net.room.simulation().avatar(a));
     }
     // A second later the bucket holds one message again.
     host.run(Duration::from_secs(1));

@@ -65,12 +65,37 @@ pub struct RoomArgs {
     /// The reference room only, without the scene cases.
     #[arg(long)]
     pub reference_only: bool,
+    /// This case only (for a profiler: scripts/room-instructions.sh counts one case's
+    /// instructions per room-tick under callgrind).
+    #[arg(long, value_enum, value_name = "CASE")]
+    pub case: Option<Case>,
     /// Write the report as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
     /// Draw the per-phase plot into this directory.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+}
+
+/// The cases `rally-bench room` runs, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Case {
+    /// The W3 reference room.
+    Reference,
+    /// The sandbox with 64 moving bodies on the fast pipeline.
+    SandboxFast,
+    /// The sandbox with 64 moving bodies on the greedy pipeline.
+    SandboxGreedy,
+    /// 256 settled bodies against the byte budget.
+    Settled,
+}
+
+impl RoomArgs {
+    /// Whether `case` runs.
+    fn runs(&self, case: Case) -> bool {
+        let listed = case == Case::Reference || !self.reference_only;
+        listed && self.case.is_none_or(|only| only == case)
+    }
 }
 
 /// Times the phases of one tick with the OS clock.
@@ -209,43 +234,59 @@ impl<S: Simulation> Bench<S> {
 /// Runs the benchmark.
 pub fn run(args: &RoomArgs) -> Result<(), Box<dyn Error>> {
     let ticks = if args.quick { 1280 } else { 7680 };
-    let room = reference_room(RoomConfig::default(), 1)?;
-    let mut bench = Bench::new(room, CLIENTS, HandInput::on_circle)?;
-    let samples = measure(&mut bench, ticks, 256)?;
-    let reference = report("reference", 128, &samples, ticks, (CLIENTS, BODIES, MOVING));
-    print(&reference);
-    let mut scenes = None;
-    if !args.reference_only {
-        let seconds = if args.quick { 5 } else { 20 };
-        let sandbox = room_scene::sandbox_64(seconds, "fast")?;
-        print(&sandbox);
-        compare(&reference, &sandbox);
-        // The reference room drives no entity, so it has no fast path to pay for: the greedy
-        // pipeline leaves that cost out of the scene's figures.
-        let greedy = room_scene::sandbox_64(seconds, "greedy")?;
-        print(&greedy);
-        compare(&reference, &greedy);
-        let settled = room_scene::settled_256(seconds)?;
-        room_scene::print_settled(&settled);
-        scenes = Some((sandbox, greedy, settled));
+    let mut reference = None;
+    if args.runs(Case::Reference) {
+        let room = reference_room(RoomConfig::default(), 1)?;
+        let mut bench = Bench::new(room, CLIENTS, HandInput::on_circle)?;
+        let samples = measure(&mut bench, ticks, 256)?;
+        let report = report("reference", 128, &samples, ticks, (CLIENTS, BODIES, MOVING));
+        print(&report);
+        reference = Some(report);
+    }
+    let seconds = if args.quick { 5 } else { 20 };
+    // The reference room drives no entity, so it has no fast path to pay for: the greedy
+    // pipeline leaves that cost out of the scene's figures.
+    let mut sandboxes = Vec::new();
+    for (case, pipeline) in [(Case::SandboxFast, "fast"), (Case::SandboxGreedy, "greedy")] {
+        if args.runs(case) {
+            let sandbox = room_scene::sandbox_64(seconds, pipeline)?;
+            print(&sandbox);
+            if let Some(reference) = &reference {
+                compare(reference, &sandbox);
+            }
+            sandboxes.push((case, sandbox));
+        }
+    }
+    let mut settled = None;
+    if args.runs(Case::Settled) {
+        let report = room_scene::settled_256(seconds)?;
+        room_scene::print_settled(&report);
+        settled = Some(report);
     }
     if let Some(path) = &args.json {
         let mut json = serde_json::json!({
             "bench": "room",
             "quick": args.quick,
             "machine": Machine::detect(),
-            "report": reference,
         });
-        if let Some((sandbox, greedy, settled)) = &scenes {
-            json["scene_sandbox_64"] = serde_json::to_value(sandbox)?;
-            json["scene_sandbox_64_greedy"] = serde_json::to_value(greedy)?;
+        if let Some(reference) = &reference {
+            json["report"] = serde_json::to_value(reference)?;
+        }
+        for (case, sandbox) in &sandboxes {
+            let key = match case {
+                Case::SandboxFast => "scene_sandbox_64",
+                _ => "scene_sandbox_64_greedy",
+            };
+            json[key] = serde_json::to_value(sandbox)?;
+        }
+        if let Some(settled) = &settled {
             json["scene_settled_256"] = serde_json::to_value(settled)?;
         }
         super::write_json(path, &json)?;
     }
-    if let Some(dir) = &args.plot {
-        let rooms = scenes.as_ref().map(|(fast, greedy, _)| [fast, greedy]);
-        draw(dir, &reference, rooms.as_ref().map_or(&[][..], |r| &r[..]))?;
+    if let (Some(dir), Some(reference)) = (&args.plot, &reference) {
+        let rooms: Vec<&Report> = sandboxes.iter().map(|(_, r)| r).collect();
+        draw(dir, reference, &rooms)?;
     }
     Ok(())
 }
