@@ -182,6 +182,7 @@ pub mod limits;
 mod mirror;
 mod player;
 mod room;
+mod roster;
 mod scene;
 mod state;
 
@@ -193,6 +194,10 @@ pub use player::{
     Avatar, SceneStats, AVATAR_BYTES, HAND_CLASS, HAND_RADIUS_M, HAND_VELOCITY_WINDOW, HEAD_CLASS,
 };
 pub use room::{scene_room, SceneGrabRule, SceneRoom, SceneRoomError, CONTACTS_PER_STEP_MAX};
+pub use roster::{
+    Classes, Held, Holder, CLASSES_BYTES_MAX, CLASSES_KEY, CLASSES_MAX, HAND_CLASS_INDEX,
+    HEAD_CLASS_INDEX, HELD_BYTES_MAX, HELD_KEY,
+};
 pub use scene::{
     Body, BodyKind, BodyShape, Collider, ColliderShape, Grab, Name, PlayerSettings, Respawn,
     RoomSettings, Scene, SpawnPoint, CLASS_DEFAULT, DENSITY_DEFAULT, FRICTION_DEFAULT,
