@@ -123,6 +123,9 @@ static class ConsoleTest
         while (client.NowUs() < next) { }
     }
 
+    /// <summary>This client's id, from its Joined event.</summary>
+    static uint Me = Entity.None;
+
     static bool PrintEvents(RallyConnection client, byte[] data)
     {
         bool joined = false;
@@ -133,6 +136,7 @@ static class ConsoleTest
             if (ev.Kind == EventKind.Joined)
             {
                 Console.WriteLine("joined as client {0}", ev.Client);
+                Me = ev.Client;
                 joined = true;
             }
             else if (ev.Kind == EventKind.Disconnected)
@@ -149,7 +153,8 @@ static class ConsoleTest
     }
 
     /// <summary>
-    /// The room's newest state: the hand at the target, the block held beside it.
+    /// The room's newest state: the hand at the target, and beside it a block the room's roster
+    /// says this client's right hand holds.
     /// </summary>
     static int CheckRoom(RallyConnection client, Entity[] entities, int count)
     {
@@ -157,15 +162,19 @@ static class ConsoleTest
         int atTarget = 0, held = 0;
         for (int i = 0; i < count; i++)
         {
-            float d = Distance(entities[i].Position, Target);
+            Entity e = entities[i];
+            float d = Distance(e.Position, Target);
+            bool ours = e.Holder == Me && e.Hand == Entity.HandRight;
+            string name = e.Class == Entity.None ? "?" : client.ClassName(e.Class);
             if (d < CloseM) atTarget++;
-            else if (d < HeldM) held++;
+            else if (d < HeldM && ours && name == "block") held++;
             else continue;
-            Console.WriteLine("entity {0} at ({1:F3}, {2:F3}, {3:F3}){4}", entities[i].Id,
-                entities[i].Position.X, entities[i].Position.Y, entities[i].Position.Z,
-                d < CloseM ? ", the hand" : ", held");
+            Console.WriteLine("entity {0}, a {1}, at ({2:F3}, {3:F3}, {4:F3}){5}", e.Id, name,
+                e.Position.X, e.Position.Y, e.Position.Z,
+                d < CloseM ? ", the hand" : ", held by this client's right hand");
         }
-        Console.WriteLine("{0} entities at the hand's target, {1} held beside it", atTarget, held);
+        Console.WriteLine("{0} entities at the hand's target, {1} blocks this client holds " +
+            "beside it", atTarget, held);
         return atTarget >= 1 && held >= 1 ? 0 : 1;
     }
 
@@ -284,6 +293,7 @@ static class ConsoleTest
             { "RallyXrInput.hands", "Left" }, { "RallyEvent.key_len", "KeyLength" },
             { "RallyEvent.reason", "Reason" }, { "RallyConnectionStats.rtt_us", "RttUs" },
             { "RallyEntity.angular_velocity", "AngularVelocity" },
+            { "RallyEntity.class", "Class" }, { "RallyEntity.hand", "Hand" },
         };
         int checkedLines = 0;
         foreach (string line in File.ReadAllLines(path))
