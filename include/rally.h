@@ -176,7 +176,7 @@ typedef struct RallyEntity {
   // Its class, an index into the room's class names (`rally_client_class_name`): of a
   // scene room, the scene's `class`, or "head" (0) and "hand" (1) for players' avatars;
   // `RALLY_NONE` while the room has not said (or for a room that does not).
-  uint32_t class_;
+  uint32_t class_index;
   // The player whose hand holds it, or `RALLY_NONE`.
   uint32_t holder;
   // Which of the holder's hands: `RALLY_HAND_LEFT` or `RALLY_HAND_RIGHT`; `RALLY_HAND_NONE`

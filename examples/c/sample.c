@@ -274,8 +274,8 @@ int main(int argc, char **argv) {
         }
         char class[64] = "?";
         size_t len = 0;
-        if (e->class != RALLY_NONE) {
-            CHECK(rally_client_class_name(client, e->class, (uint8_t *)class, sizeof class - 1,
+        if (e->class_index != RALLY_NONE) {
+            CHECK(rally_client_class_name(client, e->class_index, (uint8_t *)class, sizeof class - 1,
                                           &len));
             class[len] = 0;
         }

@@ -158,6 +158,7 @@ impl Timeline {
 /// An entity's recent updates, by server time.
 #[derive(Debug, Clone, Default)]
 struct Track {
+    id: EntityId,
     class: ObjectClass,
     updates: VecDeque<(f64, EntityState)>,
     /// The latest server time at which the newest pose was still current: later than the
@@ -170,7 +171,11 @@ struct Track {
 pub struct Interpolator {
     config: InterpolationConfig,
     timelines: [Timeline; 3],
-    tracks: BTreeMap<EntityId, Track>,
+    /// Every entity's track, ids ascending: snapshots list their entities in id order and a
+    /// frame reads them so, so the next track is found where the last one ended (`hint`)
+    /// without a search, and a new entity is pushed at the end.
+    tracks: Vec<Track>,
+    hint: usize,
     classes: BTreeMap<EntityId, ObjectClass>,
 }
 
@@ -189,8 +194,19 @@ impl Interpolator {
             ObjectClass::Free => self.classes.remove(&id),
             _ => self.classes.insert(id, class),
         };
-        if let Some(track) = self.tracks.get_mut(&id) {
-            track.class = class;
+        if let Ok(at) = self.find(id) {
+            self.tracks[at].class = class;
+        }
+    }
+
+    /// Where `id`'s track is (`Ok`), or where it would go (`Err`): at the hint when the calls
+    /// come in id order, else by a search.
+    fn find(&self, id: EntityId) -> Result<usize, usize> {
+        match self.tracks.get(self.hint) {
+            Some(track) if track.id == id => Ok(self.hint),
+            // Past the last track and above it: a new entity at the end.
+            None if self.tracks.last().is_some_and(|last| last.id < id) => Err(self.tracks.len()),
+            _ => self.tracks.binary_search_by_key(&id, |track| track.id),
         }
     }
 
@@ -215,11 +231,14 @@ impl Interpolator {
                 false => self.classes.get(&state.id).copied().unwrap_or_default(),
             };
             seen[class.index()] = true;
-            let track = self.tracks.entry(state.id).or_insert_with(|| Track {
-                class,
-                updates: VecDeque::with_capacity(self.config.history_max),
-                confirmed: time,
+            let at = self.find(state.id).unwrap_or_else(|at| {
+                let updates = VecDeque::with_capacity(self.config.history_max);
+                let track = Track { id: state.id, class, updates, confirmed: time };
+                self.tracks.insert(at, track);
+                at
             });
+            self.hint = at + 1;
+            let track = &mut self.tracks[at];
             track.confirmed = track.confirmed.max(time);
             match track.updates.back_mut() {
                 // An older update than one held adds nothing; the same pose again only says
@@ -248,13 +267,15 @@ impl Interpolator {
 
     /// Forgets every entity `keep` refuses (despawned ones).
     pub fn retain(&mut self, mut keep: impl FnMut(EntityId) -> bool) {
-        self.tracks.retain(|id, _| keep(*id));
+        self.tracks.retain(|track| keep(track.id));
         self.classes.retain(|id, _| keep(*id));
     }
 
     /// Entity `id`'s state for a frame at `now`, if it has had an update.
     pub fn sample(&mut self, now: Instant, id: EntityId) -> Option<Interpolated> {
-        let track = self.tracks.get(&id)?;
+        let at = self.find(id).ok()?;
+        self.hint = at + 1;
+        let track = &self.tracks[at];
         let timeline = &mut self.timelines[track.class.index()];
         // A class with no update yet (its first entity just put in it) shows the newest.
         let newest = track.confirmed.max(track.updates.back()?.0);
@@ -412,8 +433,8 @@ mod tests {
         let config = InterpolationConfig { history_max: 4, ..InterpolationConfig::default() };
         let mut interpolator = Interpolator::new(config).expect("a valid config");
         feed(&mut interpolator, 50, |_| 0.0);
-        assert_eq!(interpolator.tracks[&1].updates.len(), 4);
-        let oldest = interpolator.tracks[&1].updates.front().unwrap().1.position.x;
+        assert_eq!(interpolator.tracks[0].updates.len(), 4);
+        let oldest = interpolator.tracks[0].updates.front().unwrap().1.position.x;
         assert_eq!(oldest, 46.0);
         let shown = interpolator.sample(Instant::ZERO + ms(490.0 + 30.0), 1).unwrap();
         assert!((shown.state.position.x - 49.0).abs() < 1e-3, "{shown:?}");

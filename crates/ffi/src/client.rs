@@ -492,7 +492,7 @@ fn entity(e: &EntityState) -> RallyEntity {
         linear_velocity: e.linear_velocity.into(),
         angular_velocity: e.angular_velocity.into(),
         // The roster fills these.
-        class: RALLY_NONE,
+        class_index: RALLY_NONE,
         holder: RALLY_NONE,
         hand: RALLY_HAND_NONE,
     }

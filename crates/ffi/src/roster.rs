@@ -52,10 +52,11 @@ impl Roster {
             }
             match self.tags.get(at).filter(|t| t.id == entity.id) {
                 Some(tag) => {
-                    (entity.class, entity.holder, entity.hand) = (tag.class, tag.holder, tag.hand);
+                    entity.class_index = tag.class;
+                    (entity.holder, entity.hand) = (tag.holder, tag.hand);
                     at += 1;
                 }
-                None => (entity.class, entity.holder, entity.hand) = untagged(),
+                None => (entity.class_index, entity.holder, entity.hand) = untagged(),
             }
         }
     }

@@ -102,7 +102,7 @@ pub struct RallyEntity {
     /// Its class, an index into the room's class names (`rally_client_class_name`): of a
     /// scene room, the scene's `class`, or "head" (0) and "hand" (1) for players' avatars;
     /// `RALLY_NONE` while the room has not said (or for a room that does not).
-    pub class: u32,
+    pub class_index: u32,
     /// The player whose hand holds it, or `RALLY_NONE`.
     pub holder: u32,
     /// Which of the holder's hands: `RALLY_HAND_LEFT` or `RALLY_HAND_RIGHT`; `RALLY_HAND_NONE`

@@ -293,7 +293,7 @@ static class ConsoleTest
             { "RallyXrInput.hands", "Left" }, { "RallyEvent.key_len", "KeyLength" },
             { "RallyEvent.reason", "Reason" }, { "RallyConnectionStats.rtt_us", "RttUs" },
             { "RallyEntity.angular_velocity", "AngularVelocity" },
-            { "RallyEntity.class", "Class" }, { "RallyEntity.hand", "Hand" },
+            { "RallyEntity.class_index", "Class" }, { "RallyEntity.hand", "Hand" },
         };
         int checkedLines = 0;
         foreach (string line in File.ReadAllLines(path))
