@@ -135,7 +135,9 @@ static void send_hand(RallyClient *client, uint64_t now, int xr, const float at[
 static int print_events(RallyClient *client, uint32_t *me) {
     int joined = 0;
     RallyEvent event;
-    uint8_t data[1024];
+    /* A key (256 bytes at most) and its value (16 KiB at most: the room's class table of a
+     * scene of many bodies is kilobytes). */
+    static uint8_t data[256 + 16384];
     size_t len;
     for (;;) {
         CHECK(rally_client_poll_event(client, &event, data, sizeof data, &len));
