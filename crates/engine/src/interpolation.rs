@@ -24,6 +24,7 @@
 //! does not stall the motion between the two.
 
 use rally_wire::EntityState;
+use std::cmp::Ordering::Greater;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
@@ -297,7 +298,8 @@ fn sample_track(track: &Track, t: f64, extrapolation_max: Duration) -> Option<In
     let behind = current - t;
     // The first update later than `t`: times ascend, so a search finds it (the render time sits
     // near the newest, where a scan from the oldest would end).
-    let after = updates.partition_point(|(time, _)| !(*time > t));
+    // (A NaN `t` finds none, as a scan would.)
+    let after = updates.partition_point(|(time, _)| time.partial_cmp(&t) != Some(Greater));
     let after = (after < updates.len()).then_some(after);
     let state = match after {
         // Before the oldest update held: show the oldest.
