@@ -349,7 +349,7 @@ impl Client {
         Ok(&self.shown)
     }
 
-    /// The room's class names: `RallyEntity::class` indexes them.
+    /// The room's class names: `RallyEntity::class_index` indexes them.
     pub fn class_names(&mut self) -> Result<&[String], FfiError> {
         self.open()?;
         Ok(self.roster.names(&self.scene))

@@ -147,7 +147,9 @@
 //! Each player who joins gets an [`Avatar`]: a head ([`HEAD_CLASS`]) and two hands
 //! ([`HAND_CLASS`], kinematic balls that push what they touch), spawned at the first free spawn
 //! point ([`SceneRoom::avatar`] finds them; the room writes them in the player's scope under
-//! [`AVATAR_KEY`], so every client knows whose hands are whose: [`SceneState::avatar`]). Each input moves them to its poses (a bad pose keeps
+//! [`AVATAR_KEY`], so every client knows whose hands are whose: [`SceneState::avatar`]; in the
+//! room's scope it writes each body's class under [`CLASSES_KEY`] and who holds what under
+//! [`HELD_KEY`], read back with [`Classes`] and [`Held`]). Each input moves them to its poses (a bad pose keeps
 //! the last one and is counted) and measures each hand's velocity from its poses' arrival times
 //! ([`HAND_VELOCITY_WINDOW`]). A grip pressed past [`GRIP_HOLD_MIN`] grabs the nearest grabbable
 //! body within the scene's `[player] grab_radius_m` ([`PlayerSettings`]) through the world's
