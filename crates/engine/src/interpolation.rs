@@ -358,6 +358,29 @@ mod tests {
     }
 
     #[test]
+    fn each_entity_keeps_its_own_track_in_any_order_of_updates_and_reads() {
+        // Goal: tracks found at the hint or by a search are each entity's own, whatever order
+        // snapshots list entities in and frames read them, as entities come and go. Method:
+        // entities whose x is their id times the update's number, fed and read in shuffled
+        // orders; each read must show its own entity's motion.
+        let mut interpolator = Interpolator::new(InterpolationConfig::default()).unwrap();
+        let orders: [&[u32]; 4] = [&[5, 1, 9], &[9, 5, 1, 3], &[1, 3, 5, 7, 9], &[7, 3, 1, 9, 5]];
+        for (k, order) in orders.iter().cycle().take(12).enumerate() {
+            let state = |id: u32| EntityState { id, ..at(id as f32 * k as f32) };
+            let server = ms(k as f64 * 10.0);
+            interpolator.update(Instant::ZERO + server, server, order.iter().map(|id| state(*id)));
+            interpolator.retain(|id| order.contains(&id));
+            let now = Instant::ZERO + server;
+            for id in order.iter().rev().chain(order.iter()) {
+                let shown = interpolator.sample(now, *id).unwrap().state;
+                assert_eq!(shown.id, *id);
+                assert_eq!(shown.position.x, *id as f32 * k as f32, "entity {id}, update {k}");
+            }
+            assert!(interpolator.sample(now, 2).is_none(), "never fed");
+        }
+    }
+
+    #[test]
     fn the_buffer_is_the_quantile_of_the_windows_jitter_above_its_floor_at_every_update() {
         // The timeline keeps its window sorted as it slides: at every update its floor and
         // buffer must equal a fresh minimum and selection over the window (duplicates, window
