@@ -22,6 +22,18 @@
 // Opaque game bytes in one input at most.
 #define RALLY_GAME_BYTES_MAX 32
 
+// No class, no holder: what `RallyEntity` says when the room has not told.
+#define RALLY_NONE UINT32_MAX
+
+// `RallyEntity::hand`: the left hand.
+#define RALLY_HAND_LEFT 0
+
+// `RallyEntity::hand`: the right hand.
+#define RALLY_HAND_RIGHT 1
+
+// `RallyEntity::hand`: not held.
+#define RALLY_HAND_NONE 255
+
 // The `client` of an event that comes from the room itself, not from a player.
 #define RALLY_ROOM UINT32_MAX
 
@@ -161,6 +173,15 @@ typedef struct RallyEntity {
   float linear_velocity[3];
   // Radians a second.
   float angular_velocity[3];
+  // Its class, an index into the room's class names (`rally_client_class_name`): of a
+  // scene room, the scene's `class`, or "head" (0) and "hand" (1) for players' avatars;
+  // `RALLY_NONE` while the room has not said (or for a room that does not).
+  uint32_t class_index;
+  // The player whose hand holds it, or `RALLY_NONE`.
+  uint32_t holder;
+  // Which of the holder's hands: `RALLY_HAND_LEFT` or `RALLY_HAND_RIGHT`; `RALLY_HAND_NONE`
+  // when not held.
+  uint8_t hand;
 } RallyEntity;
 
 // One event; its bytes (relay payload, or key then value) go to the caller's data buffer.
@@ -340,6 +361,27 @@ enum RallyStatus rally_client_entities_at(struct RallyClient *client,
                                           struct RallyEntity *out,
                                           size_t capacity,
                                           size_t *count);
+
+// The number of the room's class names into `*count`: each `RallyEntity::class` is below it
+// (or `RALLY_NONE`). Two at least ("head", "hand") once joined to a scene room; more as the
+// scene's bodies have classes.
+//
+// # Safety
+// `client` is a live client; `count` points to a writable `size_t`.
+enum RallyStatus rally_client_class_count(struct RallyClient *client, size_t *count);
+
+// The name of class `index` (ASCII, no NUL) into `name` (room for `capacity` bytes), its
+// length into `*len`; a short buffer gets nothing but the length needed and
+// `RALLY_STATUS_BUFFER_TOO_SMALL`. Names are 32 bytes at most.
+//
+// # Safety
+// `client` is a live client; `name` points to `capacity` writable bytes (or is null with
+// `capacity` 0); `len` to a writable `size_t`.
+enum RallyStatus rally_client_class_name(struct RallyClient *client,
+                                         uint32_t index,
+                                         uint8_t *name,
+                                         size_t capacity,
+                                         size_t *len);
 
 // Takes the next event into `*event` (kind `RALLY_EVENT_KIND_NONE` when none waits) and its
 // bytes into `data` (room for `capacity`), their number into `*data_len`. If `data` is too

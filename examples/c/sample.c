@@ -4,13 +4,15 @@
  * object it grabbed there too).
  *
  *   sample --rally PATH --key HEX --server IP:PORT [--input raw|xr] [--seconds S]
- *          [--grab X,Y,Z]
+ *          [--grab X,Y,Z] [--class NAME]
  *
  * --input raw (the default) sends the hand as the built-in `reference` and `paddles` rooms
  * decode it: seven little-endian floats (position, then rotation x, y, z, w). --input xr sends
  * the standard XR input of scene rooms (`rally server --scene`), moving the right hand.
  * --grab X,Y,Z (xr only) first puts the right hand at an object there with the grip pressed,
- * then carries it: the room must then show two entities at the hand's final position.
+ * then carries it: the room must then show the hand at its final position and beside it an
+ * entity of class NAME ("block" unless given) held by this client's right hand (the room's
+ * roster: rally_client_class_name and RallyEntity's holder and hand).
  *
  * examples/c/run.sh builds the library and this file, starts a server and runs it. */
 #define _POSIX_C_SOURCE 200809L
@@ -129,11 +131,13 @@ static void send_hand(RallyClient *client, uint64_t now, int xr, const float at[
     }
 }
 
-/* Prints the events waiting; returns 1 if one was this client's join. */
-static int print_events(RallyClient *client) {
+/* Prints the events waiting; returns 1 if one was this client's join, whose id goes to *me. */
+static int print_events(RallyClient *client, uint32_t *me) {
     int joined = 0;
     RallyEvent event;
-    uint8_t data[1024];
+    /* A key (256 bytes at most) and its value (16 KiB at most: the room's class table of a
+     * scene of many bodies is kilobytes). */
+    static uint8_t data[256 + 16384];
     size_t len;
     for (;;) {
         CHECK(rally_client_poll_event(client, &event, data, sizeof data, &len));
@@ -142,6 +146,7 @@ static int print_events(RallyClient *client) {
             return joined;
         case RALLY_EVENT_KIND_JOINED:
             printf("joined as client %u\n", event.client);
+            *me = event.client;
             joined = 1;
             break;
         case RALLY_EVENT_KIND_PLAYER_JOINED:
@@ -174,19 +179,22 @@ int main(int argc, char **argv) {
     int xr = 0, grab = 0;
     double seconds = 3.0;
     float grab_at[3] = {0};
+    const char *grab_class = "block";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--rally")) rally = argv[i + 1];
         else if (!strcmp(argv[i], "--key")) key = argv[i + 1];
         else if (!strcmp(argv[i], "--server")) server = argv[i + 1];
         else if (!strcmp(argv[i], "--input")) xr = !strcmp(argv[i + 1], "xr");
         else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--class")) grab_class = argv[i + 1];
         else if (!strcmp(argv[i], "--grab")) {
             grab = sscanf(argv[i + 1], "%f,%f,%f", &grab_at[0], &grab_at[1], &grab_at[2]) == 3;
         }
     }
     if (!rally || !key || !server || (grab && !xr)) {
         fprintf(stderr, "usage: sample --rally PATH --key HEX --server IP:PORT "
-                        "[--input raw|xr] [--seconds S] [--grab X,Y,Z (xr only)]\n");
+                        "[--input raw|xr] [--seconds S] [--grab X,Y,Z (xr only)] "
+                        "[--class NAME]\n");
         return 2;
     }
     printf("librally %s; %s input%s\n", rally_version(), xr ? "XR" : "raw hand",
@@ -207,6 +215,7 @@ int main(int argc, char **argv) {
     size_t count = 0;
     int frames = (int)(seconds * 90.0);
     int joined = 0;
+    uint32_t me = RALLY_NONE;
     uint64_t start;
     CHECK(rally_client_now_us(client, &start));
     for (int n = 0; n < frames; n++) {
@@ -231,7 +240,7 @@ int main(int argc, char **argv) {
          * from its sampling, so the hand moves once joined. */
         if (joined) send_hand(client, now, xr, at, grip);
         CHECK(rally_client_update(client, now));
-        joined |= print_events(client);
+        joined |= print_events(client, &me);
         CHECK(rally_client_entities_at(client, now, entities, ENTITIES_MAX, &count));
         CHECK(rally_client_present(client, now));
         if (n % 90 == 89) {
@@ -254,17 +263,32 @@ int main(int argc, char **argv) {
      * starts that close to it. */
     int at_target = 0, held = 0;
     for (size_t i = 0; i < count; i++) {
-        float d = distance(entities[i].position, TARGET);
+        const RallyEntity *e = &entities[i];
+        float d = distance(e->position, TARGET);
+        /* Held by this client's right hand, as the room's roster says. */
+        int ours = e->holder == me && e->hand == RALLY_HAND_RIGHT;
         if (d < CLOSE_M) {
             at_target++;
-        } else if (grab && d < HELD_M) {
+        } else if (grab && d < HELD_M && ours) {
             held++;
         } else {
             continue;
         }
-        printf("entity %u at (%.3f, %.3f, %.3f)%s\n", entities[i].id,
-               (double)entities[i].position[0], (double)entities[i].position[1],
-               (double)entities[i].position[2], d < CLOSE_M ? ", the hand" : ", held");
+        char class[64] = "?";
+        size_t len = 0;
+        if (e->class_index != RALLY_NONE) {
+            CHECK(rally_client_class_name(client, e->class_index, (uint8_t *)class, sizeof class - 1,
+                                          &len));
+            class[len] = 0;
+        }
+        printf("entity %u, a %s, at (%.3f, %.3f, %.3f)%s\n", e->id, class,
+               (double)e->position[0], (double)e->position[1], (double)e->position[2],
+               d < CLOSE_M ? ", the hand" : ", held by this client's right hand");
+        if (d >= CLOSE_M && grab && strcmp(class, grab_class) != 0) {
+            fprintf(stderr, "sample: the held entity's class is %s, not %s\n", class,
+                    grab_class);
+            return 1;
+        }
     }
     RallyLatency latency;
     CHECK(rally_client_latency(client, &latency));
@@ -277,7 +301,8 @@ int main(int argc, char **argv) {
     RallyStatus after = rally_client_update(client, 0);
     CHECK(rally_client_destroy(client));
 
-    printf("%d entit%s at the hand's target (%.2f, %.2f, %.2f), %d held beside it (%s)\n",
+    printf("%d entit%s at the hand's target (%.2f, %.2f, %.2f), %d held by this client beside "
+           "it (%s)\n",
            at_target, at_target == 1 ? "y" : "ies", (double)TARGET[0], (double)TARGET[1],
            (double)TARGET[2], held, grab ? "one wanted" : "none wanted");
     if (after != RALLY_STATUS_CLOSED) {

@@ -24,6 +24,7 @@
 //! does not stall the motion between the two.
 
 use rally_wire::EntityState;
+use std::cmp::Ordering::Greater;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
@@ -119,24 +120,33 @@ pub struct ClassStats {
 /// One class's clock mapping: recent offsets, their floor and the buffer.
 #[derive(Debug, Clone, Default)]
 struct Timeline {
+    /// The recent offsets in arrival order, to know which one leaves the window.
     offsets: VecDeque<f64>,
+    /// The same offsets ascending: the floor is the first, the buffer a rank above it. Kept
+    /// sorted as offsets come and go (a search and a short move each), since this runs for
+    /// every update of every class (every snapshot, every fast-path pose) and a fresh
+    /// minimum and selection over the window each time cost more than the rest of the update.
+    sorted: Vec<f64>,
     floor: f64,
-    scratch: Vec<f64>,
     stats: ClassStats,
 }
 
 impl Timeline {
     fn observe(&mut self, offset: f64, config: &InterpolationConfig) {
-        if self.offsets.len() >= config.jitter_window {
-            self.offsets.pop_front();
+        let place = |sorted: &[f64], o: f64| sorted.partition_point(|x| x.total_cmp(&o).is_lt());
+        while self.offsets.len() >= config.jitter_window {
+            let Some(old) = self.offsets.pop_front() else { break };
+            let at = place(&self.sorted, old);
+            self.sorted.remove(at);
         }
         self.offsets.push_back(offset);
-        self.floor = self.offsets.iter().copied().fold(f64::INFINITY, f64::min);
-        self.scratch.clear();
-        self.scratch.extend(self.offsets.iter().map(|o| o - self.floor));
-        let rank = (config.jitter_quantile * (self.scratch.len() - 1) as f64).round() as usize;
-        let (_, quantile, _) = self.scratch.select_nth_unstable_by(rank, f64::total_cmp);
-        self.stats.buffer = *quantile;
+        let at = place(&self.sorted, offset);
+        self.sorted.insert(at, offset);
+        debug_assert_eq!(self.sorted.len(), self.offsets.len());
+        self.floor = self.sorted[0];
+        let rank = (config.jitter_quantile * (self.sorted.len() - 1) as f64).round() as usize;
+        // The rank-th of the offsets less the floor is the rank-th offset less the floor.
+        self.stats.buffer = self.sorted[rank] - self.floor;
         self.stats.updates += 1;
     }
 
@@ -149,6 +159,7 @@ impl Timeline {
 /// An entity's recent updates, by server time.
 #[derive(Debug, Clone, Default)]
 struct Track {
+    id: EntityId,
     class: ObjectClass,
     updates: VecDeque<(f64, EntityState)>,
     /// The latest server time at which the newest pose was still current: later than the
@@ -161,7 +172,11 @@ struct Track {
 pub struct Interpolator {
     config: InterpolationConfig,
     timelines: [Timeline; 3],
-    tracks: BTreeMap<EntityId, Track>,
+    /// Every entity's track, ids ascending: snapshots list their entities in id order and a
+    /// frame reads them so, so the next track is found where the last one ended (`hint`)
+    /// without a search, and a new entity is pushed at the end.
+    tracks: Vec<Track>,
+    hint: usize,
     classes: BTreeMap<EntityId, ObjectClass>,
 }
 
@@ -180,8 +195,19 @@ impl Interpolator {
             ObjectClass::Free => self.classes.remove(&id),
             _ => self.classes.insert(id, class),
         };
-        if let Some(track) = self.tracks.get_mut(&id) {
-            track.class = class;
+        if let Ok(at) = self.find(id) {
+            self.tracks[at].class = class;
+        }
+    }
+
+    /// Where `id`'s track is (`Ok`), or where it would go (`Err`): at the hint when the calls
+    /// come in id order, else by a search.
+    fn find(&self, id: EntityId) -> Result<usize, usize> {
+        match self.tracks.get(self.hint) {
+            Some(track) if track.id == id => Ok(self.hint),
+            // Past the last track and above it: a new entity at the end.
+            None if self.tracks.last().is_some_and(|last| last.id < id) => Err(self.tracks.len()),
+            _ => self.tracks.binary_search_by_key(&id, |track| track.id),
         }
     }
 
@@ -200,13 +226,20 @@ impl Interpolator {
         let time = server_time.as_secs_f64();
         let mut seen = [false; 3];
         for state in states {
-            let class = self.classes.get(&state.id).copied().unwrap_or_default();
+            // Most rooms put nothing in a class: skip the look-up then.
+            let class = match self.classes.is_empty() {
+                true => ObjectClass::Free,
+                false => self.classes.get(&state.id).copied().unwrap_or_default(),
+            };
             seen[class.index()] = true;
-            let track = self.tracks.entry(state.id).or_insert_with(|| Track {
-                class,
-                updates: VecDeque::with_capacity(self.config.history_max),
-                confirmed: time,
+            let at = self.find(state.id).unwrap_or_else(|at| {
+                let updates = VecDeque::with_capacity(self.config.history_max);
+                let track = Track { id: state.id, class, updates, confirmed: time };
+                self.tracks.insert(at, track);
+                at
             });
+            self.hint = at + 1;
+            let track = &mut self.tracks[at];
             track.confirmed = track.confirmed.max(time);
             match track.updates.back_mut() {
                 // An older update than one held adds nothing; the same pose again only says
@@ -235,13 +268,15 @@ impl Interpolator {
 
     /// Forgets every entity `keep` refuses (despawned ones).
     pub fn retain(&mut self, mut keep: impl FnMut(EntityId) -> bool) {
-        self.tracks.retain(|id, _| keep(*id));
+        self.tracks.retain(|track| keep(track.id));
         self.classes.retain(|id, _| keep(*id));
     }
 
     /// Entity `id`'s state for a frame at `now`, if it has had an update.
     pub fn sample(&mut self, now: Instant, id: EntityId) -> Option<Interpolated> {
-        let track = self.tracks.get(&id)?;
+        let at = self.find(id).ok()?;
+        self.hint = at + 1;
+        let track = &self.tracks[at];
         let timeline = &mut self.timelines[track.class.index()];
         // A class with no update yet (its first entity just put in it) shows the newest.
         let newest = track.confirmed.max(track.updates.back()?.0);
@@ -261,7 +296,11 @@ fn sample_track(track: &Track, t: f64, extrapolation_max: Duration) -> Option<In
     let &(newest_time, newest) = updates.back()?;
     let current = track.confirmed.max(newest_time);
     let behind = current - t;
-    let after = updates.iter().position(|(time, _)| *time > t);
+    // The first update later than `t`: times ascend, so a search finds it (the render time sits
+    // near the newest, where a scan from the oldest would end).
+    // (A NaN `t` finds none, as a scan would.)
+    let after = updates.partition_point(|(time, _)| time.partial_cmp(&t) != Some(Greater));
+    let after = (after < updates.len()).then_some(after);
     let state = match after {
         // Before the oldest update held: show the oldest.
         Some(0) => updates[0].1,
@@ -318,6 +357,61 @@ mod tests {
         Duration::from_secs_f64(ms / 1000.0)
     }
 
+    #[test]
+    fn each_entity_keeps_its_own_track_in_any_order_of_updates_and_reads() {
+        // Goal: tracks found at the hint or by a search are each entity's own, whatever order
+        // snapshots list entities in and frames read them, as entities come and go. Method:
+        // entities whose x is their id times the update's number, fed and read in shuffled
+        // orders; each read must show its own entity's motion.
+        let mut interpolator = Interpolator::new(InterpolationConfig::default()).unwrap();
+        let orders: [&[u32]; 4] = [&[5, 1, 9], &[9, 5, 1, 3], &[1, 3, 5, 7, 9], &[7, 3, 1, 9, 5]];
+        for (k, order) in orders.iter().cycle().take(12).enumerate() {
+            let state = |id: u32| EntityState { id, ..at(id as f32 * k as f32) };
+            let server = ms(k as f64 * 10.0);
+            interpolator.update(Instant::ZERO + server, server, order.iter().map(|id| state(*id)));
+            interpolator.retain(|id| order.contains(&id));
+            let now = Instant::ZERO + server;
+            for id in order.iter().rev().chain(order.iter()) {
+                let shown = interpolator.sample(now, *id).unwrap().state;
+                assert_eq!(shown.id, *id);
+                assert_eq!(shown.position.x, *id as f32 * k as f32, "entity {id}, update {k}");
+            }
+            assert!(interpolator.sample(now, 2).is_none(), "never fed");
+        }
+    }
+
+    #[test]
+    fn the_buffer_is_the_quantile_of_the_windows_jitter_above_its_floor_at_every_update() {
+        // The timeline keeps its window sorted as it slides: at every update its floor and
+        // buffer must equal a fresh minimum and selection over the window (duplicates, window
+        // sizes and quantiles of every kind).
+        for (window, quantile) in [(1, 0.98), (5, 0.5), (16, 0.98), (64, 0.0), (64, 1.0)] {
+            let config = InterpolationConfig {
+                jitter_window: window,
+                jitter_quantile: quantile,
+                ..InterpolationConfig::default()
+            };
+            let mut timeline = Timeline::default();
+            let mut seed = 7u64;
+            let mut recent = VecDeque::new();
+            for _ in 0..500 {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                // Few distinct values, so that equal offsets come and go.
+                let offset = 0.03 + (seed >> 58) as f64 * 1e-3;
+                timeline.observe(offset, &config);
+                recent.push_back(offset);
+                if recent.len() > window {
+                    recent.pop_front();
+                }
+                let floor = recent.iter().copied().fold(f64::INFINITY, f64::min);
+                let mut jitter: Vec<f64> = recent.iter().map(|o| o - floor).collect();
+                jitter.sort_by(f64::total_cmp);
+                let rank = (quantile * (jitter.len() - 1) as f64).round() as usize;
+                assert_eq!((timeline.floor, timeline.stats.buffer), (floor, jitter[rank]));
+            }
+        }
+    }
+
     /// Updates every 10 ms of server time moving 1 m each, arriving 30 ms later plus `late`.
     fn feed(interpolator: &mut Interpolator, count: u32, late: impl Fn(u32) -> f64) {
         for k in 0..count {
@@ -364,8 +458,8 @@ mod tests {
         let config = InterpolationConfig { history_max: 4, ..InterpolationConfig::default() };
         let mut interpolator = Interpolator::new(config).expect("a valid config");
         feed(&mut interpolator, 50, |_| 0.0);
-        assert_eq!(interpolator.tracks[&1].updates.len(), 4);
-        let oldest = interpolator.tracks[&1].updates.front().unwrap().1.position.x;
+        assert_eq!(interpolator.tracks[0].updates.len(), 4);
+        let oldest = interpolator.tracks[0].updates.front().unwrap().1.position.x;
         assert_eq!(oldest, 46.0);
         let shown = interpolator.sample(Instant::ZERO + ms(490.0 + 30.0), 1).unwrap();
         assert!((shown.state.position.x - 49.0).abs() < 1e-3, "{shown:?}");

@@ -363,6 +363,56 @@ pub unsafe extern "C" fn rally_client_entities_at(
     })
 }
 
+/// The number of the room's class names into `*count`: each `RallyEntity::class` is below it
+/// (or `RALLY_NONE`). Two at least ("head", "hand") once joined to a scene room; more as the
+/// scene's bodies have classes.
+///
+/// # Safety
+/// `client` is a live client; `count` points to a writable `size_t`.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_class_count(
+    client: *mut RallyClient,
+    count: *mut usize,
+) -> RallyStatus {
+    call("rally_client_class_count", || {
+        // SAFETY: the caller's contract on each pointer.
+        unsafe {
+            let names = live_client(client)?.class_names()?.len();
+            put(count, names, "count")
+        }
+    })
+}
+
+/// The name of class `index` (ASCII, no NUL) into `name` (room for `capacity` bytes), its
+/// length into `*len`; a short buffer gets nothing but the length needed and
+/// `RALLY_STATUS_BUFFER_TOO_SMALL`. Names are 32 bytes at most.
+///
+/// # Safety
+/// `client` is a live client; `name` points to `capacity` writable bytes (or is null with
+/// `capacity` 0); `len` to a writable `size_t`.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_class_name(
+    client: *mut RallyClient,
+    index: u32,
+    name: *mut u8,
+    capacity: usize,
+    len: *mut usize,
+) -> RallyStatus {
+    call("rally_client_class_name", || {
+        // SAFETY: the caller's contract on each pointer.
+        unsafe {
+            let names = live_client(client)?.class_names()?;
+            let Some(class) = names.get(index as usize) else {
+                return Err(FfiError::Invalid(format!(
+                    "class {index}: the room has {} classes (rally_client_class_count)",
+                    names.len()
+                )));
+            };
+            fill(class.as_bytes(), name, capacity, len, "name")
+        }
+    })
+}
+
 /// Takes the next event into `*event` (kind `RALLY_EVENT_KIND_NONE` when none waits) and its
 /// bytes into `data` (room for `capacity`), their number into `*data_len`. If `data` is too
 /// short the event stays queued, `*data_len` says what is needed and the call returns

@@ -3,7 +3,10 @@
 //! copy in and out; everything here returns [`FfiError`].
 
 use crate::error::FfiError;
-use crate::types::{RallyConfig, RallyConnectionStats, RallyEntity, RallyLatency};
+use crate::roster::Roster;
+use crate::types::{
+    RallyConfig, RallyConnectionStats, RallyEntity, RallyLatency, RALLY_HAND_NONE, RALLY_NONE,
+};
 use rally_driver::UdpDriver;
 use rally_engine::{
     connection_config, ClientConfig, ClientEvent, ClientSession, Delivery, LatencyModel,
@@ -110,6 +113,7 @@ pub struct Client {
     driver: UdpDriver,
     session: ClientSession<Input, SceneMessage>,
     scene: SceneState,
+    roster: Roster,
     phase: Phase,
     joined: bool,
     events: VecDeque<Happening>,
@@ -152,6 +156,7 @@ impl Client {
             driver,
             session,
             scene: SceneState::new(),
+            roster: Roster::default(),
             phase: Phase::Idle,
             joined: false,
             events: VecDeque::new(),
@@ -264,6 +269,7 @@ impl Client {
                 self.push(Happening::Joined { client, resumed });
             }
             while let Some(event) = self.scene.poll_event() {
+                self.roster.note(&event);
                 if let Some(happening) = happening(event) {
                     self.push(happening);
                 }
@@ -339,7 +345,14 @@ impl Client {
                 None => entity(newest),
             });
         }
+        self.roster.tag(&self.scene, &mut self.shown);
         Ok(&self.shown)
+    }
+
+    /// The room's class names: `RallyEntity::class_index` indexes them.
+    pub fn class_names(&mut self) -> Result<&[String], FfiError> {
+        self.open()?;
+        Ok(self.roster.names(&self.scene))
     }
 
     /// Sends a message to the scene room.
@@ -478,5 +491,9 @@ fn entity(e: &EntityState) -> RallyEntity {
         rotation: e.rotation.into(),
         linear_velocity: e.linear_velocity.into(),
         angular_velocity: e.angular_velocity.into(),
+        // The roster fills these.
+        class_index: RALLY_NONE,
+        holder: RALLY_NONE,
+        hand: RALLY_HAND_NONE,
     }
 }

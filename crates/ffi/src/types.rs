@@ -99,7 +99,25 @@ pub struct RallyEntity {
     pub linear_velocity: [f32; 3],
     /// Radians a second.
     pub angular_velocity: [f32; 3],
+    /// Its class, an index into the room's class names (`rally_client_class_name`): of a
+    /// scene room, the scene's `class`, or "head" (0) and "hand" (1) for players' avatars;
+    /// `RALLY_NONE` while the room has not said (or for a room that does not).
+    pub class_index: u32,
+    /// The player whose hand holds it, or `RALLY_NONE`.
+    pub holder: u32,
+    /// Which of the holder's hands: `RALLY_HAND_LEFT` or `RALLY_HAND_RIGHT`; `RALLY_HAND_NONE`
+    /// when not held.
+    pub hand: u8,
 }
+
+/// No class, no holder: what `RallyEntity` says when the room has not told.
+pub const RALLY_NONE: u32 = u32::MAX;
+/// `RallyEntity::hand`: the left hand.
+pub const RALLY_HAND_LEFT: u8 = 0;
+/// `RallyEntity::hand`: the right hand.
+pub const RALLY_HAND_RIGHT: u8 = 1;
+/// `RallyEntity::hand`: not held.
+pub const RALLY_HAND_NONE: u8 = 255;
 
 /// Which event `rally_client_poll_event` gave.
 #[repr(C)]

@@ -131,6 +131,32 @@ fn a_short_error_buffer_gets_the_size_needed_and_keeps_the_error() {
 }
 
 #[test]
+fn class_names_follow_the_short_buffer_rule_and_refuse_an_index_past_the_table() {
+    // Goal: a client reads the room's class names as it reads every buffer: a short one gets
+    // the length needed, an index past the table a message with the count. Method: a fresh
+    // client, which knows the two classes every scene room has (avatars' heads and hands).
+    let client = create();
+    let mut name = [0u8; 32];
+    let mut len = 0usize;
+    let mut count = 0usize;
+    // SAFETY: a live client, a 32-byte buffer and size_ts.
+    unsafe {
+        assert_eq!(rally_client_class_count(client, &mut count), RallyStatus::Ok);
+        assert_eq!(count, 2);
+        let status = rally_client_class_name(client, 1, name.as_mut_ptr(), 2, &mut len);
+        assert_eq!((status, len), (RallyStatus::BufferTooSmall, 4));
+        let status = rally_client_class_name(client, 1, name.as_mut_ptr(), name.len(), &mut len);
+        assert_eq!((status, &name[..len]), (RallyStatus::Ok, &b"hand"[..]));
+        let status = rally_client_class_name(client, 2, name.as_mut_ptr(), name.len(), &mut len);
+        assert_eq!(status, RallyStatus::InvalidArgument);
+        assert!(last_error().contains("the room has 2 classes"), "{}", last_error());
+        let status = rally_client_class_name(client, 0, name.as_mut_ptr(), name.len(), null_mut());
+        assert_eq!(status, RallyStatus::NullPointer);
+        assert_eq!(rally_client_destroy(client), RallyStatus::Ok);
+    }
+}
+
+#[test]
 fn bad_tokens_and_arguments_are_refused_before_sending() {
     // Goal: what the client can check itself is refused at once, with the fix in the message.
     let key = TokenKey([9; 32]);

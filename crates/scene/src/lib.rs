@@ -147,15 +147,17 @@
 //! Each player who joins gets an [`Avatar`]: a head ([`HEAD_CLASS`]) and two hands
 //! ([`HAND_CLASS`], kinematic balls that push what they touch), spawned at the first free spawn
 //! point ([`SceneRoom::avatar`] finds them; the room writes them in the player's scope under
-//! [`AVATAR_KEY`], so every client knows whose hands are whose: [`SceneState::avatar`]). Each
-//! input moves them to its poses (a bad pose keeps the last one and is counted) and measures
-//! each hand's velocity from its poses' arrival times ([`HAND_VELOCITY_WINDOW`]). A grip
-//! pressed past [`GRIP_HOLD_MIN`] grabs the nearest grabbable body within the scene's
-//! `[player] grab_radius_m` ([`PlayerSettings`]) through the world's grab graph, so what it
-//! holds follows, chains included, and a handoff from another hand follows `takeable`;
-//! releasing lets go and the body flies on with the hand's velocity. A player who leaves lets
-//! go and its avatar is despawned. With [`Pipeline::Fast`](rally_engine::Pipeline), the room's
-//! fast path sends the head, both hands and what they hold on every input
+//! [`AVATAR_KEY`], so every client knows whose hands are whose: [`SceneState::avatar`]; in the
+//! room's scope it writes each body's class under [`CLASSES_KEY`] and who holds what under
+//! [`HELD_KEY`], read back with [`Classes`] and [`Held`]). Each input moves them to its poses
+//! (a bad pose keeps the last one and is counted) and measures each hand's velocity from its
+//! poses' arrival times ([`HAND_VELOCITY_WINDOW`]). A grip pressed past [`GRIP_HOLD_MIN`] grabs
+//! the nearest grabbable body within the scene's `[player] grab_radius_m` ([`PlayerSettings`])
+//! through the world's grab graph, so what it holds follows, chains included, and a handoff
+//! from another hand follows `takeable`; releasing lets go and the body flies on with the hand's
+//! velocity. A player who leaves lets go and its avatar is despawned. With
+//! [`Pipeline::Fast`](rally_engine::Pipeline), the room's fast path sends the head, both hands
+//! and what they hold on every input
 //! ([`Simulation::driven_into`](rally_engine::Simulation::driven_into)). Refusals are counted in
 //! [`SceneStats`] ([`SceneRoom::stats`]); nothing a client sends panics.
 //!
@@ -183,6 +185,7 @@ pub mod limits;
 mod mirror;
 mod player;
 mod room;
+mod roster;
 mod scene;
 mod state;
 
@@ -194,6 +197,10 @@ pub use player::{
     Avatar, SceneStats, AVATAR_BYTES, HAND_CLASS, HAND_RADIUS_M, HAND_VELOCITY_WINDOW, HEAD_CLASS,
 };
 pub use room::{scene_room, SceneGrabRule, SceneRoom, SceneRoomError, CONTACTS_PER_STEP_MAX};
+pub use roster::{
+    Classes, Held, Holder, CLASSES_BYTES_MAX, CLASSES_KEY, CLASSES_MAX, HAND_CLASS_INDEX,
+    HEAD_CLASS_INDEX, HELD_BYTES_MAX, HELD_KEY,
+};
 pub use scene::{
     Body, BodyKind, BodyShape, Collider, ColliderShape, Grab, Name, PlayerSettings, Respawn,
     RoomSettings, Scene, SpawnPoint, CLASS_DEFAULT, DENSITY_DEFAULT, FRICTION_DEFAULT,

@@ -23,6 +23,7 @@
 use crate::hooks::SceneHooks;
 use crate::input::{Hand, XrInput, XrPose};
 use crate::room::Placed;
+use crate::roster::{Held, Holder};
 use crate::scene::{BodyShape, Grab, PlayerSettings, SpawnPoint};
 use glam::{Quat, Vec3};
 use rally_engine::{ClientId, Entity, EntityId, GrabError, Transform, World};
@@ -390,6 +391,19 @@ impl Players {
         for (hand, state) in [Hand::Left, Hand::Right].into_iter().zip(&mut player.hands) {
             grip.act(hand, state, input.hand(hand).holds(), stats);
         }
+    }
+
+    /// What each player's hands hold now (a hand another took from holds nothing), for the
+    /// roster.
+    pub(crate) fn held(&self, world: &World) -> Held {
+        Held::new(self.players.iter().flat_map(|(client, player)| {
+            let hands = [Hand::Left, Hand::Right].into_iter().zip(&player.hands);
+            hands.filter_map(move |(hand, state)| {
+                let id = state.holds?;
+                let holder = Holder { player: *client, hand };
+                (world.grabber_of(id) == Some(state.id)).then_some((id, holder))
+            })
+        }))
     }
 
     /// Every avatar's entities, for the fast path: head, left hand, right hand.

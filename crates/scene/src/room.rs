@@ -4,6 +4,7 @@
 use crate::hooks::{NoHooks, SceneHooks};
 use crate::input::XrInput;
 use crate::player::{Avatar, Players, SceneStats};
+use crate::roster::Held;
 use crate::scene::{Body, BodyKind, BodyShape, ColliderShape, Grab, Respawn, Scene};
 use crate::state::{RoomState, SceneMessage};
 use glam::Vec3;
@@ -111,6 +112,7 @@ impl SceneRoom {
         for body in scene.bodies() {
             room.place(world, body)?;
         }
+        crate::roster::write_classes(&mut room);
         Ok(room)
     }
 
@@ -189,6 +191,11 @@ impl SceneRoom {
             Some(body) => Some(body.class.as_str()),
             None => self.players.class(id),
         }
+    }
+
+    /// What each player's hands hold now (the roster's [`HELD_KEY`](crate::HELD_KEY)).
+    pub fn held(&self, world: &World) -> Held {
+        self.players.held(world)
     }
 
     /// What the players did and what the room refused them.

@@ -282,6 +282,8 @@ pub struct RoomState {
     /// next event. Bounded by the players.
     stale: BTreeSet<ClientId>,
     stats: StateStats,
+    /// The room's grabs and releases when the roster last looked ([`crate::roster`]).
+    held_moves: u64,
 }
 
 /// What a handled event asks the room to send.
@@ -417,8 +419,8 @@ impl RoomState {
             Scope::Player(id) => &self.players.get(&id).ok_or(StateError::NoSuchPlayer(id))?.0,
         };
         let new_key = value.is_some() && !values.contains_key(key);
-        // The room's avatar key is not the players' to count.
-        let held = values.len() - usize::from(values.contains_key(AVATAR_KEY));
+        // The room's own keys (avatar, roster) are not the players' to count.
+        let held = values.len() - reserved_keys(values);
         if new_key && held >= settings.keys_per_scope_max as usize {
             return Err(StateError::ScopeFull { max: settings.keys_per_scope_max });
         }
@@ -442,7 +444,12 @@ impl RoomState {
         self.apply_uncounted(Change { scope: Scope::Player(client), key: AVATAR_KEY.into(), value })
     }
 
-    fn apply_uncounted(&mut self, change: Change) -> (Target, Delivery, SceneMessage) {
+    /// Records the room's grab and release count; whether it moved since the last call.
+    pub(crate) fn held_moves(&mut self, moves: u64) -> bool {
+        std::mem::replace(&mut self.held_moves, moves) != moves
+    }
+
+    pub(crate) fn apply_uncounted(&mut self, change: Change) -> (Target, Delivery, SceneMessage) {
         let values = match change.scope {
             Scope::Room => Some(&mut self.room),
             Scope::Player(id) => self.players.get_mut(&id).map(|(values, _)| values),
@@ -533,8 +540,13 @@ pub fn handle_event(room: &mut Room<SceneRoom>, event: RoomEvent<SceneMessage>) 
 /// Sends everything again to the players that missed a change because the room's outbox was
 /// full: call it after each tick (the driver's `Game::after_tick`), when the tick has emptied
 /// the outbox. [`handle_event`] does it too, so a host that cannot call this still catches up
-/// at the next event.
+/// at the next event. It also publishes who holds what ([`HELD_KEY`](crate::HELD_KEY)) if a
+/// hand grabbed or let go since the last call.
 pub fn resend_missed(room: &mut Room<SceneRoom>) {
+    if let Some(change) = crate::roster::held_change(room) {
+        let (to, _, message) = room.simulation_mut().state_mut().apply_uncounted(change);
+        send_state(room, to, &message);
+    }
     let state = room.simulation_mut().state_mut();
     if state.stale.is_empty() {
         return;
@@ -575,6 +587,13 @@ pub fn write_key(
     // Accepted: a player the full outbox skips is sent everything again at the next event.
     send_state(room, to, &message);
     Ok(())
+}
+
+/// How many of `values`' keys are the room's own ([`RESERVED_KEY_PREFIX`]): they sort
+/// together, so this reads only them.
+fn reserved_keys(values: &Values) -> usize {
+    let from = (std::ops::Bound::Included(RESERVED_KEY_PREFIX), std::ops::Bound::Unbounded);
+    values.range::<str, _>(from).take_while(|(k, _)| k.starts_with(RESERVED_KEY_PREFIX)).count()
 }
 
 fn send(room: &mut Room<SceneRoom>, out: Outgoing) {

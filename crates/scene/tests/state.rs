@@ -2,16 +2,19 @@
 //! reliable path (at most once on the unreliable one), every client's key-value state
 //! converges to the room's (a late joiner's included), a leaver's scope goes everywhere, and
 //! each refusal (too large, too fast, a long key, a large value, a full scope, garbage) is
-//! counted without disturbing the other players.
+//! counted without disturbing the other players; the room's own keys (avatars, classes, who
+//! holds what) reach every client.
 //! Method: a scene room and its clients over emulated lossy links (rally-sim's `RoomNet`), in
 //! virtual time; the host's part is `handle_event` on every room event, the client's a
 //! `SceneState` fed every session event, as the product does.
 
-use rally_engine::{ClientEvent, ClientId, Delivery, Room, World, RELIABLE, UNRELIABLE};
+use glam::Vec3;
+use rally_engine::{ClientEvent, ClientId, Delivery, Room, Transform, World, RELIABLE, UNRELIABLE};
 use rally_netem::LinkConfig;
 use rally_scene::{
-    handle_event, relay_from_room, resend_missed, scene_room, write_key, RelayTarget, Scene,
-    SceneEvent, SceneMessage, SceneRoom, SceneState, Scope, StateStats, WriteScope, AVATAR_KEY,
+    handle_event, relay_from_room, resend_missed, scene_room, write_key, Classes, Hand, Held,
+    Holder, RelayTarget, Scene, SceneEvent, SceneMessage, SceneRoom, SceneState, Scope, StateStats,
+    WriteScope, XrHand, XrInput, XrPose, AVATAR_KEY, CLASSES_KEY, HELD_KEY,
 };
 use rally_sim::links::{calm, hostile};
 use rally_sim::RoomNet;
@@ -235,6 +238,52 @@ fn every_client_learns_whose_avatar_is_whose_a_late_joiner_too() {
         host.assert_mirrors_room(i);
     }
     // The room's announcements are not writes, and refuse nothing.
+    assert_eq!(host.stats(), StateStats::default());
+}
+
+#[test]
+fn every_client_learns_each_bodys_class_and_whose_hand_holds_what() {
+    // The room writes its bodies' classes once and who holds what after each grab and
+    // release, in its own scope: every client, a late joiner too, reads the same table and the
+    // same holder through lossy links, and a release removes the key everywhere.
+    let bodies = "gravity = [0.0, 0.0, 0.0]\n[[bodies]]\nname = \"block\"\nclass = \"block\"\n\
+                  box = [0.1, 0.1, 0.1]\nposition = [0.0, 1.0, -1.0]\ngrabbable = true\n\
+                  [[bodies]]\nname = \"ball\"\nclass = \"ball\"\nsphere = 0.1\n\
+                  position = [2.0, 1.0, -1.0]\n";
+    let mut host = Host::new(bodies, 3, hostile(), 5);
+    host.connect(0);
+    host.connect(1);
+    let game = host.net.room.simulation();
+    let (block, ball) = (game.entity("block").unwrap(), game.entity("ball").unwrap());
+    let grip = |grip: u8| {
+        let at = Transform::from_position(Vec3::new(0.0, 1.0, -1.0));
+        let hand = XrHand { pose: XrPose::from_transform(&at), grip, trigger: 0 };
+        XrInput { hands: [hand, XrHand::default()], ..XrInput::default() }
+    };
+    let hold = |host: &mut Host, grip_value: u8| {
+        for _ in 0..30 {
+            host.net.input(0, grip(grip_value));
+            host.run(Duration::from_millis(20));
+        }
+    };
+    hold(&mut host, 255);
+    host.connect(2);
+    host.net.net.set_links(calm());
+    hold(&mut host, 255);
+    let holder = Holder { player: host.id(0), hand: Hand::Left };
+    for (i, mirror) in host.mirrors.iter().enumerate() {
+        let classes = Classes::from_bytes(mirror.get(Scope::Room, CLASSES_KEY).unwrap()).unwrap();
+        let class = |id| classes.index(id).map(|k| classes.names()[usize::from(k)].as_str());
+        assert_eq!((class(block), class(ball)), (Some("block"), Some("ball")), "client {i}");
+        let held = Held::from_bytes(mirror.get(Scope::Room, HELD_KEY).unwrap()).unwrap();
+        assert_eq!(held.entries(), [(block, holder)], "client {i}");
+    }
+    hold(&mut host, 0);
+    for (i, mirror) in host.mirrors.iter().enumerate() {
+        assert_eq!(mirror.get(Scope::Room, HELD_KEY), None, "client {i}: let go");
+        host.assert_mirrors_room(i);
+    }
+    // The room's roster is not a write, and refuses nothing.
     assert_eq!(host.stats(), StateStats::default());
 }
 

@@ -119,6 +119,21 @@ namespace Rally
         public Vec3 LinearVelocity;
         /// <summary>Radians a second.</summary>
         public Vec3 AngularVelocity;
+        /// <summary>
+        /// An index into the room's class names (<c>RallyConnection.ClassName</c>), or
+        /// <c>None</c> while the room has not said.
+        /// </summary>
+        public uint Class;
+        /// <summary>The player whose hand holds it, or <c>None</c>.</summary>
+        public uint Holder;
+        /// <summary><c>HandLeft</c>, <c>HandRight</c>, or <c>HandNone</c> when not held.</summary>
+        public byte Hand;
+
+        /// <summary>No class, no holder (RALLY_NONE).</summary>
+        public const uint None = uint.MaxValue;
+        public const byte HandLeft = 0;
+        public const byte HandRight = 1;
+        public const byte HandNone = 255;
     }
 
     /// <summary>One event (RallyEvent); its bytes go to the caller's buffer.</summary>
@@ -237,6 +252,13 @@ namespace Rally
         [DllImport(Library, EntryPoint = "rally_client_entities_at")]
         public static extern unsafe Status EntitiesAt(
             IntPtr client, ulong atUs, Entity* entities, UIntPtr capacity, UIntPtr* count);
+
+        [DllImport(Library, EntryPoint = "rally_client_class_count")]
+        public static extern Status ClassCount(IntPtr client, out UIntPtr count);
+
+        [DllImport(Library, EntryPoint = "rally_client_class_name")]
+        public static extern Status ClassName(
+            IntPtr client, uint index, byte[] name, UIntPtr capacity, out UIntPtr length);
 
         [DllImport(Library, EntryPoint = "rally_client_poll_event")]
         public static extern unsafe Status PollEvent(

@@ -141,6 +141,20 @@ namespace Rally
         }
 
         /// <summary>
+        /// The name of class <paramref name="index"/> (an <c>Entity.Class</c>): "head" and
+        /// "hand" for avatars, the scene's <c>class</c> for its bodies. Allocates a string:
+        /// look names up when an entity first appears, not every frame.
+        /// </summary>
+        public string ClassName(uint index)
+        {
+            var name = new byte[64];
+            UIntPtr length;
+            Check("rally_client_class_name",
+                Native.ClassName(Live(), index, name, Capacity(name), out length));
+            return System.Text.Encoding.ASCII.GetString(name, 0, (int)length);
+        }
+
+        /// <summary>
         /// Takes the next event, its bytes into <paramref name="data"/>; false when none waits.
         /// A <paramref name="data"/> too short leaves the event queued and throws (BufferTooSmall,
         /// the message says the size needed).

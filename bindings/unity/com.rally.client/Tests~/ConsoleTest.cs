@@ -5,10 +5,11 @@
 // checks the struct layouts against the C compiler's and the documented errors (a malformed
 // token, an array too short for the entities, a call after close). With --bench N it then
 // times N frames of the steady state (send one input, update, poll events, read the entities)
-// in thread CPU time and counts the managed bytes they allocated.
+// in thread CPU time and counts the managed bytes they allocated; --json FILE writes those
+// figures (mean, p50, p99, max, per phase, bytes allocated) as JSON too.
 //
 //   mono ConsoleTest.exe --rally PATH --key HEX --server IP:PORT --layout FILE
-//        [--grab X,Y,Z] [--seconds S] [--bench FRAMES] [--interpolate 0|1]
+//        [--grab X,Y,Z] [--seconds S] [--bench FRAMES] [--json FILE] [--interpolate 0|1]
 //
 // bindings/unity/run-mono.sh builds everything and runs it.
 using System;
@@ -56,7 +57,8 @@ static class ConsoleTest
                     "refused with the count needed (" + needed + ")");
             int failures = CheckRoom(client, entities, count);
             PrintLatency(client);
-            if (bench > 0) Bench(client, bench);
+            string json = options.ContainsKey("--json") ? options["--json"] : null;
+            if (bench > 0) Bench(client, bench, json);
             client.Close();
             Expect(Status.Closed, () => client.Update(0), "a call after close");
             Console.WriteLine(failures == 0 ? "1 passed, 0 failed" : "0 passed, 1 failed");
@@ -69,7 +71,7 @@ static class ConsoleTest
     /// </summary>
     static int Play(RallyConnection client, Vec3 grab, int frames, Entity[] entities)
     {
-        var data = new byte[4096];
+        var data = new byte[EventBytesMax];
         bool joined = false;
         int count = 0;
         ulong start = client.NowUs();
@@ -123,6 +125,15 @@ static class ConsoleTest
         while (client.NowUs() < next) { }
     }
 
+    /// <summary>
+    /// An event's bytes at most: a key (256 bytes) and its value (16 KiB; the room's class
+    /// table of a scene of many bodies is kilobytes).
+    /// </summary>
+    const int EventBytesMax = 256 + 16384;
+
+    /// <summary>This client's id, from its Joined event.</summary>
+    static uint Me = Entity.None;
+
     static bool PrintEvents(RallyConnection client, byte[] data)
     {
         bool joined = false;
@@ -133,6 +144,7 @@ static class ConsoleTest
             if (ev.Kind == EventKind.Joined)
             {
                 Console.WriteLine("joined as client {0}", ev.Client);
+                Me = ev.Client;
                 joined = true;
             }
             else if (ev.Kind == EventKind.Disconnected)
@@ -149,7 +161,8 @@ static class ConsoleTest
     }
 
     /// <summary>
-    /// The room's newest state: the hand at the target, the block held beside it.
+    /// The room's newest state: the hand at the target, and beside it a block the room's roster
+    /// says this client's right hand holds.
     /// </summary>
     static int CheckRoom(RallyConnection client, Entity[] entities, int count)
     {
@@ -157,15 +170,19 @@ static class ConsoleTest
         int atTarget = 0, held = 0;
         for (int i = 0; i < count; i++)
         {
-            float d = Distance(entities[i].Position, Target);
+            Entity e = entities[i];
+            float d = Distance(e.Position, Target);
+            bool ours = e.Holder == Me && e.Hand == Entity.HandRight;
+            string name = e.Class == Entity.None ? "?" : client.ClassName(e.Class);
             if (d < CloseM) atTarget++;
-            else if (d < HeldM) held++;
+            else if (d < HeldM && ours && name == "block") held++;
             else continue;
-            Console.WriteLine("entity {0} at ({1:F3}, {2:F3}, {3:F3}){4}", entities[i].Id,
-                entities[i].Position.X, entities[i].Position.Y, entities[i].Position.Z,
-                d < CloseM ? ", the hand" : ", held");
+            Console.WriteLine("entity {0}, a {1}, at ({2:F3}, {3:F3}, {4:F3}){5}", e.Id, name,
+                e.Position.X, e.Position.Y, e.Position.Z,
+                d < CloseM ? ", the hand" : ", held by this client's right hand");
         }
-        Console.WriteLine("{0} entities at the hand's target, {1} held beside it", atTarget, held);
+        Console.WriteLine("{0} entities at the hand's target, {1} blocks this client holds " +
+            "beside it", atTarget, held);
         return atTarget >= 1 && held >= 1 ? 0 : 1;
     }
 
@@ -185,10 +202,10 @@ static class ConsoleTest
     /// the work of each (not its wait), split by phase, and the managed bytes the whole run
     /// allocated.
     /// </summary>
-    static void Bench(RallyConnection client, int frames)
+    static void Bench(RallyConnection client, int frames, string json)
     {
         var entities = new Entity[1024];
-        var data = new byte[4096];
+        var data = new byte[EventBytesMax];
         var cpu = new double[frames];
         var phases = new double[4];
         XrInput input = Input(Target, 255);
@@ -223,8 +240,22 @@ static class ConsoleTest
         const int calls = 100000;
         double t = ThreadCpuUs();
         for (int i = 0; i < calls; i++) client.NowUs();
+        double pinvoke = (ThreadCpuUs() - t) / calls;
         Console.WriteLine("bench: one P/Invoke call (rally_client_now_us) {0:F3} us of CPU",
-            (ThreadCpuUs() - t) / calls);
+            pinvoke);
+        if (json == null) return;
+        var inv = CultureInfo.InvariantCulture;
+        File.WriteAllText(json, string.Format(inv,
+            "{{\"frames\": {0}, \"entities\": {1}, \"cpu_us\": {{\"mean\": {2:F2}, " +
+            "\"p50\": {3:F2}, \"p99\": {4:F2}, \"max\": {5:F2} }}, \"phases_us\": " +
+            "{{\"input\": {6:F2}, \"update_and_events\": {7:F2}, \"entities\": {8:F2}, " +
+            "\"present\": {9:F2} }}, \"managed_bytes_allocated\": {10}, " +
+            "\"gen0_collections\": {11}, \"pinvoke_us\": {12:F4} }}\n",
+            frames, count, sum / frames, cpu[frames / 2],
+            cpu[Math.Min(frames - 1, frames * 99 / 100)], cpu[frames - 1], phases[0] / frames,
+            phases[1] / frames, phases[2] / frames, phases[3] / frames, allocated, collections,
+            pinvoke));
+        Console.WriteLine("bench: wrote {0}", json);
     }
 
     /// <summary>
@@ -284,6 +315,7 @@ static class ConsoleTest
             { "RallyXrInput.hands", "Left" }, { "RallyEvent.key_len", "KeyLength" },
             { "RallyEvent.reason", "Reason" }, { "RallyConnectionStats.rtt_us", "RttUs" },
             { "RallyEntity.angular_velocity", "AngularVelocity" },
+            { "RallyEntity.class_index", "Class" }, { "RallyEntity.hand", "Hand" },
         };
         int checkedLines = 0;
         foreach (string line in File.ReadAllLines(path))
@@ -375,7 +407,7 @@ static class ConsoleTest
             if (!options.ContainsKey(required))
                 throw new ArgumentException("usage: ConsoleTest --rally PATH --key HEX " +
                     "--server IP:PORT --layout FILE [--grab X,Y,Z] [--seconds S] [--bench N] " +
-                    "[--interpolate 0|1]");
+                    "[--json FILE] [--interpolate 0|1]");
         return options;
     }
 

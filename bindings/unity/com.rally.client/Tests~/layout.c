@@ -22,5 +22,7 @@ int main(void) {
     OFFSET(RallyEvent, reason);
     OFFSET(RallyConnectionStats, rtt_us);
     OFFSET(RallyEntity, angular_velocity);
+    OFFSET(RallyEntity, class_index);
+    OFFSET(RallyEntity, hand);
     return 0;
 }
