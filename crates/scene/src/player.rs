@@ -558,6 +558,7 @@ fn distance(shape: BodyShape, pose: &Transform, point: Vec3) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hooks::NoHooks;
 
     #[test]
     fn distance_is_to_the_nearest_point_of_the_shape() {
@@ -571,6 +572,30 @@ mod tests {
         assert!((distance(capsule, &at, Vec3::new(1.0, 0.5, 0.0)) - 0.25).abs() < 1e-6);
         assert!((distance(capsule, &at, Vec3::new(1.15, 0.1, 0.0)) - 0.1).abs() < 1e-6);
         assert!(distance(ball, &at, Vec3::NAN).is_nan());
+    }
+
+    #[test]
+    fn every_present_player_is_found_whatever_joined_and_left_before() {
+        let mut world = World::new(64);
+        let mut physics = Physics::new(Vec3::ZERO);
+        let spawns = vec![SpawnPoint { position: Vec3::ZERO, yaw: 0.0 }];
+        let mut players = Players::new(PlayerSettings::default(), spawns, 8);
+        // Out of order and with gaps, as a wrapping game may call `joined`.
+        for client in [5, 9, 7, 2] {
+            assert!(players.join(&mut world, &mut physics, client).is_some());
+        }
+        assert!(players.join(&mut world, &mut physics, 7).is_none(), "a second avatar");
+        // The oldest leaving moves every other player a row down.
+        assert!(players.leave(&mut world, &mut physics, &mut NoHooks, 2).is_some());
+        let present: Vec<ClientId> = players.avatars().map(|(c, _)| c).collect();
+        assert_eq!(present, [5, 7, 9]);
+        for client in [5, 7, 9] {
+            let avatar = players.avatar(client).unwrap();
+            assert_eq!(players.class(avatar.head), Some(HEAD_CLASS));
+        }
+        for absent in [0, 2, 6, 8, 10, ClientId::MAX] {
+            assert_eq!(players.avatar(absent), None, "{absent}");
+        }
     }
 
     #[test]
