@@ -255,7 +255,10 @@ mod tests {
             ..HostConfig::default()
         };
         let roles = Arc::new(Mutex::new(Roles::default()));
-        let host = Host::start(config, TableTennis::new(RoomConfig::default(), roles.clone()));
+        // A short resume window: a player who said goodbye leaves soon after.
+        let room =
+            RoomConfig { resume_window: Duration::from_millis(100), ..RoomConfig::default() };
+        let host = Host::start(config, TableTennis::new(room, roles.clone()));
         let host = host.unwrap();
         let room = host.room_address(0);
         let listen = SocketAddr::from(([127, 0, 0, 1], 0));
@@ -326,7 +329,18 @@ mod tests {
         assert!(seen.iter().zip(hand).all(|(a, b)| (a - b).abs() < 1e-2), "hand at {seen:?}");
         assert!(gateway.stats().to_room.load(Ordering::Relaxed) > 0);
         assert!(gateway.stats().to_browser.load(Ordering::Relaxed) > 0);
-        // A closed tab closes its session.
+        // A closing tab says goodbye through the gateway: its player leaves the room (after
+        // the resume window, in which a reloaded page could resume).
+        let client = player.figures().client.unwrap();
+        player.close();
+        while let Some(datagram) = player.poll_transmit(clock.now()) {
+            socket.send(Message::binary(datagram)).unwrap();
+        }
+        socket.flush().unwrap();
+        while crate::demo::table::lock(&roles).players.contains_key(&client) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // And closes its WebSocket: the gateway ends the session.
         socket.close(None).unwrap();
         let _ = socket.flush();
         while gateway.stats().open.load(Ordering::Relaxed) > 0 {

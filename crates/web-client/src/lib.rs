@@ -78,6 +78,11 @@ impl WebPlayer {
         self.0.entities(instant(now_ms))
     }
 
+    /// Says goodbye to the room: flush `poll_transmit` after it (the page does on `pagehide`).
+    pub fn close(&mut self) {
+        self.0.close();
+    }
+
     /// `idle`, `connecting`, `joined` or `ended: REASON`.
     pub fn phase(&self) -> String {
         match (self.0.phase(), self.0.figures().client) {

@@ -7,7 +7,8 @@ use rally_engine::{
     connection_config, ClientConfig, ClientEvent, ClientSession, LatencyModel, LatencySample,
 };
 use rally_proto::{
-    ConnectToken, ConnectionHandle, Endpoint, EndpointConfig, EndpointRandomness, Event, Instant,
+    ConnectToken, ConnectionHandle, DisconnectReason, Endpoint, EndpointConfig, EndpointRandomness,
+    Event, Instant,
 };
 use rally_sim::sandbox::HandInput;
 use std::collections::VecDeque;
@@ -61,6 +62,13 @@ pub struct Player {
     frame: Duration,
     latency: VecDeque<LatencySample>,
     buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for Player {
+    // The endpoint holds secrets: never print it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Player").field("phase", &self.phase).finish_non_exhaustive()
+    }
 }
 
 impl Player {
@@ -172,6 +180,15 @@ impl Player {
         out
     }
 
+    /// Says goodbye to the room (the next `poll_transmit`s carry it), so that a closing tab's
+    /// player leaves at once rather than by timeout.
+    pub fn close(&mut self) {
+        if let Phase::Live(connection, _) = self.phase {
+            self.endpoint.disconnect(connection, DisconnectReason::Closed);
+            self.phase = Phase::Ended("Closed".into());
+        }
+    }
+
     /// Where the connection is.
     pub fn phase(&self) -> &Phase {
         &self.phase
@@ -205,5 +222,26 @@ impl Player {
             (out.best_ms, out.worst_ms) = (ms(newest.best), ms(newest.worst));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_arguments_are_errors_not_panics() {
+        assert!(Player::new(&[0; 23], 16_667).unwrap_err().contains("24 random bytes"));
+        assert!(Player::new(&[0; 24], 0).is_err());
+        let mut player = Player::new(&[0; 24], 16_667).unwrap();
+        let now = Instant::from_nanos(0);
+        assert!(player.connect(now, b"garbage", 0).unwrap_err().contains("not a connect token"));
+        assert_eq!(player.phase(), &Phase::Idle);
+        // Nothing to send and nothing to show before connecting; datagrams are ignored.
+        player.receive(now, &[1, 2, 3]);
+        player.update(now);
+        assert_eq!(player.poll_transmit(now), None);
+        assert!(player.entities(now).is_empty());
+        assert_eq!(player.figures().client, None);
     }
 }

@@ -61,6 +61,7 @@ async function start() {
   };
   // A closing tab says goodbye, so that its player leaves at once rather than timing out.
   addEventListener("pagehide", () => {
+    player.close();
     flush(performance.now());
     socket.close();
   });
