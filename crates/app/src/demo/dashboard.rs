@@ -191,3 +191,50 @@ fn play(path: &str, play: Option<&Play>) -> Option<(u16, &'static str, Vec<u8>)>
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backend(pkg: PathBuf) -> Play {
+        Play {
+            key: rally_driver::backend::random_key().unwrap(),
+            room: SocketAddr::from(([127, 0, 0, 1], 40000)),
+            gateway: "ws://127.0.0.1:40001/".into(),
+            pkg,
+            next_client: 3.into(),
+        }
+    }
+
+    #[test]
+    fn each_visit_gets_a_token_for_the_room_and_the_gateway() {
+        let ours = backend(PathBuf::from("/nonexistent"));
+        let (status, kind, body) = play("/play/token", Some(&ours)).unwrap();
+        assert_eq!((status, kind), (200, "application/json"));
+        let reply: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(reply["gateway"], "ws://127.0.0.1:40001/");
+        let token = crate::token::token_from_hex(reply["token"].as_str().unwrap()).unwrap();
+        assert_eq!(token.server_addresses, vec![ours.room]);
+        assert_eq!(ours.next_client.load(Ordering::Relaxed), 4, "the next visit is another client");
+    }
+
+    #[test]
+    fn only_the_clients_own_files_are_served() {
+        let dir = std::env::temp_dir().join(format!("rally-play-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("rally_web_client_bg.wasm"), b"\0asm").unwrap();
+        let ours = backend(dir.clone());
+        let (status, kind, body) = play("/play/pkg/rally_web_client_bg.wasm", Some(&ours)).unwrap();
+        assert_eq!((status, kind, body.as_slice()), (200, "application/wasm", &b"\0asm"[..]));
+        // Any other name is refused before the file system is asked.
+        assert_eq!(play("/play/pkg/../../etc/passwd", Some(&ours)).unwrap().0, 404);
+        // A missing build says how to make it.
+        let (status, _, body) = play("/play/pkg/rally_web_client.js", Some(&ours)).unwrap();
+        assert_eq!(status, 500);
+        assert!(String::from_utf8(body).unwrap().contains("scripts/build-web.sh"));
+        // Without --play the player's paths say how to turn it on; others are not its own.
+        assert_eq!(play("/play/token", None).unwrap().0, 404);
+        assert!(play("/api/live", Some(&ours)).is_none());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -144,12 +144,13 @@ function report(player) {
     ["page CPU per frame p50 / p99", `${p(0.5).toFixed(2)} / ${p(0.99).toFixed(2)} ms`],
   ];
   figuresList.replaceChildren(
-    ...rows.flatMap(([k, v]) => {
-      const dt = document.createElement("dt");
-      const dd = document.createElement("dd");
+    ...rows.map(([k, v]) => {
+      // One <div> per figure, as the dashboard's style lays them out.
+      const [div, dt, dd] = ["div", "dt", "dd"].map((t) => document.createElement(t));
       dt.textContent = k;
       dd.textContent = v;
-      return [dt, dd];
+      div.append(dt, dd);
+      return div;
     }),
   );
 }
