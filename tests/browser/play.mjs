@@ -52,12 +52,14 @@ await checkPage("play", async (page, url, check) => {
     const cpu = [...window.rallyPlay.cpuMs].sort((a, b) => a - b);
     const q = (p) => cpu[Math.min(cpu.length - 1, Math.floor(p * cpu.length))];
     return { f: window.rallyPlay.figures, frames: window.rallyPlay.frames, p50: q(0.5), p99: q(0.99),
-      mean: cpu.reduce((a, b) => a + b, 0) / cpu.length };
+      max: cpu[cpu.length - 1], mean: cpu.reduce((a, b) => a + b, 0) / cpu.length,
+      frameMs: window.rallyPlay.frameMs };
   });
   check(s.f.samples > 0 && s.f.rtt_ms > 0, `the meter measured ${s.f.samples} samples, RTT ${s.f.rtt_ms.toFixed(2)} ms`);
   console.log(`page figures: RTT ${s.f.rtt_ms.toFixed(2)} ms, loss ${(s.f.loss * 100).toFixed(1)}%, ` +
     `latency mean ${s.f.mean_ms.toFixed(1)} p99 ${s.f.p99_ms.toFixed(1)} ms, model ${s.f.best_ms.toFixed(1)} ` +
-    `to ${s.f.worst_ms.toFixed(1)} ms, ${(s.f.within * 100).toFixed(0)}% within`);
+    `to ${s.f.worst_ms.toFixed(1)} ms, ${(s.f.within * 100).toFixed(0)}% within; ` +
+    `frame interval (median) ${s.frameMs.toFixed(2)} ms`);
   console.log(`page CPU per frame over the last ${Math.min(600, s.frames)} of ${s.frames} frames: ` +
-    `mean ${s.mean.toFixed(3)} p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} ms`);
+    `mean ${s.mean.toFixed(3)} p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} max ${s.max.toFixed(3)} ms`);
 });

@@ -78,6 +78,12 @@ impl WebPlayer {
         self.0.entities(instant(now_ms))
     }
 
+    /// The display's frame interval as measured by the page (the median between
+    /// `requestAnimationFrame` calls), microseconds: the latency model's frame.
+    pub fn set_frame_us(&mut self, frame_us: u32) {
+        self.0.set_frame(frame_us);
+    }
+
     /// Says goodbye to the room: flush `poll_transmit` after it (the page does on `pagehide`).
     pub fn close(&mut self) {
         self.0.close();

@@ -180,6 +180,14 @@ impl Player {
         out
     }
 
+    /// The display's frame interval as the page measures it (a browser's rate is its own:
+    /// 60 Hz, 120 Hz, throttled in a background tab), for the latency model; 0 is ignored.
+    pub fn set_frame(&mut self, frame_us: u32) {
+        if frame_us > 0 && frame_us <= 1_000_000 {
+            self.frame = Duration::from_micros(frame_us.into());
+        }
+    }
+
     /// Says goodbye to the room (the next `poll_transmit`s carry it), so that a closing tab's
     /// player leaves at once rather than by timeout.
     pub fn close(&mut self) {
