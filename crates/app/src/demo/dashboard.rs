@@ -1,10 +1,11 @@
-//! The dashboard's web server: three static files built into the binary (no build step),
+//! The dashboard's web server: five static files built into the binary (no build step),
 //! `/api/live`, the latest [`super::live::View`] as JSON, which the page polls ten times a
 //! second, and `/api/scene`, a scene demo's static geometry ([`super::scene::SceneLayout`]),
 //! which the page reads once. With `--play`, it also serves the browser player's page
 //! (`/play`, `/play.js`), its wasm client (`/play/pkg/...`, read from the directory the flag
-//! names) and a connect token per visit (`/play/token`): the demo is its own backend. The server only copies the JSON the collector made; it
-//! measures its own CPU time so that the demo can show what the dashboard costs.
+//! names) and a connect token per visit (`/play/token`): the demo is its own backend. The
+//! server only copies the JSON the collector made; it measures its own CPU time so that the
+//! demo can show what the dashboard costs.
 
 use rally_driver::cpu::thread_cpu_us;
 use rally_proto::TokenKey;

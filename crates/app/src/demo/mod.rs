@@ -4,6 +4,8 @@
 //! served by the demo itself: the host's tick by phase against its budgets, each player's
 //! RTT and loss, the total-latency histogram against the latency model, and the table seen
 //! from above as a player's replicated state shows it. `--headless` prints the same figures.
+//! `--play DIR` lets a person join from a browser: the page at `/play` runs Rally's client in
+//! wasm over a WebSocket [`crate::gateway`] (docs/web.md).
 //!
 //! The threads: the host's worker ticks the room; each bot has its own thread, socket and
 //! client session; the main thread collects the bots' reports and the host's telemetry into
@@ -165,8 +167,8 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     if let Some(dashboard) = &dashboard {
         println!("dashboard: {}  (Ctrl-C stops)", dashboard.url());
     }
-    // The gateway lives as long as the demo; `_gateway` keeps it.
-    let _gateway = match (&args.play, &dashboard) {
+    // The gateway lives as long as the demo.
+    let gateway = match (&args.play, &dashboard) {
         (Some(pkg), Some(dashboard)) => {
             Some(start_play(pkg, &shared, &key, address, args.bots, dashboard)?)
         }
@@ -204,6 +206,17 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
             Ok(Err(e)) => failures.push(format!("bot {bot}: {e}")),
             Err(_) => failures.push(format!("bot {bot} panicked")),
         }
+    }
+    if let Some(gateway) = &gateway {
+        let s = gateway.stats();
+        let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        println!(
+            "browser gateway: {} sessions, {} refused, {} oversized and {} text messages dropped",
+            n(&s.sessions),
+            n(&s.refused),
+            n(&s.oversized),
+            n(&s.garbage)
+        );
     }
     host.shutdown(Duration::from_millis(200))?;
     drop(dashboard);
