@@ -25,6 +25,9 @@ use std::time::Duration;
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
+/// Bytes a session may queue for a browser that does not read, at most.
+const WRITE_BUFFER_MAX: usize = 1 << 20;
+
 /// How long a session's wait lasts at most, so that a stop is seen.
 const WAIT: Duration = Duration::from_millis(100);
 
@@ -170,9 +173,12 @@ fn handshake(stream: TcpStream, config: &GatewayConfig) -> Option<WebSocket<TcpS
     stream.set_nonblocking(false).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     stream.set_nodelay(true).ok()?;
+    // A tab that stops reading (asleep, or hostile) may make the gateway hold at most
+    // WRITE_BUFFER_MAX of datagrams for it; past that its session ends, counted as broken.
     let limits = WebSocketConfig::default()
         .max_message_size(Some(config.frame_max))
-        .max_frame_size(Some(config.frame_max));
+        .max_frame_size(Some(config.frame_max))
+        .max_write_buffer_size(WRITE_BUFFER_MAX);
     let socket = tungstenite::accept_with_config(stream, Some(limits)).ok()?;
     socket.get_ref().set_nonblocking(true).ok()?;
     Some(socket)
