@@ -10,7 +10,8 @@ const statusLine = document.getElementById("status");
 const figuresList = document.getElementById("figures");
 // What the browser test reads: the player's figures, the hand it sent, its frame CPU.
 const state = (window.rallyPlay = {
-  phase: "loading", client: null, hand: null, frames: 0, cpuMs: [], intervalsMs: [], frameMs: 0,
+  phase: "loading", client: null, hand: null, frames: 0, cpuMs: [], sessionMs: [],
+  intervalsMs: [], frameMs: 0, firstFrameMs: null,
 });
 
 const say = (text, bad) => {
@@ -79,7 +80,12 @@ async function start() {
       if (player.send_hand(now, x, layout.table_top + 0.3, z, 0) !== undefined) state.hand = [x, z];
     }
     flush(now);
-    draw(player.entities(now));
+    const entities = player.entities(now);
+    // The session's own share of the frame: its turn, the input, the datagrams, the state.
+    keep(state.sessionMs, performance.now() - now);
+    draw(entities);
+    // Since the page was opened (performance.now's origin is the navigation).
+    if (state.firstFrameMs === null) state.firstFrameMs = performance.now();
     player.present(performance.now());
     report(player);
     keep(state.cpuMs, performance.now() - now);
