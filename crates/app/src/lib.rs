@@ -12,9 +12,10 @@
 //! say where the benchmarks went.
 
 pub mod agones;
-mod demo;
+pub(crate) mod demo;
 mod echo;
 pub mod game;
+pub mod gateway;
 pub mod http_client;
 mod inspect;
 mod scene;

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 /// The layers that must stay sans-IO, as folders under crates/.
-const SANS_IO: [&str; 5] = ["wire", "proto", "netem", "engine", "sim"];
+const SANS_IO: [&str; 6] = ["wire", "proto", "netem", "engine", "sim", "web-client"];
 
 /// Calls that read the OS or spawn work, and so belong in the driver only.
 /// (`std::net::SocketAddr` is plain data and allowed; sockets are not.)

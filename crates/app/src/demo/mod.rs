@@ -4,6 +4,8 @@
 //! served by the demo itself: the host's tick by phase against its budgets, each player's
 //! RTT and loss, the total-latency histogram against the latency model, and the table seen
 //! from above as a player's replicated state shows it. `--headless` prints the same figures.
+//! `--play DIR` lets a person join from a browser: the page at `/play` runs Rally's client in
+//! wasm over a WebSocket [`crate::gateway`] (docs/web.md).
 //!
 //! The threads: the host's worker ticks the room; each bot has its own thread, socket and
 //! client session; the main thread collects the bots' reports and the host's telemetry into
@@ -13,7 +15,7 @@ mod bots;
 mod dashboard;
 mod live;
 mod scene;
-mod table;
+pub(crate) mod table;
 
 use bots::BotReport;
 use dashboard::{Dashboard, Shared};
@@ -60,6 +62,12 @@ pub struct DemoArgs {
     /// scene's tick rate and pipeline replace --hz and --pipeline.
     #[arg(long, value_name = "FILE")]
     pub scene: Option<std::path::PathBuf>,
+    /// Let a person play from a browser: serve the page at /play, a connect token per visit
+    /// and a WebSocket gateway to the room. DIR holds the wasm client that
+    /// scripts/build-web.sh builds (target/web/pkg). Table tennis only; one end is the
+    /// page's with an odd --bots, such as 3.
+    #[arg(long, value_name = "DIR")]
+    pub play: Option<std::path::PathBuf>,
 }
 
 /// How often the collector builds a view (and the page asks for one).
@@ -94,6 +102,11 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     };
     if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
         return Err("--duration must be a positive number of seconds, such as --duration 20".into());
+    }
+    if args.play.is_some() && (scene.is_some() || args.headless) {
+        return Err(
+            "--play needs the dashboard and table tennis: drop --scene and --headless".into()
+        );
     }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -154,6 +167,13 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     if let Some(dashboard) = &dashboard {
         println!("dashboard: {}  (Ctrl-C stops)", dashboard.url());
     }
+    // The gateway lives as long as the demo.
+    let gateway = match (&args.play, &dashboard) {
+        (Some(pkg), Some(dashboard)) => {
+            Some(start_play(pkg, &shared, &key, address, args.bots, dashboard)?)
+        }
+        _ => None,
+    };
     let (reports, received) = mpsc::channel();
     let mut threads = Vec::new();
     for bot in 0..args.bots {
@@ -187,12 +207,48 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
             Err(_) => failures.push(format!("bot {bot} panicked")),
         }
     }
+    if let Some(gateway) = &gateway {
+        let s = gateway.stats();
+        let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        println!(
+            "browser gateway: {} sessions, {} refused, {} oversized and {} text messages dropped",
+            n(&s.sessions),
+            n(&s.refused),
+            n(&s.oversized),
+            n(&s.garbage)
+        );
+    }
     host.shutdown(Duration::from_millis(200))?;
     drop(dashboard);
     match failures.is_empty() {
         true => Ok(()),
         false => Err(failures.join("; ").into()),
     }
+}
+
+/// The browser player's gateway to the room at `address`, and its backend in the dashboard.
+fn start_play(
+    pkg: &std::path::Path,
+    shared: &Shared,
+    key: &rally_proto::TokenKey,
+    address: std::net::SocketAddr,
+    bots: usize,
+    dashboard: &Dashboard,
+) -> Result<crate::gateway::Gateway, Box<dyn Error>> {
+    let listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let gateway =
+        crate::gateway::Gateway::start(crate::gateway::GatewayConfig::new(listen, address))
+            .map_err(|e| format!("the browser's gateway cannot listen: {e}"))?;
+    let play = dashboard::Play {
+        key: key.clone(),
+        room: address,
+        gateway: gateway.url(),
+        pkg: pkg.to_path_buf(),
+        next_client: (bots as u64).into(),
+    };
+    let _ = shared.play.set(play);
+    println!("play in your browser: {}play  (gateway {})", dashboard.url(), gateway.url());
+    Ok(gateway)
 }
 
 /// Budgets for the demo's room: one table with physics and four players on the fast path

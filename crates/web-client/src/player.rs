@@ -1,0 +1,255 @@
+//! The browser player in plain Rust: an [`Endpoint`] and a [`ClientSession`] pumped by the
+//! page, with no socket and no clock. The page hands in every datagram the WebSocket brought
+//! and the time it arrived, and takes out every datagram to send; the room's address in the
+//! token only names the connection, since the gateway carries every datagram to the room.
+
+use rally_engine::{
+    connection_config, ClientConfig, ClientEvent, ClientSession, LatencyModel, LatencySample,
+};
+use rally_proto::{
+    ConnectToken, ConnectionHandle, DisconnectReason, Endpoint, EndpointConfig, EndpointRandomness,
+    Event, Instant,
+};
+use rally_sim::sandbox::HandInput;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Latency samples kept for the meter's figures: the newest ones.
+pub const SAMPLES_KEPT: usize = 1024;
+/// The largest datagram the endpoint writes (its MTU is smaller; this is the buffer).
+const DATAGRAM_MAX: usize = 2048;
+
+/// Where the player's connection is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// No connection yet.
+    Idle,
+    /// Handshaking or playing on this connection with the room at this address.
+    Live(ConnectionHandle, SocketAddr),
+    /// The connection ended, for this reason.
+    Ended(String),
+}
+
+/// What the page shows under the table: the connection's figures and the latency meter's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Figures {
+    /// The room's id for this player, once joined.
+    pub client: Option<u32>,
+    /// Smoothed round-trip time, ms.
+    pub rtt_ms: f64,
+    /// Loss rate, 0 to 1.
+    pub loss: f64,
+    /// Latency samples measured so far.
+    pub samples: u64,
+    /// Mean and p99 total latency of the kept samples, ms.
+    pub mean_ms: f64,
+    /// The p99 of the kept samples, ms.
+    pub p99_ms: f64,
+    /// The model's bounds for the newest sample, ms.
+    pub best_ms: f64,
+    /// The model's upper bound for the newest sample, ms.
+    pub worst_ms: f64,
+    /// The share of kept samples within the model (1 ms of slack), 0 to 1.
+    pub within: f64,
+}
+
+/// The browser's player.
+pub struct Player {
+    endpoint: Endpoint,
+    session: ClientSession<HandInput, ()>,
+    phase: Phase,
+    frame: Duration,
+    latency: VecDeque<LatencySample>,
+    buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for Player {
+    // The endpoint holds secrets: never print it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Player").field("phase", &self.phase).finish_non_exhaustive()
+    }
+}
+
+impl Player {
+    /// A player whose secrets come from `random` (24 bytes of the browser's
+    /// `crypto.getRandomValues`) and whose display shows a frame every `frame_us`.
+    pub fn new(random: &[u8], frame_us: u32) -> Result<Self, String> {
+        let random: &[u8; 24] =
+            random.try_into().map_err(|_| format!("give 24 random bytes, not {}", random.len()))?;
+        if frame_us == 0 || frame_us > 1_000_000 {
+            return Err(format!("frame_us = {frame_us}: give the display's frame time in us"));
+        }
+        let (seed, secret) = random.split_at(8);
+        let randomness = EndpointRandomness {
+            seed: u64::from_le_bytes(seed.try_into().expect("8 bytes")),
+            cookie_secret: secret.try_into().expect("16 bytes"),
+        };
+        let config = EndpointConfig { connection: connection_config(), ..Default::default() };
+        let endpoint = Endpoint::new(config, randomness).map_err(|e| e.to_string())?;
+        let session = ClientSession::new(ClientConfig::default()).map_err(|e| e.to_string())?;
+        Ok(Self {
+            endpoint,
+            session,
+            phase: Phase::Idle,
+            frame: Duration::from_micros(frame_us.into()),
+            latency: VecDeque::new(),
+            buf: vec![0; DATAGRAM_MAX],
+        })
+    }
+
+    /// Starts connecting with `token` (as the backend encoded it), refusing an expired one
+    /// here since a room drops it without a word.
+    pub fn connect(&mut self, now: Instant, token: &[u8], unix_now: u64) -> Result<(), String> {
+        if self.phase != Phase::Idle {
+            return Err("already connected: make a new player to connect again".into());
+        }
+        let token = ConnectToken::decode(token).map_err(|e| format!("not a connect token: {e}"))?;
+        if token.expires_at <= unix_now {
+            return Err("the connect token expired: reload the page for a fresh one".into());
+        }
+        let server = *token.server_addresses.first().ok_or("the token names no room")?;
+        let connection = self
+            .endpoint
+            .connect_with_token(now, token)
+            .map_err(|e| format!("the token was refused: {e}"))?;
+        self.phase = Phase::Live(connection, server);
+        Ok(())
+    }
+
+    /// One datagram from the gateway, as it arrived at `now`.
+    pub fn receive(&mut self, now: Instant, datagram: &[u8]) {
+        if let Phase::Live(_, server) = self.phase {
+            self.endpoint.handle_datagram(now, server, datagram);
+            self.drain_events(now);
+        }
+    }
+
+    /// Timers and the session's turn: call once a frame, before reading the state.
+    pub fn update(&mut self, now: Instant) {
+        self.endpoint.handle_timeout(now);
+        self.drain_events(now);
+        self.session.handle_timeout(now);
+        self.session.transmit(&mut self.endpoint);
+        while let Some(event) = self.session.poll_event() {
+            // The table-tennis room sends no messages; joining shows in `figures`.
+            let _: ClientEvent<()> = event;
+        }
+        self.latency.extend(self.session.latency_mut().take_samples());
+        let excess = self.latency.len().saturating_sub(SAMPLES_KEPT);
+        self.latency.drain(..excess);
+    }
+
+    fn drain_events(&mut self, now: Instant) {
+        while let Some((connection, event)) = self.endpoint.poll_event() {
+            if let Event::Disconnected { reason } = &event {
+                self.phase = Phase::Ended(format!("{reason:?}"));
+            }
+            self.session.handle_event(now, connection, event);
+        }
+    }
+
+    /// The next datagram to send through the gateway, if any.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        let transmit = self.endpoint.poll_transmit(now, &mut self.buf)?;
+        Some(self.buf[..transmit.len].to_vec())
+    }
+
+    /// Sends the hand's pose sampled at `now`, at once (the next `poll_transmit` has it).
+    pub fn send_hand(&mut self, now: Instant, hand: HandInput) -> Option<u32> {
+        self.session.client_id()?;
+        let seq = self.session.send_input(now, hand);
+        self.session.transmit(&mut self.endpoint);
+        Some(seq)
+    }
+
+    /// Tells the latency meter a frame showing the newest state was presented at `now`.
+    pub fn present(&mut self, now: Instant) {
+        self.session.present(now);
+    }
+
+    /// Each entity as `[id, x, y, z]`, interpolated at `now` where the session can.
+    pub fn entities(&mut self, now: Instant) -> Vec<f32> {
+        let newest: Vec<_> = self.session.entities().collect();
+        let mut out = Vec::with_capacity(newest.len() * 4);
+        for entity in newest {
+            let shown = self.session.interpolated(now, entity.id).map(|i| i.state);
+            let position = shown.map_or(entity.position, |s| s.position);
+            out.extend([entity.id as f32, position.x, position.y, position.z]);
+        }
+        out
+    }
+
+    /// The display's frame interval as the page measures it (a browser's rate is its own:
+    /// 60 Hz, 120 Hz, throttled in a background tab), for the latency model; 0 is ignored.
+    pub fn set_frame(&mut self, frame_us: u32) {
+        if frame_us > 0 && frame_us <= 1_000_000 {
+            self.frame = Duration::from_micros(frame_us.into());
+        }
+    }
+
+    /// Says goodbye to the room (the next `poll_transmit`s carry it), so that a closing tab's
+    /// player leaves at once rather than by timeout.
+    pub fn close(&mut self) {
+        if let Phase::Live(connection, _) = self.phase {
+            self.endpoint.disconnect(connection, DisconnectReason::Closed);
+            self.phase = Phase::Ended("Closed".into());
+        }
+    }
+
+    /// Where the connection is.
+    pub fn phase(&self) -> &Phase {
+        &self.phase
+    }
+
+    /// The connection's and the latency meter's figures.
+    pub fn figures(&self) -> Figures {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let mut out = Figures {
+            client: self.session.client_id(),
+            samples: self.session.latency().count,
+            ..Figures::default()
+        };
+        let stats = self.session.connection_stats(&self.endpoint);
+        let rtt = stats.as_ref().map_or(Duration::ZERO, |s| s.rtt);
+        (out.rtt_ms, out.loss) = (ms(rtt), stats.map_or(0.0, |s| s.loss));
+        let mut totals: Vec<Duration> = self.latency.iter().map(|s| s.total).collect();
+        totals.sort_unstable();
+        let (Some(tick_rate), false) = (self.session.tick_rate(), totals.is_empty()) else {
+            return out;
+        };
+        out.mean_ms = ms(totals.iter().sum::<Duration>() / totals.len() as u32);
+        out.p99_ms = ms(totals[(totals.len() * 99).div_ceil(100) - 1]);
+        let tick = Duration::from_secs(1) / tick_rate.max(1);
+        let model =
+            |s: &LatencySample| LatencyModel::new(s.round_trip.unwrap_or(rtt), self.frame, tick);
+        let slack = Duration::from_millis(1);
+        let within = self.latency.iter().filter(|s| model(s).contains(s.total, slack)).count();
+        out.within = within as f64 / self.latency.len() as f64;
+        if let Some(newest) = self.latency.back().map(model) {
+            (out.best_ms, out.worst_ms) = (ms(newest.best), ms(newest.worst));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_arguments_are_errors_not_panics() {
+        assert!(Player::new(&[0; 23], 16_667).unwrap_err().contains("24 random bytes"));
+        assert!(Player::new(&[0; 24], 0).is_err());
+        let mut player = Player::new(&[0; 24], 16_667).unwrap();
+        let now = Instant::from_nanos(0);
+        assert!(player.connect(now, b"garbage", 0).unwrap_err().contains("not a connect token"));
+        assert_eq!(player.phase(), &Phase::Idle);
+        // Nothing to send and nothing to show before connecting; datagrams are ignored.
+        player.receive(now, &[1, 2, 3]);
+        player.update(now);
+        assert_eq!(player.poll_transmit(now), None);
+        assert!(player.entities(now).is_empty());
+        assert_eq!(player.figures().client, None);
+    }
+}

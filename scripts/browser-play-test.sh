@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The browser player's test: builds the wasm client (scripts/build-web.sh: the wasm target and
+# wasm-bindgen-cli on first use), starts `rally demo --bots 3 --play`, and plays it in headless
+# Chromium (tests/browser/play.mjs): the page joins over the WebSocket gateway, scripted mouse
+# moves put its hand where the server's state must show it, and it prints its figures and CPU
+# per frame. Not in .ci/run yet: the wasm tools add minutes to a clean run (docs/web.md).
+# Usage: scripts/browser-play-test.sh [SCREENSHOT.png]   (default target/ci/play.png)
+# Needs what scripts/browser-test.sh needs (Node.js with npm, Chromium), and rustup.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+screenshot=${1:-target/ci/play.png}
+mkdir -p "$(dirname "$screenshot")"
+chromium=${CHROMIUM:-/usr/bin/chromium}
+[ -x "$chromium" ] || { echo "error: no browser at $chromium: run scripts/browser-test.sh once (it installs Debian's chromium) or set CHROMIUM" >&2; exit 1; }
+target_dir=${CARGO_TARGET_DIR:-target}
+pkg="$target_dir/web/pkg"
+scripts/build-web.sh "$pkg"
+npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error >/dev/null
+cargo build --profile demo --locked --quiet -p rally
+
+log=$(mktemp)
+demo=""
+trap '[ -z "$demo" ] || kill "$demo" 2>/dev/null || true; wait 2>/dev/null || true; rm -f "$log"' EXIT
+"$target_dir/demo/rally" demo --port 0 --duration 120 --bots 3 --play "$pkg" >"$log" 2>&1 &
+demo=$!
+url=""
+for _ in $(seq 100); do
+    url=$(sed -n 's/^dashboard: \(http[^ ]*\).*/\1/p' "$log")
+    [ -n "$url" ] && grep -q "^play in your browser" "$log" && break
+    kill -0 "$demo" 2>/dev/null || { echo "error: rally demo exited:" >&2; cat "$log" >&2; exit 1; }
+    sleep 0.1
+done
+[ -n "$url" ] || { echo "error: no dashboard address in 10 s:" >&2; cat "$log" >&2; exit 1; }
+grep "^play in your browser" "$log"
+CHROMIUM=$chromium node tests/browser/play.mjs "$url" "$screenshot"
+kill -INT "$demo"
+wait "$demo" || { echo "error: rally demo did not exit cleanly:" >&2; tail -5 "$log" >&2; exit 1; }
+demo=""
+echo "the demo's last figures:"
+tail -2 "$log"

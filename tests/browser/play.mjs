@@ -1,0 +1,71 @@
+// The browser player's test: `rally demo --play` serves /play; headless Chromium loads Rally's
+// wasm client, gets a connect token, joins the room over the WebSocket gateway, and scripted
+// mouse moves put its hand at two places over the table; the server's side (the dashboard's
+// /api/live, the replicated state of another player) must show the hand where the mouse put
+// it. Prints the page's own figures: RTT, loss, the latency meter against its model, and the
+// page's CPU per frame. Usage: node play.mjs DASHBOARD_URL SCREENSHOT.png
+import { checkPage } from "./page.mjs";
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Where on the screen the table point (x, z) is, by the page's own mapping (play.js).
+async function screenPoint(page, x, z) {
+  return page.evaluate(([x, z]) => {
+    const c = document.getElementById("table");
+    const r = c.getBoundingClientRect();
+    return [r.left + ((x + 1.6) / 3.2) * r.width, r.top + ((2.0 - z) / 4.0) * r.height];
+  }, [x, z]);
+}
+
+// The hand of `client` as the server's state shows it, waited for until it is near (x, z).
+async function handNear(url, client, x, z) {
+  let hand = null;
+  for (let i = 0; i < 50; i++) {
+    const live = await (await fetch(new URL("api/live", url))).json();
+    hand = live.sandbox.entities.find((e) => e.role === "hand" && e.player === client);
+    if (hand && Math.abs(hand.position[0] - x) < 0.05 && Math.abs(hand.position[2] - z) < 0.05) {
+      return hand;
+    }
+    await sleep(200);
+  }
+  return hand;
+}
+
+await checkPage("play", async (page, url, check) => {
+  await page.goto(new URL("play", url).href);
+  const joined = await page
+    .waitForFunction(() => window.rallyPlay && window.rallyPlay.phase === "joined", null, { timeout: 15000 })
+    .then(() => true, () => false);
+  const phase = await page.evaluate(() => window.rallyPlay.phase);
+  check(joined, `the page joined the room over the WebSocket gateway (${phase})`);
+  const client = await page.evaluate(() => window.rallyPlay.client);
+  for (const [x, z] of [[-0.5, 1.0], [0.5, 1.4]]) {
+    const [sx, sy] = await screenPoint(page, x, z);
+    await page.mouse.move(sx, sy, { steps: 5 });
+    const hand = await handNear(url, client, x, z);
+    const at = hand ? hand.position.map((v) => v.toFixed(2)).join(", ") : "nowhere";
+    check(hand && Math.abs(hand.position[0] - x) < 0.05 && Math.abs(hand.position[2] - z) < 0.05,
+      `the server shows player ${client}'s hand at (${x}, ${z}) where the mouse put it (at ${at})`);
+  }
+  await sleep(2000);
+  const s = await page.evaluate(() => {
+    const cpu = [...window.rallyPlay.cpuMs].sort((a, b) => a - b);
+    const q = (p) => cpu[Math.min(cpu.length - 1, Math.floor(p * cpu.length))];
+    const session = [...window.rallyPlay.sessionMs].sort((a, b) => a - b);
+    return { sessionP50: session[Math.floor(0.5 * session.length)],
+      sessionP99: session[Math.min(session.length - 1, Math.floor(0.99 * session.length))],
+      firstFrameMs: window.rallyPlay.firstFrameMs, f: window.rallyPlay.figures, frames: window.rallyPlay.frames, p50: q(0.5), p99: q(0.99),
+      max: cpu[cpu.length - 1], mean: cpu.reduce((a, b) => a + b, 0) / cpu.length,
+      frameMs: window.rallyPlay.frameMs };
+  });
+  check(s.f.samples > 0 && s.f.rtt_ms > 0, `the meter measured ${s.f.samples} samples, RTT ${s.f.rtt_ms.toFixed(2)} ms`);
+  console.log(`page figures: RTT ${s.f.rtt_ms.toFixed(2)} ms, loss ${(s.f.loss * 100).toFixed(1)}%, ` +
+    `latency mean ${s.f.mean_ms.toFixed(1)} p99 ${s.f.p99_ms.toFixed(1)} ms, model ${s.f.best_ms.toFixed(1)} ` +
+    `to ${s.f.worst_ms.toFixed(1)} ms, ${(s.f.within * 100).toFixed(0)}% within; ` +
+    `frame interval (median) ${s.frameMs.toFixed(2)} ms`);
+  console.log(`page CPU per frame over the last ${Math.min(600, s.frames)} of ${s.frames} frames: ` +
+    `mean ${s.mean.toFixed(3)} p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} max ${s.max.toFixed(3)} ms; ` +
+    `the session's share p50 ${s.sessionP50.toFixed(3)} p99 ${s.sessionP99.toFixed(3)} ms`);
+  console.log(`first frame drawn ${s.firstFrameMs.toFixed(0)} ms after the page was opened ` +
+    `(wasm loaded, token fetched, gateway open, connecting)`);
+});
