@@ -35,8 +35,6 @@ pub struct MemoryWorker<G: Game> {
     last_sample: Instant,
     address: SocketAddr,
     report: Option<WorkerReport>,
-    /// The distributions as of the last report, copied as a worker publishes them.
-    distributions: Option<Distributions>,
 }
 
 impl<G: Game> MemoryWorker<G> {
@@ -59,7 +57,6 @@ impl<G: Game> MemoryWorker<G> {
             last_sample: Instant::ZERO,
             address,
             report: None,
-            distributions: None,
         }
     }
 
@@ -137,16 +134,13 @@ impl<G: Game> MemoryWorker<G> {
             transport,
         };
         self.report = Some(self.rooms.report(&self.endpoint, outside));
-        if self.rooms.config().telemetry {
-            self.rooms.distributions().publish_into(&mut self.distributions);
-        }
     }
 
     /// The last report [`MemoryWorker::housekeeping`] built, its summaries taken now (as a
     /// host's reader takes them).
     pub fn report(&self) -> Option<WorkerReport> {
         let mut report = self.report.clone()?;
-        Distributions::summarize(self.distributions.as_ref(), &mut report);
+        Distributions::summarize(self.rooms.distributions(), &mut report);
         Some(report)
     }
 

@@ -280,8 +280,8 @@ struct Shared {
     reset_epoch: AtomicU64,
     /// Each worker's latest report, its summaries left for the reader to fill.
     reports: Mutex<Vec<Option<WorkerReport>>>,
-    /// Each worker's per room-tick distributions as of its latest report (telemetry on).
-    distributions: Mutex<Vec<Option<Distributions>>>,
+    /// Each worker's per room-tick distributions, which it records into as it ticks.
+    distributions: Mutex<Vec<Option<Arc<Mutex<Distributions>>>>>,
 }
 
 /// Reads a host's figures from any thread.
@@ -331,12 +331,11 @@ impl Reporter {
     pub fn report(&self) -> HostReport {
         let mut workers: Vec<WorkerReport> =
             lock(&self.shared.reports).iter().flatten().cloned().collect();
-        // Copied under the lock, summarized after it: a worker publishing meanwhile waits for
-        // a copy, never for the quantiles.
         let distributions = lock(&self.shared.distributions).clone();
         for worker in &mut workers {
-            let distribution = distributions.get(worker.worker).and_then(Option::as_ref);
-            Distributions::summarize(distribution, worker);
+            if let Some(Some(shared)) = distributions.get(worker.worker) {
+                Distributions::summarize(shared, worker);
+            }
         }
         let rooms = workers.iter().flat_map(|w| w.room_reports.iter().cloned()).collect();
         HostReport { workers, rooms, budgets: self.budgets.clone() }

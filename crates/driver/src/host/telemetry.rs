@@ -308,10 +308,11 @@ pub(crate) fn histogram() -> Histogram<u64> {
 }
 
 /// A worker's per room-tick distributions in nanoseconds (HDR histograms): each room scope's,
-/// and lateness. A worker records into its own and copies them out at each publish (a copy of
-/// their counts: about 200 KB, no allocation); quantiles are taken only when a report is read
-/// ([`Distributions::summarize`]), by the reader: taken at each publish they cost about as
-/// much as the rest of telemetry's bookkeeping.
+/// and lateness. A worker records into them under a lock nobody else holds but a reader
+/// copying them (a copy of their counts: about 170 KB, microseconds); quantiles are taken
+/// only when a report is read ([`Distributions::summarize`]), by the reader, from its copy.
+/// Taken at each publish they cost about as much as the rest of telemetry's bookkeeping, and
+/// copying the histograms out at each publish instead cost more than the lock.
 #[derive(Debug, Clone)]
 pub(crate) struct Distributions {
     scopes: [Histogram<u64>; ROOM_SCOPES.len()],
@@ -331,40 +332,19 @@ impl Distributions {
         self.lateness.saturating_record(lateness.max(1));
     }
 
-    /// Becomes a copy of `other` without allocating.
-    fn copy_from(&mut self, other: &Self) {
-        let pairs = self.scopes.iter_mut().zip(&other.scopes);
-        for (mine, theirs) in pairs.chain([(&mut self.lateness, &other.lateness)]) {
-            // Same bounds on both sides: the copy cannot fail.
-            let _ = mine.set_to(theirs);
-        }
-    }
-
-    /// Copies them into `slot`: in place once there is a copy there (a publish allocates
-    /// only the first time).
-    pub(crate) fn publish_into(&self, slot: &mut Option<Self>) {
-        match slot {
-            Some(copy) => copy.copy_from(self),
-            none => *none = Some(self.clone()),
-        }
-    }
-
     /// Empties them.
     pub(crate) fn reset(&mut self) {
         self.scopes.iter_mut().for_each(Histogram::reset);
         self.lateness.reset();
     }
 
-    /// Fills `report`'s summaries (per room-tick and lateness) from `distributions`, or with
-    /// empty ones where there are none (telemetry off).
-    pub(crate) fn summarize(distributions: Option<&Self>, report: &mut WorkerReport) {
-        let summary = |h: Option<&Histogram<u64>>| h.map(Summary::of).unwrap_or_default();
-        report.per_room_tick = ROOM_SCOPES
-            .iter()
-            .enumerate()
-            .map(|(k, scope)| (*scope, summary(distributions.map(|d| &d.scopes[k]))))
-            .collect();
-        report.lateness = summary(distributions.map(|d| &d.lateness));
+    /// Fills `report`'s summaries (per room-tick and lateness) from `shared`, copied under
+    /// its lock and summarized after it: the worker waits for a copy, never for quantiles.
+    pub(crate) fn summarize(shared: &std::sync::Mutex<Self>, report: &mut WorkerReport) {
+        let copy = super::lock(shared).clone();
+        report.per_room_tick =
+            ROOM_SCOPES.iter().zip(&copy.scopes).map(|(s, h)| (*s, Summary::of(h))).collect();
+        report.lateness = Summary::of(&copy.lateness);
     }
 }
 

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often a worker publishes its report.
@@ -56,7 +56,7 @@ pub(super) struct Rooms<G: Game> {
     clock: Clock,
     scopes: Arc<ScopeClock>,
     /// Per room-tick histograms of each room scope, and of lateness.
-    distributions: Distributions,
+    distributions: Arc<Mutex<Distributions>>,
     overruns: [u64; ROOM_SCOPES.len()],
     /// The same figures in fixed buckets, for `/metrics`, and the clients' quality.
     buckets: WorkerHistograms,
@@ -130,7 +130,7 @@ impl<G: Game> Rooms<G> {
             config,
             clock,
             scopes,
-            distributions: Distributions::new(),
+            distributions: Arc::new(Mutex::new(Distributions::new())),
             overruns: [0; ROOM_SCOPES.len()],
             buckets: WorkerHistograms::default(),
             late_ticks: 0,
@@ -375,7 +375,7 @@ impl<G: Game> Rooms<G> {
                 self.overruns[k] += 1;
             }
         }
-        self.distributions.record(nanos, lateness.as_nanos() as u64);
+        lock(&self.distributions).record(nanos, lateness.as_nanos() as u64);
         self.buckets.lateness_seconds.record(lateness.as_secs_f64());
         if lateness > self.config.budgets.lateness {
             report.late_ticks += 1;
@@ -434,7 +434,8 @@ impl<G: Game> Rooms<G> {
     }
 
     /// The worker's report: the rooms' figures, and what `outside` says of the rest; its
-    /// summaries are left empty, for the reader to take from [`Rooms::distributions`].
+    /// summaries are left empty, for the reader to take from [`Rooms::distributions`] when
+    /// it reads the report.
     pub(super) fn report(&self, endpoint: &Endpoint, outside: Outside) -> WorkerReport {
         let stats = endpoint.stats();
         WorkerReport {
@@ -468,8 +469,8 @@ impl<G: Game> Rooms<G> {
         }
     }
 
-    /// The per room-tick distributions (empty with telemetry off).
-    pub(super) fn distributions(&self) -> &Distributions {
+    /// The per room-tick distributions (empty with telemetry off), shared with readers.
+    pub(super) fn distributions(&self) -> &Arc<Mutex<Distributions>> {
         &self.distributions
     }
 
@@ -495,7 +496,7 @@ impl<G: Game> Rooms<G> {
 
     /// Starts every figure afresh.
     fn reset(&mut self) {
-        self.distributions.reset();
+        lock(&self.distributions).reset();
         self.overruns = [0; ROOM_SCOPES.len()];
         self.buckets.reset();
         self.late_ticks = 0;
@@ -554,6 +555,7 @@ impl<G: Game> Worker<G> {
             driver.endpoint().set_observer(Box::new(timer));
         }
         let rooms = Rooms::new(index, game, config, clock, scopes);
+        lock(&shared.distributions)[index] = Some(rooms.distributions().clone());
         let now = clock.now();
         let baseline =
             (crate::cpu::thread_cpu_us(), [0; SCOPES.len()], now, TransportCounters::default());
@@ -627,10 +629,6 @@ impl<G: Game> Worker<G> {
             let report = self.report(now);
             self.log_refusals(now, &report.transport);
             lock(&self.shared.reports)[self.index] = Some(report);
-            if self.rooms.config.telemetry {
-                let mut published = lock(&self.shared.distributions);
-                self.rooms.distributions().publish_into(&mut published[self.index]);
-            }
         }
     }
 
