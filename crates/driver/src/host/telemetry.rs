@@ -18,7 +18,9 @@
 //! drops, resends). All of it is plain arithmetic on the worker's own thread; the worker
 //! copies its figures into the host's shared report ten times a second, never per packet, and
 //! an exporter (the app's `/metrics`) reads that copy. Bucket counts add across workers and
-//! hosts, which quantiles computed in a process cannot.
+//! hosts, which quantiles computed in a process cannot. The per room-tick HDR histograms stay
+//! with the worker, behind a lock only a reader takes; the reader copies them and takes their
+//! quantiles ([`Summary`]) on its own thread ([`Distributions`]).
 
 use hdrhistogram::Histogram;
 use rally_engine::Phase;
