@@ -20,7 +20,7 @@
 //! an exporter (the app's `/metrics`) reads that copy. Bucket counts add across workers and
 //! hosts, which quantiles computed in a process cannot. The per room-tick HDR histograms stay
 //! with the worker, behind a lock only a reader takes; the reader copies them and takes their
-//! quantiles ([`Summary`]) on its own thread ([`Distributions`]).
+//! quantiles ([`Summary`]) on its own thread.
 
 use hdrhistogram::Histogram;
 use rally_engine::Phase;
