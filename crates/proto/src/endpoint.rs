@@ -346,7 +346,7 @@ impl Endpoint {
     /// Lets `observer` watch the stages of every packet (decrypt, decode, encode, encrypt), so
     /// that a host can time them on its clock.
     pub fn set_observer(&mut self, observer: Box<dyn StageObserver>) {
-        self.observer = Observer(Some(observer));
+        self.observer = Observer::new(observer);
     }
 
     /// Datagrams dropped so far, by reason, and handshakes started and completed.

@@ -1,7 +1,7 @@
 //! A worker without its socket: the host's per-datagram and per-tick code, fed datagrams in
 //! memory and run on a caller's time, for counting its instructions (`rally-bench count`).
 
-use super::telemetry::{ScopeClock, StageTimer, TransportCounters};
+use super::telemetry::{Distributions, ScopeClock, StageTimer, TransportCounters};
 use super::worker::{Outside, Rooms};
 use super::{Game, HostConfig, WorkerReport};
 use crate::{Clock, Traffic};
@@ -77,7 +77,10 @@ impl<G: Game> MemoryWorker<G> {
 
     /// Ticks every room whose deadline is at most `now`, each starting at `now`.
     pub fn tick_due(&mut self, now: Instant) {
-        self.rooms.tick_due_by(&mut self.endpoint, now, |_| now);
+        // A worker reads its clock as each tick starts, telemetry or not (that reading is its
+        // `now`, and starts the phases' timing when it is on): so does this one.
+        let clock = self.clock;
+        self.rooms.tick_due_by(&mut self.endpoint, now, |_| (now, Some(clock.now())));
     }
 
     /// Hands every datagram the endpoint has to `send` and every event to its room, until
@@ -133,9 +136,12 @@ impl<G: Game> MemoryWorker<G> {
         self.report = Some(self.rooms.report(&self.endpoint, outside));
     }
 
-    /// The last report [`MemoryWorker::housekeeping`] built.
-    pub fn report(&self) -> Option<&WorkerReport> {
-        self.report.as_ref()
+    /// The last report [`MemoryWorker::housekeeping`] built, its summaries taken now (as a
+    /// host's reader takes them).
+    pub fn report(&self) -> Option<WorkerReport> {
+        let mut report = self.report.clone()?;
+        Distributions::summarize(self.rooms.distributions(), &mut report);
+        Some(report)
     }
 
     /// Rooms open.

@@ -47,6 +47,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use telemetry::Distributions;
 pub use telemetry::{Budgets, HostReport, RoomReport, Scope, Summary, WorkerReport};
 use worker::Worker;
 
@@ -277,8 +278,10 @@ struct Shared {
     drain_timeout_us: AtomicU64,
     /// Bumped by `reset_telemetry`; a worker that sees a new value starts its figures afresh.
     reset_epoch: AtomicU64,
-    /// Each worker's latest report.
+    /// Each worker's latest report, its summaries left for the reader to fill.
     reports: Mutex<Vec<Option<WorkerReport>>>,
+    /// Each worker's per room-tick distributions, which it records into as it ticks.
+    distributions: Mutex<Vec<Option<Arc<Mutex<Distributions>>>>>,
 }
 
 /// Reads a host's figures from any thread.
@@ -326,8 +329,14 @@ impl Reporter {
 
     /// The latest figures of every worker and room (workers publish ten times a second).
     pub fn report(&self) -> HostReport {
-        let reports = lock(&self.shared.reports);
-        let workers: Vec<WorkerReport> = reports.iter().flatten().cloned().collect();
+        let mut workers: Vec<WorkerReport> =
+            lock(&self.shared.reports).iter().flatten().cloned().collect();
+        let distributions = lock(&self.shared.distributions).clone();
+        for worker in &mut workers {
+            if let Some(Some(shared)) = distributions.get(worker.worker) {
+                Distributions::summarize(shared, worker);
+            }
+        }
         let rooms = workers.iter().flat_map(|w| w.room_reports.iter().cloned()).collect();
         HostReport { workers, rooms, budgets: self.budgets.clone() }
     }
@@ -364,6 +373,7 @@ impl Host {
         let game = Arc::new(game);
         let shared = Arc::new(Shared::default());
         *lock(&shared.reports) = vec![None; workers];
+        *lock(&shared.distributions) = vec![None; workers];
         let mut addresses = Vec::new();
         let mut public = Vec::new();
         let mut drivers = Vec::new();

@@ -18,7 +18,9 @@
 //! drops, resends). All of it is plain arithmetic on the worker's own thread; the worker
 //! copies its figures into the host's shared report ten times a second, never per packet, and
 //! an exporter (the app's `/metrics`) reads that copy. Bucket counts add across workers and
-//! hosts, which quantiles computed in a process cannot.
+//! hosts, which quantiles computed in a process cannot. The per room-tick HDR histograms stay
+//! with the worker, behind a lock only a reader takes; the reader copies them and takes their
+//! quantiles ([`Summary`]) on its own thread.
 
 use hdrhistogram::Histogram;
 use rally_engine::Phase;
@@ -223,35 +225,49 @@ impl Sampler {
         self.state ^= self.state << 17;
         self.state % self.one_in == 0
     }
+
+    /// How many runs [`Sampler::next`] would pass over before it picks one: the same draws,
+    /// taken at once, so a caller skips those runs without a call each.
+    pub(crate) fn gap(&mut self) -> u64 {
+        let mut gap = 0;
+        while !self.next() {
+            gap += 1;
+        }
+        gap
+    }
 }
 
 /// The endpoint's stages timed on the driver's clock into a [`ScopeClock`], one run in
-/// [`STAGE_SAMPLING`].
+/// [`STAGE_SAMPLING`]. The endpoint calls it only for the runs it times: after each, it says
+/// how many runs to skip ([`StageObserver::skip`]), drawn so that each run is still timed with
+/// probability one in [`STAGE_SAMPLING`] (the gap's law is that of the [`Sampler`]'s draws).
 pub(crate) struct StageTimer {
     clock: crate::Clock,
     scopes: Arc<ScopeClock>,
-    /// When the stage under way started, if this run of it is timed.
-    started: Option<u64>,
+    /// When the stage under way started.
+    started: u64,
     sampler: Sampler,
 }
 
 impl StageTimer {
     pub(crate) fn new(clock: crate::Clock, scopes: Arc<ScopeClock>) -> Self {
-        Self { clock, scopes, started: None, sampler: Sampler::new(STAGE_SAMPLING) }
+        Self { clock, scopes, started: 0, sampler: Sampler::new(STAGE_SAMPLING) }
     }
 }
 
 impl StageObserver for StageTimer {
     fn enter(&mut self, _stage: Stage) {
-        self.started = self.sampler.next().then(|| self.clock.now().as_nanos());
+        self.started = self.clock.now().as_nanos();
     }
 
     fn exit(&mut self, stage: Stage) {
-        if let Some(started) = self.started.take() {
-            let elapsed = self.clock.now().as_nanos().saturating_sub(started);
-            let elapsed = elapsed.min(SAMPLE_NANOS_MAX);
-            self.scopes.add(Scope::of_stage(stage), elapsed * STAGE_SAMPLING);
-        }
+        let elapsed = self.clock.now().as_nanos().saturating_sub(self.started);
+        let elapsed = elapsed.min(SAMPLE_NANOS_MAX);
+        self.scopes.add(Scope::of_stage(stage), elapsed * STAGE_SAMPLING);
+    }
+
+    fn skip(&mut self) -> u64 {
+        self.sampler.gap()
     }
 }
 
@@ -291,6 +307,47 @@ impl Summary {
 pub(crate) fn histogram() -> Histogram<u64> {
     // The bounds are constants that hdrhistogram accepts (low 1, high >= 2 low, 2 figures).
     Histogram::new_with_bounds(1, 10_000_000_000, 2).expect("valid constant bounds")
+}
+
+/// A worker's per room-tick distributions in nanoseconds (HDR histograms): each room scope's,
+/// and lateness. A worker records into them under a lock nobody else holds but a reader
+/// copying them (a copy of their counts: about 170 KB, microseconds); quantiles are taken
+/// only when a report is read ([`Distributions::summarize`]), by the reader, from its copy.
+/// Taken at each publish they cost about as much as the rest of telemetry's bookkeeping, and
+/// copying the histograms out at each publish instead cost more than the lock.
+#[derive(Debug, Clone)]
+pub(crate) struct Distributions {
+    scopes: [Histogram<u64>; ROOM_SCOPES.len()],
+    lateness: Histogram<u64>,
+}
+
+impl Distributions {
+    pub(crate) fn new() -> Self {
+        Self { scopes: std::array::from_fn(|_| histogram()), lateness: histogram() }
+    }
+
+    /// Adds one room-tick: nanoseconds per room scope, in [`ROOM_SCOPES`] order, and lateness.
+    pub(crate) fn record(&mut self, nanos: &[u64; ROOM_SCOPES.len()], lateness: u64) {
+        for (histogram, nanos) in self.scopes.iter_mut().zip(nanos) {
+            histogram.saturating_record((*nanos).max(1));
+        }
+        self.lateness.saturating_record(lateness.max(1));
+    }
+
+    /// Empties them.
+    pub(crate) fn reset(&mut self) {
+        self.scopes.iter_mut().for_each(Histogram::reset);
+        self.lateness.reset();
+    }
+
+    /// Fills `report`'s summaries (per room-tick and lateness) from `shared`, copied under
+    /// its lock and summarized after it: the worker waits for a copy, never for quantiles.
+    pub(crate) fn summarize(shared: &std::sync::Mutex<Self>, report: &mut WorkerReport) {
+        let copy = super::lock(shared).clone();
+        report.per_room_tick =
+            ROOM_SCOPES.iter().zip(&copy.scopes).map(|(s, h)| (*s, Summary::of(h))).collect();
+        report.lateness = Summary::of(&copy.lateness);
+    }
 }
 
 /// One room's figures since the host started (or since the last reset).
@@ -333,7 +390,8 @@ pub struct WorkerReport {
     pub wall_us: u64,
     /// Nanoseconds per scope in all, in [`SCOPES`] order.
     pub scope_nanos: [u64; SCOPES.len()],
-    /// Per room-tick, per scope in [`SCOPES`] order.
+    /// Per room-tick, per room scope in [`ROOM_SCOPES`] order (summarized when the report is
+    /// read: [`HostReport`] has them).
     pub per_room_tick: Vec<(Scope, Summary)>,
     /// How late each room-tick started.
     pub lateness: Summary,
@@ -711,6 +769,23 @@ mod tests {
             let error = (estimate[kind] as f64 - truth).abs() / truth;
             assert!(error < 0.1, "kind {kind}: estimate {} vs {truth}", estimate[kind]);
         }
+    }
+
+    #[test]
+    fn skipping_by_gaps_times_the_very_runs_the_sampler_would() {
+        // The endpoint skips the runs a gap says, instead of asking the sampler at each: the
+        // runs timed, and so the scopes' totals, must be the same.
+        let (mut one_by_one, mut by_gaps) =
+            (Sampler::new(STAGE_SAMPLING), Sampler::new(STAGE_SAMPLING));
+        let picked: Vec<u64> = (0..100_000u64).filter(|_| one_by_one.next()).collect();
+        let mut run = 0;
+        for expected in &picked {
+            run += by_gaps.gap();
+            assert_eq!(run, *expected);
+            run += 1;
+        }
+        let rate = picked.len() as f64 / 100_000.0;
+        assert!((rate * STAGE_SAMPLING as f64 - 1.0).abs() < 0.1, "one run in {}", 1.0 / rate);
     }
 
     #[test]

@@ -1,11 +1,10 @@
 //! One worker: a socket, its endpoint, its rooms, one loop.
 
-use super::telemetry::{histogram, RoomReport, Sampler, Scope, ScopeClock, StageTimer, Summary};
+use super::telemetry::{Distributions, RoomReport, Sampler, Scope, ScopeClock, StageTimer};
 use super::telemetry::{TransportCounters, WorkerHistograms, WorkerReport, ROOM_SCOPES, SCOPES};
 use super::telemetry::{INGEST_SAMPLING, SAMPLE_NANOS_MAX};
 use super::{lock, DrainReport, Game, HostConfig, Shared};
 use crate::{Clock, UdpDriver};
-use hdrhistogram::Histogram;
 use rally_engine::{Phase, PhaseObserver, Pipeline, Room, Simulation};
 use rally_proto::{ConnectionHandle, DisconnectReason, Endpoint, Event, Instant};
 use std::cmp::Reverse;
@@ -13,7 +12,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often a worker publishes its report.
@@ -57,8 +56,7 @@ pub(super) struct Rooms<G: Game> {
     clock: Clock,
     scopes: Arc<ScopeClock>,
     /// Per room-tick histograms of each room scope, and of lateness.
-    histograms: [Histogram<u64>; ROOM_SCOPES.len()],
-    lateness: Histogram<u64>,
+    distributions: Arc<Mutex<Distributions>>,
     overruns: [u64; ROOM_SCOPES.len()],
     /// The same figures in fixed buckets, for `/metrics`, and the clients' quality.
     buckets: WorkerHistograms,
@@ -83,8 +81,8 @@ pub(super) struct Rooms<G: Game> {
 }
 
 /// Times a tick's phases. They run back to back, so one clock read ends a phase and starts
-/// the next: six reads a tick instead of ten (each costs 25-50 ns on the virtual machines
-/// measured).
+/// the next, and the first starts at the reading the worker took for the tick's `now`: five
+/// reads a tick instead of ten (each costs 25-50 ns on the virtual machines measured).
 struct PhaseTimes {
     clock: Clock,
     started: u64,
@@ -94,8 +92,10 @@ struct PhaseTimes {
 }
 
 impl PhaseTimes {
-    fn new(clock: Clock) -> Self {
-        Self { clock, started: 0, ended: None, nanos: [0; ROOM_SCOPES.len()] }
+    /// Times from `started`, the clock's reading as the tick began, if the caller took one.
+    fn new(clock: Clock, started: Option<Instant>) -> Self {
+        let ended = started.map(Instant::as_nanos);
+        Self { clock, started: 0, ended, nanos: [0; ROOM_SCOPES.len()] }
     }
 }
 
@@ -130,8 +130,7 @@ impl<G: Game> Rooms<G> {
             config,
             clock,
             scopes,
-            histograms: std::array::from_fn(|_| histogram()),
-            lateness: histogram(),
+            distributions: Arc::new(Mutex::new(Distributions::new())),
             overruns: [0; ROOM_SCOPES.len()],
             buckets: WorkerHistograms::default(),
             late_ticks: 0,
@@ -291,35 +290,46 @@ impl<G: Game> Rooms<G> {
         // Only what was due when this pass began, each room once: ticks that outlast the next
         // deadline must not keep the worker from its socket (acks, timeouts, the drain flag).
         let due_by = self.clock.now();
-        self.tick_due_by(endpoint, due_by, |rooms| rooms.clock.now());
+        self.tick_due_by(endpoint, due_by, |rooms| {
+            let now = rooms.clock.now();
+            (now, Some(now))
+        });
     }
 
     /// Ticks every room whose deadline is at most `due_by`, earliest first, each starting at
-    /// `start()` (the clock; a [`super::MemoryWorker`]'s virtual time).
+    /// the time `start()` says (the clock; a [`super::MemoryWorker`]'s virtual time) with the
+    /// clock's reading then, if it took one (the phases' timing starts from it).
     pub(super) fn tick_due_by(
         &mut self,
         endpoint: &mut Endpoint,
         due_by: Instant,
-        start: impl Fn(&Self) -> Instant,
+        start: impl Fn(&Self) -> (Instant, Option<Instant>),
     ) {
         while let Some(at) = self.next_deadline() {
             if at > due_by {
                 return;
             }
             let Some(Reverse((_, id))) = self.schedule.pop() else { return };
-            let now = start(self);
-            self.tick(endpoint, id, at, now);
+            let (now, clock_now) = start(self);
+            self.tick(endpoint, id, at, now, clock_now);
         }
     }
 
     /// One room's tick, timed by phase; a tick that would start more than a tick late is
     /// skipped (the world does not replay missed ticks), so an overloaded worker sheds ticks
     /// instead of falling ever further behind.
-    fn tick(&mut self, endpoint: &mut Endpoint, id: u64, at: Instant, now: Instant) {
+    fn tick(
+        &mut self,
+        endpoint: &mut Endpoint,
+        id: u64,
+        at: Instant,
+        now: Instant,
+        clock_now: Option<Instant>,
+    ) {
         let Some(hosted) = self.rooms.get_mut(&id) else { return };
         let dt = hosted.room.config().dt();
         let ingest_pending = std::mem::take(&mut hosted.ingest_pending);
-        let mut times = PhaseTimes::new(self.clock);
+        let mut times = PhaseTimes::new(self.clock, clock_now);
         let game = self.game.clone();
         let observed = self.config.telemetry;
         let ticked = self.guarded(id, |room| {
@@ -357,7 +367,6 @@ impl<G: Game> Rooms<G> {
             report.scope_nanos[k] += nanos[k];
             report.scope_max_nanos[k] = report.scope_max_nanos[k].max(nanos[k]);
             self.scopes.add(*scope, nanos[k]);
-            self.histograms[k].saturating_record(nanos[k].max(1));
             self.buckets.phase_seconds[k].record(nanos[k] as f64 * 1e-9);
             let over =
                 self.config.budgets.of(*scope).is_some_and(|b| nanos[k] > b.as_nanos() as u64);
@@ -366,8 +375,7 @@ impl<G: Game> Rooms<G> {
                 self.overruns[k] += 1;
             }
         }
-        let late = lateness.as_nanos() as u64;
-        self.lateness.saturating_record(late.max(1));
+        lock(&self.distributions).record(nanos, lateness.as_nanos() as u64);
         self.buckets.lateness_seconds.record(lateness.as_secs_f64());
         if lateness > self.config.budgets.lateness {
             report.late_ticks += 1;
@@ -425,10 +433,10 @@ impl<G: Game> Rooms<G> {
         self.resends_departed + self.resends_seen.values().sum::<u64>()
     }
 
-    /// The worker's report: the rooms' figures, and what `outside` says of the rest.
+    /// The worker's report: the rooms' figures, and what `outside` says of the rest; its
+    /// summaries are left empty, for the reader to take from [`Rooms::distributions`] when
+    /// it reads the report.
     pub(super) fn report(&self, endpoint: &Endpoint, outside: Outside) -> WorkerReport {
-        let per_room_tick: Vec<(Scope, Summary)> =
-            ROOM_SCOPES.iter().zip(&self.histograms).map(|(s, h)| (*s, Summary::of(h))).collect();
         let stats = endpoint.stats();
         WorkerReport {
             worker: outside.worker,
@@ -439,8 +447,8 @@ impl<G: Game> Rooms<G> {
             cpu_us: outside.cpu_us,
             wall_us: outside.wall_us,
             scope_nanos: outside.scope_nanos,
-            per_room_tick,
-            lateness: Summary::of(&self.lateness),
+            per_room_tick: Vec::new(),
+            lateness: Default::default(),
             overruns: self.overruns,
             rooms_failed: self.rooms_failed,
             send_errors: outside.transport.send_errors,
@@ -459,6 +467,11 @@ impl<G: Game> Rooms<G> {
             transport: outside.transport,
             histograms: self.buckets.clone(),
         }
+    }
+
+    /// The per room-tick distributions (empty with telemetry off), shared with readers.
+    pub(super) fn distributions(&self) -> &Arc<Mutex<Distributions>> {
+        &self.distributions
     }
 
     /// The host's settings.
@@ -483,8 +496,7 @@ impl<G: Game> Rooms<G> {
 
     /// Starts every figure afresh.
     fn reset(&mut self) {
-        self.histograms.iter_mut().for_each(Histogram::reset);
-        self.lateness.reset();
+        lock(&self.distributions).reset();
         self.overruns = [0; ROOM_SCOPES.len()];
         self.buckets.reset();
         self.late_ticks = 0;
@@ -543,6 +555,7 @@ impl<G: Game> Worker<G> {
             driver.endpoint().set_observer(Box::new(timer));
         }
         let rooms = Rooms::new(index, game, config, clock, scopes);
+        lock(&shared.distributions)[index] = Some(rooms.distributions().clone());
         let now = clock.now();
         let baseline =
             (crate::cpu::thread_cpu_us(), [0; SCOPES.len()], now, TransportCounters::default());
