@@ -18,6 +18,7 @@
 use rally_proto::{ChannelConfig, ChannelKind, ConnectionConfig};
 use rally_wire::hex;
 use rally_wire::varint::{read_varint, write_varint};
+use serde::de::{DeserializeSeed, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -91,15 +92,104 @@ pub(crate) fn encode_frame<I: Serialize>(frame: &InputFrame<&I>) -> Option<Vec<u
     postcard::to_allocvec(frame).ok()
 }
 
-/// Decodes an input frame of at most `bytes_max` bytes; `None` if it is malformed or larger.
-pub(crate) fn decode_frame<I: serde::de::DeserializeOwned>(
+/// What an input frame says besides its inputs, which [`decode_frame_into`] puts in the
+/// caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FrameHead {
+    /// The tick of the newest snapshot the client decoded.
+    pub snapshot_ack: Option<u32>,
+    /// The sequence number of the first input.
+    pub first_seq: u32,
+}
+
+/// Decodes an input frame of at most `bytes_max` bytes holding at most `inputs_max` inputs,
+/// the same bytes as an [`InputFrame`], its inputs appended to `inputs` (emptied first) in
+/// order: a room decodes a frame from every client every tick, and a reused buffer saves the
+/// frame's allocation and its free. `None` (and `inputs` empty) if the frame is malformed,
+/// larger or holds more inputs: decoding stops at the first input past `inputs_max`.
+pub(crate) fn decode_frame_into<I: serde::de::DeserializeOwned>(
     payload: &[u8],
     bytes_max: usize,
-) -> Option<InputFrame<I>> {
+    inputs_max: usize,
+    inputs: &mut Vec<I>,
+) -> Option<FrameHead> {
+    inputs.clear();
     if payload.len() > bytes_max {
         return None;
     }
-    postcard::from_bytes(payload).ok()
+    let mut decoder = postcard::Deserializer::from_bytes(payload);
+    let head = FrameSeed { inputs: &mut *inputs, inputs_max }.deserialize(&mut decoder).ok();
+    if head.is_none() {
+        inputs.clear();
+    }
+    debug_assert!(inputs.len() <= inputs_max, "a frame's inputs past inputs_max");
+    head
+}
+
+/// Decodes an [`InputFrame`]'s three fields in order (postcard reads a struct as a tuple),
+/// the inputs into a buffer of the caller's.
+struct FrameSeed<'a, I> {
+    inputs: &'a mut Vec<I>,
+    inputs_max: usize,
+}
+
+impl<'de, I: Deserialize<'de>> DeserializeSeed<'de> for FrameSeed<'_, I> {
+    type Value = FrameHead;
+
+    fn deserialize<D: Deserializer<'de>>(self, decoder: D) -> Result<FrameHead, D::Error> {
+        decoder.deserialize_tuple(3, self)
+    }
+}
+
+impl<'de, I: Deserialize<'de>> Visitor<'de> for FrameSeed<'_, I> {
+    type Value = FrameHead;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an input frame")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut fields: A) -> Result<FrameHead, A::Error> {
+        let missing = |k| serde::de::Error::invalid_length(k, &"an input frame's three fields");
+        let snapshot_ack = fields.next_element::<Option<u32>>()?.ok_or_else(|| missing(0))?;
+        let first_seq = fields.next_element::<u32>()?.ok_or_else(|| missing(1))?;
+        let inputs = InputsSeed { inputs: self.inputs, inputs_max: self.inputs_max };
+        fields.next_element_seed(inputs)?.ok_or_else(|| missing(2))?;
+        Ok(FrameHead { snapshot_ack, first_seq })
+    }
+}
+
+/// An input frame's list of inputs, pushed onto a buffer of the caller's, `inputs_max` at most.
+struct InputsSeed<'a, I> {
+    inputs: &'a mut Vec<I>,
+    inputs_max: usize,
+}
+
+impl<'de, I: Deserialize<'de>> DeserializeSeed<'de> for InputsSeed<'_, I> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, decoder: D) -> Result<(), D::Error> {
+        decoder.deserialize_seq(self)
+    }
+}
+
+impl<'de, I: Deserialize<'de>> Visitor<'de> for InputsSeed<'_, I> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of inputs")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<(), A::Error> {
+        while let Some(input) = items.next_element::<I>()? {
+            // The count is the peer's: the limit stops the decode, not only the room.
+            if self.inputs.len() == self.inputs_max {
+                let expected = "at most inputs_per_frame_max inputs";
+                return Err(serde::de::Error::invalid_length(self.inputs.len() + 1, &expected));
+            }
+            self.inputs.push(input);
+        }
+        Ok(())
+    }
 }
 
 /// Inputs whose server hold one snapshot reports at most.
@@ -342,6 +432,32 @@ mod tests {
             let value = inspect(channel, Direction::ToClient, &[0xff, 0xfe, 0x01], &config);
             assert!(value["error"].is_string(), "channel {channel}: {value}");
             assert_eq!(value["hex"], "fffe01");
+        }
+    }
+
+    /// The reused-buffer decode reads exactly what `encode_frame` writes, stops at the limit,
+    /// and leaves nothing behind from a frame it refuses.
+    #[test]
+    fn a_frame_decodes_into_a_buffer_and_a_bad_one_leaves_it_empty() {
+        let inputs = [[1u8, 2], [3, 4], [5, 6]];
+        let frame = InputFrame {
+            snapshot_ack: Some(300),
+            first_seq: 70_000,
+            inputs: inputs.iter().collect(),
+        };
+        let bytes = encode_frame(&frame).unwrap();
+        let mut buffer = vec![[9u8, 9]];
+        let head = decode_frame_into::<[u8; 2]>(&bytes, 64, 3, &mut buffer);
+        assert_eq!(head, Some(FrameHead { snapshot_ack: Some(300), first_seq: 70_000 }));
+        assert_eq!(buffer, inputs);
+        for (payload, bytes_max, inputs_max) in [
+            (&bytes[..], 64, 2),                // one input past the limit
+            (&bytes[..], bytes.len() - 1, 3),   // one byte past the size limit
+            (&bytes[..bytes.len() - 1], 64, 3), // cut in the last input
+        ] {
+            buffer = vec![[9, 9]];
+            let head = decode_frame_into::<[u8; 2]>(payload, bytes_max, inputs_max, &mut buffer);
+            assert_eq!((head, buffer.len()), (None, 0), "{payload:?} {bytes_max} {inputs_max}");
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The server side: a room runs its world one tick at a time, in explicit phases.
 
 use crate::config::{self, ConfigError};
-use crate::protocol::{decode_frame, hold_micros, Envelope, SessionTicket, StatePrefix};
+use crate::protocol::{
+    decode_frame_into, hold_micros, Envelope, FrameHead, SessionTicket, StatePrefix,
+};
 use crate::protocol::{FAST, HOLDS_MAX, RELIABLE, STATE, STATE_PREFIX_MAX, UNRELIABLE};
 use crate::replication::{Baseline, Replicator};
 use crate::rpc::{frame, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
@@ -423,6 +425,8 @@ pub struct Room<S: Simulation> {
     fast_roots: Vec<crate::EntityId>,
     fast_ids: Vec<crate::EntityId>,
     fast_chain: Snapshot,
+    /// Reused for every input frame: its decoded inputs, empty between frames.
+    frame_inputs: Vec<S::Input>,
 }
 
 impl<S: Simulation> std::fmt::Debug for Room<S> {
@@ -471,6 +475,7 @@ impl<S: Simulation> Room<S> {
             fast_roots: Vec::new(),
             fast_ids: Vec::new(),
             fast_chain: Snapshot::default(),
+            frame_inputs: Vec::new(),
             config,
         })
     }
@@ -673,21 +678,34 @@ impl<S: Simulation> Room<S> {
 
     fn input_frame(&mut self, now: Instant, client: ClientId, payload: &[u8]) {
         let bytes_max = self.config.codec.message_bytes_max;
-        let Some(frame) = decode_frame::<S::Input>(payload, bytes_max) else {
-            self.stats.messages_dropped += 1;
-            return;
-        };
-        if frame.inputs.len() > self.config.inputs_per_frame_max {
-            self.stats.messages_dropped += 1;
-            return;
+        let inputs_max = self.config.inputs_per_frame_max;
+        // The buffer is the room's, taken for the frame and put back: no allocation per frame.
+        let mut inputs = std::mem::take(&mut self.frame_inputs);
+        let head = decode_frame_into::<S::Input>(payload, bytes_max, inputs_max, &mut inputs);
+        match head {
+            Some(head) => self.apply_frame(now, client, head, &mut inputs),
+            None => self.stats.messages_dropped += 1,
         }
+        inputs.clear();
+        self.frame_inputs = inputs;
+    }
+
+    /// Acknowledges a decoded frame's snapshot and applies its inputs the room has not applied
+    /// yet, in order, leaving `inputs` empty.
+    fn apply_frame(
+        &mut self,
+        now: Instant,
+        client: ClientId,
+        head: FrameHead,
+        inputs: &mut Vec<S::Input>,
+    ) {
         let Some(session) = self.sessions.get_mut(&client) else { return };
-        if let Some(tick) = frame.snapshot_ack {
+        if let Some(tick) = head.snapshot_ack {
             session.replicator.ack(tick);
         }
         let mut fresh = false;
-        for (i, input) in frame.inputs.into_iter().enumerate() {
-            let seq = frame.first_seq.wrapping_add(i as u32);
+        for (i, input) in inputs.drain(..).enumerate() {
+            let seq = head.first_seq.wrapping_add(i as u32);
             // Inputs ride again in later frames until acknowledged; apply each once, in order.
             if session.last_input.is_some_and(|last| !seq32_newer(seq, last)) {
                 continue;
