@@ -19,7 +19,10 @@ fn main() {
     for source in SOURCES {
         println!("cargo:rerun-if-changed={}", crates.join(source).display());
     }
-    println!("cargo:rerun-if-changed={}", crates.join("../Cargo.lock").display());
+    // The lock file pins the client's crates; the manifest holds its `web` profile.
+    for file in ["Cargo.lock", "Cargo.toml"] {
+        println!("cargo:rerun-if-changed={}", crates.join("..").join(file).display());
+    }
     println!("cargo:rerun-if-env-changed=RALLY_WEB_CLIENT");
     let built = if std::env::var("RALLY_WEB_CLIENT").as_deref() == Ok("skip") {
         Err("RALLY_WEB_CLIENT=skip".to_string())

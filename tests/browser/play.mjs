@@ -44,6 +44,10 @@ async function handNear(url, client, x, z) {
 }
 
 await checkPage("play", async (page, url, check) => {
+  // A smaller window than the dashboard's: headless Chromium draws WebGL in software
+  // (SwiftShader), whose cost grows with the pixels and holds the page's event loop back
+  // (docs/web.md measures it).
+  await page.setViewportSize({ width: 960, height: 720 });
   await page.goto(new URL("play", url).href);
   const joined = await page
     .waitForFunction(() => window.rallyPlay && window.rallyPlay.phase === "joined", null, { timeout: 15000 })

@@ -166,9 +166,20 @@ async function start() {
   const player = client.player(crypto.getRandomValues(new Uint8Array(24)), 16667);
   // A token the client refuses (expired, malformed) is said on the page before any I/O.
   player.connect(performance.now(), bytes, Date.now() / 1000);
-  const transport = await new Promise((ok, fail) => {
+  let transport = null;
+  const flush = (now) => {
+    if (!transport) return; // the handshake's first packet waits for the transport to open
+    for (let d = player.poll_transmit(now); d; d = player.poll_transmit(now)) transport.send(d);
+  };
+  transport = await new Promise((ok, fail) => {
     const t = openTransport(info, {
-      onDatagram: (d) => player.receive(performance.now(), d),
+      // Every arrival is answered at once (its ack, a handshake step), not at the next
+      // frame: a frame's wait would count in the RTT and hold the room's resends back.
+      onDatagram: (d) => {
+        const now = performance.now();
+        player.receive(now, d);
+        flush(now);
+      },
       onOpen: () => ok(t),
       onClose: (why) => {
         fail(new Error(why));
@@ -177,9 +188,7 @@ async function start() {
     });
   });
   state.transport = transport.kind;
-  const flush = (now) => {
-    for (let d = player.poll_transmit(now); d; d = player.poll_transmit(now)) transport.send(d);
-  };
+  flush(performance.now());
   // A closing tab says goodbye, so that its player leaves at once rather than timing out.
   addEventListener("pagehide", () => {
     player.close();
