@@ -1,4 +1,4 @@
-//! The dashboard's web server: five static files built into the binary (no build step),
+//! The dashboard's web server: its static files built into the binary (no build step),
 //! `/api/live`, the latest [`super::live::View`] as JSON, which the page polls ten times a
 //! second, and `/api/scene`, a scene demo's static geometry ([`super::scene::SceneLayout`]),
 //! which the page reads once. In the table-tennis demo it also serves the browser player's

@@ -150,9 +150,12 @@ async function offerVr() {
   button.hidden = false;
   button.onclick = async () => {
     const session = await navigator.xr.requestSession("immersive-vr", { optionalFeatures: ["local-floor"] });
-    camera.position.set(0, 0, 0); // in VR the head places the camera
+    // In VR the head places the camera; the floor's origin is an arm's reach from the end.
+    camera.position.set(0, 0, 0);
+    rig.position.z = TABLE.half[1] + 0.7;
     await renderer.xr.setSession(session);
     session.addEventListener("end", () => {
+      rig.position.z = 2.7;
       camera.position.set(0, 1.55, 0);
       camera.lookAt(LOOK_AT);
     });
