@@ -101,6 +101,11 @@ step "conformance client" bash tests/conformance/run.sh --rally "$target/release
 # opens `rally demo`'s page, checks that its figures update and its canvas draws, saves a
 # screenshot; then the demo must stop cleanly on SIGINT.
 step "browser: dashboard" bash scripts/browser-test.sh target/ci/dashboard.png
+# The browser player: the same release rally (its build script built the wasm client into it)
+# serves /play; headless Chromium joins the room over the WebSocket gateway, draws the table
+# with three.js, scripted mouse moves must put the page's hand where the server shows it, a
+# bad token must be said on the page; prints the latency meter's figures and CPU per frame.
+step "browser: play" bash scripts/browser-play-test.sh target/ci/play.png
 # A short fuzzing smoke of every decoder and of handle_datagram on fresh and connected
 # endpoints, where a nightly toolchain is present (scripts/fuzz.sh says so when it is not).
 step "fuzz smoke" bash scripts/fuzz.sh 10

@@ -1,20 +1,32 @@
-// The browser player's test: `rally demo --play` serves /play; headless Chromium loads Rally's
-// wasm client, gets a connect token, joins the room over the WebSocket gateway, and scripted
-// mouse moves put its hand at two places over the table; the server's side (the dashboard's
-// /api/live, the replicated state of another player) must show the hand where the mouse put
-// it. Prints the page's own figures: RTT, loss, the latency meter against its model, and the
-// page's CPU per frame. Usage: node play.mjs DASHBOARD_URL SCREENSHOT.png
+// The browser player's test: `rally demo` serves /play; headless Chromium loads Rally's wasm
+// client, gets a connect token, joins the room over the WebSocket gateway, draws the table in
+// 3D (three.js on WebGL), and scripted mouse moves put its hand at two places over the table;
+// the server's side (the dashboard's /api/live, the replicated state of another player) must
+// show the hand where the mouse put it. A page given a bad token must say so. Prints the
+// page's own figures: RTT, loss, the latency meter against its model, and the page's CPU per
+// frame. Usage: node play.mjs DASHBOARD_URL SCREENSHOT.png
 import { checkPage } from "./page.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// Where on the screen the table point (x, z) is, by the page's own mapping (play.js).
-async function screenPoint(page, x, z) {
-  return page.evaluate(([x, z]) => {
-    const c = document.getElementById("table");
-    const r = c.getBoundingClientRect();
-    return [r.left + ((x + 1.6) / 3.2) * r.width, r.top + ((2.0 - z) / 4.0) * r.height];
-  }, [x, z]);
+// Where on the screen the point over the table at (x, z) is, by the page's own camera.
+const screenPoint = (page, x, z) => page.evaluate(([x, z]) => window.rallyPlay.screenOf(x, z), [x, z]);
+
+// The share of the 3D view's pixels, as the screen shows them, that are the table's blue.
+async function tableShare(page) {
+  const png = (await page.locator("#view").screenshot()).toString("base64");
+  return page.evaluate(async (png) => {
+    const image = new Image();
+    image.src = `data:image/png;base64,${png}`;
+    await image.decode();
+    const copy = Object.assign(document.createElement("canvas"), { width: 128, height: 96 });
+    const g = copy.getContext("2d");
+    g.drawImage(image, 0, 0, 128, 96);
+    const px = g.getImageData(0, 0, 128, 96).data;
+    let blue = 0;
+    for (let i = 0; i < px.length; i += 4) if (px[i + 2] > 100 && px[i + 2] > px[i] + 60) blue++;
+    return blue / (128 * 96);
+  }, png);
 }
 
 // The hand of `client` as the server's state shows it, waited for until it is near (x, z).
@@ -32,13 +44,21 @@ async function handNear(url, client, x, z) {
 }
 
 await checkPage("play", async (page, url, check) => {
+  // A smaller window than the dashboard's: headless Chromium draws WebGL in software
+  // (SwiftShader), whose cost grows with the pixels and holds the page's event loop back
+  // (docs/web.md measures it).
+  await page.setViewportSize({ width: 960, height: 720 });
   await page.goto(new URL("play", url).href);
   const joined = await page
     .waitForFunction(() => window.rallyPlay && window.rallyPlay.phase === "joined", null, { timeout: 15000 })
     .then(() => true, () => false);
   const phase = await page.evaluate(() => window.rallyPlay.phase);
-  check(joined, `the page joined the room over the WebSocket gateway (${phase})`);
+  const transport = await page.evaluate(() => window.rallyPlay.transport);
+  check(joined, `the page joined the room over the ${transport} gateway (${phase})`);
   const client = await page.evaluate(() => window.rallyPlay.client);
+  await sleep(500);
+  const share = await tableShare(page);
+  check(share > 0.05, `the 3D view draws the table (${(share * 100).toFixed(0)}% of its pixels)`);
   for (const [x, z] of [[-0.5, 1.0], [0.5, 1.4]]) {
     const [sx, sy] = await screenPoint(page, x, z);
     await page.mouse.move(sx, sy, { steps: 5 });
@@ -68,4 +88,12 @@ await checkPage("play", async (page, url, check) => {
     `the session's share p50 ${s.sessionP50.toFixed(3)} p99 ${s.sessionP99.toFixed(3)} ms`);
   console.log(`first frame drawn ${s.firstFrameMs.toFixed(0)} ms after the page was opened ` +
     `(wasm loaded, token fetched, gateway open, connecting)`);
+  // A token the client refuses is a message on the page, not a silent failure.
+  const bad = await page.context().browser().newPage();
+  await bad.goto(new URL("play?token=00ff", url).href);
+  const said = await bad
+    .waitForFunction(() => document.getElementById("status").textContent.startsWith("cannot play"))
+    .then(() => bad.evaluate(() => document.getElementById("status").textContent), () => "nothing");
+  check(said.includes("not a connect token"), `a bad token is said on the page: "${said}"`);
+  await bad.close();
 });

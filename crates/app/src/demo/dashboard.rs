@@ -1,9 +1,10 @@
-//! The dashboard's web server: five static files built into the binary (no build step),
+//! The dashboard's web server: its static files built into the binary (no build step),
 //! `/api/live`, the latest [`super::live::View`] as JSON, which the page polls ten times a
 //! second, and `/api/scene`, a scene demo's static geometry ([`super::scene::SceneLayout`]),
-//! which the page reads once. With `--play`, it also serves the browser player's page
-//! (`/play`, `/play.js`), its wasm client (`/play/pkg/...`, read from the directory the flag
-//! names) and a connect token per visit (`/play/token`): the demo is its own backend. The
+//! which the page reads once. In the table-tennis demo it also serves the browser player's
+//! page (`/play`, its scripts, three.js), its wasm client (`/play/rally_web_client.wasm`,
+//! built by the crate's build script and held in the binary) and a connect token per visit
+//! (`/play/token`): the demo is its own backend. The
 //! server only copies the JSON the collector made; it measures its own CPU time so that the
 //! demo can show what the dashboard costs.
 
@@ -11,18 +12,24 @@ use rally_driver::cpu::thread_cpu_us;
 use rally_proto::TokenKey;
 use std::error::Error;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// JavaScript's content type.
+const JS: &str = "text/javascript; charset=utf-8";
+
 /// The pages, their scripts and their style.
-const FILES: [(&str, &str, &str); 5] = [
+const FILES: [(&str, &str, &str); 8] = [
     ("/play", "text/html; charset=utf-8", include_str!("static/play.html")),
-    ("/play.js", "text/javascript; charset=utf-8", include_str!("static/play.js")),
+    ("/play.js", JS, include_str!("static/play.js")),
+    ("/play/rally-client.js", JS, include_str!("static/rally-client.js")),
+    ("/play/transport.js", JS, include_str!("static/transport.js")),
+    // three.js, the subset the page uses (scripts/build-three.sh bundles it from npm).
+    ("/play/three.min.js", JS, include_str!("static/three.min.js")),
     ("/", "text/html; charset=utf-8", include_str!("static/index.html")),
-    ("/dashboard.js", "text/javascript; charset=utf-8", include_str!("static/dashboard.js")),
+    ("/dashboard.js", JS, include_str!("static/dashboard.js")),
     ("/dashboard.css", "text/css; charset=utf-8", include_str!("static/dashboard.css")),
 ];
 
@@ -38,11 +45,11 @@ pub struct Shared {
     /// The scene's static geometry as JSON (`null` in the table-tennis demo), served once per
     /// page at `/api/scene`.
     pub scene: String,
-    /// What the browser player's page needs, with `--play` (set once the room is up).
+    /// What the browser player's page needs (set once the room is up; table tennis only).
     pub play: OnceLock<Play>,
 }
 
-/// The browser player's backend: tokens for the room, the gateway's address, the wasm files.
+/// The browser player's backend: tokens for the room and the gateway's address.
 #[derive(Debug)]
 pub struct Play {
     /// The key tokens are sealed with (the host's).
@@ -51,17 +58,12 @@ pub struct Play {
     pub room: SocketAddr,
     /// The WebSocket gateway's URL, told to the page with its token.
     pub gateway: String,
-    /// The directory wasm-bindgen wrote the client into.
-    pub pkg: PathBuf,
     /// The client id of the next token (the bots have the ones below it).
     pub next_client: AtomicU64,
 }
 
-/// The wasm client's files under `/play/pkg/`: only these names are ever read.
-const PKG_FILES: [(&str, &str); 2] = [
-    ("rally_web_client.js", "text/javascript; charset=utf-8"),
-    ("rally_web_client_bg.wasm", "application/wasm"),
-];
+/// The browser player's wasm client, as build.rs left it: empty when it could not be built.
+const WASM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/rally_web_client.wasm"));
 
 /// How long a page's connect token lasts, seconds: enough to load the page and connect.
 const PLAY_TOKEN_TTL_S: u64 = 300;
@@ -145,51 +147,55 @@ fn respond(request: tiny_http::Request, shared: &Shared) {
     let _ = request.respond(response);
 }
 
-/// The browser player's own paths: a token, or one of the wasm client's files (`None`: not a
-/// path of the player's).
+/// The browser player's own paths: a token or the wasm client (`None`: not a path of its own).
 fn play(path: &str, play: Option<&Play>) -> Option<(u16, &'static str, Vec<u8>)> {
-    let text = |status, body: String| Some((status, "text/plain", body.into_bytes()));
-    let name = match path.strip_prefix("/play/") {
-        Some(name) if path.starts_with("/play/pkg/") || name == "token" => name,
-        _ => return None,
-    };
-    let Some(play) = play else {
-        return text(
-            404,
-            "the demo runs without a browser player: start it with --play DIR\n".into(),
-        );
-    };
-    if name == "token" {
-        let client = play.next_client.fetch_add(1, Ordering::Relaxed);
-        let protocol = crate::token::LOCAL_PROTOCOL_ID;
-        return match rally_driver::backend::issue(
-            &play.key,
-            protocol,
-            client,
-            0,
-            vec![play.room],
-            PLAY_TOKEN_TTL_S,
-        ) {
-            Ok(token) => {
-                let json = serde_json::json!({
-                    "token": crate::token::token_to_hex(&token),
-                    "gateway": play.gateway,
-                });
-                Some((200, "application/json", json.to_string().into_bytes()))
-            }
-            Err(e) => text(500, format!("no token: {e}\n")),
-        };
+    play_with(path, play, WASM)
+}
+
+/// [`play`] serving `wasm` as the client.
+fn play_with(path: &str, play: Option<&Play>, wasm: &[u8]) -> Option<(u16, &'static str, Vec<u8>)> {
+    let text = |status, body: &str| Some((status, "text/plain", body.as_bytes().to_vec()));
+    match (path, play) {
+        ("/play/rally_web_client.wasm", _) if wasm.is_empty() => text(503, NOT_BUILT),
+        ("/play/rally_web_client.wasm", _) => Some((200, "application/wasm", wasm.to_vec())),
+        ("/play/token", None) => {
+            text(404, "this demo has no browser player: it is table tennis only\n")
+        }
+        ("/play/token", Some(play)) => Some(token(play)),
+        _ => None,
     }
-    let file = name.strip_prefix("pkg/")?;
-    let Some((file, kind)) = PKG_FILES.iter().find(|(f, _)| *f == file) else {
-        return text(404, format!("no {path}: the client is {PKG_FILES:?}\n"));
-    };
-    match std::fs::read(play.pkg.join(file)) {
-        Ok(bytes) => Some((200, kind, bytes)),
-        Err(e) => text(
-            500,
-            format!("{}: {e} (build it: scripts/build-web.sh)\n", play.pkg.join(file).display()),
-        ),
+}
+
+/// Whether this binary holds the wasm client (build.rs could build it).
+pub fn client_built() -> bool {
+    !WASM.is_empty()
+}
+
+/// What the page shows when the binary holds no wasm client.
+const NOT_BUILT: &str = "this rally was built without its wasm client: add the target with \
+    `rustup target add wasm32-unknown-unknown`, then run `cargo demo` again (docs/web.md)\n";
+
+/// A fresh connect token for the next client id, and the gateway's address, as JSON.
+fn token(play: &Play) -> (u16, &'static str, Vec<u8>) {
+    let client = play.next_client.fetch_add(1, Ordering::Relaxed);
+    let protocol = crate::token::LOCAL_PROTOCOL_ID;
+    let issued = rally_driver::backend::issue(
+        &play.key,
+        protocol,
+        client,
+        0,
+        vec![play.room],
+        PLAY_TOKEN_TTL_S,
+    );
+    match issued {
+        Ok(token) => {
+            let json = serde_json::json!({
+                "token": crate::token::token_to_hex(&token),
+                "gateway": play.gateway,
+            });
+            (200, "application/json", json.to_string().into_bytes())
+        }
+        Err(e) => (500, "text/plain", format!("no token: {e}\n").into_bytes()),
     }
 }
 
@@ -197,19 +203,18 @@ fn play(path: &str, play: Option<&Play>) -> Option<(u16, &'static str, Vec<u8>)>
 mod tests {
     use super::*;
 
-    fn backend(pkg: PathBuf) -> Play {
+    fn backend() -> Play {
         Play {
             key: rally_driver::backend::random_key().unwrap(),
             room: SocketAddr::from(([127, 0, 0, 1], 40000)),
             gateway: "ws://127.0.0.1:40001/".into(),
-            pkg,
             next_client: 3.into(),
         }
     }
 
     #[test]
     fn each_visit_gets_a_token_for_the_room_and_the_gateway() {
-        let ours = backend(PathBuf::from("/nonexistent"));
+        let ours = backend();
         let (status, kind, body) = play("/play/token", Some(&ours)).unwrap();
         assert_eq!((status, kind), (200, "application/json"));
         let reply: serde_json::Value = serde_json::from_slice(&body).unwrap();
@@ -217,25 +222,50 @@ mod tests {
         let token = crate::token::token_from_hex(reply["token"].as_str().unwrap()).unwrap();
         assert_eq!(token.server_addresses, vec![ours.room]);
         assert_eq!(ours.next_client.load(Ordering::Relaxed), 4, "the next visit is another client");
+        // Without a room of table tennis there is no token; other paths are not the player's.
+        assert_eq!(play("/play/token", None).unwrap().0, 404);
+        assert!(play("/api/live", Some(&ours)).is_none());
     }
 
     #[test]
-    fn only_the_clients_own_files_are_served() {
-        let dir = std::env::temp_dir().join(format!("rally-play-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("rally_web_client_bg.wasm"), b"\0asm").unwrap();
-        let ours = backend(dir.clone());
-        let (status, kind, body) = play("/play/pkg/rally_web_client_bg.wasm", Some(&ours)).unwrap();
+    fn the_wasm_client_is_served_or_the_page_is_told_how_to_get_it() {
+        let (status, kind, body) =
+            play_with("/play/rally_web_client.wasm", None, b"\0asm").unwrap();
         assert_eq!((status, kind, body.as_slice()), (200, "application/wasm", &b"\0asm"[..]));
-        // Any other name is refused before the file system is asked.
-        assert_eq!(play("/play/pkg/../../etc/passwd", Some(&ours)).unwrap().0, 404);
-        // A missing build says how to make it.
-        let (status, _, body) = play("/play/pkg/rally_web_client.js", Some(&ours)).unwrap();
-        assert_eq!(status, 500);
-        assert!(String::from_utf8(body).unwrap().contains("scripts/build-web.sh"));
-        // Without --play the player's paths say how to turn it on; others are not its own.
-        assert_eq!(play("/play/token", None).unwrap().0, 404);
-        assert!(play("/api/live", Some(&ours)).is_none());
-        std::fs::remove_dir_all(dir).unwrap();
+        let (status, _, body) = play_with("/play/rally_web_client.wasm", None, b"").unwrap();
+        assert_eq!(status, 503);
+        assert!(String::from_utf8(body).unwrap().contains("rustup target add"));
+    }
+
+    #[test]
+    fn this_build_holds_a_wasm_module_that_imports_nothing() {
+        // The build script builds the client unless told not to (RALLY_WEB_CLIENT=skip).
+        if option_env!("RALLY_WEB_CLIENT") == Some("skip") {
+            return;
+        }
+        assert_eq!(WASM.get(..4), Some(&b"\0asm"[..]), "a wasm module ({} bytes)", WASM.len());
+        // Section 2 (imports) absent: the module needs nothing from the page but its calls.
+        assert!(!sections(WASM).contains(&2), "sections {:?}", sections(WASM));
+    }
+
+    /// The ids of a wasm module's sections, in order.
+    fn sections(wasm: &[u8]) -> Vec<u8> {
+        let (mut at, mut ids) = (8, Vec::new());
+        while at < wasm.len() {
+            ids.push(wasm[at]);
+            at += 1;
+            let (mut size, mut shift) = (0usize, 0);
+            loop {
+                let byte = wasm[at];
+                at += 1;
+                size |= usize::from(byte & 0x7f) << shift;
+                shift += 7;
+                if byte & 0x80 == 0 {
+                    break;
+                }
+            }
+            at += size;
+        }
+        ids
     }
 }

@@ -4,8 +4,9 @@
 //! served by the demo itself: the host's tick by phase against its budgets, each player's
 //! RTT and loss, the total-latency histogram against the latency model, and the table seen
 //! from above as a player's replicated state shows it. `--headless` prints the same figures.
-//! `--play DIR` lets a person join from a browser: the page at `/play` runs Rally's client in
-//! wasm over a WebSocket [`crate::gateway`] (docs/web.md).
+//! A person joins the table from a browser: the page at `/play` draws it with three.js and
+//! runs Rally's client in wasm over a WebSocket [`crate::gateway`] (docs/web.md); with the
+//! default three bots, the far end has a free place for the page.
 //!
 //! The threads: the host's worker ticks the room; each bot has its own thread, socket and
 //! client session; the main thread collects the bots' reports and the host's telemetry into
@@ -41,8 +42,9 @@ pub struct DemoArgs {
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
-    /// Bot players (even ones at the near end of the table, odd ones at the far end).
-    #[arg(long, default_value_t = 4)]
+    /// Bot players (even ones at the near end of the table, odd ones at the far end): with
+    /// an odd number the far end has a free place for a person playing from the browser.
+    #[arg(long, default_value_t = 3)]
     pub bots: usize,
     /// Server ticks and client frames per second.
     #[arg(long, default_value_t = 120)]
@@ -62,12 +64,6 @@ pub struct DemoArgs {
     /// scene's tick rate and pipeline replace --hz and --pipeline.
     #[arg(long, value_name = "FILE")]
     pub scene: Option<std::path::PathBuf>,
-    /// Let a person play from a browser: serve the page at /play, a connect token per visit
-    /// and a WebSocket gateway to the room. DIR holds the wasm client that
-    /// scripts/build-web.sh builds (target/web/pkg). Table tennis only; one end is the
-    /// page's with an odd --bots, such as 3.
-    #[arg(long, value_name = "DIR")]
-    pub play: Option<std::path::PathBuf>,
 }
 
 /// How often the collector builds a view (and the page asks for one).
@@ -102,11 +98,6 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     };
     if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
         return Err("--duration must be a positive number of seconds, such as --duration 20".into());
-    }
-    if args.play.is_some() && (scene.is_some() || args.headless) {
-        return Err(
-            "--play needs the dashboard and table tennis: drop --scene and --headless".into()
-        );
     }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -168,10 +159,8 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
         println!("dashboard: {}  (Ctrl-C stops)", dashboard.url());
     }
     // The gateway lives as long as the demo.
-    let gateway = match (&args.play, &dashboard) {
-        (Some(pkg), Some(dashboard)) => {
-            Some(start_play(pkg, &shared, &key, address, args.bots, dashboard)?)
-        }
+    let gateway = match (&scene, &dashboard) {
+        (None, Some(dashboard)) => Some(start_play(&shared, &key, address, args.bots, dashboard)?),
         _ => None,
     };
     let (reports, received) = mpsc::channel();
@@ -228,7 +217,6 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
 
 /// The browser player's gateway to the room at `address`, and its backend in the dashboard.
 fn start_play(
-    pkg: &std::path::Path,
     shared: &Shared,
     key: &rally_proto::TokenKey,
     address: std::net::SocketAddr,
@@ -243,11 +231,13 @@ fn start_play(
         key: key.clone(),
         room: address,
         gateway: gateway.url(),
-        pkg: pkg.to_path_buf(),
         next_client: (bots as u64).into(),
     };
     let _ = shared.play.set(play);
     println!("play in your browser: {}play  (gateway {})", dashboard.url(), gateway.url());
+    if !dashboard::client_built() {
+        println!("  (this build has no wasm client: `rustup target add wasm32-unknown-unknown`)");
+    }
     Ok(gateway)
 }
 
