@@ -1,8 +1,8 @@
-//! The dashboard's web server: five static files built into the binary (no build step),
+//! The dashboard's web server: six static files built into the binary (no build step),
 //! `/api/live`, the latest [`super::live::View`] as JSON, which the page polls ten times a
 //! second, and `/api/scene`, a scene demo's static geometry ([`super::scene::SceneLayout`]),
 //! which the page reads once. With `--play`, it also serves the browser player's page
-//! (`/play`, `/play.js`), its wasm client (`/play/pkg/...`, read from the directory the flag
+//! (`/play`, `/play.js`, `/transport.js`), its wasm client (`/play/pkg/...`, read from the directory the flag
 //! names) and a connect token per visit (`/play/token`): the demo is its own backend. The
 //! server only copies the JSON the collector made; it measures its own CPU time so that the
 //! demo can show what the dashboard costs.
@@ -18,9 +18,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The pages, their scripts and their style.
-const FILES: [(&str, &str, &str); 5] = [
+const FILES: [(&str, &str, &str); 6] = [
     ("/play", "text/html; charset=utf-8", include_str!("static/play.html")),
     ("/play.js", "text/javascript; charset=utf-8", include_str!("static/play.js")),
+    ("/transport.js", "text/javascript; charset=utf-8", include_str!("static/transport.js")),
     ("/", "text/html; charset=utf-8", include_str!("static/index.html")),
     ("/dashboard.js", "text/javascript; charset=utf-8", include_str!("static/dashboard.js")),
     ("/dashboard.css", "text/css; charset=utf-8", include_str!("static/dashboard.css")),
@@ -51,6 +52,9 @@ pub struct Play {
     pub room: SocketAddr,
     /// The WebSocket gateway's URL, told to the page with its token.
     pub gateway: String,
+    /// The WebTransport gateway's URL and its certificate's SHA-256 in hex, told to the page
+    /// with its token (`None`: the page uses the WebSocket).
+    pub webtransport: Option<(String, String)>,
     /// The directory wasm-bindgen wrote the client into.
     pub pkg: PathBuf,
     /// The client id of the next token (the bots have the ones below it).
@@ -171,9 +175,12 @@ fn play(path: &str, play: Option<&Play>) -> Option<(u16, &'static str, Vec<u8>)>
             PLAY_TOKEN_TTL_S,
         ) {
             Ok(token) => {
+                let (url, hash) = play.webtransport.clone().unzip();
                 let json = serde_json::json!({
                     "token": crate::token::token_to_hex(&token),
                     "gateway": play.gateway,
+                    "webtransport": url,
+                    "certificate_hash": hash,
                 });
                 Some((200, "application/json", json.to_string().into_bytes()))
             }
@@ -202,6 +209,7 @@ mod tests {
             key: rally_driver::backend::random_key().unwrap(),
             room: SocketAddr::from(([127, 0, 0, 1], 40000)),
             gateway: "ws://127.0.0.1:40001/".into(),
+            webtransport: Some(("https://127.0.0.1:40002/".into(), "ab".repeat(32))),
             pkg,
             next_client: 3.into(),
         }
@@ -214,6 +222,8 @@ mod tests {
         assert_eq!((status, kind), (200, "application/json"));
         let reply: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(reply["gateway"], "ws://127.0.0.1:40001/");
+        assert_eq!(reply["webtransport"], "https://127.0.0.1:40002/");
+        assert_eq!(reply["certificate_hash"], "ab".repeat(32));
         let token = crate::token::token_from_hex(reply["token"].as_str().unwrap()).unwrap();
         assert_eq!(token.server_addresses, vec![ours.room]);
         assert_eq!(ours.next_client.load(Ordering::Relaxed), 4, "the next visit is another client");

@@ -1,8 +1,10 @@
 // The browser player: Rally's own client session (crates/web-client, compiled to wasm) with a
-// WebSocket to the demo's gateway as its socket. Each frame: timers and the session's turn,
-// the hand's pose from the mouse, every waiting datagram out, the table drawn from the
-// replicated state, and `present` for the latency meter.
+// transport to the demo's gateways as its socket (transport.js: WebTransport, else a
+// WebSocket). Each frame: timers and the session's turn, the hand's pose from the mouse,
+// every waiting datagram out, the table drawn from the replicated state, and `present` for the
+// latency meter.
 import init, { WebPlayer } from "/play/pkg/rally_web_client.js";
+import { openTransport } from "/transport.js";
 
 const canvas = document.getElementById("table");
 const g = canvas.getContext("2d");
@@ -11,7 +13,7 @@ const figuresList = document.getElementById("figures");
 // What the browser test reads: the player's figures, the hand it sent, its frame CPU.
 const state = (window.rallyPlay = {
   phase: "loading", client: null, hand: null, frames: 0, cpuMs: [], sessionMs: [],
-  intervalsMs: [], frameMs: 0, firstFrameMs: null,
+  intervalsMs: [], frameMs: 0, firstFrameMs: null, transport: null, transportWhy: null,
 });
 
 const say = (text, bad) => {
@@ -47,17 +49,14 @@ async function start() {
   await init();
   const reply = await fetch("/play/token", { cache: "no-store" });
   if (!reply.ok) throw new Error(`no connect token: ${reply.status} ${await reply.text()}`);
-  const { token, gateway } = await reply.json();
-  const bytes = Uint8Array.from(token.match(/../g), (h) => parseInt(h, 16));
+  const info = await reply.json();
+  const bytes = Uint8Array.from(info.token.match(/../g), (h) => parseInt(h, 16));
   const player = new WebPlayer(crypto.getRandomValues(new Uint8Array(24)), 16667);
-  const socket = new WebSocket(gateway);
-  socket.binaryType = "arraybuffer";
-  await new Promise((ok, fail) => {
-    socket.onopen = ok;
-    socket.onerror = () => fail(new Error(`the gateway at ${gateway} did not answer`));
+  const socket = await openTransport(info, {
+    onDatagram: (d) => player.receive(performance.now(), d),
+    onOpen: (kind, why) => { state.transport = kind; state.transportWhy = why; },
+    onClose: (why) => say(why, true),
   });
-  socket.onmessage = (m) => player.receive(performance.now(), new Uint8Array(m.data));
-  socket.onclose = () => say("the gateway closed the connection", true);
   player.connect(performance.now(), bytes, Date.now() / 1000);
   const flush = (now) => {
     for (let d = player.poll_transmit(now); d; d = player.poll_transmit(now)) socket.send(d);
@@ -156,7 +155,8 @@ function report(player) {
   state.client = f.client;
   state.figures = f;
   const ended = state.phase.startsWith("ended");
-  say(state.phase === "joined" ? `playing as player ${f.client}` : state.phase, ended);
+  const over = state.transport ? ` over ${state.transport}${state.transportWhy ? ` (${state.transportWhy})` : ""}` : "";
+  say(state.phase === "joined" ? `playing as player ${f.client}${over}` : state.phase, ended);
   const rows = [
     ["RTT", `${f.rtt_ms.toFixed(2)} ms`],
     ["loss", `${(f.loss * 100).toFixed(1)} %`],
