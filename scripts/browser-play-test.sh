@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The browser player's test: builds the wasm client (scripts/build-web.sh: the wasm target and
 # wasm-bindgen-cli on first use), starts `rally demo --bots 3 --play`, and plays it in headless
-# Chromium (tests/browser/play.mjs): the page joins over the WebSocket gateway, scripted mouse
-# moves put its hand where the server's state must show it, and it prints its figures and CPU
-# per frame. Not in .ci/run yet: the wasm tools add minutes to a clean run (docs/web.md).
+# Chromium (tests/browser/play.mjs): the page joins over WebTransport, then (`?transport=ws`)
+# over the WebSocket gateway; each time scripted mouse moves put its hand where the server's
+# state must show it, and it prints its figures and CPU per frame. The demo's last lines give
+# each gateway's datagrams and CPU per datagram. Not in .ci/run yet: the wasm tools add minutes to a clean run (docs/web.md).
 # Usage: scripts/browser-play-test.sh [SCREENSHOT.png]   (default target/ci/play.png)
 # Needs what scripts/browser-test.sh needs (Node.js with npm, Chromium), and rustup.
 set -euo pipefail
@@ -37,4 +38,4 @@ kill -INT "$demo"
 wait "$demo" || { echo "error: rally demo did not exit cleanly:" >&2; tail -5 "$log" >&2; exit 1; }
 demo=""
 echo "the demo's last figures:"
-tail -2 "$log"
+tail -4 "$log"

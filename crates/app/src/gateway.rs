@@ -130,6 +130,7 @@ fn session(stream: TcpStream, config: &GatewayConfig, stats: &GatewayStats, stop
     }
     let _ = socket.close(None);
     let _ = socket.flush();
+    stats.add_thread_cpu();
 }
 
 /// The WebSocket's handshake, and the worker its path names (none: refused with a 404).

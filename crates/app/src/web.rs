@@ -74,24 +74,31 @@ impl Web {
         stats
     }
 
-    /// One line per gateway: what it carried and refused.
-    pub fn summary(&self) -> Vec<String> {
-        self.stats()
-            .iter()
-            .map(|(transport, s)| {
-                let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-                format!(
-                    "browser gateway ({transport}): {} sessions, {} refused, {} oversized, {} \
-                     garbage, {} too large for the path",
-                    n(&s.sessions),
-                    n(&s.refused),
-                    n(&s.oversized),
-                    n(&s.garbage),
-                    n(&s.too_large)
-                )
-            })
-            .collect()
+    /// Stops the gateways; then one line per gateway: what it carried, what that cost, and
+    /// what it refused.
+    pub fn stop(self) -> Vec<String> {
+        let stats = self.stats();
+        drop(self);
+        stats.iter().map(|(transport, s)| summary(transport, s)).collect()
     }
+}
+
+fn summary(transport: &str, s: &GatewayStats) -> String {
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let datagrams = n(&s.to_room) + n(&s.to_browser);
+    let per = n(&s.cpu_us) as f64 / datagrams.max(1) as f64;
+    format!(
+        "browser gateway ({transport}): {} sessions, {} datagrams to the room and {} back, \
+         {:.1} us CPU per datagram; {} refused, {} oversized, {} garbage, {} too large for the path",
+        n(&s.sessions),
+        n(&s.to_room),
+        n(&s.to_browser),
+        per,
+        n(&s.refused),
+        n(&s.oversized),
+        n(&s.garbage),
+        n(&s.too_large)
+    )
 }
 
 /// A worker bound to every address is reached on loopback.

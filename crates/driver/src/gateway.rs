@@ -80,9 +80,17 @@ pub struct GatewayStats {
     pub too_large: AtomicU64,
     /// Sessions ended by a broken frame or a socket error.
     pub broken: AtomicU64,
+    /// CPU time of the gateway's threads, microseconds, added as each ends (a WebSocket
+    /// session's thread, the WebTransport gateway's runtime): what carrying costs.
+    pub cpu_us: AtomicU64,
 }
 
 impl GatewayStats {
+    /// Adds the calling thread's CPU time so far to [`Self::cpu_us`], as the thread ends.
+    pub fn add_thread_cpu(&self) {
+        self.cpu_us.fetch_add(crate::cpu::thread_cpu_us(), Ordering::Relaxed);
+    }
+
     /// Adds one to `counter` (one of this struct's fields).
     pub fn count(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);

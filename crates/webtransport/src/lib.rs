@@ -185,6 +185,7 @@ async fn serve(
     sessions.shutdown().await;
     endpoint.close(0u32.into(), b"the gateway stopped");
     let _ = tokio::time::timeout(Duration::from_millis(200), endpoint.wait_idle()).await;
+    stats.add_thread_cpu();
 }
 
 /// One page: the handshakes, then datagrams both ways until either side ends.

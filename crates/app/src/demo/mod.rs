@@ -208,7 +208,7 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
             Err(_) => failures.push(format!("bot {bot} panicked")),
         }
     }
-    for line in gateway.iter().flat_map(|web| web.summary()) {
+    for line in gateway.map(crate::web::Web::stop).unwrap_or_default() {
         println!("{line}");
     }
     host.shutdown(Duration::from_millis(200))?;
