@@ -134,6 +134,8 @@ fn session(stream: TcpStream, config: &GatewayConfig, stats: &GatewayStats, stop
 }
 
 /// The WebSocket's handshake, and the worker its path names (none: refused with a 404).
+// tungstenite's callback returns its own (large) error response by value.
+#[allow(clippy::result_large_err)]
 fn handshake(
     stream: TcpStream,
     config: &GatewayConfig,

@@ -12,7 +12,7 @@
 
 use rally_driver::{backend, Clock, UdpDriver};
 use rally_engine::{connection_config, ClientEvent, ClientSession, Delivery};
-use rally_proto::{DisconnectReason, EndpointConfig, Event, TokenKey};
+use rally_proto::{DisconnectReason, EndpointConfig, Event, Instant, TokenKey};
 use rally_scene::{SceneMessage, SceneState, Scope, WriteScope};
 use rally_sim::sandbox::HandInput;
 use std::collections::BTreeMap;
@@ -609,13 +609,13 @@ fn web_starts_both_browser_gateways_and_counts_their_sessions() {
     let (mut page, _) = tungstenite::connect(format!("{url}0")).expect("worker 0");
     page.close(None).expect("a clean close");
     let series = |name: &str| format!("rally_web_{name}{{transport=\"websocket\"}}");
-    let deadline = std::time::Instant::now() + PATIENCE;
+    let clock = Clock::start();
     let metrics = loop {
         let metrics = Scrape::parse(&http_get(&telemetry, "/metrics"));
         let done = metrics.value(&series("sessions_total")) == 1.0
             && metrics.value(&series("sessions_open")) == 0.0
             && metrics.value(&series("sessions_refused_total")) == 1.0;
-        if done || std::time::Instant::now() > deadline {
+        if done || clock.now().saturating_duration_since(Instant::ZERO) > PATIENCE {
             break metrics;
         }
         std::thread::sleep(Duration::from_millis(20));
