@@ -89,7 +89,8 @@ fn summary(transport: &str, s: &GatewayStats) -> String {
     let per = n(&s.cpu_us) as f64 / datagrams.max(1) as f64;
     format!(
         "browser gateway ({transport}): {} sessions, {} datagrams to the room and {} back, \
-         {:.1} us CPU per datagram; {} refused, {} oversized, {} garbage, {} too large for the path",
+         {:.1} us CPU per datagram; {} refused, {} oversized, {} garbage, {} too large for \
+         the path",
         n(&s.sessions),
         n(&s.to_room),
         n(&s.to_browser),

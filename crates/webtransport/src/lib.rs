@@ -12,9 +12,8 @@
 //! ```no_run
 //! use rally_webtransport::{GatewayConfig, WebTransportGateway};
 //!
-//! let room = "127.0.0.1:7777".parse().unwrap();
-//! let gateway = WebTransportGateway::start(GatewayConfig::new("127.0.0.1:0".parse().unwrap(), room))
-//!     .unwrap();
+//! let (listen, room) = ("127.0.0.1:0".parse().unwrap(), "127.0.0.1:7777".parse().unwrap());
+//! let gateway = WebTransportGateway::start(GatewayConfig::new(listen, room)).unwrap();
 //! // What the page needs with its connect token: the URL and the certificate's SHA-256.
 //! println!("{} {}", gateway.url(), gateway.certificate_hash_hex());
 //! ```

@@ -281,13 +281,14 @@ impl ServerConfig {
     /// The browser's gateways, if `[web]` is enabled.
     pub fn web(&self) -> Result<Option<crate::web::WebSettings>, String> {
         let w = &self.web;
-        let address = |field: &str, value: &str| {
-            match value {
+        let address = |field: &str, value: &str| match value {
             "" => Ok(None),
             v => v.parse().map(Some).map_err(|_| {
-                format!("web.{field} = {v:?}: use an address and port such as \"0.0.0.0:7443\", or \"\" for none")
+                format!(
+                    "web.{field} = {v:?}: use an address and port such as \"0.0.0.0:7443\", \
+                     or \"\" for none"
+                )
             }),
-        }
         };
         let settings = crate::web::WebSettings {
             webtransport: address("webtransport", &w.webtransport)?,
