@@ -78,4 +78,18 @@ await checkPage("play", async (page, url, check) => {
   await play(page, url, check, "", "webtransport");
   // Leaving the first page closes its session: the second visit is a new player.
   await play(page, url, check, "?transport=ws", "websocket");
+  // A certificate the page cannot trust (a wrong hash): WebTransport fails, the page falls
+  // back to the WebSocket and says why.
+  await page.route("**/play/token", async (route) => {
+    const reply = await (await route.fetch()).json();
+    await route.fulfill({ json: { ...reply, certificate_hash: "00".repeat(32) } });
+  });
+  await page.goto(new URL("play", url).href);
+  const fellBack = await page
+    .waitForFunction(() => window.rallyPlay && window.rallyPlay.phase === "joined", null, { timeout: 15000 })
+    .then(() => page.evaluate(() => [window.rallyPlay.transport, window.rallyPlay.transportWhy]), () => []);
+  check(fellBack[0] === "websocket" && /^WebTransport failed/.test(fellBack[1] || ""),
+    `a certificate the page cannot trust: it fell back to ${fellBack[0]} (${fellBack[1]})`);
+  const said = await page.textContent("#status");
+  check(said.includes("WebTransport failed"), `the page says so: "${said}"`);
 });
