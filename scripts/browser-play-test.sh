@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The browser player's test: starts `rally demo` (three bots: the far end is free; its build
 # script built the wasm client into the binary) and plays it in headless Chromium
-# (tests/browser/play.mjs): the page joins over the WebSocket gateway, draws the table in 3D,
-# scripted mouse moves put its hand where the server's state must show it, a bad token is said
-# on the page, and it prints its figures and CPU per frame.
+# (tests/browser/play.mjs): the page joins over WebTransport, then (`?transport=ws`) over the
+# WebSocket gateway, then with a certificate hash it cannot trust (it must fall back and say
+# so); each time it draws the table in 3D, scripted mouse moves put its hand where the server's
+# state must show it, and it prints its figures and CPU per frame; a bad token is said on the
+# page. The demo's last lines give each gateway's datagrams and CPU per datagram.
 # Usage: scripts/browser-play-test.sh [SCREENSHOT.png]   (default target/ci/play.png)
 # Needs what scripts/browser-test.sh needs (Node.js with npm, Chromium; it installs them).
 set -euo pipefail
@@ -35,4 +37,4 @@ kill -INT "$demo"
 wait "$demo" || { echo "error: rally demo did not exit cleanly:" >&2; tail -5 "$log" >&2; exit 1; }
 demo=""
 echo "the demo's last figures:"
-tail -2 "$log"
+tail -4 "$log"

@@ -1,10 +1,12 @@
 // The browser player's test: `rally demo` serves /play; headless Chromium loads Rally's wasm
-// client, gets a connect token, joins the room over the WebSocket gateway, draws the table in
-// 3D (three.js on WebGL), and scripted mouse moves put its hand at two places over the table;
-// the server's side (the dashboard's /api/live, the replicated state of another player) must
-// show the hand where the mouse put it. A page given a bad token must say so. Prints the
-// page's own figures: RTT, loss, the latency meter against its model, and the page's CPU per
-// frame. Usage: node play.mjs DASHBOARD_URL SCREENSHOT.png
+// client, gets a connect token, joins the room over WebTransport (then again, with
+// `?transport=ws`, over the WebSocket gateway, and once more with a certificate hash the page
+// cannot trust, where it must fall back and say so), draws the table in 3D (three.js on
+// WebGL), and scripted mouse moves put its hand at two places over the table; the server's
+// side (the dashboard's /api/live, the replicated state of another player) must show the hand
+// where the mouse put it. A page given a bad token must say so. Prints the page's own figures:
+// RTT, loss, the latency meter against its model, and the page's CPU per frame.
+// Usage: node play.mjs DASHBOARD_URL SCREENSHOT.png
 import { checkPage } from "./page.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -43,18 +45,16 @@ async function handNear(url, client, x, z) {
   return hand;
 }
 
-await checkPage("play", async (page, url, check) => {
-  // A smaller window than the dashboard's: headless Chromium draws WebGL in software
-  // (SwiftShader), whose cost grows with the pixels and holds the page's event loop back
-  // (docs/web.md measures it).
-  await page.setViewportSize({ width: 960, height: 720 });
-  await page.goto(new URL("play", url).href);
+// One visit: the page at `query`, which must join over `transport`, and the checks above.
+async function play(page, url, check, query, transport) {
+  await page.goto(new URL(`play${query}`, url).href);
   const joined = await page
     .waitForFunction(() => window.rallyPlay && window.rallyPlay.phase === "joined", null, { timeout: 15000 })
     .then(() => true, () => false);
   const phase = await page.evaluate(() => window.rallyPlay.phase);
-  const transport = await page.evaluate(() => window.rallyPlay.transport);
-  check(joined, `the page joined the room over the ${transport} gateway (${phase})`);
+  check(joined, `the page joined the room (${phase})`);
+  const used = await page.evaluate(() => [window.rallyPlay.transport, window.rallyPlay.transportWhy]);
+  check(used[0] === transport, `the page used ${transport} (it used ${used[0]}${used[1] ? `: ${used[1]}` : ""})`);
   const client = await page.evaluate(() => window.rallyPlay.client);
   await sleep(500);
   const share = await tableShare(page);
@@ -79,15 +79,25 @@ await checkPage("play", async (page, url, check) => {
       frameMs: window.rallyPlay.frameMs };
   });
   check(s.f.samples > 0 && s.f.rtt_ms > 0, `the meter measured ${s.f.samples} samples, RTT ${s.f.rtt_ms.toFixed(2)} ms`);
-  console.log(`page figures: RTT ${s.f.rtt_ms.toFixed(2)} ms, loss ${(s.f.loss * 100).toFixed(1)}%, ` +
+  console.log(`${transport}: page figures: RTT ${s.f.rtt_ms.toFixed(2)} ms, loss ${(s.f.loss * 100).toFixed(1)}%, ` +
     `latency mean ${s.f.mean_ms.toFixed(1)} p99 ${s.f.p99_ms.toFixed(1)} ms, model ${s.f.best_ms.toFixed(1)} ` +
     `to ${s.f.worst_ms.toFixed(1)} ms, ${(s.f.within * 100).toFixed(0)}% within; ` +
     `frame interval (median) ${s.frameMs.toFixed(2)} ms`);
-  console.log(`page CPU per frame over the last ${Math.min(600, s.frames)} of ${s.frames} frames: ` +
+  console.log(`${transport}: page CPU per frame over the last ${Math.min(600, s.frames)} of ${s.frames} frames: ` +
     `mean ${s.mean.toFixed(3)} p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} max ${s.max.toFixed(3)} ms; ` +
     `the session's share p50 ${s.sessionP50.toFixed(3)} p99 ${s.sessionP99.toFixed(3)} ms`);
-  console.log(`first frame drawn ${s.firstFrameMs.toFixed(0)} ms after the page was opened ` +
-    `(wasm loaded, token fetched, gateway open, connecting)`);
+  console.log(`${transport}: first frame drawn ${s.firstFrameMs.toFixed(0)} ms after the page was opened ` +
+    `(wasm loaded, token fetched, transport open, connecting)`);
+}
+
+await checkPage("play", async (page, url, check) => {
+  // A smaller window than the dashboard's: headless Chromium draws WebGL in software
+  // (SwiftShader), whose cost grows with the pixels and holds the page's event loop back
+  // (docs/web.md measures it).
+  await page.setViewportSize({ width: 960, height: 720 });
+  await play(page, url, check, "", "webtransport");
+  // Leaving the first page closes its session: the second visit is a new player.
+  await play(page, url, check, "?transport=ws", "websocket");
   // A token the client refuses is a message on the page, not a silent failure.
   const bad = await page.context().browser().newPage();
   await bad.goto(new URL("play?token=00ff", url).href);
@@ -96,4 +106,18 @@ await checkPage("play", async (page, url, check) => {
     .then(() => bad.evaluate(() => document.getElementById("status").textContent), () => "nothing");
   check(said.includes("not a connect token"), `a bad token is said on the page: "${said}"`);
   await bad.close();
+  // A certificate the page cannot trust (a wrong hash): WebTransport fails, the page falls
+  // back to the WebSocket and says why.
+  await page.route("**/play/token", async (route) => {
+    const reply = await (await route.fetch()).json();
+    await route.fulfill({ json: { ...reply, certificate_hash: "00".repeat(32) } });
+  });
+  await page.goto(new URL("play", url).href);
+  const fellBack = await page
+    .waitForFunction(() => window.rallyPlay && window.rallyPlay.phase === "joined", null, { timeout: 15000 })
+    .then(() => page.evaluate(() => [window.rallyPlay.transport, window.rallyPlay.transportWhy]), () => []);
+  check(fellBack[0] === "websocket" && /^WebTransport failed/.test(fellBack[1] || ""),
+    `a certificate the page cannot trust: it fell back to ${fellBack[0]} (${fellBack[1]})`);
+  const status = await page.textContent("#status");
+  check(status.includes("WebTransport failed"), `the page says so: "${status}"`);
 });

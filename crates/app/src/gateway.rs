@@ -4,24 +4,30 @@
 //! same handshake, sealing, acks, channels and resends (the page runs Rally's own client,
 //! compiled to wasm: crates/web-client).
 //!
-//! Bad input is refused and counted, never a panic: a message over [`GatewayConfig::frame_max`]
-//! or a broken frame ends its session ([`GatewayStats::oversized`], [`GatewayStats::broken`]);
-//! a text message is dropped ([`GatewayStats::garbage`]); sessions over
-//! [`GatewayConfig::sessions_max`] are refused before the handshake. Garbage inside a binary
+//! Its limits and counters are the ones every gateway shares ([`rally_driver::gateway`]; the
+//! WebTransport gateway, `rally-webtransport`, counts the same). The request's path names the
+//! host's worker (`/k`, `/` for the first). Bad input is refused and counted, never a panic:
+//! a message over [`GatewayConfig::frame_max`] or a broken frame ends its session
+//! ([`GatewayStats::oversized`], [`GatewayStats::broken`]); a text message is dropped
+//! ([`GatewayStats::garbage`]); sessions over [`GatewayConfig::sessions_max`] are refused
+//! before the handshake, and a path naming no worker at it. Garbage inside a binary
 //! message is the room's to refuse, as from any UDP peer. A closed tab closes its socket: the
 //! gateway drops the session's UDP socket, and the page says goodbye first where it can
 //! (`pagehide`), else the room times the connection out.
 //!
 //! One thread per session, sleeping in `ppoll` on both sockets: no async runtime.
 
+use rally_driver::gateway::{room_socket, OpenSession};
+pub use rally_driver::gateway::{GatewayConfig, GatewayStats};
 use rally_driver::readable_fds;
 use std::io::{self, ErrorKind};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+use tungstenite::handshake::server::{ErrorResponse, Request};
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
@@ -30,48 +36,6 @@ const WRITE_BUFFER_MAX: usize = 1 << 20;
 
 /// How long a session's wait lasts at most, so that a stop is seen.
 const WAIT: Duration = Duration::from_millis(100);
-
-/// Where the gateway listens and what it carries.
-#[derive(Debug, Clone)]
-pub struct GatewayConfig {
-    /// The WebSocket's address (port 0: any free one).
-    pub listen: SocketAddr,
-    /// The room every session's datagrams go to.
-    pub room: SocketAddr,
-    /// Sessions at once at most; more are refused and counted.
-    pub sessions_max: u64,
-    /// The largest message (one datagram) a browser may send, bytes: Rally's datagrams are
-    /// at most an MTU.
-    pub frame_max: usize,
-}
-
-impl GatewayConfig {
-    /// A gateway on `listen` to `room`, with 64 sessions and 1500-byte messages at most.
-    pub fn new(listen: SocketAddr, room: SocketAddr) -> Self {
-        Self { listen, room, sessions_max: 64, frame_max: 1500 }
-    }
-}
-
-/// What the gateway counted since it started.
-#[derive(Debug, Default)]
-pub struct GatewayStats {
-    /// Sessions that completed the WebSocket handshake.
-    pub sessions: AtomicU64,
-    /// Sessions open now.
-    pub open: AtomicU64,
-    /// Connections refused: too many sessions, or a failed handshake.
-    pub refused: AtomicU64,
-    /// Datagrams carried from browsers to the room.
-    pub to_room: AtomicU64,
-    /// Datagrams carried from the room to browsers.
-    pub to_browser: AtomicU64,
-    /// Messages over the size limit (each ends its session).
-    pub oversized: AtomicU64,
-    /// Text messages, dropped.
-    pub garbage: AtomicU64,
-    /// Sessions ended by a broken frame or a socket error.
-    pub broken: AtomicU64,
-}
 
 /// A running gateway; dropping it stops the listener and every session.
 pub struct Gateway {
@@ -104,6 +68,11 @@ impl Gateway {
     /// The counters.
     pub fn stats(&self) -> &GatewayStats {
         &self.stats
+    }
+
+    /// The counters, shared (for `rally server`'s telemetry).
+    pub fn shared_stats(&self) -> Arc<GatewayStats> {
+        self.stats.clone()
     }
 }
 
@@ -150,25 +119,27 @@ fn accept(
 
 /// One browser: the handshake, then datagrams both ways until either side ends.
 fn session(stream: TcpStream, config: &GatewayConfig, stats: &GatewayStats, stop: &AtomicBool) {
-    let Some(mut socket) = handshake(stream, config) else {
-        stats.refused.fetch_add(1, Ordering::Relaxed);
+    let Some((mut socket, room)) = handshake(stream, config) else {
+        GatewayStats::count(&stats.refused);
         return;
     };
-    stats.sessions.fetch_add(1, Ordering::Relaxed);
-    stats.open.fetch_add(1, Ordering::Relaxed);
-    let ended = UdpSocket::bind(("127.0.0.1", 0))
-        .and_then(|udp| udp.connect(config.room).map(|()| udp))
-        .and_then(|udp| udp.set_nonblocking(true).map(|()| udp))
-        .and_then(|udp| carry(&mut socket, &udp, stats, stop));
+    let _open = OpenSession::new(stats);
+    let ended = room_socket(room).and_then(|udp| carry(&mut socket, &udp, stats, stop));
     if ended.is_err() {
-        stats.broken.fetch_add(1, Ordering::Relaxed);
+        GatewayStats::count(&stats.broken);
     }
     let _ = socket.close(None);
     let _ = socket.flush();
-    stats.open.fetch_sub(1, Ordering::Relaxed);
+    stats.add_thread_cpu();
 }
 
-fn handshake(stream: TcpStream, config: &GatewayConfig) -> Option<WebSocket<TcpStream>> {
+/// The WebSocket's handshake, and the worker its path names (none: refused with a 404).
+// tungstenite's callback returns its own (large) error response by value.
+#[allow(clippy::result_large_err)]
+fn handshake(
+    stream: TcpStream,
+    config: &GatewayConfig,
+) -> Option<(WebSocket<TcpStream>, SocketAddr)> {
     // The handshake blocks, but not for ever: a silent client costs one thread for 5 s.
     stream.set_nonblocking(false).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
@@ -179,9 +150,21 @@ fn handshake(stream: TcpStream, config: &GatewayConfig) -> Option<WebSocket<TcpS
         .max_message_size(Some(config.frame_max))
         .max_frame_size(Some(config.frame_max))
         .max_write_buffer_size(WRITE_BUFFER_MAX);
-    let socket = tungstenite::accept_with_config(stream, Some(limits)).ok()?;
+    let mut room = None;
+    let pick = |request: &Request, response| match config.room_for(request.uri().path()) {
+        Some(found) => {
+            room = Some(found);
+            Ok(response)
+        }
+        None => {
+            let mut refusal = ErrorResponse::new(Some("no such worker\n".into()));
+            *refusal.status_mut() = tungstenite::http::StatusCode::NOT_FOUND;
+            Err(refusal)
+        }
+    };
+    let socket = tungstenite::accept_hdr_with_config(stream, pick, Some(limits)).ok()?;
     socket.get_ref().set_nonblocking(true).ok()?;
-    Some(socket)
+    Some((socket, room?))
 }
 
 /// Carries datagrams until the browser closes (`Ok`) or a frame or socket breaks (`Err`).
@@ -198,18 +181,18 @@ fn carry(
         loop {
             match socket.read() {
                 Ok(Message::Binary(datagram)) => match udp.send(&datagram) {
-                    Ok(_) => _ = stats.to_room.fetch_add(1, Ordering::Relaxed),
+                    Ok(_) => GatewayStats::count(&stats.to_room),
                     // The room is not there (yet): a lost datagram, as on any network.
                     Err(e) if e.kind() == ErrorKind::ConnectionRefused => {}
                     Err(e) => return Err(e),
                 },
-                Ok(Message::Text(_)) => _ = stats.garbage.fetch_add(1, Ordering::Relaxed),
+                Ok(Message::Text(_)) => GatewayStats::count(&stats.garbage),
                 Ok(Message::Close(_)) => return Ok(()),
                 Ok(_) => {} // pings are answered by tungstenite
                 Err(tungstenite::Error::Io(e)) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(tungstenite::Error::ConnectionClosed) => return Ok(()),
                 Err(tungstenite::Error::Capacity(_)) => {
-                    stats.oversized.fetch_add(1, Ordering::Relaxed);
+                    GatewayStats::count(&stats.oversized);
                     return Ok(());
                 }
                 Err(e) => return Err(io::Error::other(e)),
@@ -219,7 +202,7 @@ fn carry(
             match udp.recv(&mut buf) {
                 Ok(len) => {
                     socket.send(Message::binary(buf[..len].to_vec())).or_else(would_block)?;
-                    stats.to_browser.fetch_add(1, Ordering::Relaxed);
+                    GatewayStats::count(&stats.to_browser);
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::ConnectionRefused => break,
@@ -240,7 +223,7 @@ fn would_block(e: tungstenite::Error) -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::demo::table::{Roles, TableTennis};
     use rally_driver::{Clock, Host, HostConfig};
@@ -249,8 +232,8 @@ mod tests {
     use rally_web_client::Player;
     use std::sync::Mutex;
 
-    /// A table-tennis host with a gateway in front of it, and a connect token for it.
-    fn table() -> (Host, Gateway, Vec<u8>, Arc<Mutex<Roles>>) {
+    /// A table-tennis host, its room's address, and a connect token for it.
+    pub(crate) fn table_room() -> (Host, SocketAddr, Vec<u8>, Arc<Mutex<Roles>>) {
         let key = rally_driver::backend::random_key().unwrap();
         let endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
         let config = HostConfig {
@@ -267,11 +250,17 @@ mod tests {
         let host = Host::start(config, TableTennis::new(room, roles.clone()));
         let host = host.unwrap();
         let room = host.room_address(0);
-        let listen = SocketAddr::from(([127, 0, 0, 1], 0));
-        let gateway = Gateway::start(GatewayConfig::new(listen, room)).unwrap();
         let protocol = crate::token::LOCAL_PROTOCOL_ID;
         let token = rally_driver::backend::issue(&key, protocol, 7, 0, vec![room], 60).unwrap();
-        (host, gateway, token.encode(), roles)
+        (host, room, token.encode(), roles)
+    }
+
+    /// A table-tennis host with a gateway in front of it, and a connect token for it.
+    fn table() -> (Host, Gateway, Vec<u8>, Arc<Mutex<Roles>>) {
+        let (host, room, token, roles) = table_room();
+        let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        let gateway = Gateway::start(GatewayConfig::new(listen, room)).unwrap();
+        (host, gateway, token, roles)
     }
 
     type Browser = WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
@@ -284,8 +273,8 @@ mod tests {
         socket
     }
 
-    /// One turn of the page's loop: what arrived in, timers, the hand, what waits out.
-    fn turn(player: &mut Player, socket: &mut Browser, clock: &Clock, hand: [f32; 3]) {
+    /// What arrived over the WebSocket, into the player.
+    fn receive(player: &mut Player, socket: &mut Browser, clock: &Clock) {
         loop {
             match socket.read() {
                 Ok(Message::Binary(d)) => player.receive(clock.now(), &d),
@@ -298,30 +287,31 @@ mod tests {
                 Err(e) => panic!("the gateway ended the session: {e}"),
             }
         }
-        let now = clock.now();
-        player.update(now);
-        let pose = rally_sim::sandbox::HandInput { position: hand, rotation: [0.0, 0.0, 0.0, 1.0] };
-        player.send_hand(now, pose);
-        while let Some(datagram) = player.poll_transmit(now) {
-            socket.send(Message::binary(datagram)).unwrap();
-        }
     }
 
-    #[test]
-    fn a_browser_player_joins_through_the_gateway_and_moves_its_hand() {
-        let (host, gateway, token, roles) = table();
-        let clock = Clock::start();
-        let mut player = Player::new(&[7; 24], 16_667).unwrap();
-        player.connect(clock.now(), &token, u64::MAX / 2).unwrap_err(); // expired: refused
-        player.connect(clock.now(), &token, 0).unwrap();
-        let mut socket = open(&gateway);
+    /// Turns of the page's loop (`receive` what arrived, timers, the hand, `send` what waits)
+    /// until the room's replicated state shows the hand where the player put it; the hand as
+    /// the player's own state shows it.
+    pub(crate) fn play_until_the_hand_is_seen(
+        player: &mut Player,
+        clock: &Clock,
+        roles: &Mutex<Roles>,
+        mut receive: impl FnMut(&mut Player),
+        mut send: impl FnMut(Vec<u8>),
+    ) -> [f32; 3] {
         let hand = [0.4, 1.0, 1.2];
-        // Until the room's replicated state shows the hand where the player put it.
         let mut seen = None;
         for _ in 0..2000 {
-            turn(&mut player, &mut socket, &clock, hand);
+            receive(player);
+            let now = clock.now();
+            player.update(now);
+            let rotation = [0.0, 0.0, 0.0, 1.0];
+            player.send_hand(now, rally_sim::sandbox::HandInput { position: hand, rotation });
+            while let Some(datagram) = player.poll_transmit(now) {
+                send(datagram);
+            }
             let client = player.figures().client;
-            let players = &crate::demo::table::lock(&roles).players;
+            let players = &crate::demo::table::lock(roles).players;
             let ours = client.and_then(|c| players.get(&c)).map(|(hand, _)| *hand);
             let entities = player.entities(clock.now());
             seen =
@@ -333,6 +323,25 @@ mod tests {
         assert!(player.figures().client.is_some(), "the room welcomed the player");
         let seen = seen.expect("the player's hand is replicated back");
         assert!(seen.iter().zip(hand).all(|(a, b)| (a - b).abs() < 1e-2), "hand at {seen:?}");
+        seen
+    }
+
+    #[test]
+    fn a_browser_player_joins_through_the_gateway_and_moves_its_hand() {
+        let (host, gateway, token, roles) = table();
+        let clock = Clock::start();
+        let mut player = Player::new(&[7; 24], 16_667).unwrap();
+        player.connect(clock.now(), &token, u64::MAX / 2).unwrap_err(); // expired: refused
+        player.connect(clock.now(), &token, 0).unwrap();
+        let socket = std::cell::RefCell::new(open(&gateway));
+        play_until_the_hand_is_seen(
+            &mut player,
+            &clock,
+            &roles,
+            |player| receive(player, &mut socket.borrow_mut(), &clock),
+            |datagram| socket.borrow_mut().send(Message::binary(datagram)).unwrap(),
+        );
+        let mut socket = socket.into_inner();
         assert!(gateway.stats().to_room.load(Ordering::Relaxed) > 0);
         assert!(gateway.stats().to_browser.load(Ordering::Relaxed) > 0);
         // A closing tab says goodbye through the gateway: its player leaves the room (after

@@ -24,6 +24,7 @@ mod sim;
 mod sim_scene;
 pub mod stats;
 pub mod token;
+pub mod web;
 
 /// `rally server`'s telemetry endpoint (`/metrics`, `/stats`), for the load benchmark's
 /// scrape figures.

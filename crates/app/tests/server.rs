@@ -12,7 +12,7 @@
 
 use rally_driver::{backend, Clock, UdpDriver};
 use rally_engine::{connection_config, ClientEvent, ClientSession, Delivery};
-use rally_proto::{DisconnectReason, EndpointConfig, Event, TokenKey};
+use rally_proto::{DisconnectReason, EndpointConfig, Event, Instant, TokenKey};
 use rally_scene::{SceneMessage, SceneState, Scope, WriteScope};
 use rally_sim::sandbox::HandInput;
 use std::collections::BTreeMap;
@@ -571,4 +571,58 @@ fn a_bad_scene_stops_the_server_with_its_place_and_fix() {
     let place = format!("{}:5:11: bodies[0].mass_kg: -1 is out of range", scene.display());
     assert!(error.contains(&place), "{error}");
     assert!(error.contains("fix: give a value from 0.001 to 100000"), "{error}");
+}
+
+#[test]
+fn web_starts_both_browser_gateways_and_counts_their_sessions() {
+    // Goal: `rally server --web` starts the WebTransport and WebSocket gateways, logs where
+    // they listen and the certificate's hash a backend hands to pages (also written to
+    // web.certificate_hash_file), and counts their sessions in /metrics by transport.
+    // Method: the real binary with both gateways on free loopback ports; a WebSocket session
+    // opened and closed against worker 0; a path naming no worker refused.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web");
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let hash_file = dir.join("certificate.sha256");
+    let _ = std::fs::remove_file(&hash_file);
+    let config = format!(
+        "{}[web]\nwebtransport = \"127.0.0.1:0\"\nwebsocket = \"127.0.0.1:0\"\n\
+         certificate_hash_file = {:?}\n",
+        sealed_config(),
+        hash_file.display().to_string()
+    );
+    let (server, lines) = start_with(&config_file("web", &config), &["--web"]);
+    let [transport, socket, telemetry] = events(
+        &lines,
+        [
+            "web: WebTransport gateway listening",
+            "web: WebSocket gateway listening",
+            "telemetry listening",
+        ],
+    );
+    let hash = transport["certificate_sha256"].as_str().expect("the certificate's hash");
+    assert!(hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()), "{hash}");
+    assert_eq!(std::fs::read_to_string(&hash_file).expect("the hash file"), format!("{hash}\n"));
+    assert!(transport["url"].as_str().expect("a URL").starts_with("https://127.0.0.1:"));
+    let url = socket["url"].as_str().expect("a URL").to_string();
+    let telemetry = telemetry["address"].as_str().expect("an address").to_string();
+    assert!(tungstenite::connect(format!("{url}7")).is_err(), "no worker 7: refused");
+    let (mut page, _) = tungstenite::connect(format!("{url}0")).expect("worker 0");
+    page.close(None).expect("a clean close");
+    let series = |name: &str| format!("rally_web_{name}{{transport=\"websocket\"}}");
+    let clock = Clock::start();
+    let metrics = loop {
+        let metrics = Scrape::parse(&http_get(&telemetry, "/metrics"));
+        let done = metrics.value(&series("sessions_total")) == 1.0
+            && metrics.value(&series("sessions_open")) == 0.0
+            && metrics.value(&series("sessions_refused_total")) == 1.0;
+        if done || clock.now().saturating_duration_since(Instant::ZERO) > PATIENCE {
+            break metrics;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(metrics.value(&series("sessions_total")), 1.0);
+    assert_eq!(metrics.value(&series("sessions_refused_total")), 1.0);
+    assert_eq!(metrics.value(&series("sessions_open")), 0.0);
+    assert_eq!(metrics.value("rally_web_sessions_total{transport=\"webtransport\"}"), 0.0);
+    drop(server);
 }

@@ -11,7 +11,8 @@
 //!   closed alone, a graceful drain (see [`host`]);
 //! - [`backend`]: what a game's backend calls to issue connect tokens;
 //! - [`cpu`]: CPU time from the OS, and pinning threads to cores;
-//! - [`batch`]: many datagrams per syscall (`recvmmsg`, `sendmmsg`), for loops of their own.
+//! - [`batch`]: many datagrams per syscall (`recvmmsg`, `sendmmsg`), for loops of their own;
+//! - [`gateway`]: the limits and counters every browser gateway in front of a host shares.
 //!
 //! The real-time link emulation that benchmarks put between processes (a loopback relay,
 //! network namespaces) is test bed, not product: it lives in rally-bench's `testbed` module.
@@ -45,6 +46,7 @@ pub mod backend;
 pub mod batch;
 mod clock;
 pub mod cpu;
+pub mod gateway;
 pub mod host;
 mod udp;
 mod wait;

@@ -4,7 +4,8 @@
 //! which the page reads once. In the table-tennis demo it also serves the browser player's
 //! page (`/play`, its scripts, three.js), its wasm client (`/play/rally_web_client.wasm`,
 //! built by the crate's build script and held in the binary) and a connect token per visit
-//! (`/play/token`): the demo is its own backend. The
+//! (`/play/token`, with the WebTransport and WebSocket gateways' addresses and the
+//! WebTransport certificate's hash): the demo is its own backend. The
 //! server only copies the JSON the collector made; it measures its own CPU time so that the
 //! demo can show what the dashboard costs.
 
@@ -58,6 +59,9 @@ pub struct Play {
     pub room: SocketAddr,
     /// The WebSocket gateway's URL, told to the page with its token.
     pub gateway: String,
+    /// The WebTransport gateway's URL and its certificate's SHA-256 in hex, told to the page
+    /// with its token (`None`: the page uses the WebSocket).
+    pub webtransport: Option<(String, String)>,
     /// The client id of the next token (the bots have the ones below it).
     pub next_client: AtomicU64,
 }
@@ -189,9 +193,12 @@ fn token(play: &Play) -> (u16, &'static str, Vec<u8>) {
     );
     match issued {
         Ok(token) => {
+            let (url, hash) = play.webtransport.clone().unzip();
             let json = serde_json::json!({
                 "token": crate::token::token_to_hex(&token),
                 "gateway": play.gateway,
+                "webtransport": url,
+                "certificate_hash": hash,
             });
             (200, "application/json", json.to_string().into_bytes())
         }
@@ -208,6 +215,7 @@ mod tests {
             key: rally_driver::backend::random_key().unwrap(),
             room: SocketAddr::from(([127, 0, 0, 1], 40000)),
             gateway: "ws://127.0.0.1:40001/".into(),
+            webtransport: Some(("https://127.0.0.1:40002/".into(), "ab".repeat(32))),
             next_client: 3.into(),
         }
     }
@@ -219,6 +227,8 @@ mod tests {
         assert_eq!((status, kind), (200, "application/json"));
         let reply: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(reply["gateway"], "ws://127.0.0.1:40001/");
+        assert_eq!(reply["webtransport"], "https://127.0.0.1:40002/");
+        assert_eq!(reply["certificate_hash"], "ab".repeat(32));
         let token = crate::token::token_from_hex(reply["token"].as_str().unwrap()).unwrap();
         assert_eq!(token.server_addresses, vec![ours.room]);
         assert_eq!(ours.next_client.load(Ordering::Relaxed), 4, "the next visit is another client");

@@ -5,8 +5,8 @@
 //! RTT and loss, the total-latency histogram against the latency model, and the table seen
 //! from above as a player's replicated state shows it. `--headless` prints the same figures.
 //! A person joins the table from a browser: the page at `/play` draws it with three.js and
-//! runs Rally's client in wasm over a WebSocket [`crate::gateway`] (docs/web.md); with the
-//! default three bots, the far end has a free place for the page.
+//! runs Rally's client in wasm over WebTransport or a WebSocket ([`crate::web`], docs/web.md);
+//! with the default three bots, the far end has a free place for the page.
 //!
 //! The threads: the host's worker ticks the room; each bot has its own thread, socket and
 //! client session; the main thread collects the bots' reports and the host's telemetry into
@@ -196,16 +196,8 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
             Err(_) => failures.push(format!("bot {bot} panicked")),
         }
     }
-    if let Some(gateway) = &gateway {
-        let s = gateway.stats();
-        let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-        println!(
-            "browser gateway: {} sessions, {} refused, {} oversized and {} text messages dropped",
-            n(&s.sessions),
-            n(&s.refused),
-            n(&s.oversized),
-            n(&s.garbage)
-        );
+    for line in gateway.map(crate::web::Web::stop).unwrap_or_default() {
+        println!("{line}");
     }
     host.shutdown(Duration::from_millis(200))?;
     drop(dashboard);
@@ -215,30 +207,48 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     }
 }
 
-/// The browser player's gateway to the room at `address`, and its backend in the dashboard.
+/// The browser player's gateways to the room at `address` (WebTransport and WebSocket, on
+/// loopback), and its backend in the dashboard. A WebTransport gateway that cannot start
+/// leaves the page the WebSocket, and says so.
 fn start_play(
     shared: &Shared,
     key: &rally_proto::TokenKey,
     address: std::net::SocketAddr,
     bots: usize,
     dashboard: &Dashboard,
-) -> Result<crate::gateway::Gateway, Box<dyn Error>> {
-    let listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-    let gateway =
-        crate::gateway::Gateway::start(crate::gateway::GatewayConfig::new(listen, address))
-            .map_err(|e| format!("the browser's gateway cannot listen: {e}"))?;
+) -> Result<crate::web::Web, Box<dyn Error>> {
+    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let mut settings = crate::web::WebSettings {
+        websocket: Some(loopback),
+        webtransport: Some(loopback),
+        sessions_max: 64,
+        frame_max: 1500,
+    };
+    let web = crate::web::Web::start(&settings, &[address]).or_else(|e| {
+        println!("{e}: the page will use the WebSocket only");
+        settings.webtransport = None;
+        crate::web::Web::start(&settings, &[address])
+    });
+    let web = web.map_err(|e| format!("the browser's gateway cannot listen: {e}"))?;
+    let websocket = web.websocket.as_ref().map(|g| g.url()).unwrap_or_default();
+    let webtransport = web.webtransport.as_ref().map(|g| (g.url(), g.certificate_hash_hex()));
     let play = dashboard::Play {
         key: key.clone(),
         room: address,
-        gateway: gateway.url(),
+        gateway: websocket.clone(),
+        webtransport: webtransport.clone(),
         next_client: (bots as u64).into(),
     };
     let _ = shared.play.set(play);
-    println!("play in your browser: {}play  (gateway {})", dashboard.url(), gateway.url());
+    let wt = webtransport.map_or("none".to_string(), |(url, _)| url);
+    println!(
+        "play in your browser: {}play  (gateways: WebTransport {wt}, WebSocket {websocket})",
+        dashboard.url()
+    );
     if !dashboard::client_built() {
         println!("  (this build has no wasm client: `rustup target add wasm32-unknown-unknown`)");
     }
-    Ok(gateway)
+    Ok(web)
 }
 
 /// Budgets for the demo's room: one table with physics and four players on the fast path

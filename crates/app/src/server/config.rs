@@ -30,6 +30,20 @@ pub struct ServerConfig {
     pub log: LogSection,
     /// Running as an Agones game server.
     pub agones: AgonesSection,
+    /// The browser's gateways.
+    pub web: WebSection,
+}
+
+/// `[web]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSection {
+    pub enabled: bool,
+    pub webtransport: String,
+    pub websocket: String,
+    pub sessions_max: u64,
+    pub datagram_max: usize,
+    pub certificate_hash_file: String,
 }
 
 /// `[host]`.
@@ -165,6 +179,7 @@ impl ServerConfig {
                 .into());
         }
         self.log_format()?;
+        self.web()?;
         super::log::filter(&self.log.level).map_err(|e| format!("log.level: {e}"))?;
         Ok(())
     }
@@ -263,6 +278,32 @@ impl ServerConfig {
         })
     }
 
+    /// The browser's gateways, if `[web]` is enabled.
+    pub fn web(&self) -> Result<Option<crate::web::WebSettings>, String> {
+        let w = &self.web;
+        let address = |field: &str, value: &str| match value {
+            "" => Ok(None),
+            v => v.parse().map(Some).map_err(|_| {
+                format!(
+                    "web.{field} = {v:?}: use an address and port such as \"0.0.0.0:7443\", \
+                     or \"\" for none"
+                )
+            }),
+        };
+        let settings = crate::web::WebSettings {
+            webtransport: address("webtransport", &w.webtransport)?,
+            websocket: address("websocket", &w.websocket)?,
+            sessions_max: w.sessions_max,
+            frame_max: w.datagram_max,
+        };
+        if !(1..=100_000).contains(&w.sessions_max) || !(200..=65_000).contains(&w.datagram_max) {
+            return Err(
+                "web.sessions_max must be 1 to 100000 and web.datagram_max 200 to 65000".into()
+            );
+        }
+        Ok(w.enabled.then_some(settings))
+    }
+
     /// How log lines are written.
     pub fn log_format(&self) -> Result<super::log::LogFormat, String> {
         self.log.format.parse()
@@ -351,6 +392,9 @@ mod tests {
             ("[log]\nlevel = \"loud\"\n", "log.level"),
             ("[agones]\nport_policy = \"static\"\n", "agones.port_policy"),
             ("[agones]\nlate_ticks_ratio_max = 2.0\n", "agones.late_ticks_ratio_max"),
+            ("[web]\nwebtransport = \"port 7443\"\n", "web.webtransport"),
+            ("[web]\nwebsocket = \"7443\"\n", "web.websocket"),
+            ("[web]\nsessions_max = 0\n", "web.sessions_max"),
             ("host = 3\n", "host"),
             ("[host\n", "file"),
         ];

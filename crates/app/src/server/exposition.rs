@@ -290,6 +290,23 @@ pub fn agones(out: &mut String, stats: Option<&crate::agones::Stats>) {
     let _ = writeln!(out, "{name}{{outcome=\"refused\"}} {}", load(&stats.allocations_refused));
 }
 
+/// The browser gateways' series (crate::web), by transport: zeros for a transport that is not
+/// running, so that dashboards need no special case. Nine counters per transport, read from
+/// atomics: a scrape's cost does not grow with sessions.
+pub fn web(out: &mut String, stats: &crate::web::WebStats) {
+    let zero = rally_driver::gateway::GatewayStats::default();
+    let of = |transport| stats.iter().find(|(t, _)| *t == transport).map_or(&zero, |(_, s)| s);
+    let transports = ["webtransport", "websocket"].map(|t| (t, of(t).figures()));
+    for k in 0..transports[0].1.len() {
+        let (suffix, gauge, help, _) = transports[0].1[k];
+        let name = format!("rally_web_{suffix}");
+        header(out, &name, if gauge { Kind::Gauge } else { Kind::Counter }, help);
+        for (transport, figures) in &transports {
+            let _ = writeln!(out, "{name}{{transport=\"{transport}\"}} {}", figures[k].3);
+        }
+    }
+}
+
 fn header(out: &mut String, name: &str, kind: Kind, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {}", kind.name());
 }

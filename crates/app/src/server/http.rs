@@ -12,6 +12,7 @@
 
 use super::exposition::{self, EndpointCounters};
 use crate::agones;
+use crate::web::WebStats;
 use rally_driver::host::Reporter;
 use std::error::Error;
 use std::io::{Read, Write};
@@ -63,14 +64,16 @@ pub struct Telemetry {
 impl Telemetry {
     /// Serves `reporter`'s figures at `address`.
     pub fn start(address: SocketAddr, reporter: Reporter) -> Result<Self, Box<dyn Error>> {
-        Self::start_with(address, reporter, None)
+        Self::start_with(address, reporter, None, Vec::new())
     }
 
-    /// Serves `reporter`'s figures at `address`, and the Agones integration's (zeros without).
+    /// Serves `reporter`'s figures at `address`, the Agones integration's (zeros without) and
+    /// the browser gateways' (zeros for a transport not running).
     pub fn start_with(
         address: SocketAddr,
         reporter: Reporter,
         agones: Option<Arc<agones::Stats>>,
+        web: WebStats,
     ) -> Result<Self, Box<dyn Error>> {
         let listener = TcpListener::bind(address).map_err(|e| {
             format!("telemetry.listen {address}: {e} (is the port in use? set another, or \"\")")
@@ -84,11 +87,13 @@ impl Telemetry {
         for k in 0..HANDLERS {
             let (waiting, reporter, counters, agones) =
                 (waiting.clone(), reporter.clone(), counters.clone(), agones.clone());
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("rally-telemetry-{k}"))
-                    .spawn(move || handle_all(&waiting, &reporter, &counters, agones.as_deref()))?,
-            );
+            let web = web.clone();
+            threads.push(std::thread::Builder::new().name(format!("rally-telemetry-{k}")).spawn(
+                move || {
+                    let extras = Extras { agones: agones.as_deref(), web: &web };
+                    handle_all(&waiting, &reporter, &counters, &extras)
+                },
+            )?);
         }
         let stopped = stop.clone();
         threads.push(std::thread::Builder::new().name("rally-telemetry".into()).spawn(
@@ -154,12 +159,18 @@ fn accept(
     }
 }
 
+/// The series beside the host's: the Agones integration's and the browser gateways'.
+struct Extras<'a> {
+    agones: Option<&'a agones::Stats>,
+    web: &'a WebStats,
+}
+
 /// A handler's loop: one connection at a time until the queue closes.
 fn handle_all(
     waiting: &Mutex<Receiver<TcpStream>>,
     reporter: &Reporter,
     counters: &Counters,
-    agones: Option<&agones::Stats>,
+    extras: &Extras,
 ) {
     loop {
         let next = {
@@ -168,7 +179,7 @@ fn handle_all(
         };
         let Ok(stream) = next else { return };
         // An error here is the client's (it hung up, or stopped reading): the endpoint goes on.
-        let _ = handle(stream, reporter, counters, agones);
+        let _ = handle(stream, reporter, counters, extras);
     }
 }
 
@@ -177,7 +188,7 @@ fn handle(
     mut stream: TcpStream,
     reporter: &Reporter,
     counters: &Counters,
-    agones: Option<&agones::Stats>,
+    extras: &Extras,
 ) -> std::io::Result<()> {
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
     let Some(path) = read_request(&mut stream)? else {
@@ -188,7 +199,8 @@ fn handle(
         "/metrics" => {
             counters.scrapes.fetch_add(1, Ordering::Relaxed);
             let mut body = exposition::render(&reporter.report(), &counters.read());
-            exposition::agones(&mut body, agones);
+            exposition::agones(&mut body, extras.agones);
+            exposition::web(&mut body, extras.web);
             respond(&mut stream, "200 OK", "text/plain; version=0.0.4", body.as_bytes())
         }
         "/stats" => match serde_json::to_string_pretty(&reporter.report()) {

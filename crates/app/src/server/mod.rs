@@ -43,6 +43,10 @@ pub struct ServerArgs {
     /// AGONES_SDK_HTTP_PORT, 9358 when unset (docs/operating.md, "Running on Agones").
     #[arg(long)]
     pub agones: bool,
+    /// Let browsers in (sets `web.enabled`): a WebTransport and a WebSocket gateway beside the
+    /// workers, at `web.webtransport` and `web.websocket` (docs/web.md).
+    #[arg(long)]
+    pub web: bool,
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
@@ -65,6 +69,7 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
         config.room.scene = scene.display().to_string();
     }
     config.agones.enabled |= args.agones;
+    config.web.enabled |= args.web;
     let format = match args.log_format {
         Some(format) => format,
         None => config.log_format()?,
@@ -105,10 +110,15 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
         }
         None => None,
     };
+    let web = match config.web()? {
+        Some(settings) => Some(start_web(&config, &settings, &host)?),
+        None => None,
+    };
     let telemetry = match config.telemetry_address()? {
         Some(address) => {
             let stats = agones.as_ref().map(Agones::stats);
-            let server = http::Telemetry::start_with(address, host.reporter(), stats)?;
+            let web = web.as_ref().map(crate::web::Web::stats).unwrap_or_default();
+            let server = http::Telemetry::start_with(address, host.reporter(), stats, web)?;
             let url = format!("http://{}/metrics", server.address());
             tracing::info!(address = %server.address(), url = %url, "telemetry listening");
             Some(server)
@@ -121,6 +131,9 @@ pub fn run(args: &ServerArgs) -> Result<(), Box<dyn Error>> {
     }
     let timeout_ms = config.host.drain_timeout_ms;
     tracing::info!(timeout_ms, "draining");
+    // The pages' sessions go with the gateways; their players drain with the rest (Rally's
+    // own goodbye cannot reach them any more: they resume or time out).
+    drop(web);
     if let Some(agones) = &agones {
         agones.drain();
     }
@@ -154,6 +167,31 @@ fn place_on_agones(
     tracing::info!(sdk = %sdk.authority, ?policy, "agones: reading the GameServer");
     let placement = agones::placement(&settings, &sdk, stop)?;
     Ok((settings, sdk, placement))
+}
+
+/// The browser's gateways in front of the host's workers; the WebTransport certificate's hash
+/// logged and written where the config says, for the game's backend to hand to pages.
+fn start_web(
+    config: &ServerConfig,
+    settings: &crate::web::WebSettings,
+    host: &Host,
+) -> Result<crate::web::Web, Box<dyn Error>> {
+    let web = crate::web::Web::start(settings, host.addresses())?;
+    if let Some(g) = &web.websocket {
+        tracing::info!(url = %g.url(), "web: WebSocket gateway listening (/k: worker k)");
+    }
+    if let Some(g) = &web.webtransport {
+        let hash = g.certificate_hash_hex();
+        let days = rally_webtransport::CERTIFICATE_DAYS;
+        tracing::info!(url = %g.url(), certificate_sha256 = %hash, valid_days = days,
+            "web: WebTransport gateway listening (/k: worker k)");
+        let file = &config.web.certificate_hash_file;
+        if !file.is_empty() {
+            std::fs::write(file, hash + "\n")
+                .map_err(|e| format!("web.certificate_hash_file {file}: {e}"))?;
+        }
+    }
+    Ok(web)
 }
 
 /// The start line: the version and the settings an operator checks first (never the key).

@@ -14,7 +14,8 @@ const view = document.getElementById("view");
 // where on the screen a point over the table is.
 const state = (window.rallyPlay = {
   phase: "loading", client: null, hand: null, frames: 0, cpuMs: [], sessionMs: [],
-  intervalsMs: [], frameMs: 0, firstFrameMs: null, transport: null, screenOf: null,
+  intervalsMs: [], frameMs: 0, firstFrameMs: null, transport: null, transportWhy: null,
+  screenOf: null,
 });
 
 const say = (text, bad) => {
@@ -174,23 +175,21 @@ async function start() {
     if (!transport) return; // the handshake's first packet waits for the transport to open
     for (let d = player.poll_transmit(now); d; d = player.poll_transmit(now)) transport.send(d);
   };
-  transport = await new Promise((ok, fail) => {
-    const t = openTransport(info, {
-      // Every arrival is answered at once (its ack, a handshake step), not at the next
-      // frame: a frame's wait would count in the RTT and hold the room's resends back.
-      onDatagram: (d) => {
-        const now = performance.now();
-        player.receive(now, d);
-        flush(now);
-      },
-      onOpen: () => ok(t),
-      onClose: (why) => {
-        fail(new Error(why));
-        say(why, true);
-      },
-    });
+  // WebTransport first, else the WebSocket (transport.js); the page says which, and why.
+  transport = await openTransport(info, {
+    // Every arrival is answered at once (its ack, a handshake step), not at the next frame: a
+    // frame's wait would count in the RTT and hold the room's resends back.
+    onDatagram: (d) => {
+      const now = performance.now();
+      player.receive(now, d);
+      flush(now);
+    },
+    onOpen: (kind, why) => {
+      state.transport = kind;
+      state.transportWhy = why;
+    },
+    onClose: (why) => say(why, true),
   });
-  state.transport = transport.kind;
   flush(performance.now());
   // A closing tab says goodbye, so that its player leaves at once rather than timing out.
   addEventListener("pagehide", () => {
@@ -270,7 +269,8 @@ function report(player) {
   state.client = f.client;
   state.figures = f;
   const ended = state.phase.startsWith("ended");
-  say(state.phase === "joined" ? `playing as player ${f.client} over a ${state.transport}` : state.phase, ended);
+  const over = state.transport ? ` over ${state.transport}${state.transportWhy ? ` (${state.transportWhy})` : ""}` : "";
+  say(state.phase === "joined" ? `playing as player ${f.client}${over}` : state.phase, ended);
   const rows = [
     ["your total latency mean / p99", `${f.mean_ms.toFixed(1)} / ${f.p99_ms.toFixed(1)} ms`],
     ["the model (best to worst)", `${f.best_ms.toFixed(1)} to ${f.worst_ms.toFixed(1)} ms`],

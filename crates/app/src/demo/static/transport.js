@@ -1,25 +1,97 @@
-// How the page's datagrams reach the room: a WebSocket to the demo's gateway, one binary
-// message per datagram (crates/app/src/gateway.rs). `info` is the page's /play/token reply
-// (`gateway`: the WebSocket's URL). Returns at once; `onOpen` says when `send` works,
-// `onClose(why)` when it stopped (`why` is text for the page).
-export function openTransport(info, { onDatagram, onOpen, onClose }) {
-  const socket = new WebSocket(info.gateway);
-  socket.binaryType = "arraybuffer";
-  let opened = false;
-  socket.onopen = () => {
-    opened = true;
-    onOpen();
+// The page's way to the room: WebTransport datagrams first, a WebSocket if the browser has no
+// WebTransport, the gateway does not answer over it, or the page was opened with
+// `?transport=ws`. Each datagram is one Rally datagram either way (the gateways carry them to
+// the room over UDP), so the client session above does not know which it has.
+//
+//   const t = await openTransport(info, { onDatagram, onOpen, onClose });
+//   t.kind   // "webtransport" or "websocket"
+//   t.send(bytes); t.close();
+//
+// `info` is `/play/token`'s reply: `gateway` (the WebSocket's URL), and `webtransport` with
+// `certificate_hash` (the gateway's URL and its self-signed certificate's SHA-256 in hex, or
+// null). `onDatagram(bytes)` gets each datagram as a Uint8Array; `onOpen(kind, why)` is called
+// once, with why WebTransport was not used (null when it was); `onClose(reason)` once, when
+// the transport closes for any reason after it opened. Rejects when neither opens.
+
+// How long WebTransport may take to open before the page falls back.
+const WEBTRANSPORT_WAIT_MS = 3000;
+
+export async function openTransport(info, { onDatagram, onOpen, onClose }) {
+  const forced = new URLSearchParams(location.search).get("transport");
+  let why = null;
+  if (forced === "ws") why = "WebTransport turned off (?transport=ws)";
+  else if (typeof WebTransport === "undefined") why = "this browser has no WebTransport";
+  else if (!info.webtransport) why = "the server offers no WebTransport";
+  if (!why) {
+    try {
+      const t = await openWebTransport(info, onDatagram, onClose);
+      onOpen(t.kind, null);
+      return t;
+    } catch (e) {
+      why = `WebTransport failed (${e.message || e})`;
+    }
+  }
+  const t = await openWebSocket(info.gateway, onDatagram, onClose);
+  onOpen(t.kind, why);
+  return t;
+}
+
+const hexBytes = (hex) => Uint8Array.from(hex.match(/../g), (h) => parseInt(h, 16));
+
+async function openWebTransport(info, onDatagram, onClose) {
+  const wt = new WebTransport(info.webtransport, {
+    serverCertificateHashes: [{ algorithm: "sha-256", value: hexBytes(info.certificate_hash) }],
+  });
+  let timer;
+  const late = new Promise((_, fail) => {
+    timer = setTimeout(() => fail(new Error("no answer in time")), WEBTRANSPORT_WAIT_MS);
+  });
+  try {
+    await Promise.race([wt.ready, late]);
+  } catch (e) {
+    wt.ready.catch(() => {});
+    wt.closed.catch(() => {});
+    try { wt.close(); } catch (_) { /* not open: nothing to close */ }
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+  const writer = wt.datagrams.writable.getWriter();
+  let open = true;
+  const closed = (reason) => {
+    if (!open) return;
+    open = false;
+    onClose(reason);
   };
-  socket.onmessage = (m) => {
-    if (m.data instanceof ArrayBuffer) onDatagram(new Uint8Array(m.data));
-  };
-  socket.onclose = () =>
-    onClose(opened ? "the gateway closed the connection" : `the gateway at ${info.gateway} did not answer`);
+  wt.closed.then(() => closed("the gateway closed the session"), (e) => closed(`the session broke: ${e.message || e}`));
+  (async () => {
+    const reader = wt.datagrams.readable.getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      onDatagram(value);
+    }
+  })().catch(() => {});
   return {
-    kind: "WebSocket",
-    send: (bytes) => {
-      if (socket.readyState === WebSocket.OPEN) socket.send(bytes);
-    },
+    kind: "webtransport",
+    // A datagram the path cannot take now is dropped, as on any network: Rally resends.
+    send: (bytes) => { if (open) writer.write(bytes).catch(() => {}); },
+    close: () => { if (open) { open = false; wt.close(); } },
+  };
+}
+
+async function openWebSocket(url, onDatagram, onClose) {
+  const socket = new WebSocket(url);
+  socket.binaryType = "arraybuffer";
+  await new Promise((ok, fail) => {
+    socket.onopen = ok;
+    socket.onerror = () => fail(new Error(`the gateway at ${url} did not answer`));
+  });
+  socket.onmessage = (m) => onDatagram(new Uint8Array(m.data));
+  socket.onclose = () => onClose("the gateway closed the connection");
+  return {
+    kind: "websocket",
+    send: (bytes) => { if (socket.readyState === WebSocket.OPEN) socket.send(bytes); },
     close: () => socket.close(),
   };
 }
