@@ -23,6 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #define ENTITIES_MAX 1024
 /* 90 Hz frames, as RallyConfig's default frame_us says. */
@@ -69,6 +72,33 @@ static void wait_until(RallyClient *client, uint64_t next) {
     if (next > now + SPIN_US) sleep_us((long)(next - now - SPIN_US));
     do CHECK(rally_client_now_us(client, &now));
     while (now < next);
+}
+
+/* Asks the OS to wake this thread's sleeps within a microsecond of their end rather than the
+ * default 50: a game's frame loop does the same (Rally's own driver does) so that frames start
+ * on time. */
+static void precise_timers(void) {
+#ifdef __linux__
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+#endif
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* How late the frames started against their schedule: a frame late by more than the meter's
+ * millisecond of slack takes two samples out of the model (its own input's, and the one before,
+ * which it presents late). Sorts `late_ms`. */
+static void print_lateness(double *late_ms, int frames) {
+    if (frames <= 0) return;
+    int over = 0;
+    for (int i = 0; i < frames; i++) over += late_ms[i] > 1.0;
+    qsort(late_ms, (size_t)frames, sizeof *late_ms, compare_doubles);
+    printf("frame start lateness: p50 %.3f ms, p99 %.3f ms, max %.3f ms; %d of %d frames more "
+           "than 1 ms late\n",
+           late_ms[frames / 2], late_ms[frames * 99 / 100], late_ms[frames - 1], over, frames);
 }
 
 /* Runs `rally token issue` and decodes its hex into `token`; returns the length. */
@@ -214,6 +244,12 @@ int main(int argc, char **argv) {
     static RallyEntity entities[ENTITIES_MAX];
     size_t count = 0;
     int frames = (int)(seconds * 90.0);
+    double *late_ms = calloc(frames > 0 ? (size_t)frames : 1, sizeof *late_ms);
+    if (!late_ms) {
+        fprintf(stderr, "sample: out of memory\n");
+        return 1;
+    }
+    precise_timers();
     int joined = 0;
     uint32_t me = RALLY_NONE;
     uint64_t start;
@@ -221,6 +257,7 @@ int main(int argc, char **argv) {
     for (int n = 0; n < frames; n++) {
         uint64_t now;
         CHECK(rally_client_now_us(client, &now));
+        late_ms[n] = (double)(now - (start + (uint64_t)n * FRAME_US)) / 1000.0;
         float t = (float)n / 90.0f;
         float at[3];
         uint8_t grip = 0;
@@ -254,6 +291,8 @@ int main(int argc, char **argv) {
         }
         wait_until(client, start + (uint64_t)(n + 1) * FRAME_US);
     }
+    print_lateness(late_ms, frames);
+    free(late_ms);
 
     /* The newest state: what the room last said. */
     CHECK(rally_client_entities(client, entities, ENTITIES_MAX, &count));
