@@ -4,7 +4,7 @@
  * object it grabbed there too).
  *
  *   sample --rally PATH --key HEX --server IP:PORT [--input raw|xr] [--seconds S]
- *          [--grab X,Y,Z] [--class NAME]
+ *          [--grab X,Y,Z] [--class NAME] [--spin-us US]
  *
  * --input raw (the default) sends the hand as the built-in `reference` and `paddles` rooms
  * decode it: seven little-endian floats (position, then rotation x, y, z, w). --input xr sends
@@ -13,6 +13,9 @@
  * then carries it: the room must then show the hand at its final position and beside it an
  * entity of class NAME ("block" unless given) held by this client's right hand (the room's
  * roster: rally_client_class_name and RallyEntity's holder and hand).
+ *
+ * --spin-us US (0 by default): how long before each frame the loop stops sleeping and
+ * polls the clock.
  *
  * examples/c/run.sh builds the library and this file, starts a server and runs it. */
 #define _POSIX_C_SOURCE 200809L
@@ -30,8 +33,8 @@
 #define ENTITIES_MAX 1024
 /* 90 Hz frames, as RallyConfig's default frame_us says. */
 #define FRAME_US 11111
-/* How long before a frame the sample stops sleeping and polls the clock. */
-#define SPIN_US 1000
+/* How long before a frame the sample stops sleeping and polls the clock (--spin-us). */
+static uint64_t spin_us = 0;
 #define TOKEN_BYTES_MAX 4096
 
 /* Where the hand ends: the room must show an entity here. */
@@ -65,13 +68,18 @@ static void sleep_us(long us) {
 
 /* Waits for the next frame at `next` (the library's clock). Frames start on a fixed schedule,
  * as a display's do: a frame that starts late adds its lateness to the latency the meter
- * measures, and a sleep can wake a millisecond late, so the last millisecond is polled. */
+ * measures. It sleeps to the frame itself by default: with a microsecond of timer slack a
+ * sleeper wakes within about 0.05 ms, and on a machine shared with other work a thread that
+ * polls the clock instead is the one the scheduler preempts, for milliseconds (docs/ffi.md
+ * has the runs side by side). */
 static void wait_until(RallyClient *client, uint64_t next) {
     uint64_t now;
     CHECK(rally_client_now_us(client, &now));
-    if (next > now + SPIN_US) sleep_us((long)(next - now - SPIN_US));
-    do CHECK(rally_client_now_us(client, &now));
-    while (now < next);
+    /* Sleeps until `spin_us` before the frame (again if woken early), then polls the clock. */
+    while (now < next) {
+        if (next > now + spin_us) sleep_us((long)(next - now - spin_us));
+        CHECK(rally_client_now_us(client, &now));
+    }
 }
 
 /* Asks the OS to wake this thread's sleeps within a microsecond of their end rather than the
@@ -217,6 +225,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--input")) xr = !strcmp(argv[i + 1], "xr");
         else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--class")) grab_class = argv[i + 1];
+        else if (!strcmp(argv[i], "--spin-us")) spin_us = (uint64_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--grab")) {
             grab = sscanf(argv[i + 1], "%f,%f,%f", &grab_at[0], &grab_at[1], &grab_at[2]) == 3;
         }
@@ -224,7 +233,7 @@ int main(int argc, char **argv) {
     if (!rally || !key || !server || (grab && !xr)) {
         fprintf(stderr, "usage: sample --rally PATH --key HEX --server IP:PORT "
                         "[--input raw|xr] [--seconds S] [--grab X,Y,Z (xr only)] "
-                        "[--class NAME]\n");
+                        "[--class NAME] [--spin-us US]\n");
         return 2;
     }
     printf("librally %s; %s input%s\n", rally_version(), xr ? "XR" : "raw hand",

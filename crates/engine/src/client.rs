@@ -756,6 +756,7 @@ pub(crate) fn parse_fast(payload: &[u8]) -> Option<(ClientId, Option<u32>, Durat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::HOLDS_MAX;
 
     fn message(codec: &MessageCodec, message: u8) -> Vec<u8> {
         frame(codec, &message, Envelope::Message).unwrap()
@@ -793,24 +794,91 @@ mod tests {
 
     /// A fast-path message from `client`: its chain is one entity, its own id.
     fn fast(client: u32) -> Vec<u8> {
-        let mut out = vec![0u8; 256];
+        fast_chain(client, 1, &[(client, 0.0)])
+    }
+
+    /// Entity `id` at `x` on the x axis, at rest.
+    fn at_x(id: u32, x: f32) -> EntityState {
+        EntityState {
+            id,
+            position: glam::Vec3::new(x, 0.0, 0.0),
+            rotation: glam::Quat::IDENTITY,
+            linear_velocity: glam::Vec3::ZERO,
+            angular_velocity: glam::Vec3::ZERO,
+        }
+    }
+
+    /// A snapshot of `tick` holding `entities` (id, x), full, encoded as its bytes.
+    fn encoded(tick: u32, entities: &[(u32, f32)], out: &mut [u8]) -> usize {
+        let config = SnapshotConfig::default();
+        let mut snapshot = Snapshot::new(tick);
+        for (id, x) in entities {
+            snapshot.push(config.quantize(&at_x(*id, *x))).unwrap();
+        }
+        config.encode_full(&snapshot, out).unwrap()
+    }
+
+    /// A fast-path message from `client`, sent after `tick`, its chain `entities` (id, x).
+    fn fast_chain(client: u32, tick: u32, entities: &[(u32, f32)]) -> Vec<u8> {
+        let mut out = vec![0u8; 512];
         let mut len = 0;
         for value in [u64::from(client), 0, 0] {
             len += rally_wire::varint::write_varint(value, &mut out[len..]).unwrap();
         }
-        let config = SnapshotConfig::default();
-        let mut chain = Snapshot::new(1);
-        let state = EntityState {
-            id: client,
-            position: glam::Vec3::ZERO,
-            rotation: glam::Quat::IDENTITY,
-            linear_velocity: glam::Vec3::ZERO,
-            angular_velocity: glam::Vec3::ZERO,
-        };
-        chain.push(config.quantize(&state)).unwrap();
-        len += config.encode_full(&chain, &mut out[len..]).unwrap();
+        len += encoded(tick, entities, &mut out[len..]);
         out.truncate(len);
         out
+    }
+
+    /// A snapshot message (no input reflected) of `tick` holding `entities` (id, x).
+    fn state(tick: u32, entities: &[(u32, f32)]) -> Vec<u8> {
+        let prefix = StatePrefix { reflected: None, holds: [0; HOLDS_MAX], holds_len: 0 };
+        let mut out = Vec::new();
+        prefix.write(&mut out);
+        let mut bytes = vec![0u8; 512];
+        let len = encoded(tick, entities, &mut bytes);
+        out.extend_from_slice(&bytes[..len]);
+        out
+    }
+
+    /// What the session shows, as (id, x).
+    fn shown(session: &ClientSession<u8, u8>) -> Vec<(u32, f32)> {
+        session.entities().map(|e| (e.id, (e.position.x * 100.0).round() / 100.0)).collect()
+    }
+
+    #[test]
+    fn entities_show_each_snapshot_with_the_fresh_chains_over_it() {
+        // Goal: the states a session keeps in place (dequantized once, chains written over
+        // them) show what the room says: a chain's entities over the snapshot until a later
+        // tick's snapshot, an entity a sender's newer chain leaves out back at the snapshot's
+        // state, entities that come and go. Method: crafted snapshots and chains, the shown
+        // states after each.
+        let mut session: ClientSession<u8, u8> = ClientSession::new(Default::default()).unwrap();
+        let codec = MessageCodec::default();
+        let ticket = SessionTicket { client: 1, secret: 2 };
+        let welcome = Envelope::Welcome { ticket, tick_rate: 128, resumed: false };
+        session.receive(Instant::ZERO, RELIABLE, &codec.encode(&welcome).unwrap());
+        let now = Instant::ZERO;
+        session.receive(now, STATE, &state(10, &[(2, 1.0), (3, 1.0), (4, 1.0)]));
+        assert_eq!(shown(&session), [(2, 1.0), (3, 1.0), (4, 1.0)]);
+        session.receive(now, FAST, &fast_chain(7, 10, &[(2, 5.0), (3, 5.0)]));
+        assert_eq!(shown(&session), [(2, 5.0), (3, 5.0), (4, 1.0)]);
+        // The sender's next chain holds only entity 2: entity 3 shows the snapshot again.
+        session.receive(now, FAST, &fast_chain(7, 11, &[(2, 6.0)]));
+        assert_eq!(shown(&session), [(2, 6.0), (3, 1.0), (4, 1.0)]);
+        // A snapshot of tick 11 (entity 4 gone): the chain sent after tick 11 still shows.
+        session.receive(now, STATE, &state(11, &[(2, 2.0), (3, 2.0)]));
+        assert_eq!(shown(&session), [(2, 6.0), (3, 2.0)]);
+        // A chain from another sender over the same entity: the first listed shows.
+        session.receive(now, FAST, &fast_chain(8, 11, &[(2, 7.0), (3, 7.0)]));
+        assert_eq!(shown(&session), [(2, 6.0), (3, 7.0)]);
+        // Tick 12 is later than both chains: the snapshot shows, with a new entity.
+        session.receive(now, STATE, &state(12, &[(2, 3.0), (3, 3.0), (5, 3.0)]));
+        assert_eq!(shown(&session), [(2, 3.0), (3, 3.0), (5, 3.0)]);
+        assert_eq!(session.entity_count(), 3);
+        // Interpolated for a frame, each entity is still itself, in id order.
+        let ids: Vec<u32> = session.interpolated_entities(now).map(|e| e.id).collect();
+        assert_eq!(ids, [2, 3, 5]);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //
 //   mono ConsoleTest.exe --rally PATH --key HEX --server IP:PORT --layout FILE
 //        [--grab X,Y,Z] [--seconds S] [--bench FRAMES] [--json FILE] [--interpolate 0|1]
+//        [--spin-us US]
 //
 // bindings/unity/run-mono.sh builds everything and runs it.
 using System;
@@ -23,8 +24,10 @@ using Rally;
 static class ConsoleTest
 {
     const uint FrameUs = RallyConnection.Frame90Hz;
-    /// <summary>How long before a frame the loop stops sleeping and polls the clock.</summary>
-    const ulong SpinUs = 1000;
+    /// <summary>
+    /// How long before a frame the loop stops sleeping and polls the clock (--spin-us).
+    /// </summary>
+    static ulong SpinUs = 0;
     static readonly Vec3 Target = new Vec3(0.4f, 1.3f, -0.6f);
     /// <summary>The snapshot quantizes positions to millimetres.</summary>
     const float CloseM = 0.02f;
@@ -41,6 +44,7 @@ static class ConsoleTest
         double seconds = double.Parse(Get(options, "--seconds", "3"), CultureInfo.InvariantCulture);
         int bench = int.Parse(Get(options, "--bench", "0"), CultureInfo.InvariantCulture);
         bool interpolate = Get(options, "--interpolate", "1") != "0";
+        SpinUs = ulong.Parse(Get(options, "--spin-us", "0"), CultureInfo.InvariantCulture);
         Console.WriteLine("librally {0} under Mono {1}", RallyConnection.Version,
             Environment.Version);
 
@@ -136,13 +140,17 @@ static class ConsoleTest
     }
 
     /// <summary>
-    /// Frames start on a fixed schedule, as a display's do; the last millisecond is polled.
+    /// Frames start on a fixed schedule, as a display's do. By default the loop sleeps to the
+    /// frame itself: with a microsecond of timer slack a sleeper wakes within about 0.05 ms,
+    /// while on a shared machine a thread polling the clock is the one preempted
+    /// (examples/c/sample.c says the same; docs/ffi.md has the runs).
     /// </summary>
     static void WaitUntil(RallyConnection client, ulong next)
     {
-        ulong now = client.NowUs();
-        if (next > now + SpinUs) System.Threading.Thread.Sleep((int)((next - now - SpinUs) / 1000));
-        while (client.NowUs() < next) { }
+        // Sleeps until SpinUs before the frame (again if woken early), then polls the clock.
+        // usleep, not Thread.Sleep: a sleep in whole milliseconds would end up to one early.
+        for (ulong now = client.NowUs(); now < next; now = client.NowUs())
+            if (next > now + SpinUs) Usleep((uint)(next - now - SpinUs));
     }
 
     /// <summary>
@@ -311,6 +319,9 @@ static class ConsoleTest
         public long Nanoseconds;
     }
 
+    [DllImport("libc", EntryPoint = "usleep")]
+    static extern int Usleep(uint microseconds);
+
     [DllImport("libc", EntryPoint = "prctl")]
     static extern int Prctl(int option, ulong arg2, ulong arg3, ulong arg4, ulong arg5);
 
@@ -447,7 +458,7 @@ static class ConsoleTest
             if (!options.ContainsKey(required))
                 throw new ArgumentException("usage: ConsoleTest --rally PATH --key HEX " +
                     "--server IP:PORT --layout FILE [--grab X,Y,Z] [--seconds S] [--bench N] " +
-                    "[--json FILE] [--interpolate 0|1]");
+                    "[--json FILE] [--interpolate 0|1] [--spin-us US]");
         return options;
     }
 
