@@ -71,43 +71,64 @@ static class ConsoleTest
         }
     }
 
+    /// <summary>How long the room may take to accept the client, in frames (5 s).</summary>
+    const int JoinFramesMax = 450;
+
     /// <summary>
-    /// The frames: reach the block, close the hand, circle, then hold at the target.
+    /// The frames: once the room has accepted the client, reach the block, close the hand,
+    /// circle, then hold at the target. The schedule counts from the join, so that a room
+    /// slow to accept (a debug build on a loaded machine) still gets the whole reach.
     /// </summary>
     static int Play(RallyConnection client, Vec3 grab, int frames, Entity[] entities)
     {
         var data = new byte[EventBytesMax];
-        bool joined = false;
         int count = 0;
         var late = new double[frames];
         ulong start = client.NowUs();
-        for (int n = 0; n < frames; n++)
+        int n = 0;
+        // No input before the join: it would wait in the session and be measured from its
+        // sampling.
+        for (bool joined = false; !joined; n++)
+        {
+            if (n == JoinFramesMax)
+                throw new Exception("the room did not accept the client within 5 s");
+            ulong now = client.NowUs();
+            client.Update(now);
+            joined = PrintEvents(client, data);
+            client.Present(now);
+            WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
+        }
+        Console.WriteLine("joined after {0} frames ({1:F0} ms)", n, n * FrameUs / 1000.0);
+        for (int k = 0; k < frames; k++, n++)
         {
             ulong now = client.NowUs();
-            late[n] = (now - (start + (ulong)n * FrameUs)) / 1000.0;
-            float t = n / 90f;
-            Vec3 at = Target;
-            if (n < frames / 3) at = grab;
-            else if (n < frames / 2)
-                at = new Vec3(Target.X + 0.2f * (float)Math.Cos(t * 3), Target.Y,
-                    Target.Z + 0.2f * (float)Math.Sin(t * 3));
-            byte grip = (byte)(n > 20 ? 255 : 0);
-            // Input before the room accepts the client would be measured from its sampling.
-            if (joined)
-            {
-                XrInput input = Input(at, grip);
-                client.SendXrInput(now, ref input);
-            }
+            late[k] = (now - (start + (ulong)n * FrameUs)) / 1000.0;
+            XrInput input = Input(Reach(k, frames, grab), (byte)(k > 20 ? 255 : 0));
+            client.SendXrInput(now, ref input);
             client.Update(now);
-            joined |= PrintEvents(client, data);
+            PrintEvents(client, data);
             if (!client.TryReadEntitiesAt(now, entities, out count))
                 throw new Exception(count + " entities: more than the test's array");
             client.Present(now);
-            if (n % 90 == 89) PrintStats(client, n, count);
+            if (k % 90 == 89) PrintStats(client, k, count);
             WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
         }
         PrintLateness(late);
         return count;
+    }
+
+    /// <summary>
+    /// Where the hand is at frame <paramref name="k"/> of <paramref name="frames"/>: at the
+    /// block for the first third, then circling, then at the target.
+    /// </summary>
+    static Vec3 Reach(int k, int frames, Vec3 grab)
+    {
+        float t = k / 90f;
+        if (k < frames / 3) return grab;
+        if (k < frames / 2)
+            return new Vec3(Target.X + 0.2f * (float)Math.Cos(t * 3), Target.Y,
+                Target.Z + 0.2f * (float)Math.Sin(t * 3));
+        return Target;
     }
 
     /// <summary>
