@@ -841,6 +841,16 @@ mod tests {
         out
     }
 
+    /// A default session the room has welcomed as client 1, at 128 Hz.
+    fn welcomed() -> ClientSession<u8, u8> {
+        let mut session: ClientSession<u8, u8> = ClientSession::new(Default::default()).unwrap();
+        let codec = MessageCodec::default();
+        let ticket = SessionTicket { client: 1, secret: 2 };
+        let welcome = Envelope::Welcome { ticket, tick_rate: 128, resumed: false };
+        session.receive(Instant::ZERO, RELIABLE, &codec.encode(&welcome).unwrap());
+        session
+    }
+
     /// What the session shows, as (id, x).
     fn shown(session: &ClientSession<u8, u8>) -> Vec<(u32, f32)> {
         session.entities().map(|e| (e.id, (e.position.x * 100.0).round() / 100.0)).collect()
@@ -853,11 +863,7 @@ mod tests {
         // tick's snapshot, an entity a sender's newer chain leaves out back at the snapshot's
         // state, entities that come and go. Method: crafted snapshots and chains, the shown
         // states after each.
-        let mut session: ClientSession<u8, u8> = ClientSession::new(Default::default()).unwrap();
-        let codec = MessageCodec::default();
-        let ticket = SessionTicket { client: 1, secret: 2 };
-        let welcome = Envelope::Welcome { ticket, tick_rate: 128, resumed: false };
-        session.receive(Instant::ZERO, RELIABLE, &codec.encode(&welcome).unwrap());
+        let mut session = welcomed();
         let now = Instant::ZERO;
         session.receive(now, STATE, &state(10, &[(2, 1.0), (3, 1.0), (4, 1.0)]));
         assert_eq!(shown(&session), [(2, 1.0), (3, 1.0), (4, 1.0)]);
@@ -886,11 +892,7 @@ mod tests {
         // Goal: a session shows at most `OVERLAYS_MAX` senders' chains at once, whatever the
         // room sends; a sender already shown still updates. Method: crafted fast-path messages
         // from ten senders more than the limit.
-        let mut session: ClientSession<u8, u8> = ClientSession::new(Default::default()).unwrap();
-        let codec = MessageCodec::default();
-        let ticket = SessionTicket { client: 1, secret: 2 };
-        let welcome = Envelope::Welcome { ticket, tick_rate: 128, resumed: false };
-        session.receive(Instant::ZERO, RELIABLE, &codec.encode(&welcome).unwrap());
+        let mut session = welcomed();
         for sender in 2..OVERLAYS_MAX as u32 + 12 {
             session.receive(Instant::ZERO, FAST, &fast(sender));
         }
