@@ -4,7 +4,7 @@
  * object it grabbed there too).
  *
  *   sample --rally PATH --key HEX --server IP:PORT [--input raw|xr] [--seconds S]
- *          [--grab X,Y,Z] [--class NAME]
+ *          [--grab X,Y,Z] [--class NAME] [--spin-us US]
  *
  * --input raw (the default) sends the hand as the built-in `reference` and `paddles` rooms
  * decode it: seven little-endian floats (position, then rotation x, y, z, w). --input xr sends
@@ -13,6 +13,9 @@
  * then carries it: the room must then show the hand at its final position and beside it an
  * entity of class NAME ("block" unless given) held by this client's right hand (the room's
  * roster: rally_client_class_name and RallyEntity's holder and hand).
+ *
+ * --spin-us US (0 by default): how long before each frame the loop stops sleeping and
+ * polls the clock.
  *
  * examples/c/run.sh builds the library and this file, starts a server and runs it. */
 #define _POSIX_C_SOURCE 200809L
@@ -23,12 +26,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #define ENTITIES_MAX 1024
 /* 90 Hz frames, as RallyConfig's default frame_us says. */
 #define FRAME_US 11111
-/* How long before a frame the sample stops sleeping and polls the clock. */
-#define SPIN_US 1000
+/* How long before a frame the sample stops sleeping and polls the clock (--spin-us). */
+static uint64_t spin_us = 0;
 #define TOKEN_BYTES_MAX 4096
 
 /* Where the hand ends: the room must show an entity here. */
@@ -62,13 +68,45 @@ static void sleep_us(long us) {
 
 /* Waits for the next frame at `next` (the library's clock). Frames start on a fixed schedule,
  * as a display's do: a frame that starts late adds its lateness to the latency the meter
- * measures, and a sleep can wake a millisecond late, so the last millisecond is polled. */
+ * measures. It sleeps to the frame itself by default: with a microsecond of timer slack a
+ * sleeper wakes within about 0.05 ms, and on a machine shared with other work a thread that
+ * polls the clock instead is the one the scheduler preempts, for milliseconds (docs/ffi.md
+ * has the runs side by side). */
 static void wait_until(RallyClient *client, uint64_t next) {
     uint64_t now;
     CHECK(rally_client_now_us(client, &now));
-    if (next > now + SPIN_US) sleep_us((long)(next - now - SPIN_US));
-    do CHECK(rally_client_now_us(client, &now));
-    while (now < next);
+    /* Sleeps until `spin_us` before the frame (again if woken early), then polls the clock. */
+    while (now < next) {
+        if (next > now + spin_us) sleep_us((long)(next - now - spin_us));
+        CHECK(rally_client_now_us(client, &now));
+    }
+}
+
+/* Asks the OS to wake this thread's sleeps within a microsecond of their end rather than the
+ * default 50: a game's frame loop does the same (Rally's own driver does) so that frames start
+ * on time. */
+static void precise_timers(void) {
+#ifdef __linux__
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+#endif
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* How late the frames started against their schedule: a frame late by more than the meter's
+ * millisecond of slack takes two samples out of the model (its own input's, and the one before,
+ * which it presents late). Sorts `late_ms`. */
+static void print_lateness(double *late_ms, int frames) {
+    if (frames <= 0) return;
+    int over = 0;
+    for (int i = 0; i < frames; i++) over += late_ms[i] > 1.0;
+    qsort(late_ms, (size_t)frames, sizeof *late_ms, compare_doubles);
+    printf("frame start lateness: p50 %.3f ms, p99 %.3f ms, max %.3f ms; %d of %d frames more "
+           "than 1 ms late\n",
+           late_ms[frames / 2], late_ms[frames * 99 / 100], late_ms[frames - 1], over, frames);
 }
 
 /* Runs `rally token issue` and decodes its hex into `token`; returns the length. */
@@ -169,6 +207,27 @@ static int print_events(RallyClient *client, uint32_t *me) {
     }
 }
 
+/* How long the room may take to accept the client, in frames (5 s at 90 Hz). */
+#define JOIN_FRAMES_MAX 450
+
+/* Runs frames (update, events, present) from `start` until the room accepts the client, and
+ * returns how many it took. No input goes before: it would wait in the session and be measured
+ * from its sampling. The play's schedule counts from here, so that a room slow to accept (a
+ * debug build on a loaded machine) still gets the whole reach. */
+static int join(RallyClient *client, uint64_t start, uint32_t *me) {
+    for (int n = 0; n < JOIN_FRAMES_MAX; n++) {
+        uint64_t now;
+        CHECK(rally_client_now_us(client, &now));
+        CHECK(rally_client_update(client, now));
+        int joined = print_events(client, me);
+        CHECK(rally_client_present(client, now));
+        wait_until(client, start + (uint64_t)(n + 1) * FRAME_US);
+        if (joined) return n + 1;
+    }
+    fprintf(stderr, "sample: the room did not accept the client within 5 s\n");
+    exit(1);
+}
+
 static float distance(const float a[3], const float b[3]) {
     float dx = a[0] - b[0], dy = a[1] - b[1], dz = a[2] - b[2];
     return sqrtf(dx * dx + dy * dy + dz * dz);
@@ -187,6 +246,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--input")) xr = !strcmp(argv[i + 1], "xr");
         else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--class")) grab_class = argv[i + 1];
+        else if (!strcmp(argv[i], "--spin-us")) spin_us = (uint64_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--grab")) {
             grab = sscanf(argv[i + 1], "%f,%f,%f", &grab_at[0], &grab_at[1], &grab_at[2]) == 3;
         }
@@ -194,7 +254,7 @@ int main(int argc, char **argv) {
     if (!rally || !key || !server || (grab && !xr)) {
         fprintf(stderr, "usage: sample --rally PATH --key HEX --server IP:PORT "
                         "[--input raw|xr] [--seconds S] [--grab X,Y,Z (xr only)] "
-                        "[--class NAME]\n");
+                        "[--class NAME] [--spin-us US]\n");
         return 2;
     }
     printf("librally %s; %s input%s\n", rally_version(), xr ? "XR" : "raw hand",
@@ -214,20 +274,29 @@ int main(int argc, char **argv) {
     static RallyEntity entities[ENTITIES_MAX];
     size_t count = 0;
     int frames = (int)(seconds * 90.0);
-    int joined = 0;
+    double *late_ms = calloc(frames > 0 ? (size_t)frames : 1, sizeof *late_ms);
+    if (!late_ms) {
+        fprintf(stderr, "sample: out of memory\n");
+        return 1;
+    }
+    precise_timers();
     uint32_t me = RALLY_NONE;
     uint64_t start;
     CHECK(rally_client_now_us(client, &start));
-    for (int n = 0; n < frames; n++) {
+    int first = join(client, start, &me);
+    printf("joined after %d frames (%.0f ms)\n", first, first * FRAME_US / 1000.0);
+    for (int k = 0; k < frames; k++) {
+        int n = first + k; /* frames since `start` */
         uint64_t now;
         CHECK(rally_client_now_us(client, &now));
-        float t = (float)n / 90.0f;
+        late_ms[k] = (double)(now - (start + (uint64_t)n * FRAME_US)) / 1000.0;
+        float t = (float)k / 90.0f;
         float at[3];
         uint8_t grip = 0;
-        if (grab && n < frames / 3) {
+        if (grab && k < frames / 3) {
             memcpy(at, grab_at, sizeof at);
-            grip = n > 20 ? 255 : 0; /* reach, then close the hand */
-        } else if (n < frames / 2) {
+            grip = k > 20 ? 255 : 0; /* reach, then close the hand */
+        } else if (k < frames / 2) {
             at[0] = TARGET[0] + 0.2f * cosf(t * 3.0f);
             at[1] = TARGET[1];
             at[2] = TARGET[2] + 0.2f * sinf(t * 3.0f);
@@ -236,24 +305,24 @@ int main(int argc, char **argv) {
             memcpy(at, TARGET, sizeof at);
             grip = grab ? 255 : 0;
         }
-        /* Input before the room accepts the client would wait in the session and be measured
-         * from its sampling, so the hand moves once joined. */
-        if (joined) send_hand(client, now, xr, at, grip);
+        send_hand(client, now, xr, at, grip);
         CHECK(rally_client_update(client, now));
-        joined |= print_events(client, &me);
+        print_events(client, &me);
         CHECK(rally_client_entities_at(client, now, entities, ENTITIES_MAX, &count));
         CHECK(rally_client_present(client, now));
-        if (n % 90 == 89) {
+        if (k % 90 == 89) {
             RallyConnectionStats stats;
             CHECK(rally_client_stats(client, &stats));
             printf("t=%.0fs: %zu entities, rtt %.2f ms, jitter %.2f ms, loss %.1f%%, "
                    "%llu snapshots\n",
-                   (double)(n + 1) / 90.0, count, (double)stats.rtt_us / 1000.0,
+                   (double)(k + 1) / 90.0, count, (double)stats.rtt_us / 1000.0,
                    (double)stats.jitter_us / 1000.0, stats.loss * 100.0,
                    (unsigned long long)stats.snapshots);
         }
         wait_until(client, start + (uint64_t)(n + 1) * FRAME_US);
     }
+    print_lateness(late_ms, frames);
+    free(late_ms);
 
     /* The newest state: what the room last said. */
     CHECK(rally_client_entities(client, entities, ENTITIES_MAX, &count));

@@ -177,8 +177,19 @@ pub struct ClientSession<I, M> {
     events: VecDeque<ClientEvent<M>>,
     stats: ClientStats,
     scratch: Snapshot,
-    /// Fast-path chains, by sender: the last tick run when each was sent, and its entities.
-    overlays: Vec<(ClientId, u32, Snapshot)>,
+    /// The newest snapshot's entities dequantized, ids ascending, with the fresh fast-path
+    /// chains' states over them: what [`ClientSession::entities`] shows. Kept up to date as
+    /// snapshots and chains arrive, in place: an entity is dequantized once, when a snapshot
+    /// changes its codes, for the interpolator and every read alike, and a read searches
+    /// nothing.
+    shown: Vec<EntityState>,
+    /// The snapshot's own states where `shown` holds a chain's instead, by index, to put back
+    /// before the next snapshot or chain is applied.
+    covered: Vec<(usize, EntityState)>,
+    /// A buffer for rebuilding `shown` when entities come or go.
+    spare: Vec<EntityState>,
+    /// Fast-path chains, by sender.
+    overlays: Vec<Overlay>,
     /// The total-latency meter.
     meter: LatencyMeter,
     interpolator: Interpolator,
@@ -210,6 +221,9 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             events: VecDeque::new(),
             stats: ClientStats::default(),
             scratch: Snapshot::default(),
+            shown: Vec::new(),
+            covered: Vec::new(),
+            spare: Vec::new(),
             overlays: Vec::new(),
             meter: LatencyMeter::default(),
             tick_rate: 0,
@@ -236,6 +250,8 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             view.clear(0);
         }
         self.newest = None;
+        self.shown.clear();
+        self.covered.clear();
         self.hello_due = true;
         self.welcomed = false;
     }
@@ -278,24 +294,14 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         self.newest.map(|i| &self.views[i])
     }
 
-    /// The newest state of every entity, for the renderer.
+    /// The newest state of every entity, for the renderer, ids ascending.
     pub fn entities(&self) -> impl Iterator<Item = EntityState> + '_ {
-        let config = &self.config.snapshot;
-        let tick = self.snapshot().map_or(0, |s| s.tick());
-        // A fast-path chain sent after tick t is newer than the snapshot of t, not of t + 1.
-        let fresh: Vec<&Snapshot> = self
-            .overlays
-            .iter()
-            .filter(|(_, sent, _)| !seq32_newer(tick, *sent))
-            .map(|(_, _, chain)| chain)
-            .collect();
-        self.snapshot().into_iter().flat_map(move |s| {
-            let fresh = fresh.clone();
-            s.entities().iter().map(move |e| {
-                let newer = fresh.iter().find_map(|chain| chain.get(e.id));
-                config.dequantize(newer.unwrap_or(e))
-            })
-        })
+        self.shown.iter().copied()
+    }
+
+    /// How many entities [`ClientSession::entities`] gives.
+    pub fn entity_count(&self) -> usize {
+        self.shown.len()
     }
 
     /// Entity `id` as a frame at `now` should show it: buffered against the link's jitter,
@@ -303,6 +309,16 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     /// objects; a player's own hand is best shown where the player holds it.
     pub fn interpolated(&mut self, now: Instant, id: crate::EntityId) -> Option<Interpolated> {
         self.interpolator.sample(now, id)
+    }
+
+    /// Every entity of [`ClientSession::entities`] as a frame at `now` should show it: its
+    /// [`ClientSession::interpolated`] state, or its newest where it has none (interpolation
+    /// off, or no update yet). One pass for a whole frame, ids ascending.
+    pub fn interpolated_entities(
+        &mut self,
+        now: Instant,
+    ) -> impl Iterator<Item = EntityState> + '_ {
+        self.interpolator.sample_each(now, &self.shown)
     }
 
     /// The interpolator: to put entities in classes and read what it measured.
@@ -450,10 +466,14 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             self.stats.snapshots_dropped += 1;
             return;
         }
+        self.uncover();
+        self.dequantize_scratch();
         let slot = self.newest.map_or(0, |i| (i + 1) % self.views.len());
         std::mem::swap(&mut self.views[slot], &mut self.scratch);
         self.newest = Some(slot);
-        self.interpolate(now, header.tick, Duration::ZERO, slot);
+        // `shown` is the snapshot's own states until the chains cover it again.
+        self.interpolate(now, header.tick);
+        self.cover();
         self.stats.snapshots += 1;
         self.frame_due = true;
         if let Some(reflected) = prefix.reflected {
@@ -474,17 +494,75 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         admits
     }
 
-    /// Hands view `slot`'s entities to the interpolator, as of `tick` plus `offset`; a full
-    /// view (a snapshot, not a fast-path chain) also tells it which entities are gone.
-    fn interpolate(&mut self, now: Instant, tick: u32, offset: Duration, slot: usize) {
+    /// Turns `shown` (the newest view's states, uncovered) into the just-decoded snapshot in
+    /// `scratch`: an entity whose codes equal its codes in the newest view (most of a room,
+    /// at rest) keeps its state, the rest are dequantized. With the same entities as the
+    /// newest view (the steady state) in place; when entities came or went, rebuilt.
+    fn dequantize_scratch(&mut self) {
+        let config = &self.config.snapshot;
+        let previous = self.newest.map_or(&[][..], |i| self.views[i].entities());
+        let next = self.scratch.entities();
+        debug_assert_eq!(previous.len(), self.shown.len(), "shown mirrors the newest view");
+        let same = previous.len() == next.len()
+            && self.shown.len() == next.len()
+            && previous.iter().zip(next).all(|(p, n)| p.id == n.id);
+        if same {
+            for ((state, p), n) in self.shown.iter_mut().zip(previous).zip(next) {
+                if p != n {
+                    *state = config.dequantize(n);
+                }
+            }
+            return;
+        }
+        self.spare.clear();
+        let mut at = 0;
+        for entity in next {
+            while previous.get(at).is_some_and(|p| p.id < entity.id) {
+                at += 1;
+            }
+            let kept = previous.get(at).filter(|p| *p == entity).and_then(|_| self.shown.get(at));
+            self.spare.push(kept.copied().unwrap_or_else(|| config.dequantize(entity)));
+        }
+        std::mem::swap(&mut self.shown, &mut self.spare);
+    }
+
+    /// Shows the fresh fast-path chains' states over the snapshot's, keeping what they cover.
+    /// A chain sent after tick t is newer than the snapshot of t, not of t + 1; where two
+    /// chains hold an entity, the first listed shows (it is written last).
+    fn cover(&mut self) {
+        let tick = self.snapshot().map_or(0, |s| s.tick());
+        for overlay in self.overlays.iter().rev().filter(|o| !seq32_newer(tick, o.sent)) {
+            for state in &overlay.states {
+                let Ok(at) = self.shown.binary_search_by_key(&state.id, |s| s.id) else {
+                    continue;
+                };
+                // The snapshot's state is kept once, not a chain's written over it before.
+                if !self.covered.iter().any(|(i, _)| *i == at) {
+                    self.covered.push((at, self.shown[at]));
+                }
+                self.shown[at] = *state;
+            }
+        }
+    }
+
+    /// Puts the snapshot's own states back where chains covered them.
+    fn uncover(&mut self) {
+        for (at, state) in self.covered.drain(..) {
+            if let Some(shown) = self.shown.get_mut(at) {
+                *shown = state;
+            }
+        }
+    }
+
+    /// Hands the newest snapshot's entities (`shown`, uncovered) to the interpolator, as of
+    /// `tick`, and tells it which entities are gone.
+    fn interpolate(&mut self, now: Instant, tick: u32) {
         if !self.config.interpolate {
             return;
         }
-        let time = self.server_time(tick, offset);
-        let view = &self.views[slot];
-        let config = &self.config.snapshot;
-        self.interpolator.update(now, time, view.entities().iter().map(|e| config.dequantize(e)));
-        self.interpolator.retain(|id| view.get(id).is_some());
+        let time = self.server_time(tick, Duration::ZERO);
+        self.interpolator.update(now, time, self.shown.iter().copied());
+        self.interpolator.retain_present(&self.shown);
     }
 
     /// A fast-path chain: shown over the snapshot until a snapshot of a later tick arrives;
@@ -494,27 +572,37 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             self.stats.snapshots_dropped += 1;
             return;
         };
-        let mut chain = Snapshot::default();
-        if !self.welcomed || self.config.snapshot.decode(bytes, None, &mut chain).is_err() {
+        // The scratch snapshot is free between snapshots: decoding into it allocates nothing.
+        let chain = &mut self.scratch;
+        if !self.welcomed || self.config.snapshot.decode(bytes, None, chain).is_err() {
             self.stats.snapshots_dropped += 1;
             return;
         }
         let sent = chain.tick();
-        if self.overlays.iter().any(|(c, s, _)| *c == client && seq32_newer(*s, sent)) {
+        let slot = self.overlays.iter().position(|o| o.client == client);
+        if slot.is_some_and(|i| seq32_newer(self.overlays[i].sent, sent)) {
             return;
         }
-        let (time, config) = (self.server_time(sent, offset), &self.config.snapshot);
+        // The replaced chain's buffer takes the new states.
+        let mut states = match slot {
+            Some(i) => std::mem::take(&mut self.overlays[i].states),
+            None => Vec::new(),
+        };
+        states.clear();
+        let config = &self.config.snapshot;
+        states.extend(self.scratch.entities().iter().map(|e| config.dequantize(e)));
         if self.config.interpolate {
-            let states = chain.entities().iter().map(|e| config.dequantize(e));
-            self.interpolator.update(now, time, states);
+            let time = self.server_time(sent, offset);
+            self.interpolator.update(now, time, states.iter().copied());
         }
-        let slot = self.overlays.iter().position(|(c, _, _)| *c == client);
+        let overlay = Overlay { client, sent, states };
         match slot {
-            Some(i) if seq32_newer(self.overlays[i].1, sent) => return,
-            Some(i) => self.overlays[i] = (client, sent, chain),
-            None if self.overlays.len() < OVERLAYS_MAX => self.overlays.push((client, sent, chain)),
+            Some(i) => self.overlays[i] = overlay,
+            None if self.overlays.len() < OVERLAYS_MAX => self.overlays.push(overlay),
             None => return,
         }
+        self.uncover();
+        self.cover();
         if self.client_id() == Some(client) {
             if let Some(seq) = seq {
                 self.input_applied(seq);
@@ -639,6 +727,15 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     }
 }
 
+/// A fast-path chain: its sender, the last tick run when it was sent, and its entities,
+/// dequantized once as it arrives.
+#[derive(Debug)]
+struct Overlay {
+    client: ClientId,
+    sent: u32,
+    states: Vec<EntityState>,
+}
+
 /// Fast-path chains shown at once at most (one per sending client). In a room of more
 /// clients, the chains of senders past it show at the next snapshot instead.
 const OVERLAYS_MAX: usize = 64;
@@ -659,6 +756,7 @@ pub(crate) fn parse_fast(payload: &[u8]) -> Option<(ClientId, Option<u32>, Durat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::HOLDS_MAX;
 
     fn message(codec: &MessageCodec, message: u8) -> Vec<u8> {
         frame(codec, &message, Envelope::Message).unwrap()
@@ -696,24 +794,97 @@ mod tests {
 
     /// A fast-path message from `client`: its chain is one entity, its own id.
     fn fast(client: u32) -> Vec<u8> {
-        let mut out = vec![0u8; 256];
+        fast_chain(client, 1, &[(client, 0.0)])
+    }
+
+    /// Entity `id` at `x` on the x axis, at rest.
+    fn at_x(id: u32, x: f32) -> EntityState {
+        EntityState {
+            id,
+            position: glam::Vec3::new(x, 0.0, 0.0),
+            rotation: glam::Quat::IDENTITY,
+            linear_velocity: glam::Vec3::ZERO,
+            angular_velocity: glam::Vec3::ZERO,
+        }
+    }
+
+    /// A snapshot of `tick` holding `entities` (id, x), full, encoded as its bytes.
+    fn encoded(tick: u32, entities: &[(u32, f32)], out: &mut [u8]) -> usize {
+        let config = SnapshotConfig::default();
+        let mut snapshot = Snapshot::new(tick);
+        for (id, x) in entities {
+            snapshot.push(config.quantize(&at_x(*id, *x))).unwrap();
+        }
+        config.encode_full(&snapshot, out).unwrap()
+    }
+
+    /// A fast-path message from `client`, sent after `tick`, its chain `entities` (id, x).
+    fn fast_chain(client: u32, tick: u32, entities: &[(u32, f32)]) -> Vec<u8> {
+        let mut out = vec![0u8; 512];
         let mut len = 0;
         for value in [u64::from(client), 0, 0] {
             len += rally_wire::varint::write_varint(value, &mut out[len..]).unwrap();
         }
-        let config = SnapshotConfig::default();
-        let mut chain = Snapshot::new(1);
-        let state = EntityState {
-            id: client,
-            position: glam::Vec3::ZERO,
-            rotation: glam::Quat::IDENTITY,
-            linear_velocity: glam::Vec3::ZERO,
-            angular_velocity: glam::Vec3::ZERO,
-        };
-        chain.push(config.quantize(&state)).unwrap();
-        len += config.encode_full(&chain, &mut out[len..]).unwrap();
+        len += encoded(tick, entities, &mut out[len..]);
         out.truncate(len);
         out
+    }
+
+    /// A snapshot message (no input reflected) of `tick` holding `entities` (id, x).
+    fn state(tick: u32, entities: &[(u32, f32)]) -> Vec<u8> {
+        let prefix = StatePrefix { reflected: None, holds: [0; HOLDS_MAX], holds_len: 0 };
+        let mut out = Vec::new();
+        prefix.write(&mut out);
+        let mut bytes = vec![0u8; 512];
+        let len = encoded(tick, entities, &mut bytes);
+        out.extend_from_slice(&bytes[..len]);
+        out
+    }
+
+    /// A default session the room has welcomed as client 1, at 128 Hz.
+    fn welcomed() -> ClientSession<u8, u8> {
+        let mut session: ClientSession<u8, u8> = ClientSession::new(Default::default()).unwrap();
+        let codec = MessageCodec::default();
+        let ticket = SessionTicket { client: 1, secret: 2 };
+        let welcome = Envelope::Welcome { ticket, tick_rate: 128, resumed: false };
+        session.receive(Instant::ZERO, RELIABLE, &codec.encode(&welcome).unwrap());
+        session
+    }
+
+    /// What the session shows, as (id, x).
+    fn shown(session: &ClientSession<u8, u8>) -> Vec<(u32, f32)> {
+        session.entities().map(|e| (e.id, (e.position.x * 100.0).round() / 100.0)).collect()
+    }
+
+    #[test]
+    fn entities_show_each_snapshot_with_the_fresh_chains_over_it() {
+        // Goal: the states a session keeps in place (dequantized once, chains written over
+        // them) show what the room says: a chain's entities over the snapshot until a later
+        // tick's snapshot, an entity a sender's newer chain leaves out back at the snapshot's
+        // state, entities that come and go. Method: crafted snapshots and chains, the shown
+        // states after each.
+        let mut session = welcomed();
+        let now = Instant::ZERO;
+        session.receive(now, STATE, &state(10, &[(2, 1.0), (3, 1.0), (4, 1.0)]));
+        assert_eq!(shown(&session), [(2, 1.0), (3, 1.0), (4, 1.0)]);
+        session.receive(now, FAST, &fast_chain(7, 10, &[(2, 5.0), (3, 5.0)]));
+        assert_eq!(shown(&session), [(2, 5.0), (3, 5.0), (4, 1.0)]);
+        // The sender's next chain holds only entity 2: entity 3 shows the snapshot again.
+        session.receive(now, FAST, &fast_chain(7, 11, &[(2, 6.0)]));
+        assert_eq!(shown(&session), [(2, 6.0), (3, 1.0), (4, 1.0)]);
+        // A snapshot of tick 11 (entity 4 gone): the chain sent after tick 11 still shows.
+        session.receive(now, STATE, &state(11, &[(2, 2.0), (3, 2.0)]));
+        assert_eq!(shown(&session), [(2, 6.0), (3, 2.0)]);
+        // A chain from another sender over the same entity: the first listed shows.
+        session.receive(now, FAST, &fast_chain(8, 11, &[(2, 7.0), (3, 7.0)]));
+        assert_eq!(shown(&session), [(2, 6.0), (3, 7.0)]);
+        // Tick 12 is later than both chains: the snapshot shows, with a new entity.
+        session.receive(now, STATE, &state(12, &[(2, 3.0), (3, 3.0), (5, 3.0)]));
+        assert_eq!(shown(&session), [(2, 3.0), (3, 3.0), (5, 3.0)]);
+        assert_eq!(session.entity_count(), 3);
+        // Interpolated for a frame, each entity is still itself, in id order.
+        let ids: Vec<u32> = session.interpolated_entities(now).map(|e| e.id).collect();
+        assert_eq!(ids, [2, 3, 5]);
     }
 
     #[test]
@@ -721,11 +892,7 @@ mod tests {
         // Goal: a session shows at most `OVERLAYS_MAX` senders' chains at once, whatever the
         // room sends; a sender already shown still updates. Method: crafted fast-path messages
         // from ten senders more than the limit.
-        let mut session: ClientSession<u8, u8> = ClientSession::new(Default::default()).unwrap();
-        let codec = MessageCodec::default();
-        let ticket = SessionTicket { client: 1, secret: 2 };
-        let welcome = Envelope::Welcome { ticket, tick_rate: 128, resumed: false };
-        session.receive(Instant::ZERO, RELIABLE, &codec.encode(&welcome).unwrap());
+        let mut session = welcomed();
         for sender in 2..OVERLAYS_MAX as u32 + 12 {
             session.receive(Instant::ZERO, FAST, &fast(sender));
         }

@@ -272,18 +272,68 @@ impl Interpolator {
         self.classes.retain(|id, _| keep(*id));
     }
 
+    /// Forgets every entity not in `present` (ids ascending, as a snapshot lists them): what
+    /// [`Interpolator::retain`] does, in one pass over both lists instead of a search per track.
+    pub fn retain_present(&mut self, present: &[EntityState]) {
+        // The steady state: the same entities as tracks, nothing to forget.
+        let same = self.tracks.len() == present.len()
+            && self.tracks.iter().zip(present).all(|(track, state)| track.id == state.id);
+        if !same {
+            let mut at = 0;
+            // `Vec::retain` visits the tracks in order, and they ascend by id as `present` does.
+            self.tracks.retain(|track| {
+                while present.get(at).is_some_and(|state| state.id < track.id) {
+                    at += 1;
+                }
+                present.get(at).is_some_and(|state| state.id == track.id)
+            });
+        }
+        if !self.classes.is_empty() {
+            let listed = |id: &EntityId| present.binary_search_by_key(id, |s| s.id).is_ok();
+            self.classes.retain(|id, _| listed(id));
+        }
+    }
+
     /// Entity `id`'s state for a frame at `now`, if it has had an update.
     pub fn sample(&mut self, now: Instant, id: EntityId) -> Option<Interpolated> {
+        let times = self.render_times(now);
+        self.sample_at(&times, id)
+    }
+
+    /// Each of `states` as a frame at `now` should show it, or the state itself where its
+    /// entity has had no update: [`Interpolator::sample`] for a whole frame, with the render
+    /// times worked out once. In id order (as snapshots list entities) each track is found
+    /// where the last one ended, without a search.
+    pub fn sample_each<'a>(
+        &'a mut self,
+        now: Instant,
+        states: impl IntoIterator<Item = &'a EntityState> + 'a,
+    ) -> impl Iterator<Item = EntityState> + 'a {
+        let times = self.render_times(now);
+        states.into_iter().map(move |state| match self.sample_at(&times, state.id) {
+            Some(sampled) => sampled.state,
+            None => *state,
+        })
+    }
+
+    /// The server time a frame at `now` shows, per class (`None` for a class not yet updated).
+    fn render_times(&self, now: Instant) -> [Option<f64>; 3] {
+        let now = now.as_secs_f64();
+        self.timelines.each_ref().map(|timeline| timeline.render_time(now))
+    }
+
+    fn sample_at(&mut self, times: &[Option<f64>; 3], id: EntityId) -> Option<Interpolated> {
         let at = self.find(id).ok()?;
         self.hint = at + 1;
         let track = &self.tracks[at];
-        let timeline = &mut self.timelines[track.class.index()];
+        let class = track.class.index();
         // A class with no update yet (its first entity just put in it) shows the newest.
         let newest = track.confirmed.max(track.updates.back()?.0);
-        let t = timeline.render_time(now.as_secs_f64()).unwrap_or(newest);
+        let t = times[class].unwrap_or(newest);
         let sampled = sample_track(track, t, self.config.extrapolation_max)?;
-        timeline.stats.frames += 1;
-        timeline.stats.starved += u64::from(sampled.starved);
+        let stats = &mut self.timelines[class].stats;
+        stats.frames += 1;
+        stats.starved += u64::from(sampled.starved);
         Some(sampled)
     }
 }
@@ -296,11 +346,16 @@ fn sample_track(track: &Track, t: f64, extrapolation_max: Duration) -> Option<In
     let &(newest_time, newest) = updates.back()?;
     let current = track.confirmed.max(newest_time);
     let behind = current - t;
-    // The first update later than `t`: times ascend, so a search finds it (the render time sits
-    // near the newest, where a scan from the oldest would end).
-    // (A NaN `t` finds none, as a scan would.)
-    let after = updates.partition_point(|(time, _)| time.partial_cmp(&t) != Some(Greater));
-    let after = (after < updates.len()).then_some(after);
+    // The first update later than `t`: none when `t` is at or past the newest (an entity at
+    // rest, most of a room: no search then), else times ascend and a search finds it (a NaN
+    // `t` finds none, as a scan would).
+    let after = match t >= newest_time {
+        true => None,
+        false => {
+            let after = updates.partition_point(|(time, _)| time.partial_cmp(&t) != Some(Greater));
+            (after < updates.len()).then_some(after)
+        }
+    };
     let state = match after {
         // Before the oldest update held: show the oldest.
         Some(0) => updates[0].1,

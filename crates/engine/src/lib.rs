@@ -58,7 +58,8 @@
 //!
 //! Remote entities can be shown through [`ClientSession::interpolated`] ([`interpolation`]): a
 //! buffer per [`ObjectClass`] sized to the jitter measured on that class's updates, zero on a
-//! link without jitter, with bounded extrapolation past the newest update.
+//! link without jitter, with bounded extrapolation past the newest update;
+//! [`ClientSession::interpolated_entities`] gives a whole frame's in one pass.
 //!
 //! ## Physics
 //!

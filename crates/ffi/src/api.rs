@@ -116,6 +116,39 @@ unsafe fn fill<T: Copy>(
     Ok(())
 }
 
+/// The entities of `client` (newest, or as shown at `at_us`) written straight into `out`, as
+/// [`fill`] would copy them.
+///
+/// # Safety
+/// As `fill`.
+unsafe fn read_entities(
+    client: &mut Client,
+    at_us: Option<u64>,
+    out: *mut RallyEntity,
+    capacity: usize,
+    count: *mut usize,
+) -> Result<(), FfiError> {
+    let needed = client.entity_count()?;
+    // SAFETY: the caller's contract on `count`.
+    unsafe { put(count, needed, "count") }?;
+    if needed > capacity {
+        return Err(FfiError::BufferTooSmall { what: "out", capacity, needed });
+    }
+    if needed == 0 {
+        return Ok(());
+    }
+    if out.is_null() {
+        return Err(FfiError::Null("out"));
+    }
+    client.entities(at_us, |i, entity| {
+        // SAFETY: `out` holds `capacity` >= `needed` writable entities (the caller's contract)
+        // and the read hands out `needed` of them, indices below it; checked all the same.
+        if i < needed {
+            unsafe { out.add(i).write(entity) };
+        }
+    })
+}
+
 /// The library's version, "major.minor.patch", a static NUL-terminated string.
 #[no_mangle]
 pub extern "C" fn rally_version() -> *const c_char {
@@ -333,10 +366,7 @@ pub unsafe extern "C" fn rally_client_entities(
 ) -> RallyStatus {
     call("rally_client_entities", || {
         // SAFETY: the caller's contract on each pointer.
-        unsafe {
-            let entities = live_client(client)?.entities(None)?;
-            fill(entities, out, capacity, count, "out")
-        }
+        unsafe { read_entities(live_client(client)?, None, out, capacity, count) }
     })
 }
 
@@ -356,10 +386,7 @@ pub unsafe extern "C" fn rally_client_entities_at(
 ) -> RallyStatus {
     call("rally_client_entities_at", || {
         // SAFETY: the caller's contract on each pointer.
-        unsafe {
-            let entities = live_client(client)?.entities(Some(at_us))?;
-            fill(entities, out, capacity, count, "out")
-        }
+        unsafe { read_entities(live_client(client)?, Some(at_us), out, capacity, count) }
     })
 }
 

@@ -120,9 +120,6 @@ pub struct Client {
     events_dropped: u64,
     latency: VecDeque<LatencySample>,
     frame: Duration,
-    /// The entities of the last read, newest and as shown: buffers reused from read to read.
-    newest: Vec<EntityState>,
-    shown: Vec<RallyEntity>,
 }
 
 impl std::fmt::Debug for Client {
@@ -163,8 +160,6 @@ impl Client {
             events_dropped: 0,
             latency: VecDeque::new(),
             frame: Duration::from_micros(config.frame_us.into()),
-            newest: Vec::new(),
-            shown: Vec::new(),
         })
     }
 
@@ -331,22 +326,32 @@ impl Client {
         Ok(())
     }
 
-    /// The newest state of every entity, or interpolated at `at_us`: in a buffer the client
-    /// keeps, so that a frame's read allocates nothing once it has grown to the room's size.
-    pub fn entities(&mut self, at_us: Option<u64>) -> Result<&[RallyEntity], FfiError> {
+    /// How many entities a read gives.
+    pub fn entity_count(&self) -> Result<usize, FfiError> {
         self.open()?;
-        self.newest.clear();
-        self.newest.extend(self.session.entities());
-        self.shown.clear();
-        let at = at_us.map(|us| Instant::from_nanos(us.saturating_mul(1000)));
-        for newest in &self.newest {
-            self.shown.push(match at.and_then(|at| self.session.interpolated(at, newest.id)) {
-                Some(shown) => entity(&shown.state),
-                None => entity(newest),
-            });
+        Ok(self.session.entity_count())
+    }
+
+    /// The newest state of every entity, or interpolated at `at_us`, each handed to `write`
+    /// with its index (`entity_count` of them), so that a read goes straight into the
+    /// caller's array: no copy, no allocation.
+    pub fn entities(
+        &mut self,
+        at_us: Option<u64>,
+        mut write: impl FnMut(usize, RallyEntity),
+    ) -> Result<(), FfiError> {
+        self.open()?;
+        let mut tagger = self.roster.tagger(&self.scene);
+        let mut put = |(i, state)| {
+            let mut shown = entity(state);
+            tagger.tag(&mut shown);
+            write(i, shown);
+        };
+        match at_us.map(|us| Instant::from_nanos(us.saturating_mul(1000))) {
+            Some(at) => self.session.interpolated_entities(at).enumerate().for_each(&mut put),
+            None => self.session.entities().enumerate().for_each(&mut put),
         }
-        self.roster.tag(&self.scene, &mut self.shown);
-        Ok(&self.shown)
+        Ok(())
     }
 
     /// The room's class names: `RallyEntity::class_index` indexes them.
@@ -484,7 +489,7 @@ fn happening(event: SceneEvent) -> Option<Happening> {
     })
 }
 
-fn entity(e: &EntityState) -> RallyEntity {
+fn entity(e: EntityState) -> RallyEntity {
     RallyEntity {
         id: e.id,
         position: e.position.into(),

@@ -41,24 +41,10 @@ impl Roster {
         &self.names
     }
 
-    /// Fills the class and holder of each of `entities` (ids ascending, as snapshots give
-    /// them: one pass over both lists; any order works, at a search each).
-    pub(crate) fn tag(&mut self, scene: &SceneState, entities: &mut [RallyEntity]) {
+    /// A tagger for one read of the entities, with the roster brought up to date.
+    pub(crate) fn tagger(&mut self, scene: &SceneState) -> Tagger<'_> {
         self.refresh(scene);
-        let mut at = 0;
-        for entity in entities {
-            if self.tags.get(at).is_none_or(|t| t.id != entity.id) {
-                at = self.tags.partition_point(|t| t.id < entity.id);
-            }
-            match self.tags.get(at).filter(|t| t.id == entity.id) {
-                Some(tag) => {
-                    entity.class_index = tag.class;
-                    (entity.holder, entity.hand) = (tag.holder, tag.hand);
-                    at += 1;
-                }
-                None => (entity.class_index, entity.holder, entity.hand) = untagged(),
-            }
-        }
+        Tagger { tags: &self.tags, at: 0 }
     }
 
     fn refresh(&mut self, scene: &SceneState) {
@@ -92,6 +78,31 @@ impl Roster {
             self.tags[at].hand = holder.hand as u8;
         }
         self.names = classes.names().to_vec();
+    }
+}
+
+/// Fills the class and holder of entities, one at a time.
+pub(crate) struct Tagger<'a> {
+    tags: &'a [Tag],
+    at: usize,
+}
+
+impl Tagger<'_> {
+    /// Fills `entity`'s class and holder. Entities in ascending ids (as snapshots give them)
+    /// take one pass over the roster; any order works, at a search each.
+    pub(crate) fn tag(&mut self, entity: &mut RallyEntity) {
+        let tags = self.tags;
+        if tags.get(self.at).is_none_or(|t| t.id != entity.id) {
+            self.at = tags.partition_point(|t| t.id < entity.id);
+        }
+        match tags.get(self.at).filter(|t| t.id == entity.id) {
+            Some(tag) => {
+                entity.class_index = tag.class;
+                (entity.holder, entity.hand) = (tag.holder, tag.hand);
+                self.at += 1;
+            }
+            None => (entity.class_index, entity.holder, entity.hand) = untagged(),
+        }
     }
 }
 

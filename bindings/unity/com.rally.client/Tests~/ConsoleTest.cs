@@ -10,6 +10,7 @@
 //
 //   mono ConsoleTest.exe --rally PATH --key HEX --server IP:PORT --layout FILE
 //        [--grab X,Y,Z] [--seconds S] [--bench FRAMES] [--json FILE] [--interpolate 0|1]
+//        [--spin-us US]
 //
 // bindings/unity/run-mono.sh builds everything and runs it.
 using System;
@@ -23,8 +24,10 @@ using Rally;
 static class ConsoleTest
 {
     const uint FrameUs = RallyConnection.Frame90Hz;
-    /// <summary>How long before a frame the loop stops sleeping and polls the clock.</summary>
-    const ulong SpinUs = 1000;
+    /// <summary>
+    /// How long before a frame the loop stops sleeping and polls the clock (--spin-us).
+    /// </summary>
+    static ulong SpinUs = 0;
     static readonly Vec3 Target = new Vec3(0.4f, 1.3f, -0.6f);
     /// <summary>The snapshot quantizes positions to millimetres.</summary>
     const float CloseM = 0.02f;
@@ -41,9 +44,11 @@ static class ConsoleTest
         double seconds = double.Parse(Get(options, "--seconds", "3"), CultureInfo.InvariantCulture);
         int bench = int.Parse(Get(options, "--bench", "0"), CultureInfo.InvariantCulture);
         bool interpolate = Get(options, "--interpolate", "1") != "0";
+        SpinUs = ulong.Parse(Get(options, "--spin-us", "0"), CultureInfo.InvariantCulture);
         Console.WriteLine("librally {0} under Mono {1}", RallyConnection.Version,
             Environment.Version);
 
+        PreciseTimers();
         CheckLayouts(options["--layout"]);
         CheckErrors(rally, key, server);
         using (var client = new RallyConnection(RallyConnection.Frame90Hz, interpolate))
@@ -66,40 +71,80 @@ static class ConsoleTest
         }
     }
 
+    /// <summary>How long the room may take to accept the client, in frames (5 s).</summary>
+    const int JoinFramesMax = 450;
+
     /// <summary>
-    /// The frames: reach the block, close the hand, circle, then hold at the target.
+    /// The frames: once the room has accepted the client, reach the block, close the hand,
+    /// circle, then hold at the target. The schedule counts from the join, so that a room
+    /// slow to accept (a debug build on a loaded machine) still gets the whole reach.
     /// </summary>
     static int Play(RallyConnection client, Vec3 grab, int frames, Entity[] entities)
     {
         var data = new byte[EventBytesMax];
-        bool joined = false;
         int count = 0;
+        var late = new double[frames];
         ulong start = client.NowUs();
-        for (int n = 0; n < frames; n++)
+        int n = 0;
+        // No input before the join: it would wait in the session and be measured from its
+        // sampling.
+        for (bool joined = false; !joined; n++)
+        {
+            if (n == JoinFramesMax)
+                throw new Exception("the room did not accept the client within 5 s");
+            ulong now = client.NowUs();
+            client.Update(now);
+            joined = PrintEvents(client, data);
+            client.Present(now);
+            WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
+        }
+        Console.WriteLine("joined after {0} frames ({1:F0} ms)", n, n * FrameUs / 1000.0);
+        for (int k = 0; k < frames; k++, n++)
         {
             ulong now = client.NowUs();
-            float t = n / 90f;
-            Vec3 at = Target;
-            if (n < frames / 3) at = grab;
-            else if (n < frames / 2)
-                at = new Vec3(Target.X + 0.2f * (float)Math.Cos(t * 3), Target.Y,
-                    Target.Z + 0.2f * (float)Math.Sin(t * 3));
-            byte grip = (byte)(n > 20 ? 255 : 0);
-            // Input before the room accepts the client would be measured from its sampling.
-            if (joined)
-            {
-                XrInput input = Input(at, grip);
-                client.SendXrInput(now, ref input);
-            }
+            late[k] = (now - (start + (ulong)n * FrameUs)) / 1000.0;
+            XrInput input = Input(Reach(k, frames, grab), (byte)(k > 20 ? 255 : 0));
+            client.SendXrInput(now, ref input);
             client.Update(now);
-            joined |= PrintEvents(client, data);
+            PrintEvents(client, data);
             if (!client.TryReadEntitiesAt(now, entities, out count))
                 throw new Exception(count + " entities: more than the test's array");
             client.Present(now);
-            if (n % 90 == 89) PrintStats(client, n, count);
+            if (k % 90 == 89) PrintStats(client, k, count);
             WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
         }
+        PrintLateness(late);
         return count;
+    }
+
+    /// <summary>
+    /// Where the hand is at frame <paramref name="k"/> of <paramref name="frames"/>: at the
+    /// block for the first third, then circling, then at the target.
+    /// </summary>
+    static Vec3 Reach(int k, int frames, Vec3 grab)
+    {
+        float t = k / 90f;
+        if (k < frames / 3) return grab;
+        if (k < frames / 2)
+            return new Vec3(Target.X + 0.2f * (float)Math.Cos(t * 3), Target.Y,
+                Target.Z + 0.2f * (float)Math.Sin(t * 3));
+        return Target;
+    }
+
+    /// <summary>
+    /// How late the frames started against their schedule: a frame late by more than the
+    /// meter's millisecond of slack takes two samples out of the model (its own input's, and
+    /// the one before, which it presents late).
+    /// </summary>
+    static void PrintLateness(double[] late)
+    {
+        var sorted = (double[])late.Clone();
+        Array.Sort(sorted);
+        int over = 0;
+        foreach (double l in late) if (l > 1.0) over++;
+        Console.WriteLine("frame start lateness: p50 {0:F3} ms, p99 {1:F3} ms, max {2:F3} ms; " +
+            "{3} of {4} frames more than 1 ms late", sorted[sorted.Length / 2],
+            sorted[sorted.Length * 99 / 100], sorted[sorted.Length - 1], over, late.Length);
     }
 
     static XrInput Input(Vec3 at, byte grip)
@@ -116,13 +161,17 @@ static class ConsoleTest
     }
 
     /// <summary>
-    /// Frames start on a fixed schedule, as a display's do; the last millisecond is polled.
+    /// Frames start on a fixed schedule, as a display's do. By default the loop sleeps to the
+    /// frame itself: with a microsecond of timer slack a sleeper wakes within about 0.05 ms,
+    /// while on a shared machine a thread polling the clock is the one preempted
+    /// (examples/c/sample.c says the same; docs/ffi.md has the runs).
     /// </summary>
     static void WaitUntil(RallyConnection client, ulong next)
     {
-        ulong now = client.NowUs();
-        if (next > now + SpinUs) System.Threading.Thread.Sleep((int)((next - now - SpinUs) / 1000));
-        while (client.NowUs() < next) { }
+        // Sleeps until SpinUs before the frame (again if woken early), then polls the clock.
+        // usleep, not Thread.Sleep: a sleep in whole milliseconds would end up to one early.
+        for (ulong now = client.NowUs(); now < next; now = client.NowUs())
+            if (next > now + SpinUs) Usleep((uint)(next - now - SpinUs));
     }
 
     /// <summary>
@@ -291,6 +340,29 @@ static class ConsoleTest
         public long Nanoseconds;
     }
 
+    [DllImport("libc", EntryPoint = "usleep")]
+    static extern int Usleep(uint microseconds);
+
+    [DllImport("libc", EntryPoint = "prctl")]
+    static extern int Prctl(int option, ulong arg2, ulong arg3, ulong arg4, ulong arg5);
+
+    /// <summary>
+    /// Asks Linux to end this thread's sleeps within a microsecond rather than the default 50
+    /// (PR_SET_TIMERSLACK), as Rally's own driver does, so that frames start on time.
+    /// </summary>
+    static void PreciseTimers()
+    {
+        const int SetTimerSlack = 29;
+        try
+        {
+            Prctl(SetTimerSlack, 1000, 0, 0, 0);
+        }
+        catch (EntryPointNotFoundException)
+        {
+            // Not Linux: the OS's own timer precision stands.
+        }
+    }
+
     [DllImport("libc", EntryPoint = "clock_gettime")]
     static extern int ClockGettime(int clock, out Timespec time);
 
@@ -407,7 +479,7 @@ static class ConsoleTest
             if (!options.ContainsKey(required))
                 throw new ArgumentException("usage: ConsoleTest --rally PATH --key HEX " +
                     "--server IP:PORT --layout FILE [--grab X,Y,Z] [--seconds S] [--bench N] " +
-                    "[--json FILE] [--interpolate 0|1]");
+                    "[--json FILE] [--interpolate 0|1] [--spin-us US]");
         return options;
     }
 
