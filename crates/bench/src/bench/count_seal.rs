@@ -35,7 +35,8 @@ pub(super) const AEADS: [&str; 6] = [
     "AES-256-GCM ring",
 ];
 
-/// One AEAD's keyed cipher.
+/// One AEAD's keyed cipher (a few of them, held for one run: their sizes do not matter).
+#[allow(clippy::large_enum_variant)]
 enum Sealer {
     RustCrypto(ChaCha20Poly1305),
     RustCryptoAes(Box<Aes128Gcm>),

@@ -77,6 +77,11 @@ pub struct LoadArgs {
     /// ten scrapes of each (size and time).
     #[arg(long)]
     pub scrape: bool,
+    /// Ramp on past every limit but a full worker core (or bots that cannot connect): the
+    /// per-room cost from 1 room to saturation (the growth fit), on a machine whose lateness
+    /// spikes and other processes would stop the ramp at its first steps.
+    #[arg(long)]
+    pub to_saturation: bool,
 }
 
 /// Scrapes of the telemetry endpoint at a step.
@@ -184,7 +189,7 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
         let step = measure(rooms, args, &plan, true)?;
         progress.println(line(&step));
         progress.inc(1);
-        let stop = step.limit.is_some();
+        let stop = if args.to_saturation { !cpu_measured(&step) } else { step.limit.is_some() };
         steps.push(step);
         if stop {
             break;
@@ -576,36 +581,36 @@ struct Verdict {
     limit: Option<String>,
 }
 
-/// The workers' CPU over the sustained steps, fitted as `fixed x workers + per_room_tick x
-/// room-ticks` per second (least squares): what a worker spends with no room (waking up,
-/// polling its socket, publishing its report) apart from what each room-tick adds.
+/// The workers' CPU over the steps that ran all their rooms (late or not), as `fixed x workers
+/// + per_room_tick x room-ticks` per second, the line fitted (least squares) over the lighter
+/// half of the ramp: what a worker spends with no room (waking up, polling its socket,
+/// publishing its report) apart from what each room-tick adds; then, at each step, what a
+/// room-tick costs beyond the fixed share, and how that grows.
 #[derive(Debug, Serialize)]
 struct Growth {
     /// A worker's fixed CPU, microseconds per second (10,000: 1% of a core).
     fixed_us_per_worker_second: f64,
-    /// What each room-tick adds, microseconds.
+    /// What each room-tick adds at light load, microseconds.
     per_room_tick_us: f64,
     /// Per step: rooms, and the CPU per room-tick without the fixed share, microseconds.
     per_room_tick_us_by_step: Vec<(u64, f64)>,
-    /// That cost at the largest sustained step over that at the smallest.
+    /// That cost at the largest step fitted over that at the smallest.
     growth: f64,
+    /// Rooms one worker's core would run at 128 Hz by the fit: what its fixed cost leaves,
+    /// over a room's ticks a second.
+    rooms_per_core: f64,
 }
 
-/// The least-squares fit of [`Growth`] over `steps`: (rooms, room-ticks per second, CPU per
-/// room-tick in microseconds) each; `None` unless two steps differ in load.
+/// [`Growth`] over `steps`: (rooms, room-ticks per second, CPU per room-tick in microseconds)
+/// each, lightest first; `None` unless two of the lighter half differ in load.
 fn growth(steps: &[(u64, f64, f64)], workers: usize) -> Option<Growth> {
     // x: room-ticks per second; y: the workers' CPU, microseconds per second.
     let points: Vec<(f64, f64)> = steps.iter().map(|s| (s.1, s.2 * s.1)).collect();
-    let n = points.len() as f64;
-    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
-    if points.len() < 2 || sxx <= 0.0 {
-        return None;
-    }
-    let per_room_tick_us = sxy / sxx;
-    let fixed = mean_y - per_room_tick_us * mean_x;
+    // The line through the lighter half of the ramp (the steps come lightest first): a cost
+    // per room-tick that grows with load would otherwise tilt the line and hide in the
+    // fixed cost.
+    let (fixed, per_room_tick_us) =
+        fit_line(&points[..points.len().div_ceil(2).max(2).min(points.len())])?;
     let above = |(x, y): (f64, f64)| (y - fixed) / x.max(1e-9);
     let by_step: Vec<(u64, f64)> =
         steps.iter().zip(&points).map(|(s, p)| (s.0, above(*p))).collect();
@@ -615,12 +620,36 @@ fn growth(steps: &[(u64, f64, f64)], workers: usize) -> Option<Growth> {
         per_room_tick_us,
         growth: if first > 0.0 { last / first } else { 0.0 },
         per_room_tick_us_by_step: by_step,
+        rooms_per_core: (1e6 - fixed / workers.max(1) as f64).max(0.0)
+            / (f64::from(TICK_HZ) * per_room_tick_us).max(1e-9),
     })
 }
 
 /// Whether the host kept every budget at this step (the bots may have run out).
 fn host_held(step: &&Step) -> bool {
     step.limit.as_deref().is_none_or(|l| l.starts_with("bots"))
+}
+
+/// Whether a step measured what a room-tick costs the host, whatever limit it hit: every
+/// client connected, and the worker's core was not full. Late ticks, late bots, or ticks
+/// that fell behind because other processes held the core (this shared machine) do not change
+/// what a room-tick costs in CPU.
+fn cpu_measured(step: &Step) -> bool {
+    step.connected >= step.clients as usize && step.worker_utilization <= 0.9
+}
+
+/// The least-squares line through `points`: intercept and slope; `None` unless two differ in x.
+fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    if points.len() < 2 || sxx <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    Some((mean_y - slope * mean_x, slope))
 }
 
 /// What [`growth`] fits: rooms, room-ticks per second and CPU per room-tick of each step.
@@ -630,6 +659,8 @@ fn points(steps: &[&Step]) -> Vec<(u64, f64, f64)> {
 
 fn verdict(steps: &[Step], args: &LoadArgs) -> Verdict {
     let sustained: Vec<&Step> = steps.iter().filter(host_held).collect();
+    // The fit takes every step that measured the CPU of all its rooms, late or not.
+    let measured: Vec<&Step> = steps.iter().filter(|s| cpu_measured(s)).collect();
     let (first, last) = (sustained.first(), sustained.last());
     let per_tick = last.map_or(0.0, |s| s.cpu_us_per_room_tick);
     let rooms_per_core = if per_tick > 0.0 { 1e6 / f64::from(TICK_HZ) / per_tick } else { 0.0 };
@@ -637,7 +668,7 @@ fn verdict(steps: &[Step], args: &LoadArgs) -> Verdict {
     Verdict {
         rooms_per_core,
         rooms_per_machine: rooms_per_core * args.workers.min(cores) as f64,
-        growth: growth(&points(&sustained), args.workers),
+        growth: growth(&points(&measured), args.workers),
         rooms_sustained: last.map_or(0, |s| s.rooms),
         cost_growth: match (first, last) {
             (Some(a), Some(b)) if a.cpu_us_per_room_tick > 0.0 => {
@@ -721,14 +752,15 @@ fn print(steps: &[Step], verdict: &Verdict, args: &LoadArgs) {
         let by_step: Vec<String> =
             g.per_room_tick_us_by_step.iter().map(|(r, us)| format!("{r}: {us:.1}")).collect();
         println!(
-            "fit over the sustained steps: a worker's fixed cost {:.0} us CPU per second ({:.1}% \
+            "fit over the steps that ran all their rooms: a worker's fixed cost {:.0} us CPU per second ({:.1}% \
              of a core), {:.1} us per room-tick beyond it; per room-tick without the fixed \
-             share, by rooms: {}; growth {:.2}x",
+             share, by rooms: {}; growth {:.2}x; rooms per core by the fit: {:.0}",
             g.fixed_us_per_worker_second,
             g.fixed_us_per_worker_second / 1e4,
             g.per_room_tick_us,
             by_step.join(", "),
-            g.growth
+            g.growth,
+            g.rooms_per_core
         );
     }
     if let Some(limit) = &verdict.limit {
@@ -795,6 +827,8 @@ mod tests {
         assert!((flat.fixed_us_per_worker_second - 20_000.0).abs() < 1e-6);
         assert!((flat.per_room_tick_us - 15.0).abs() < 1e-9);
         assert!((flat.growth - 1.0).abs() < 1e-9);
+        // 980 ms of each second left, 1.92 ms of room-ticks a second per room.
+        assert!((flat.rooms_per_core - 980_000.0 / (128.0 * 15.0)).abs() < 1e-6);
         let steps = [model(1, 1.0), model(2, 1.0), model(4, 1.0), model(64, 1.2)];
         let grown = growth(&steps, 2).unwrap();
         assert!(grown.growth > 1.1, "growth {}", grown.growth);
