@@ -581,8 +581,8 @@ struct Verdict {
     limit: Option<String>,
 }
 
-/// The workers' CPU over the steps that ran all their rooms (late or not), as `fixed x workers
-/// + per_room_tick x room-ticks` per second, the line fitted (least squares) over the lighter
+/// The workers' CPU a second over the steps that ran all their rooms (late or not), as a fixed
+/// cost per worker plus a cost per room-tick, the line fitted (least squares) over the lighter
 /// half of the ramp: what a worker spends with no room (waking up, polling its socket,
 /// publishing its report) apart from what each room-tick adds; then, at each step, what a
 /// room-tick costs beyond the fixed share, and how that grows.
