@@ -199,9 +199,6 @@ impl Pair<'_> {
     }
 }
 
-/// Fills `next.changed` and `next.moved` from `previous`: an entity with the same codes keeps
-/// its change tick, a changed or new one gets the new tick and its bit. Returns the tick the set
-/// of ids last changed.
 /// [`track_changes`] when both snapshots hold the same ids, entity for entity (a room whose
 /// entities neither spawned nor despawned: most ticks), without looking ids up.
 fn track_same_ids(previous: &Slot, next: &mut Slot) {
@@ -221,6 +218,9 @@ fn track_same_ids(previous: &Slot, next: &mut Slot) {
     }
 }
 
+/// Fills `next.changed` and `next.moved` from `previous`: an entity with the same codes keeps
+/// its change tick, a changed or new one gets the new tick and its bit. Returns the tick the set
+/// of ids last changed.
 fn track_changes(previous: &Slot, next: &mut Slot) -> u32 {
     let (old, new) = (previous.snapshot.entities(), next.snapshot.entities());
     if old.len() == new.len() && old.iter().zip(new).all(|(o, n)| o.id == n.id) {
