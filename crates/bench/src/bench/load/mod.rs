@@ -752,8 +752,8 @@ fn print(steps: &[Step], verdict: &Verdict, args: &LoadArgs) {
         let by_step: Vec<String> =
             g.per_room_tick_us_by_step.iter().map(|(r, us)| format!("{r}: {us:.1}")).collect();
         println!(
-            "fit over the steps that ran all their rooms: a worker's fixed cost {:.0} us CPU per second ({:.1}% \
-             of a core), {:.1} us per room-tick beyond it; per room-tick without the fixed \
+            "fit over the steps that ran all their rooms: a worker's fixed cost {:.0} us CPU per \
+             second ({:.1}% of a core), {:.1} us per room-tick beyond it; per room-tick without the fixed \
              share, by rooms: {}; growth {:.2}x; rooms per core by the fit: {:.0}",
             g.fixed_us_per_worker_second,
             g.fixed_us_per_worker_second / 1e4,
@@ -815,10 +815,10 @@ mod tests {
 
     #[test]
     fn the_fit_separates_a_workers_fixed_cost_from_the_cost_per_room_tick() {
-        // Goal: a worker that burns 20 ms of CPU a second with no room and 15 us per room-tick
-        // shows a 1-room cost of 171 us per room-tick, but no growth once the fixed share is
-        // taken out. Method: steps built from that model, two workers, and a third step whose
-        // per-room-tick cost is 20% higher (growth the fit must report, not absorb).
+        // Goal: two workers that burn 20 ms of CPU a second each with no room, and 15 us per
+        // room-tick, show 328 us per room-tick at 1 room but no growth once the fixed share is
+        // taken out. Method: steps built from that model; then a ramp whose last step (64
+        // rooms) costs 20% more per room-tick: growth the fit must report, not absorb.
         let model = |rooms: u64, extra: f64| {
             let ticks = rooms as f64 * 128.0;
             (rooms, ticks, (2.0 * 20_000.0 + ticks * 15.0 * extra) / ticks)
