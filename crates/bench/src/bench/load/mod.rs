@@ -753,8 +753,9 @@ fn print(steps: &[Step], verdict: &Verdict, args: &LoadArgs) {
             g.per_room_tick_us_by_step.iter().map(|(r, us)| format!("{r}: {us:.1}")).collect();
         println!(
             "fit over the steps that ran all their rooms: a worker's fixed cost {:.0} us CPU per \
-             second ({:.1}% of a core), {:.1} us per room-tick beyond it; per room-tick without the fixed \
-             share, by rooms: {}; growth {:.2}x; rooms per core by the fit: {:.0}",
+             second ({:.1}% of a core), {:.1} us per room-tick beyond it; per room-tick \
+             without the fixed share, by rooms: {}; growth {:.2}x; rooms per core by the fit: \
+             {:.0}",
             g.fixed_us_per_worker_second,
             g.fixed_us_per_worker_second / 1e4,
             g.per_room_tick_us,
