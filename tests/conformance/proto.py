@@ -3,7 +3,7 @@ are that page's). Pure encoding and decoding: no sockets, no clocks."""
 
 import struct
 
-from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
 MAGIC = 0x31594C52  # section 10: the magic, "RLY1" on the wire
 MTU = 1200
@@ -232,17 +232,17 @@ class ReplayWindow:
 
 
 def seal(key, number, header, frames):
-    return header + ChaCha20Poly1305(key).encrypt(packet_nonce(number), frames, header)
+    return header + AESGCM(key).encrypt(packet_nonce(number), frames, header)
 
 
 def open_sealed(key, number, datagram, header_len):
     header = datagram[:header_len]
-    return ChaCha20Poly1305(key).decrypt(packet_nonce(number), datagram[header_len:], header)
+    return AESGCM(key).decrypt(packet_nonce(number), datagram[header_len:], header)
 
 
 def sealed_disconnect(key, number, reason):
     head = struct.pack("<BBH", SEALED_DISCONNECT, reason, number & 0xFFFF)
-    return head + ChaCha20Poly1305(key).encrypt(packet_nonce(number), b"", head)
+    return head + AESGCM(key).encrypt(packet_nonce(number), b"", head)
 
 
 # ---- data packets and frames (sections 3, 4, 15) ----

@@ -702,6 +702,11 @@ impl Connection {
         observer: &mut Observer,
     ) -> Option<usize> {
         self.now = self.now.max(now);
+        if self.keys.as_ref().is_some_and(PacketKeys::worn_out) {
+            // The send key has sealed what it safely can (crypto.rs): close while the packets
+            // kept aside for the disconnects remain.
+            self.disconnect(DisconnectReason::Closed);
+        }
         match self.state {
             State::Closed => return None,
             State::Closing { reason, left } => {
@@ -940,6 +945,29 @@ mod tests {
         let Some(acks) = connection.received.ack_fields(Instant::ZERO) else { return false };
         let back = acks.ack.wrapping_sub(seq);
         back == 0 || (1..=32).contains(&back) && acks.bits & (1 << (back - 1)) != 0
+    }
+
+    /// Goal: a connection whose send key has sealed nearly `PACKETS_PER_KEY_MAX` packets
+    /// closes itself, and the packets kept aside are enough for its sealed disconnects.
+    /// Method: keys whose numbering starts at the worn-out mark; poll until quiet.
+    #[test]
+    fn a_worn_out_key_closes_the_connection() {
+        let mut connection = Connection::new(config(), Instant::ZERO);
+        let mut keys = PacketKeys::new(&[1; 32], &[2; 32]);
+        keys.danger_number_from(crate::crypto::PACKETS_PER_KEY_MAX - 16);
+        connection.set_keys(keys);
+        let mut buf = [0u8; 1500];
+        let mut observer = Observer::default();
+        let mut sealed = Vec::new();
+        while let Some(len) = connection.poll_transmit(Instant::ZERO, &mut buf, &mut observer) {
+            sealed.push(buf[..len].to_vec());
+        }
+        assert!(connection.is_closed());
+        assert_eq!(sealed.len(), usize::from(DISCONNECT_COPIES));
+        assert!(sealed.iter().all(|p| p[0] == 0x16), "sealed disconnects");
+        let reason = DisconnectReason::Closed;
+        let events: Vec<Event> = std::iter::from_fn(|| connection.poll_event()).collect();
+        assert!(events.contains(&Event::Disconnected { reason }), "{events:?}");
     }
 
     /// Goal: a fragment announcing more than `message_bytes_max`, or pieces adding up to more

@@ -100,7 +100,8 @@
 //! a key, and a server lets in only clients the backend issued a token to, without asking it.
 //! A server with [`Security::Tokens`] requires them (the default, [`Security::NoKey`], refuses
 //! everyone until given its key), and every packet of such a connection is sealed with
-//! ChaCha20-Poly1305 under the token's keys. docs/security.md lists what is defended.
+//! AES-256-GCM under the token's keys, a key sealing [`PACKETS_PER_KEY_MAX`] packets at most
+//! (the connection closes before). docs/security.md lists what is defended.
 //!
 //! ## Secrets
 //!
@@ -136,7 +137,7 @@ pub mod token;
 
 pub use config::{ChannelConfig, ChannelKind, ConfigError, ConnectionConfig, Redundancy};
 pub use connection::{Connection, ConnectionStats, Event, SendError};
-pub use crypto::{danger_seal, open_captured};
+pub use crypto::{danger_seal, open_captured, PACKETS_PER_KEY_MAX};
 pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointRandomness, EndpointStats, Footprint,
     Security, Transmit,

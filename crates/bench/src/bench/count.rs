@@ -18,7 +18,7 @@
 //!
 //! Without `--callgrind` the same run is timed on the worker thread's CPU clock instead (a
 //! quick smoke, and the CPU time beside the count), with what a clock read costs here and
-//! sealing plus opening a packet with RustCrypto and with ring (`count_seal`); with it, the
+//! sealing plus opening a packet with each AEAD compared (`count_seal`); with it, the
 //! bench runs itself under `valgrind --tool=callgrind` once per telemetry setting (off, on)
 //! and prints instructions per room-tick, both ways and their ratio. `scripts/count.sh`
 //! reruns both.
@@ -66,6 +66,9 @@ pub struct CountArgs {
     /// valgrind).
     #[arg(long, hide = true, value_name = "on|off")]
     pub only: Option<String>,
+    /// Seal and open packets with one AEAD only (what `--callgrind` counts under valgrind).
+    #[arg(long, hide = true, value_name = "AEAD")]
+    pub seal_rounds: Option<String>,
 }
 
 /// Datagrams one way for one tick: where from (or to), and the bytes.
@@ -96,6 +99,9 @@ struct Run {
 /// Runs the benchmark.
 pub fn run(args: &CountArgs) -> Result<(), Box<dyn Error>> {
     let ticks = if args.quick { 32 } else { 256 };
+    if let Some(aead) = &args.seal_rounds {
+        return Ok(super::count_seal::run_rounds(aead)?);
+    }
     if let Some(only) = &args.only {
         let run = play(args.rooms, ticks, only == "on")?;
         println!("{}", serde_json::to_string(&run)?);
@@ -124,14 +130,7 @@ pub fn run(args: &CountArgs) -> Result<(), Box<dyn Error>> {
     let clock_read_ns = clock_read_ns();
     println!("a clock read (the driver's Clock::now): {clock_read_ns:.1} ns");
     let seal = super::count_seal::measure()?;
-    println!(
-        "seal + open of a {}-byte packet (ChaCha20-Poly1305, best of 5): RustCrypto as Rally \
-         builds it {:.0} ns, ring {:.0} ns ({:.2}x)",
-        seal.packet_bytes,
-        seal.rustcrypto_ns,
-        seal.ring_ns,
-        seal.rustcrypto_ns / seal.ring_ns
-    );
+    print_seal(&seal);
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "bench": "count", "mode": "cpu", "quick": args.quick,
@@ -141,6 +140,17 @@ pub fn run(args: &CountArgs) -> Result<(), Box<dyn Error>> {
         super::write_json(path, &json)?;
     }
     Ok(())
+}
+
+/// The AEADs' costs to seal and open one packet, the one Rally seals with first.
+pub(super) fn print_seal(costs: &[super::count_seal::SealCost]) {
+    let bytes = costs.first().map_or(0, |c| c.packet_bytes);
+    println!("seal + open of a {bytes}-byte packet (best of 5; instructions under --callgrind):");
+    println!("{:<30} {:>8} {:>13}", "AEAD", "ns", "instructions");
+    for cost in costs {
+        let counted = cost.instructions.map_or("-".to_string(), |i| format!("{i:.0}"));
+        println!("{:<30} {:>8.0} {:>13}", cost.aead, cost.ns, counted);
+    }
 }
 
 /// What one read of the driver's clock costs here: telemetry's timers read it, and under

@@ -81,12 +81,15 @@ pub(super) fn run(args: &CountArgs, ticks: usize) -> Result<(), Box<dyn Error>> 
     let off = count(args, false)?;
     let on = count(args, true)?;
     print(args, ticks, &off, &on);
+    let mut seal = super::count_seal::measure()?;
+    super::count_seal::count(&mut seal, &args.out)?;
+    super::count::print_seal(&seal);
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "bench": "count", "mode": "callgrind", "quick": args.quick, "rooms": args.rooms,
             "ticks": ticks, "machine": Machine::detect(),
             "instructions_per_room_tick": { "telemetry_off": off, "telemetry_on": on },
-            "telemetry_ratio": on.total / off.total,
+            "telemetry_ratio": on.total / off.total, "seal_open": seal,
         });
         super::write_json(path, &json)?;
     }

@@ -1,14 +1,19 @@
 //! Sealing plus opening one 400-byte packet (an 8-byte header as associated data, the rest
-//! encrypted, a 16-byte tag), with Rally's AEAD (RustCrypto's ChaCha20-Poly1305 as rally-proto
-//! builds it: ChaCha20 on AVX2 when the CPU has it, Poly1305 on the portable backend) and with
-//! ring's (BoringSSL's assembly, SIMD Poly1305), the same construction (RFC 8439), interleaved
-//! in one run. Packets sealed by one open with the other: the check that they compute the
-//! same thing.
+//! encrypted, a 16-byte tag) with each AEAD Rally could seal its packets with: ChaCha20-Poly1305
+//! (RFC 8439) and AES-128-GCM, each from RustCrypto (pure Rust, SIMD and AES-NI/CLMUL picked at
+//! run time) and from ring (BoringSSL's assembly), interleaved in one run. Each is timed (best
+//! of five) and, under `--callgrind`, counted in instructions. Packets sealed by one library
+//! open with the other: the check that both compute the same construction.
 
-use chacha20poly1305::aead::AeadInPlace;
-use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit, Nonce, Tag};
-use ring::aead::{self, Aad, LessSafeKey, UnboundKey, CHACHA20_POLY1305};
+use aes_gcm::{Aes128Gcm, Aes256Gcm};
+use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+use chacha20poly1305::ChaCha20Poly1305;
+use ring::aead::{self, Aad, LessSafeKey, UnboundKey};
+use ring::aead::{AES_128_GCM, AES_256_GCM, CHACHA20_POLY1305};
 use serde::Serialize;
+use std::error::Error;
+use std::path::Path;
+use std::process::Command;
 
 /// The packet: about a reference snapshot's size.
 const PACKET: usize = 400;
@@ -16,31 +21,170 @@ const PACKET: usize = 400;
 const HEADER: usize = 8;
 /// Seal-and-open rounds per timing.
 const ROUNDS: u64 = 20_000;
+/// Seal-and-open rounds counted under callgrind.
+const COUNTED_ROUNDS: u64 = 1_000;
 const KEY: [u8; 32] = [7; 32];
 
-/// Nanoseconds to seal and open one packet, the best of five timings each.
+/// The AEADs compared, by name (what `--seal-rounds` takes).
+pub(super) const AEADS: [&str; 6] = [
+    "ChaCha20-Poly1305 RustCrypto",
+    "ChaCha20-Poly1305 ring",
+    "AES-128-GCM RustCrypto",
+    "AES-128-GCM ring",
+    "AES-256-GCM RustCrypto",
+    "AES-256-GCM ring",
+];
+
+/// One AEAD's keyed cipher (a few of them, held for one run: their sizes do not matter).
+#[allow(clippy::large_enum_variant)]
+enum Sealer {
+    RustCrypto(ChaCha20Poly1305),
+    RustCryptoAes(Box<Aes128Gcm>),
+    RustCryptoAes256(Box<Aes256Gcm>),
+    Ring(LessSafeKey),
+}
+
+impl Sealer {
+    fn new(name: &str) -> Result<Self, String> {
+        let ring = |algorithm, key: &[u8]| {
+            let key = UnboundKey::new(algorithm, key).map_err(|_| "a key of the wrong size")?;
+            Ok(Sealer::Ring(LessSafeKey::new(key)))
+        };
+        match name {
+            "ChaCha20-Poly1305 RustCrypto" => {
+                Ok(Sealer::RustCrypto(ChaCha20Poly1305::new((&KEY).into())))
+            }
+            "AES-128-GCM RustCrypto" => {
+                let key: &[u8; 16] = KEY[..16].try_into().expect("16 of 32 bytes");
+                Ok(Sealer::RustCryptoAes(Box::new(Aes128Gcm::new(key.into()))))
+            }
+            "AES-256-GCM RustCrypto" => {
+                Ok(Sealer::RustCryptoAes256(Box::new(Aes256Gcm::new((&KEY).into()))))
+            }
+            "ChaCha20-Poly1305 ring" => ring(&CHACHA20_POLY1305, &KEY),
+            "AES-256-GCM ring" => ring(&AES_256_GCM, &KEY),
+            "AES-128-GCM ring" => ring(&AES_128_GCM, &KEY[..16]),
+            _ => Err(format!("no AEAD named {name:?} (one of {AEADS:?})")),
+        }
+    }
+
+    /// Seals `body` in place as packet `n`, authenticating `aad`; the tag.
+    fn seal(&self, n: u64, aad: &[u8], body: &mut [u8]) -> [u8; 16] {
+        let nonce = nonce(n);
+        let tag: Option<[u8; 16]> = match self {
+            Sealer::RustCrypto(c) => {
+                c.encrypt_in_place_detached((&nonce).into(), aad, body).ok().map(Into::into)
+            }
+            Sealer::RustCryptoAes(c) => {
+                c.encrypt_in_place_detached((&nonce).into(), aad, body).ok().map(Into::into)
+            }
+            Sealer::RustCryptoAes256(c) => {
+                c.encrypt_in_place_detached((&nonce).into(), aad, body).ok().map(Into::into)
+            }
+            Sealer::Ring(key) => key
+                .seal_in_place_separate_tag(ring_nonce(n), Aad::from(aad), body)
+                .ok()
+                .and_then(|tag| tag.as_ref().try_into().ok()),
+        };
+        tag.expect("a short packet seals")
+    }
+
+    /// Opens `body` in place as packet `n`; whether it authenticated.
+    fn open(&self, n: u64, aad: &[u8], body: &mut [u8], tag: &[u8; 16]) -> bool {
+        let nonce = nonce(n);
+        match self {
+            Sealer::RustCrypto(c) => {
+                c.decrypt_in_place_detached((&nonce).into(), aad, body, tag.into()).is_ok()
+            }
+            Sealer::RustCryptoAes(c) => {
+                c.decrypt_in_place_detached((&nonce).into(), aad, body, tag.into()).is_ok()
+            }
+            Sealer::RustCryptoAes256(c) => {
+                c.decrypt_in_place_detached((&nonce).into(), aad, body, tag.into()).is_ok()
+            }
+            Sealer::Ring(key) => {
+                let tag = aead::Tag::from(*tag);
+                let opened =
+                    key.open_in_place_separate_tag(ring_nonce(n), Aad::from(aad), tag, body, 0..);
+                opened.is_ok()
+            }
+        }
+    }
+
+    fn round(&self, n: u64, packet: &mut [u8; PACKET]) {
+        let (aad, body) = packet.split_at_mut(HEADER);
+        let tag = self.seal(n, aad, body);
+        assert!(self.open(n, aad, body, &tag), "its own packet opens");
+    }
+}
+
+/// One AEAD's cost to seal and open one packet.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct SealCost {
+    pub(super) aead: &'static str,
     pub(super) packet_bytes: usize,
-    pub(super) rustcrypto_ns: f64,
-    pub(super) ring_ns: f64,
+    /// Nanoseconds, the best of five timings.
+    pub(super) ns: f64,
+    /// Instructions (callgrind), when counted.
+    pub(super) instructions: Option<f64>,
 }
 
-/// Times both, interleaved, after checking that each opens what the other sealed.
-pub(super) fn measure() -> Result<SealCost, String> {
+/// Times every AEAD, interleaved, after checking that the libraries open each other's packets.
+pub(super) fn measure() -> Result<Vec<SealCost>, String> {
     agree()?;
-    let rust_crypto = ChaCha20Poly1305::new(Key::from_slice(&KEY));
-    let ring = ring_key();
-    let mut best = (f64::MAX, f64::MAX);
+    let sealers = AEADS.iter().map(|name| Sealer::new(name)).collect::<Result<Vec<_>, _>>()?;
+    let mut best = [f64::MAX; AEADS.len()];
     for _ in 0..5 {
-        best.0 = best.0.min(time(|n, buf| seal_open_rustcrypto(&rust_crypto, n, buf)));
-        best.1 = best.1.min(time(|n, buf| seal_open_ring(&ring, n, buf)));
+        for (best, sealer) in best.iter_mut().zip(&sealers) {
+            *best = best.min(time(sealer));
+        }
     }
-    Ok(SealCost { packet_bytes: PACKET, rustcrypto_ns: best.0, ring_ns: best.1 })
+    let costs = AEADS.iter().zip(best);
+    Ok(costs
+        .map(|(aead, ns)| SealCost { aead, packet_bytes: PACKET, ns, instructions: None })
+        .collect())
 }
 
-fn ring_key() -> LessSafeKey {
-    LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, &KEY).expect("a 32-byte key"))
+/// Counts each AEAD's instructions per seal and open under callgrind (`count --seal-rounds`).
+pub(super) fn count(costs: &mut [SealCost], out: &Path) -> Result<(), Box<dyn Error>> {
+    for cost in costs {
+        let file = out.join(format!("callgrind.seal-{}.out", cost.aead.replace(' ', "-")));
+        let status = Command::new("valgrind")
+            .args(["--tool=callgrind", "--collect-atstart=no"])
+            .arg("--toggle-collect=*count_seal::rounds*")
+            .arg(format!("--callgrind-out-file={}", file.display()))
+            .arg(std::env::current_exe()?)
+            .args(["count", "--seal-rounds", cost.aead])
+            .output()?;
+        if !status.status.success() {
+            let stderr = String::from_utf8_lossy(&status.stderr);
+            return Err(format!("{} under callgrind failed:\n{stderr}", cost.aead).into());
+        }
+        let text = std::fs::read_to_string(&file)?;
+        let totals = text.lines().find_map(|l| l.strip_prefix("totals: "));
+        let total: u64 = totals.ok_or("callgrind wrote no totals")?.trim().parse()?;
+        cost.instructions = Some(total as f64 / COUNTED_ROUNDS as f64);
+    }
+    Ok(())
+}
+
+/// What `--seal-rounds NAME` runs under callgrind: the counted rounds of one AEAD.
+pub(super) fn run_rounds(name: &str) -> Result<(), String> {
+    let sealer = Sealer::new(name)?;
+    let mut packet = [0u8; PACKET];
+    // One round first: what a first call sets up (CPU detection) is not a packet's cost.
+    sealer.round(0, &mut packet);
+    rounds(&sealer, &mut packet);
+    std::hint::black_box(&packet);
+    Ok(())
+}
+
+/// The counted rounds: callgrind collects inside this function only.
+#[inline(never)]
+fn rounds(sealer: &Sealer, packet: &mut [u8; PACKET]) {
+    for n in 1..=COUNTED_ROUNDS {
+        sealer.round(n, packet);
+    }
 }
 
 fn nonce(n: u64) -> [u8; 12] {
@@ -49,69 +193,40 @@ fn nonce(n: u64) -> [u8; 12] {
     nonce
 }
 
-/// Nanoseconds per round of `round(n, packet)`.
+fn ring_nonce(n: u64) -> aead::Nonce {
+    aead::Nonce::assume_unique_for_key(nonce(n))
+}
+
+/// Nanoseconds per seal-and-open round.
 #[allow(clippy::disallowed_methods)] // a benchmark reads the clock
-fn time(mut round: impl FnMut(u64, &mut [u8; PACKET])) -> f64 {
+fn time(sealer: &Sealer) -> f64 {
     let mut packet = [0u8; PACKET];
     let started = std::time::Instant::now();
     for n in 0..ROUNDS {
-        round(n, &mut packet);
+        sealer.round(n, &mut packet);
     }
     std::hint::black_box(&packet);
     started.elapsed().as_nanos() as f64 / ROUNDS as f64
 }
 
-fn seal_open_rustcrypto(cipher: &ChaCha20Poly1305, n: u64, packet: &mut [u8; PACKET]) {
-    let nonce = nonce(n);
-    let (aad, body) = packet.split_at_mut(HEADER);
-    let nonce = Nonce::from_slice(&nonce);
-    let tag = cipher.encrypt_in_place_detached(nonce, aad, body).expect("a short packet seals");
-    cipher.decrypt_in_place_detached(nonce, aad, body, &tag).expect("its own packet opens");
-}
-
-fn seal_open_ring(key: &LessSafeKey, n: u64, packet: &mut [u8; PACKET]) {
-    let (aad, body) = packet.split_at_mut(HEADER);
-    let sealing = aead::Nonce::assume_unique_for_key(nonce(n));
-    let tag = key
-        .seal_in_place_separate_tag(sealing, Aad::from(&*aad), body)
-        .expect("a short packet seals");
-    let opening = aead::Nonce::assume_unique_for_key(nonce(n));
-    key.open_in_place_separate_tag(opening, Aad::from(&*aad), tag, body, 0..)
-        .expect("its own packet opens");
-}
-
-/// Each opens what the other sealed, and refuses it with a flipped bit.
+/// For each construction, ring and RustCrypto open each other's packets and refuse them with a
+/// flipped bit.
 fn agree() -> Result<(), String> {
-    let rust_crypto = ChaCha20Poly1305::new(Key::from_slice(&KEY));
-    let ring = ring_key();
-    let mut packet = [0u8; PACKET];
-    packet.iter_mut().enumerate().for_each(|(k, b)| *b = k as u8);
-    let (aad, body) = packet.split_at_mut(HEADER);
-    let nonce = nonce(3);
-    let tag = rust_crypto
-        .encrypt_in_place_detached(Nonce::from_slice(&nonce), aad, body)
-        .map_err(|_| "RustCrypto refused to seal")?;
-    let ring_tag = aead::Tag::try_from(tag.as_slice()).map_err(|_| "a 16-byte tag")?;
-    let mut flipped = body.to_vec();
-    flipped[0] ^= 1;
-    let open = |body: &mut [u8]| {
-        let nonce = aead::Nonce::assume_unique_for_key(nonce);
-        ring.open_in_place_separate_tag(nonce, Aad::from(&*aad), ring_tag, body, 0..).is_ok()
-    };
-    if open(&mut flipped) || !open(body) {
-        return Err("ring and RustCrypto disagree on a sealed packet".into());
+    for (rust_crypto, ring) in [(AEADS[0], AEADS[1]), (AEADS[2], AEADS[3]), (AEADS[4], AEADS[5])] {
+        let (a, b) = (Sealer::new(rust_crypto)?, Sealer::new(ring)?);
+        for (sealer, opener) in [(&a, &b), (&b, &a)] {
+            let mut packet = [0u8; PACKET];
+            packet.iter_mut().enumerate().for_each(|(k, b)| *b = k as u8);
+            let (aad, body) = packet.split_at_mut(HEADER);
+            let tag = sealer.seal(3, aad, body);
+            let mut flipped = body.to_vec();
+            flipped[0] ^= 1;
+            if opener.open(3, aad, &mut flipped, &tag) || !opener.open(3, aad, body, &tag) {
+                return Err(format!("{rust_crypto} and {ring} disagree on a sealed packet"));
+            }
+        }
     }
-    let tag = ring
-        .seal_in_place_separate_tag(
-            aead::Nonce::assume_unique_for_key(nonce),
-            Aad::from(&*aad),
-            body,
-        )
-        .map_err(|_| "ring refused to seal")?;
-    let tag = Tag::from_slice(tag.as_ref());
-    rust_crypto
-        .decrypt_in_place_detached(Nonce::from_slice(&nonce), aad, body, tag)
-        .map_err(|_| "RustCrypto did not open ring's packet".to_string())
+    Ok(())
 }
 
 #[cfg(test)]

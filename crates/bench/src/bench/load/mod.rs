@@ -77,6 +77,11 @@ pub struct LoadArgs {
     /// ten scrapes of each (size and time).
     #[arg(long)]
     pub scrape: bool,
+    /// Ramp on past every limit but a full worker core (or bots that cannot connect): the
+    /// per-room cost from 1 room to saturation (the growth fit), on a machine whose lateness
+    /// spikes and other processes would stop the ramp at its first steps.
+    #[arg(long)]
+    pub to_saturation: bool,
 }
 
 /// Scrapes of the telemetry endpoint at a step.
@@ -184,15 +189,15 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
         let step = measure(rooms, args, &plan, true)?;
         progress.println(line(&step));
         progress.inc(1);
-        let stop = step.limit.is_some();
+        let stop = if args.to_saturation { !cpu_measured(&step) } else { step.limit.is_some() };
         steps.push(step);
         if stop {
             break;
         }
     }
     progress.finish_and_clear();
-    let verdict = verdict(&steps);
-    print(&steps, &verdict);
+    let verdict = verdict(&steps, args);
+    print(&steps, &verdict, args);
     let floor = floor(&steps, args, &plan)?;
     let cost = if args.telemetry_cost { Some(telemetry_cost(&steps, args, &plan)?) } else { None };
     if let Some(path) = &args.json {
@@ -205,6 +210,9 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
             "target_us": TARGET_US,
             "results": steps,
             "rooms_per_core": verdict.rooms_per_core,
+            "rooms_per_machine": verdict.rooms_per_machine,
+            "bots_share_worker_cores": bots_share_cores(args),
+            "growth": verdict.growth,
             "rooms_sustained": verdict.rooms_sustained,
             "cost_growth": verdict.cost_growth,
             "limit": verdict.limit,
@@ -385,16 +393,27 @@ fn floor(
     Ok(Some(floor))
 }
 
-/// The host's workers get the last cores, one each; the bots get the rest (all cores, if the
-/// workers would take every one). Empty lists: no pinning.
+/// The host's workers get the last cores, one each; the bots get the rest. With a worker for
+/// every core (`--workers 2` here), the workers take one core each and the bots run on all of
+/// them, beside the workers: the machine has no core to give them alone (the report says so).
+/// Empty lists: no pinning.
 fn cores(args: &LoadArgs) -> (Vec<usize>, Vec<usize>) {
     let count = std::thread::available_parallelism().map_or(1, |n| n.get());
     if args.no_pin || count < 2 {
         return (Vec::new(), Vec::new());
     }
-    let workers = args.workers.min(count - 1);
-    let worker_cores: Vec<usize> = (count - workers..count).collect();
-    (worker_cores, (0..count - workers).collect())
+    if args.workers >= count {
+        return ((0..count).collect(), (0..count).collect());
+    }
+    let worker_cores: Vec<usize> = (count - args.workers..count).collect();
+    (worker_cores, (0..count - args.workers).collect())
+}
+
+/// Whether the bots share the workers' cores (then the workers' CPU per room-tick includes
+/// what sharing costs them, and their lateness what the bots' wake-ups cost).
+fn bots_share_cores(args: &LoadArgs) -> bool {
+    let (workers, bots) = cores(args);
+    workers.is_empty() || bots.iter().any(|c| workers.contains(c))
 }
 
 fn start_bots(
@@ -553,8 +572,57 @@ struct Verdict {
     rooms_sustained: u64,
     /// CPU per room-tick at the largest sustained step over that at the smallest.
     cost_growth: f64,
+    /// Rooms the whole machine runs: rooms per core times the cores the workers have (one
+    /// worker per core at most).
+    rooms_per_machine: f64,
+    /// The workers' CPU split into a fixed cost per worker and a cost per room-tick.
+    growth: Option<Growth>,
     /// Why the ramp stopped.
     limit: Option<String>,
+}
+
+/// The workers' CPU a second over the steps that ran all their rooms (late or not), as a fixed
+/// cost per worker plus a cost per room-tick, the line fitted (least squares) over the lighter
+/// half of the ramp: what a worker spends with no room (waking up, polling its socket,
+/// publishing its report) apart from what each room-tick adds; then, at each step, what a
+/// room-tick costs beyond the fixed share, and how that grows.
+#[derive(Debug, Serialize)]
+struct Growth {
+    /// A worker's fixed CPU, microseconds per second (10,000: 1% of a core).
+    fixed_us_per_worker_second: f64,
+    /// What each room-tick adds at light load, microseconds.
+    per_room_tick_us: f64,
+    /// Per step: rooms, and the CPU per room-tick without the fixed share, microseconds.
+    per_room_tick_us_by_step: Vec<(u64, f64)>,
+    /// That cost at the largest step fitted over that at the smallest.
+    growth: f64,
+    /// Rooms one worker's core would run at 128 Hz by the fit: what its fixed cost leaves,
+    /// over a room's ticks a second.
+    rooms_per_core: f64,
+}
+
+/// [`Growth`] over `steps`: (rooms, room-ticks per second, CPU per room-tick in microseconds)
+/// each, lightest first; `None` unless two of the lighter half differ in load.
+fn growth(steps: &[(u64, f64, f64)], workers: usize) -> Option<Growth> {
+    // x: room-ticks per second; y: the workers' CPU, microseconds per second.
+    let points: Vec<(f64, f64)> = steps.iter().map(|s| (s.1, s.2 * s.1)).collect();
+    // The line through the lighter half of the ramp (the steps come lightest first): a cost
+    // per room-tick that grows with load would otherwise tilt the line and hide in the
+    // fixed cost.
+    let (fixed, per_room_tick_us) =
+        fit_line(&points[..points.len().div_ceil(2).max(2).min(points.len())])?;
+    let above = |(x, y): (f64, f64)| (y - fixed) / x.max(1e-9);
+    let by_step: Vec<(u64, f64)> =
+        steps.iter().zip(&points).map(|(s, p)| (s.0, above(*p))).collect();
+    let (first, last) = (by_step.first()?.1, by_step.last()?.1);
+    Some(Growth {
+        fixed_us_per_worker_second: fixed / workers.max(1) as f64,
+        per_room_tick_us,
+        growth: if first > 0.0 { last / first } else { 0.0 },
+        per_room_tick_us_by_step: by_step,
+        rooms_per_core: (1e6 - fixed / workers.max(1) as f64).max(0.0)
+            / (f64::from(TICK_HZ) * per_room_tick_us).max(1e-9),
+    })
 }
 
 /// Whether the host kept every budget at this step (the bots may have run out).
@@ -562,12 +630,45 @@ fn host_held(step: &&Step) -> bool {
     step.limit.as_deref().is_none_or(|l| l.starts_with("bots"))
 }
 
-fn verdict(steps: &[Step]) -> Verdict {
+/// Whether a step measured what a room-tick costs the host, whatever limit it hit: every
+/// client connected, and the worker's core was not full. Late ticks, late bots, or ticks
+/// that fell behind because other processes held the core (this shared machine) do not change
+/// what a room-tick costs in CPU.
+fn cpu_measured(step: &Step) -> bool {
+    step.connected >= step.clients as usize && step.worker_utilization <= 0.9
+}
+
+/// The least-squares line through `points`: intercept and slope; `None` unless two differ in x.
+fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    if points.len() < 2 || sxx <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    Some((mean_y - slope * mean_x, slope))
+}
+
+/// What [`growth`] fits: rooms, room-ticks per second and CPU per room-tick of each step.
+fn points(steps: &[&Step]) -> Vec<(u64, f64, f64)> {
+    steps.iter().map(|s| (s.rooms, s.room_ticks_per_second, s.cpu_us_per_room_tick)).collect()
+}
+
+fn verdict(steps: &[Step], args: &LoadArgs) -> Verdict {
     let sustained: Vec<&Step> = steps.iter().filter(host_held).collect();
+    // The fit takes every step that measured the CPU of all its rooms, late or not.
+    let measured: Vec<&Step> = steps.iter().filter(|s| cpu_measured(s)).collect();
     let (first, last) = (sustained.first(), sustained.last());
     let per_tick = last.map_or(0.0, |s| s.cpu_us_per_room_tick);
+    let rooms_per_core = if per_tick > 0.0 { 1e6 / f64::from(TICK_HZ) / per_tick } else { 0.0 };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     Verdict {
-        rooms_per_core: if per_tick > 0.0 { 1e6 / f64::from(TICK_HZ) / per_tick } else { 0.0 },
+        rooms_per_core,
+        rooms_per_machine: rooms_per_core * args.workers.min(cores) as f64,
+        growth: growth(&points(&measured), args.workers),
         rooms_sustained: last.map_or(0, |s| s.rooms),
         cost_growth: match (first, last) {
             (Some(a), Some(b)) if a.cpu_us_per_room_tick > 0.0 => {
@@ -606,7 +707,7 @@ fn line(step: &Step) -> String {
     )
 }
 
-fn print(steps: &[Step], verdict: &Verdict) {
+fn print(steps: &[Step], verdict: &Verdict, args: &LoadArgs) {
     let scopes: Vec<&str> =
         rally_driver::host::telemetry::SCOPES.iter().map(|s| s.name()).chain(["other"]).collect();
     println!("\nus per room-tick by scope (mean over the window):");
@@ -633,10 +734,36 @@ fn print(steps: &[Step], verdict: &Verdict) {
     );
     println!(
         "rooms per core at {TICK_HZ} Hz (from the CPU per room-tick at the largest sustained \
-         step): {:.0}; rooms run within every budget: {}; cost growth from the first to that \
-         step: {:.2}x (target <= 1.3)",
-        verdict.rooms_per_core, verdict.rooms_sustained, verdict.cost_growth
+         step): {:.0}; per machine ({} worker(s), one core each): {:.0}; rooms run within every \
+         budget: {}; cost growth from the first to that step: {:.2}x (target <= 1.3)",
+        verdict.rooms_per_core,
+        args.workers,
+        verdict.rooms_per_machine,
+        verdict.rooms_sustained,
+        verdict.cost_growth
     );
+    if bots_share_cores(args) {
+        println!(
+            "(the bots share the workers' cores: the machine has none to give them alone, so \
+             the workers' CPU and lateness include what the bots cost them)"
+        );
+    }
+    if let Some(g) = &verdict.growth {
+        let by_step: Vec<String> =
+            g.per_room_tick_us_by_step.iter().map(|(r, us)| format!("{r}: {us:.1}")).collect();
+        println!(
+            "fit over the steps that ran all their rooms: a worker's fixed cost {:.0} us CPU per \
+             second ({:.1}% of a core), {:.1} us per room-tick beyond it; per room-tick \
+             without the fixed share, by rooms: {}; growth {:.2}x; rooms per core by the fit: \
+             {:.0}",
+            g.fixed_us_per_worker_second,
+            g.fixed_us_per_worker_second / 1e4,
+            g.per_room_tick_us,
+            by_step.join(", "),
+            g.growth,
+            g.rooms_per_core
+        );
+    }
     if let Some(limit) = &verdict.limit {
         println!("the ramp stopped: {limit}");
     }
@@ -681,4 +808,31 @@ fn draw(dir: &std::path::Path, steps: &[Step]) -> Result<(), Box<dyn Error>> {
     )?;
     println!("wrote {}", path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::growth;
+
+    #[test]
+    fn the_fit_separates_a_workers_fixed_cost_from_the_cost_per_room_tick() {
+        // Goal: two workers that burn 20 ms of CPU a second each with no room, and 15 us per
+        // room-tick, show 328 us per room-tick at 1 room but no growth once the fixed share is
+        // taken out. Method: steps built from that model; then a ramp whose last step (64
+        // rooms) costs 20% more per room-tick: growth the fit must report, not absorb.
+        let model = |rooms: u64, extra: f64| {
+            let ticks = rooms as f64 * 128.0;
+            (rooms, ticks, (2.0 * 20_000.0 + ticks * 15.0 * extra) / ticks)
+        };
+        let flat = growth(&[model(1, 1.0), model(8, 1.0), model(32, 1.0)], 2).unwrap();
+        assert!((flat.fixed_us_per_worker_second - 20_000.0).abs() < 1e-6);
+        assert!((flat.per_room_tick_us - 15.0).abs() < 1e-9);
+        assert!((flat.growth - 1.0).abs() < 1e-9);
+        // 980 ms of each second left, 1.92 ms of room-ticks a second per room.
+        assert!((flat.rooms_per_core - 980_000.0 / (128.0 * 15.0)).abs() < 1e-6);
+        let steps = [model(1, 1.0), model(2, 1.0), model(4, 1.0), model(64, 1.2)];
+        let grown = growth(&steps, 2).unwrap();
+        assert!(grown.growth > 1.1, "growth {}", grown.growth);
+        assert!(growth(&[model(4, 1.0)], 1).is_none(), "one step fits nothing");
+    }
 }

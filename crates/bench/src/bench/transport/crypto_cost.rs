@@ -1,5 +1,5 @@
 //! What sealing costs Rally per packet: the same stream of W1 payloads through two endpoints
-//! joined by a perfect, instant network, once sealed (connect token, ChaCha20-Poly1305) and
+//! joined by a perfect, instant network, once sealed (connect token, AES-256-GCM) and
 //! once in plaintext, on this machine's clock. The difference is the CPU of sealing on one
 //! side and opening on the other; the bytes are the 16-byte tag.
 
