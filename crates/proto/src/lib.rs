@@ -127,14 +127,18 @@ pub mod config;
 pub mod connection;
 mod crypto;
 pub mod endpoint;
+mod gf256;
 pub mod limit;
 pub mod observe;
 pub mod packet;
+pub mod repair;
 mod schedule;
 pub mod time;
 pub mod token;
 
-pub use config::{ChannelConfig, ChannelKind, ConfigError, ConnectionConfig, Redundancy};
+pub use config::{
+    ChannelConfig, ChannelKind, ConfigError, ConnectionConfig, Redundancy, Repair,
+};
 pub use connection::{Connection, ConnectionStats, Event, SendError};
 pub use crypto::{danger_seal, open_captured};
 pub use endpoint::{

@@ -24,13 +24,28 @@ pub const COPY_GAP: Duration = Duration::from_millis(2);
 struct Direction {
     link: Link<usize>,
     received: Vec<bool>,
+    /// Whether some copy of the payload got past the link's loss and queue: it will arrive.
+    surviving: Vec<bool>,
     delivered: usize,
 }
 
 impl Direction {
     fn new(link: &LinkConfig, seed: u64, payloads: usize) -> Self {
         let link = Link::new(*link, seed);
-        Self { link, received: vec![false; payloads], delivered: 0 }
+        let (received, surviving) = (vec![false; payloads], vec![false; payloads]);
+        Self { link, received, surviving, delivered: 0 }
+    }
+
+    /// Sends a copy of payload `index`, noting whether it survives (the floor's perfect
+    /// knowledge of loss: the link decides a packet's fate when it is sent).
+    fn send(&mut self, now: Instant, index: usize) {
+        let dropped = |l: &Link<usize>| {
+            let s = l.stats();
+            s.lost + s.queue_dropped + s.overflow_dropped + s.oversize_dropped
+        };
+        let before = dropped(&self.link);
+        self.link.send(now, index, PAYLOAD_BYTES);
+        self.surviving[index] |= dropped(&self.link) == before;
     }
 
     /// Marks `index` received; returns the payloads now deliverable in order.
@@ -93,12 +108,15 @@ pub fn run(link: &LinkConfig, seed: u64, duration: Duration, link_rtt: Duration)
             match what {
                 Due::Copy { down: d, index } => {
                     let direction = if d { &mut down } else { &mut up };
-                    direction.link.send(now, index, PAYLOAD_BYTES);
+                    direction.send(now, index);
                     run.wire_bytes += PAYLOAD_BYTES as u64;
                 }
                 Due::Check { down: d, index } => {
+                    // Both copies again only if none survived: a copy still queued at the
+                    // bottleneck will arrive, and copying it again would only lengthen the
+                    // queue (a resend storm once held-back echoes are released together).
                     let direction = if d { &down } else { &up };
-                    if !direction.received[index] {
+                    if !direction.received[index] && !direction.surviving[index] {
                         send(&mut due, now, d, index);
                     }
                 }

@@ -13,6 +13,7 @@
 //! holds), peer `floor`; see [`floor`]. Neither is a library: the targets compare Rally with the
 //! link and with the other peers only.
 
+mod code_ideal;
 mod crypto_cost;
 mod floor;
 mod ideal;
@@ -37,9 +38,10 @@ pub const SEND_HZ: u64 = 60;
 /// The W1 send interval.
 pub const SEND_INTERVAL: Duration = Duration::from_nanos(16_666_667);
 /// Peers of sim mode, in report order.
-pub const SIM_PEERS: [&str; 4] = ["rally", "kcp-source", "kcp-flush", "floor"];
+pub const SIM_PEERS: [&str; 6] =
+    ["rally", "rally-coded", "kcp-source", "kcp-flush", "floor", "code-ideal"];
 /// Rows that are references, not libraries.
-const REFERENCES: [&str; 2] = ["link", "floor"];
+const REFERENCES: [&str; 3] = ["link", "floor", "code-ideal"];
 
 /// Options of `rally-bench transport`.
 #[derive(Debug, clap::Args)]
@@ -152,7 +154,8 @@ fn run_sim(args: &TransportArgs, profiles: &[LinkProfile]) -> Result<Vec<Row>, B
         let link = summary(&ideal.rtts_ms);
         rows.push(row("link", &profile.name, link, ideal));
         for peer in &peers {
-            if peer == "floor" && !floor::applies(&profile.config) {
+            let reference = peer == "floor" || peer == "code-ideal";
+            if reference && !floor::applies(&profile.config) {
                 progress.inc(seeds as u64);
                 continue;
             }
@@ -316,10 +319,12 @@ fn run_peer(
     link_rtt: Duration,
 ) -> Result<Run, Box<dyn Error>> {
     match peer {
-        "rally" => rally::run(link, seed, duration),
+        "rally" => rally::run(link, seed, duration, false),
+        "rally-coded" => rally::run(link, seed, duration, true),
         "kcp-source" => Ok(kcp::run(link, seed, duration, false)),
         "kcp-flush" => Ok(kcp::run(link, seed, duration, true)),
         "floor" => Ok(floor::run(link, seed, duration, link_rtt)),
+        "code-ideal" => Ok(code_ideal::run(link, seed, duration)),
         other => Err(format!("unknown peer {other}").into()),
     }
 }
