@@ -128,14 +128,18 @@ pub(crate) enum Dropped {
 }
 
 /// One equation over the holes: coefficients by offset from the decoder's base, and data.
+/// A kept row has coefficient 1 at its pivot column and every other kept row 0 there.
 #[derive(Debug)]
 struct Row {
     coefficients: [u8; WINDOW_MAX],
     data: Vec<u8>,
+    /// Its pivot column, once kept. Tracked, not searched for: eliminating another row's pivot
+    /// may leave nonzero coefficients before it.
+    pivot: usize,
 }
 
 impl Row {
-    fn pivot(&self) -> Option<usize> {
+    fn first_nonzero(&self) -> Option<usize> {
         self.coefficients.iter().position(|c| *c != 0)
     }
 
@@ -225,14 +229,14 @@ impl Decoder {
     pub(crate) fn rebase(&mut self, next: u16) {
         let shift = usize::from(next.wrapping_sub(self.base));
         if shift != 0 && shift < 0x8000 {
-            self.rows.retain_mut(|row| {
-                let shifted = shift.min(WINDOW_MAX);
-                // A column that is still nonzero was never subtracted: drop the row.
-                let stale = row.coefficients[..shifted].iter().any(|c| *c != 0);
+            let shifted = shift.min(WINDOW_MAX);
+            // A column that is still nonzero was never subtracted: drop the row.
+            self.rows.retain(|row| row.coefficients[..shifted].iter().all(|c| *c == 0));
+            for row in &mut self.rows {
                 row.coefficients.copy_within(shifted.., 0);
                 row.coefficients[WINDOW_MAX - shifted..].fill(0);
-                !stale
-            });
+                row.pivot -= shifted;
+            }
             self.base = next;
         }
         let oldest = next.wrapping_sub(WINDOW_MAX as u16);
@@ -337,7 +341,7 @@ impl Decoder {
         }
         let last = repair.start.wrapping_add(u16::from(repair.count) - 1);
         self.note_newest(last);
-        let mut row = Row { coefficients: [0; WINDOW_MAX], data: repair.data.to_vec() };
+        let mut row = Row { coefficients: [0; WINDOW_MAX], data: repair.data.to_vec(), pivot: 0 };
         for k in 0..u16::from(repair.count) {
             let seq = repair.start.wrapping_add(k);
             let c = coefficient(repair.seed, seq);
@@ -364,11 +368,10 @@ impl Decoder {
     /// Reduces `row` by the others and adds it, keeping the rows in reduced echelon form.
     fn insert(&mut self, mut row: Row, room: usize) -> Result<(), Dropped> {
         for other in &self.rows {
-            let pivot = other.pivot().expect("kept rows have a pivot");
-            let c = row.coefficients[pivot];
+            let c = row.coefficients[other.pivot];
             row.subtract(c, other);
         }
-        let Some(pivot) = row.pivot() else {
+        let Some(pivot) = row.first_nonzero() else {
             return Err(if row.data.iter().all(|b| *b == 0) {
                 Dropped::Redundant
             } else {
@@ -379,6 +382,7 @@ impl Decoder {
             return Err(Dropped::NoRoom);
         }
         row.normalize(pivot);
+        row.pivot = pivot;
         for other in &mut self.rows {
             let c = other.coefficients[pivot];
             other.subtract(c, &row);
@@ -395,7 +399,7 @@ impl Decoder {
         let mut solved = Vec::new();
         while let Some(at) = self.rows.iter().position(Row::is_solved) {
             let row = self.rows.swap_remove(at);
-            let column = row.pivot().expect("a solved row has a pivot");
+            let column = row.pivot;
             let seq = self.base.wrapping_add(column as u16);
             let Some(payload) = verify(&row.data) else {
                 self.rows.clear();
@@ -404,6 +408,12 @@ impl Decoder {
             };
             // In reduced echelon form no other row has this column: nothing to eliminate.
             debug_assert!(self.rows.iter().all(|r| r.coefficients[column] == 0));
+            // Known from now on, for the repairs still on their way that combine it.
+            if !self.knows(seq) && self.known.len() < 2 * WINDOW_MAX {
+                let known = Known { seq, check: checksum(payload), payload: payload.to_vec() };
+                let at = self.known.iter().position(|k| seq16_newer(k.seq, seq));
+                self.known.insert(at.unwrap_or(self.known.len()), known);
+            }
             solved.push((seq, payload.to_vec()));
         }
         self.recount();

@@ -199,3 +199,4 @@ fn the_encoder_owes_repairs_by_rate_shortfall_and_budget() {
     assert!(encoder.within_budget(BUDGET_SLACK as usize / 2));
     assert!(!encoder.within_budget(BUDGET_SLACK as usize));
 }
+
