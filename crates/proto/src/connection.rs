@@ -243,6 +243,9 @@ pub struct Connection {
     /// Whether the measured loss calls for repairs (the slow estimate, with the margin of
     /// copies).
     pub(crate) repairing: bool,
+    /// Mean length of runs of consecutive lost packets, a moving average: how bursty the
+    /// losses are, which sets the repairs per message.
+    pub(crate) loss_burst: f64,
 }
 
 impl Connection {
@@ -292,6 +295,7 @@ impl Connection {
             encoders: (0..channels).map(|_| Default::default()).collect(),
             decoders: (0..channels).map(|_| Default::default()).collect(),
             repairing: false,
+            loss_burst: 1.0,
         }
     }
 
@@ -528,7 +532,12 @@ impl Connection {
 
     /// Hands a piece to its channel with the room the receive limit leaves, and keeps the
     /// connection's total in step with the channel's.
-    pub(crate) fn receive_piece(&mut self, channel: u8, piece: (u16, u8, u8), payload: &[u8]) -> Received {
+    pub(crate) fn receive_piece(
+        &mut self,
+        channel: u8,
+        piece: (u16, u8, u8),
+        payload: &[u8],
+    ) -> Received {
         let limit = self.config.receive_bytes_max;
         let head = limit.saturating_sub(self.receive_bytes);
         let room = Room { ahead: head.saturating_sub(self.head_reserve), head };
@@ -598,6 +607,7 @@ impl Connection {
             let slot_sent_at = self.sent.slot(*seq).sent_at;
             newest_sent_at - slot_sent_at >= reorder_window || newest.wrapping_sub(*seq) >= 3
         });
+        self.note_loss_runs(&lost);
         for &seq in &lost {
             let Some(packet) = self.sent.take_in_flight(seq, false) else { continue };
             for (channel, message, index) in packet.units.drain(..) {
@@ -777,8 +787,7 @@ impl Connection {
         let ack_due = ack_due || self.ack_now;
         // Messages first: a repair goes in a packet of its own, after them.
         let repair = if urgent { None } else { self.repair_due(now) };
-        if !(urgent || ack_due || keepalive_due || self.prompted || probe_due || repair.is_some())
-        {
+        if !(urgent || ack_due || keepalive_due || self.prompted || probe_due || repair.is_some()) {
             return None;
         }
         self.prompted = false;

@@ -136,9 +136,7 @@ mod schedule;
 pub mod time;
 pub mod token;
 
-pub use config::{
-    ChannelConfig, ChannelKind, ConfigError, ConnectionConfig, Redundancy, Repair,
-};
+pub use config::{ChannelConfig, ChannelKind, ConfigError, ConnectionConfig, Redundancy, Repair};
 pub use connection::{Connection, ConnectionStats, Event, SendError};
 pub use crypto::{danger_seal, open_captured};
 pub use endpoint::{

@@ -440,7 +440,7 @@ impl Decoder {
 const REACTIVE_MAX: u8 = 4;
 /// Repair bytes per byte of new messages at most, over the connection's life: with headers and
 /// acks the wire stays within W1's budget of 2.5 bytes per payload byte.
-const BUDGET_PER_PAYLOAD_BYTE: f64 = 1.25;
+const BUDGET_PER_PAYLOAD_BYTE: f64 = 1.1;
 /// Repair bytes always allowed before the budget applies, so that the first losses of a
 /// connection can be repaired.
 const BUDGET_SLACK: u64 = 16 * 1024;

@@ -27,7 +27,8 @@ fn payload(k: usize) -> Vec<u8> {
 
 #[test]
 fn coded_delivery_is_exact_under_loss_reordering_and_duplication() {
-    for (seed, loss) in [(1, LossModel::Bernoulli { probability: 0.1 }), (2, LossModel::bursts(0.1, 4.0))]
+    for (seed, loss) in
+        [(1, LossModel::Bernoulli { probability: 0.1 }), (2, LossModel::bursts(0.1, 4.0))]
     {
         let link = LinkConfig {
             delay: Duration::from_millis(15),

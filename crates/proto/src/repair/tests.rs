@@ -14,11 +14,8 @@ fn messages(first: u16, lens: &[usize]) -> Vec<(u16, Vec<u8>)> {
 }
 
 fn repair_of(window: &[(u16, Vec<u8>)], seed: u16) -> Vec<u8> {
-    let sources = window.iter().map(|(seq, payload)| Source {
-        seq: *seq,
-        check: checksum(payload),
-        payload,
-    });
+    let sources =
+        window.iter().map(|(seq, payload)| Source { seq: *seq, check: checksum(payload), payload });
     let mut out = Vec::new();
     encode(sources, seed, &mut out).expect("a window within the limit");
     out
@@ -53,7 +50,8 @@ fn decode_case(first: u16, lens: Vec<usize>, lost_mask: u32, repairs: usize) {
     let mut matrix = Vec::new();
     for seed in 0..repairs as u16 {
         let data = repair_of(&window, seed);
-        if let Ok(solved) = decoder.receive(incoming(&window, seed, &data), NOTHING_HELD, usize::MAX)
+        if let Ok(solved) =
+            decoder.receive(incoming(&window, seed, &data), NOTHING_HELD, usize::MAX)
         {
             got.extend(solved);
         }
@@ -199,4 +197,3 @@ fn the_encoder_owes_repairs_by_rate_shortfall_and_budget() {
     assert!(encoder.within_budget(BUDGET_SLACK as usize / 2));
     assert!(!encoder.within_budget(BUDGET_SLACK as usize));
 }
-

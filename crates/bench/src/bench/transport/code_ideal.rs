@@ -27,11 +27,12 @@ pub const REPAIR_GAP: Duration = Duration::from_millis(2);
 /// A repair's bytes: a symbol of a 400-byte payload with its length and checksum.
 const REPAIR_BYTES: usize = PAYLOAD_BYTES + 6;
 
-/// A packet on the link: a payload, or a repair of the payloads `start ..= end`.
+/// A packet on the link: a payload, or a repair of the payloads from the receiver's first
+/// hole to `end`.
 #[derive(Debug, Clone, Copy)]
 enum Packet {
     Payload(usize),
-    Repair { start: usize, end: usize },
+    Repair { end: usize },
 }
 
 /// What one receiver holds: payloads, repairs, and how far it delivered in order.
@@ -77,11 +78,14 @@ impl Receiver {
     fn decode(&mut self) {
         let holes = self.holes();
         // How many holes each repair reaches.
-        let reach: Vec<usize> =
-            self.repairs.iter().map(|end| holes.iter().take_while(|h| **h <= *end).count()).collect();
-        let solvable = (1..=holes.len())
-            .rev()
-            .find(|&k| (1..=k).all(|j| reach.iter().filter(|r| **r >= j && **r <= k).count() > k - j));
+        let reach: Vec<usize> = self
+            .repairs
+            .iter()
+            .map(|end| holes.iter().take_while(|h| **h <= *end).count())
+            .collect();
+        let solvable = (1..=holes.len()).rev().find(|&k| {
+            (1..=k).all(|j| reach.iter().filter(|r| **r >= j && **r <= k).count() > k - j)
+        });
         let Some(k) = solvable else { return };
         for hole in &holes[..k] {
             self.received[*hole] = true;
@@ -155,8 +159,10 @@ impl Direction {
         self.repair_at = None;
         let Some(newest) = self.newest else { return 0 };
         // Nothing the receiver will miss: the repairs on their way (if any) solve it.
-        let Some(start) = self.foreseen.first_hole(newest) else { return 0 };
-        let bytes = self.send(now, Packet::Repair { start, end: newest }, REPAIR_BYTES);
+        if self.foreseen.first_hole(newest).is_none() {
+            return 0;
+        }
+        let bytes = self.send(now, Packet::Repair { end: newest }, REPAIR_BYTES);
         if self.foreseen.first_hole(newest).is_some() {
             self.repair_at.get_or_insert(now + REPAIR_GAP);
         }
@@ -177,7 +183,8 @@ pub fn run(link: &LinkConfig, seed: u64, duration: Duration) -> Run {
     let mut echoes: BinaryHeap<Reverse<(Instant, usize)>> = BinaryHeap::new();
     loop {
         let next_payload = Some(send_time(start, sent as u64)).filter(|t| *t < end);
-        let timers = [up.repair_at, down.repair_at, up.link.poll_timeout(), down.link.poll_timeout()];
+        let timers =
+            [up.repair_at, down.repair_at, up.link.poll_timeout(), down.link.poll_timeout()];
         let next_echo = echoes.peek().map(|e| e.0 .0);
         let now = timers.into_iter().chain([next_payload, next_echo]).flatten().min();
         let Some(now) = now else { break };
@@ -223,9 +230,9 @@ mod tests {
         }
         assert_eq!(r.delivered, 1);
         let mut late = r.clone();
-        assert_eq!(r.take(Packet::Repair { start: 1, end: 2 }), 1..3);
-        assert_eq!(r.take(Packet::Repair { start: 3, end: 4 }), 3..5);
-        assert_eq!(late.take(Packet::Repair { start: 1, end: 4 }), 1..1, "two holes, one repair");
-        assert_eq!(late.take(Packet::Repair { start: 1, end: 4 }), 1..5);
+        assert_eq!(r.take(Packet::Repair { end: 2 }), 1..3);
+        assert_eq!(r.take(Packet::Repair { end: 4 }), 3..5);
+        assert_eq!(late.take(Packet::Repair { end: 4 }), 1..1, "two holes, one repair");
+        assert_eq!(late.take(Packet::Repair { end: 4 }), 1..5);
     }
 }
