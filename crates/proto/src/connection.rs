@@ -165,6 +165,14 @@ pub(crate) struct Gate {
     pub(crate) repaired: bool,
 }
 
+impl Gate {
+    /// Whether repairs cover `unit`'s loss: a whole message (repairs combine no fragments) of
+    /// a repaired channel.
+    fn covers(&self, unit: &crate::channel::Unit) -> bool {
+        self.repaired && unit.count == 1
+    }
+}
+
 /// Disconnect packets sent, so that one lost packet does not leave the peer waiting for the
 /// idle timeout.
 const DISCONNECT_COPIES: u8 = 3;
@@ -679,7 +687,7 @@ impl Connection {
                 let due = match unit.last_sent {
                     None if gate.open => return Some(self.last_sent.min(next)),
                     None => continue,
-                    Some(_) if unit.lost && !gate.repaired => {
+                    Some(_) if unit.lost && !gate.covers(unit) => {
                         return Some(self.last_sent.min(next))
                     }
                     Some(_) if unit.round_sends < gate.copies && !gate.open => continue,
@@ -887,7 +895,7 @@ impl Connection {
             _ if unit.acked => false,
             // New data waits while the window is full; acks reopen it.
             None => gate.open,
-            Some(_) if unit.lost && !gate.repaired => true,
+            Some(_) if unit.lost && !gate.covers(unit) => true,
             Some(_) if reliable && unit.round_sends < gate.copies && !gate.open => false,
             Some(at) => reliable && now >= at + self.next_send_gap(unit, gate),
         }
@@ -896,7 +904,7 @@ impl Connection {
     /// How long after its last send an unacknowledged unit goes out again: soon, as a copy,
     /// while redundancy calls for more copies; otherwise when its resend timer expires.
     fn next_send_gap(&self, unit: &crate::channel::Unit, gate: Gate) -> Duration {
-        if unit.round_sends < gate.copies && !gate.repaired {
+        if unit.round_sends < gate.copies && !gate.covers(unit) {
             self.config.repeat_interval
         } else {
             self.resend_interval(unit.sends)

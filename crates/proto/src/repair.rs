@@ -111,9 +111,12 @@ where
     Some(len)
 }
 
-/// Why the decoder set a repair aside. Each is counted in `ConnectionStats::repairs_dropped`.
+/// Why the decoder set a repair aside. A connection counts each in
+/// `ConnectionStats::repairs_dropped`, `Inconsistent` in `repairs_failed`, `Redundant` not at
+/// all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dropped {
+#[non_exhaustive]
+pub enum Dropped {
     /// Its window holds a message delivered too long ago to subtract, or unknowns too far
     /// ahead of the next message to deliver.
     OutOfWindow,
@@ -189,16 +192,21 @@ impl Known {
 
 /// A repair as it arrived: its window and its data.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Incoming<'a> {
-    pub(crate) start: u16,
-    pub(crate) count: u8,
-    pub(crate) seed: u16,
-    pub(crate) data: &'a [u8],
+pub struct Incoming<'a> {
+    /// The window's first message.
+    pub start: u16,
+    /// Messages in the window.
+    pub count: u8,
+    /// The seed of its coefficients.
+    pub seed: u16,
+    /// The combined symbols.
+    pub data: &'a [u8],
 }
 
-/// The receiving side of one channel's repairs.
+/// The receiving side of one channel's repairs. A connection keeps one per repaired channel;
+/// it is public for tools and benchmarks that drive the code without a connection.
 #[derive(Debug, Default)]
-pub(crate) struct Decoder {
+pub struct Decoder {
     /// The channel's next message to deliver when the rows were last rebased: column `i` of a
     /// row is message `base + i`.
     base: u16,
@@ -212,21 +220,27 @@ pub(crate) struct Decoder {
     bytes: usize,
     /// Whether a repair has arrived: only then are recent messages kept, and repair acks sent.
     pub(crate) active: bool,
+    /// Buffers of forgotten messages, for the next ones: a steady stream would otherwise
+    /// allocate one per message.
+    spare: Vec<Vec<u8>>,
 }
 
+/// Spare message buffers a decoder keeps.
+const SPARE_MAX: usize = 4;
+
 /// A message a repair gave back, verified.
-pub(crate) type Decoded = (u16, Vec<u8>);
+pub type Decoded = (u16, Vec<u8>);
 
 impl Decoder {
     /// What the decoder holds against the receive limit.
-    pub(crate) fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.bytes
     }
 
     /// Notes that the channel's next message to deliver is now `next`: columns of messages
     /// now delivered leave the rows (they were subtracted when the messages arrived), and
     /// messages delivered more than a window ago are forgotten.
-    pub(crate) fn rebase(&mut self, next: u16) {
+    pub fn rebase(&mut self, next: u16) {
         let shift = usize::from(next.wrapping_sub(self.base));
         if shift != 0 && shift < 0x8000 {
             let shifted = shift.min(WINDOW_MAX);
@@ -243,6 +257,9 @@ impl Decoder {
         while self.known.front().is_some_and(|k| seq16_newer(oldest, k.seq)) {
             let k = self.known.pop_front().expect("front exists");
             self.bytes -= k.cost();
+            if self.spare.len() < SPARE_MAX {
+                self.spare.push(k.payload);
+            }
         }
         self.recount();
     }
@@ -268,7 +285,7 @@ impl Decoder {
 
     /// Message `seq` arrived (or was decoded): it is subtracted from every equation, and kept
     /// for later repairs if active and `room` allows. Returns messages this solved.
-    pub(crate) fn learn(&mut self, seq: u16, payload: &[u8], room: usize) -> Vec<Decoded> {
+    pub fn learn(&mut self, seq: u16, payload: &[u8], room: usize) -> Vec<Decoded> {
         self.note_newest(seq);
         if !self.active {
             return Vec::new();
@@ -278,7 +295,10 @@ impl Decoder {
             self.substitute(column, payload, check);
             self.reduce();
         }
-        let known = Known { seq, check, payload: payload.to_vec() };
+        let mut buffer = self.spare.pop().unwrap_or_default();
+        buffer.clear();
+        buffer.extend_from_slice(payload);
+        let known = Known { seq, check, payload: buffer };
         if known.cost() <= room && self.known.len() < 2 * WINDOW_MAX && !self.knows(seq) {
             self.bytes += known.cost();
             let at = self.known.iter().position(|k| seq16_newer(k.seq, seq));
@@ -329,7 +349,7 @@ impl Decoder {
 
     /// Takes a repair. `held` gives the messages the channel holds behind a gap; `room` is
     /// what the decoder may newly hold. Returns the messages it solved, verified.
-    pub(crate) fn receive<'h>(
+    pub fn receive<'h>(
         &mut self,
         repair: Incoming<'_>,
         held: impl Fn(u16) -> Option<&'h [u8]>,
@@ -341,6 +361,12 @@ impl Decoder {
         }
         let last = repair.start.wrapping_add(u16::from(repair.count) - 1);
         self.note_newest(last);
+        // The common case on a lossy path: nothing of the window is missing. Checked first,
+        // so that it costs no arithmetic on the data.
+        let missing = |seq: u16| !self.knows(seq) && held(seq).is_none();
+        if !(0..u16::from(repair.count)).any(|k| missing(repair.start.wrapping_add(k))) {
+            return Err(Dropped::Redundant);
+        }
         let mut row = Row { coefficients: [0; WINDOW_MAX], data: repair.data.to_vec(), pivot: 0 };
         for k in 0..u16::from(repair.count) {
             let seq = repair.start.wrapping_add(k);
@@ -422,7 +448,7 @@ impl Decoder {
 
     /// Holes in the messages up to the newest known, less the equations held over them: how
     /// many more independent repairs the receiver needs to deliver everything it knows of.
-    pub(crate) fn shortfall(&self, next: u16, is_held: impl Fn(u16) -> bool) -> u8 {
+    pub fn shortfall(&self, next: u16, is_held: impl Fn(u16) -> bool) -> u8 {
         let Some(newest) = self.newest.filter(|n| *n == next || seq16_newer(*n, next)) else {
             return 0;
         };

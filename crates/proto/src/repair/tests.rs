@@ -36,8 +36,7 @@ const NOTHING_HELD: fn(u16) -> Option<&'static [u8]> = |_| None;
 fn decode_case(first: u16, lens: Vec<usize>, lost_mask: u32, repairs: usize) {
     let window = messages(first, &lens);
     let lost: Vec<bool> = (0..window.len()).map(|i| lost_mask & (1 << i) != 0).collect();
-    let mut decoder = Decoder { base: first, ..Decoder::default() };
-    decoder.active = true;
+    let mut decoder = Decoder { base: first, active: true, ..Decoder::default() };
     let mut got = std::collections::BTreeMap::new();
     for (i, (seq, payload)) in window.iter().enumerate() {
         if !lost[i] {
@@ -89,8 +88,7 @@ proptest! {
         lost in 0u8..8,
     ) {
         let window = messages(100, &vec![50; usize::from(count)]);
-        let mut decoder = Decoder { base: 100, ..Decoder::default() };
-        decoder.active = true;
+        let mut decoder = Decoder { base: 100, active: true, ..Decoder::default() };
         for (seq, payload) in &window {
             if (seq - 100) as u8 != lost {
                 decoder.learn(*seq, payload, usize::MAX);
@@ -110,8 +108,7 @@ fn a_wrong_combination_fails_its_checks() {
     let sent = messages(0, &[40, 40, 40]);
     let mut held = sent.clone();
     held[1].1[3] ^= 0x55;
-    let mut decoder = Decoder::default();
-    decoder.active = true;
+    let mut decoder = Decoder { active: true, ..Decoder::default() };
     decoder.learn(0, &held[0].1, usize::MAX);
     decoder.learn(1, &held[1].1, usize::MAX);
     let data = repair_of(&sent, 9);
@@ -152,8 +149,7 @@ fn repairs_past_the_limits_are_dropped() {
 #[test]
 fn held_messages_take_part_and_the_shortfall_counts_holes() {
     let window = messages(0, &[10, 20, 30]);
-    let mut decoder = Decoder::default();
-    decoder.active = true;
+    let mut decoder = Decoder { active: true, ..Decoder::default() };
     decoder.learn(0, &window[0].1, usize::MAX);
     decoder.rebase(1);
     let held_two = |seq: u16| (seq == 2).then_some(window[2].1.as_slice());

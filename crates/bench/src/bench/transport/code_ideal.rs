@@ -15,7 +15,7 @@
 //! same way back. What lies between Rally's coded row and this one is the cost of learning of
 //! losses from acks, and of headers and acks themselves.
 
-use super::{send_time, Run, PAYLOAD_BYTES, SEND_INTERVAL};
+use super::{record_echoes, send_surviving, send_time, Run, PAYLOAD_BYTES, SEND_INTERVAL};
 use rally_netem::{Link, LinkConfig};
 use rally_proto::Instant;
 use std::cmp::Reverse;
@@ -132,13 +132,7 @@ impl Direction {
     }
 
     fn send(&mut self, now: Instant, packet: Packet, size: usize) -> u64 {
-        let dropped = |l: &Link<Packet>| {
-            let s = l.stats();
-            s.lost + s.queue_dropped + s.overflow_dropped + s.oversize_dropped
-        };
-        let before = dropped(&self.link);
-        self.link.send(now, packet, size);
-        if dropped(&self.link) == before {
+        if send_surviving(&mut self.link, now, packet, size) {
             self.foreseen.take(packet);
         } else {
             self.repair_at.get_or_insert(now + REPAIR_GAP);
@@ -205,10 +199,7 @@ pub fn run(link: &LinkConfig, seed: u64, duration: Duration) -> Run {
             }
         }
         while let Some(packet) = down.link.poll_deliver(now) {
-            for delivered in down.receiver.take(packet) {
-                let sent_at = send_time(start, delivered as u64);
-                run.rtts_ms.push((now - sent_at).as_secs_f64() * 1e3);
-            }
+            record_echoes(&mut run, start, now, down.receiver.take(packet));
         }
     }
     run.missing = (sent - run.rtts_ms.len()) as u64;

@@ -3,14 +3,16 @@
 //!
 //! W1's byte budget (2.5x the payload on a lossy link) holds two copies of each payload but not
 //! three, so two copies are what a protocol within the budget can send up front. This reference
-//! sends both, [`COPY_GAP`] apart, like Rally's default, and knows perfectly which were lost:
-//! when neither arrived it sends both again one send interval plus one link round trip later,
+//! sends both, [`COPY_GAP`] apart, like Rally's default, and knows perfectly which were lost
+//! (a copy still queued at the bottleneck is not: it will arrive, and copying it again would
+//! only lengthen the queue, a resend storm once held-back echoes are released together):
+//! when neither survived it sends both again one send interval plus one link round trip later,
 //! the soonest a steady sender learns of a loss (its next payload arrives past the hole and the
 //! receiver's ack comes back). It has no headers, acks or handshake, delivers in order, and the
 //! echo goes back the same way. A real protocol pays for its acks and its loss detection on top
 //! of this; targets below this floor cannot be met by copies within the budget.
 
-use super::{send_time, Run, PAYLOAD_BYTES, SEND_HZ, SEND_INTERVAL};
+use super::{record_echoes, send_surviving, send_time, Run, PAYLOAD_BYTES, SEND_HZ, SEND_INTERVAL};
 use rally_netem::{Link, LinkConfig, LossModel};
 use rally_proto::Instant;
 use std::cmp::Reverse;
@@ -39,13 +41,7 @@ impl Direction {
     /// Sends a copy of payload `index`, noting whether it survives (the floor's perfect
     /// knowledge of loss: the link decides a packet's fate when it is sent).
     fn send(&mut self, now: Instant, index: usize) {
-        let dropped = |l: &Link<usize>| {
-            let s = l.stats();
-            s.lost + s.queue_dropped + s.overflow_dropped + s.oversize_dropped
-        };
-        let before = dropped(&self.link);
-        self.link.send(now, index, PAYLOAD_BYTES);
-        self.surviving[index] |= dropped(&self.link) == before;
+        self.surviving[index] |= send_surviving(&mut self.link, now, index, PAYLOAD_BYTES);
     }
 
     /// Marks `index` received; returns the payloads now deliverable in order.
@@ -130,10 +126,7 @@ pub fn run(link: &LinkConfig, seed: u64, duration: Duration, link_rtt: Duration)
             }
         }
         while let Some(index) = down.link.poll_deliver(now) {
-            for echoed in down.receive(index) {
-                let sent_at = send_time(start, echoed as u64);
-                run.rtts_ms.push((now - sent_at).as_secs_f64() * 1e3);
-            }
+            record_echoes(&mut run, start, now, down.receive(index));
         }
     }
     run.missing = (sent - run.rtts_ms.len()) as u64;

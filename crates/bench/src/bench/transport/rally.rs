@@ -18,12 +18,6 @@ pub fn run(
     let mut config = EndpointConfig::default();
     if coded {
         config.connection.repair = Repair::adaptive();
-        if let Some(us) =
-            std::env::var("RALLY_REPAIR_INTERVAL_US").ok().and_then(|v| v.parse().ok())
-        {
-            config.connection.repair =
-                Repair::Adaptive { loss_threshold: 0.005, interval: Duration::from_micros(us) };
-        }
     }
     // Sealed, as deployed: a connect token and an AEAD tag on every packet.
     let mut pair = Pair::secure(config, *link, seed);
@@ -71,10 +65,6 @@ pub fn run(
             seen_client += 1;
         }
         pair.step_until(send_time(start, sent_at.len() as u64).min(end));
-    }
-    if std::env::var_os("RALLY_DEBUG_STATS").is_some() {
-        eprintln!("client {:?}", pair.client().connection(client).map(|c| c.stats()));
-        eprintln!("server {:?}", pair.server().connection(server).map(|c| c.stats()));
     }
     run.wire_bytes =
         (pair.client_wire_bytes() - bytes_up) + (pair.server_wire_bytes() - bytes_down);
