@@ -155,14 +155,14 @@ struct Filled {
 
 /// What a pass over the send queues needs to know, computed once per pass.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Gate {
+struct Gate {
     /// Whether the delivery-rate window admits new data and copies.
-    pub(crate) open: bool,
+    open: bool,
     /// Copies a reliable unit may have before its first ack could arrive.
-    pub(crate) copies: u8,
+    copies: u8,
     /// Repairs cover this channel's losses: a unit declared lost waits for its resend timer
     /// instead of going out at once.
-    pub(crate) repaired: bool,
+    repaired: bool,
 }
 
 impl Gate {
@@ -177,7 +177,7 @@ impl Gate {
 /// idle timeout.
 const DISCONNECT_COPIES: u8 = 3;
 /// RTT assumed before the first sample.
-pub(crate) const INITIAL_RTT: Duration = Duration::from_millis(100);
+const INITIAL_RTT: Duration = Duration::from_millis(100);
 /// Weight of each packet's fate in the loss estimate.
 const LOSS_GAIN: f64 = 1.0 / 64.0;
 /// Weight of each packet's fate in the slower estimate that switches redundancy: about the
@@ -194,14 +194,14 @@ const WINDOW_MIN: usize = 16 * 1024;
 /// One established connection. Owned by an [`crate::Endpoint`], which routes datagrams to it.
 #[derive(Debug)]
 pub struct Connection {
-    pub(crate) config: ConnectionConfig,
+    config: ConnectionConfig,
     state: State,
-    pub(crate) sent: SentPackets,
-    pub(crate) received: ReceivedPackets,
-    pub(crate) rtt: RttEstimator,
-    pub(crate) send: Vec<SendChannel>,
-    pub(crate) receive: Vec<ReceiveChannel>,
-    pub(crate) events: VecDeque<Event>,
+    sent: SentPackets,
+    received: ReceivedPackets,
+    rtt: RttEstimator,
+    send: Vec<SendChannel>,
+    receive: Vec<ReceiveChannel>,
+    events: VecDeque<Event>,
     last_received: Instant,
     last_sent: Instant,
     /// When an ack became owed for a received packet with frames, if none has gone out since.
@@ -211,10 +211,10 @@ pub struct Connection {
     /// numbers alone is no reason: with copies on, most lost packets had their messages
     /// repaired by the copy, and every extra packet on a path that does not reorder may hold
     /// back the data behind it.
-    pub(crate) ack_now: bool,
-    pub(crate) stats: ConnectionStats,
+    ack_now: bool,
+    stats: ConnectionStats,
     /// The slower loss estimate that switches adaptive redundancy (see `record_fate`).
-    pub(crate) redundancy_loss: f64,
+    redundancy_loss: f64,
     /// Whether adaptive redundancy is on.
     copying: bool,
     /// Channel indices, highest priority first (stable among equals): the order packets are
@@ -228,7 +228,7 @@ pub struct Connection {
     /// which completes the client's handshake).
     prompted: bool,
     /// The latest time any input carried: what `send`, which takes no time, counts as now.
-    pub(crate) now: Instant,
+    now: Instant,
     /// When to send a tail-loss probe: a tiny ack-eliciting packet after the last copy of
     /// new data, so that a loss of every copy is detected one ack later, not one message later.
     probe_at: Option<Instant>,
@@ -241,19 +241,19 @@ pub struct Connection {
     /// The connection's keys, when it was opened with a connect token: every packet is sealed.
     keys: Option<PacketKeys>,
     /// Room within `receive_bytes_max` kept for the next message of each ordered channel.
-    pub(crate) head_reserve: usize,
+    head_reserve: usize,
     /// What the receive channels and the repair decoders hold against `receive_bytes_max`.
-    pub(crate) receive_bytes: usize,
+    receive_bytes: usize,
     /// Per channel: repairs to send (used on reliable-ordered channels with repairs on).
-    pub(crate) encoders: Vec<crate::repair::Encoder>,
+    encoders: Vec<crate::repair::Encoder>,
     /// Per channel: repairs received.
-    pub(crate) decoders: Vec<crate::repair::Decoder>,
+    decoders: Vec<crate::repair::Decoder>,
     /// Whether the measured loss calls for repairs (the slow estimate, with the margin of
     /// copies).
-    pub(crate) repairing: bool,
+    repairing: bool,
     /// Mean length of runs of consecutive lost packets, a moving average: how bursty the
     /// losses are, which sets the repairs per message.
-    pub(crate) loss_burst: f64,
+    loss_burst: f64,
 }
 
 impl Connection {
@@ -531,7 +531,7 @@ impl Connection {
     }
 
     /// Moves the messages a channel has ready into events.
-    pub(crate) fn take_ready(&mut self, channel: u8) {
+    fn take_ready(&mut self, channel: u8) {
         let receive = &mut self.receive[usize::from(channel)];
         while let Some(payload) = receive.ready.pop_front() {
             self.events.push_back(Event::Message { channel, payload });
@@ -540,12 +540,7 @@ impl Connection {
 
     /// Hands a piece to its channel with the room the receive limit leaves, and keeps the
     /// connection's total in step with the channel's.
-    pub(crate) fn receive_piece(
-        &mut self,
-        channel: u8,
-        piece: (u16, u8, u8),
-        payload: &[u8],
-    ) -> Received {
+    fn receive_piece(&mut self, channel: u8, piece: (u16, u8, u8), payload: &[u8]) -> Received {
         let limit = self.config.receive_bytes_max;
         let head = limit.saturating_sub(self.receive_bytes);
         let room = Room { ahead: head.saturating_sub(self.head_reserve), head };
@@ -720,7 +715,7 @@ impl Connection {
     /// Whether the RTT shows a standing queue on the path: the smoothed RTT sits far above the
     /// minimum, further than jitter (four mean deviations) explains. Losses then come from the
     /// queue overflowing, and copies would only make it worse.
-    pub(crate) fn queueing(&self) -> bool {
+    fn queueing(&self) -> bool {
         let Some(min) = self.rtt.min() else { return false };
         let jitter = self.rtt.variance() * 4 + Duration::from_millis(20);
         self.rtt.smoothed_or(min) > min + jitter

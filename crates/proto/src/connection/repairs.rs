@@ -22,14 +22,14 @@ const BURST_GAIN: f64 = 1.0 / 16.0;
 impl Connection {
     /// Whether channel `c` sends and takes repairs: a reliable-ordered channel of a
     /// connection configured with them.
-    pub(crate) fn is_coded(&self, c: usize) -> bool {
+    pub(super) fn is_coded(&self, c: usize) -> bool {
         matches!(self.config.repair, Repair::Adaptive { .. })
             && self.config.channels.get(c).is_some_and(|k| k.kind == ChannelKind::ReliableOrdered)
     }
 
     /// The gate of channel `c`: a coded channel sends no copies, and while repairs are on it
     /// leaves its lost messages to them (and to its resend timer).
-    pub(crate) fn channel_gate(&self, c: usize, gate: Gate) -> Gate {
+    pub(super) fn channel_gate(&self, c: usize, gate: Gate) -> Gate {
         if !self.is_coded(c) {
             return gate;
         }
@@ -39,7 +39,7 @@ impl Connection {
     /// Repairs per new message and the interval after which they follow: none while the
     /// measured loss is below the threshold or a queue stands on the path (there, losses come
     /// from the queue overflowing and repairs would only feed it).
-    pub(crate) fn repair_plan(&self) -> (f64, Duration) {
+    pub(super) fn repair_plan(&self) -> (f64, Duration) {
         let Repair::Adaptive { interval, .. } = self.config.repair else {
             return (0.0, Duration::ZERO);
         };
@@ -52,7 +52,7 @@ impl Connection {
     }
 
     /// Feeds the runs of consecutive packets in `lost` (ascending) to the burst estimate.
-    pub(crate) fn note_loss_runs(&mut self, lost: &[u16]) {
+    pub(super) fn note_loss_runs(&mut self, lost: &[u16]) {
         let mut run = 0u32;
         for (i, seq) in lost.iter().enumerate() {
             let follows = i > 0 && lost[i - 1].wrapping_add(1) == *seq;
@@ -68,7 +68,7 @@ impl Connection {
     }
 
     /// The coded channel with a repair to send at `now`, if the window admits one.
-    pub(crate) fn repair_due(&mut self, now: Instant) -> Option<usize> {
+    pub(super) fn repair_due(&mut self, now: Instant) -> Option<usize> {
         if !self.window_open() {
             return None;
         }
@@ -84,7 +84,7 @@ impl Connection {
     }
 
     /// When a repair is next due, if the window admits one.
-    pub(crate) fn repair_timeout(&self) -> Option<Instant> {
+    pub(super) fn repair_timeout(&self) -> Option<Instant> {
         if !self.window_open() {
             return None;
         }
@@ -101,7 +101,7 @@ impl Connection {
 
     /// Writes a packet holding only repair acks and a repair of channel `c`; if the channel
     /// has nothing to repair (or the budget is spent), an ordinary packet instead.
-    pub(crate) fn write_repair_packet(
+    pub(super) fn write_repair_packet(
         &mut self,
         now: Instant,
         buf: &mut [u8],
@@ -158,7 +158,7 @@ impl Connection {
 
     /// Adds a repair ack for every coded channel whose peer sends repairs: the next message
     /// to deliver and the shortfall. Skipped when the packet has no room.
-    pub(crate) fn write_repair_acks(&mut self, w: &mut Writer<'_>) {
+    pub(super) fn write_repair_acks(&mut self, w: &mut Writer<'_>) {
         for c in 0..self.decoders.len() {
             if !self.decoders[c].active || !self.is_coded(c) {
                 continue;
@@ -172,7 +172,7 @@ impl Connection {
     }
 
     /// Takes a repair frame: bad input is counted and dropped, decoded messages delivered.
-    pub(crate) fn handle_repair(&mut self, channel: u8, repair: Incoming<'_>) {
+    pub(super) fn handle_repair(&mut self, channel: u8, repair: Incoming<'_>) {
         self.stats.repairs_received += 1;
         let c = usize::from(channel);
         let symbol_max = self.config.piece_bytes() + SYMBOL_HEADER;
@@ -199,7 +199,7 @@ impl Connection {
 
     /// Message `seq` of channel `c` arrived (or was decoded): the decoder subtracts it from
     /// what it holds, which may solve more.
-    pub(crate) fn learn(&mut self, c: usize, seq: u16, payload: &[u8]) {
+    pub(super) fn learn(&mut self, c: usize, seq: u16, payload: &[u8]) {
         if !self.is_coded(c) {
             return;
         }
@@ -241,7 +241,7 @@ impl Connection {
 
     /// Takes a repair ack: the peer delivered every message before `next` (some perhaps
     /// from repairs), and lacks `shortfall` repairs.
-    pub(crate) fn handle_repair_ack(&mut self, channel: u8, next: u16, shortfall: u8) {
+    pub(super) fn handle_repair_ack(&mut self, channel: u8, next: u16, shortfall: u8) {
         let c = usize::from(channel);
         let unsent = self.send.get(c).is_some_and(|s| seq16_newer(next, s.next_seq()));
         if !self.is_coded(c) || unsent {
