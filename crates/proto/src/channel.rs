@@ -28,6 +28,8 @@ pub(crate) struct Unit {
     pub(crate) acked: bool,
     /// When the application queued it.
     pub(crate) queued_at: Instant,
+    /// Its checksum as a repaired message's symbol carries it, once a repair needed it.
+    pub(crate) check: Option<u32>,
 }
 
 /// The sending half of a channel.
@@ -107,6 +109,7 @@ impl SendChannel {
                 lost: false,
                 acked: false,
                 queued_at: now,
+                check: None,
             });
         }
         true
@@ -121,6 +124,23 @@ impl SendChannel {
             let unit = self.units.pop_front().expect("front exists");
             self.recycle(unit.payload);
         }
+    }
+
+    /// Marks every unit of the messages before `next` acked (the receiver reports it delivered
+    /// them, some perhaps from repairs), and drops acked units from the front.
+    pub(crate) fn ack_before(&mut self, next: u16) {
+        for unit in self.units.iter_mut().filter(|u| seq16_newer(next, u.seq)) {
+            unit.acked = true;
+        }
+        while self.units.front().is_some_and(|u| u.acked) {
+            let unit = self.units.pop_front().expect("front exists");
+            self.recycle(unit.payload);
+        }
+    }
+
+    /// The sequence the next message will take.
+    pub(crate) fn next_seq(&self) -> u16 {
+        self.next_seq
     }
 
     /// Marks the unit lost, to be resent at once.
@@ -301,6 +321,17 @@ impl ReceiveChannel {
     /// What the channel holds against the receive limit.
     pub(crate) fn held_bytes(&self) -> usize {
         self.held_bytes
+    }
+
+    /// Ordered: the next message to deliver.
+    pub(crate) fn next_seq(&self) -> u16 {
+        self.next
+    }
+
+    /// Ordered: message `seq`, if it is complete and held behind a gap.
+    pub(crate) fn held_message(&self, seq: u16) -> Option<&[u8]> {
+        let held = self.held.iter().find(|a| a.seq == seq && a.parts.len() == 1)?;
+        held.parts[0].as_deref()
     }
 
     /// Whether the channel's messages may be dropped to make room (unreliable ones).

@@ -90,6 +90,27 @@ pub struct ConnectionConfig {
     /// more than they save (`rally bench transport --quick`, bernoulli-10: 1.18x with it, 1.155x
     /// without). Worth it for sparse reliable traffic on a lossy path.
     pub tail_probe: bool,
+    /// Streaming repair of reliable-ordered channels ([`crate::repair`]) in place of copies.
+    /// Both ends must share it: a peer without it closes the connection on the first repair.
+    pub repair: Repair,
+}
+
+/// Whether reliable-ordered channels send repairs (coded combinations of the messages not yet
+/// acknowledged) after their messages; see [`crate::repair`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Repair {
+    /// No repairs: copies ([`Redundancy`]) and resends, as a peer without repairs expects.
+    Off,
+    /// A repair `interval` after each new message while the measured loss exceeds
+    /// `loss_threshold` and the path shows no standing queue, and more when the receiver
+    /// reports holes its repairs do not cover. Reliable-ordered channels then send no copies,
+    /// and resend a message lost only when its resend timer expires.
+    Adaptive {
+        /// Measured packet loss above which repairs are sent.
+        loss_threshold: f64,
+        /// How long after a new message its repair follows.
+        interval: Duration,
+    },
 }
 
 /// How many times a reliable message is sent before its ack could have arrived.
@@ -108,6 +129,14 @@ pub enum Redundancy {
     },
     /// Always up to `copies` sends.
     Always(u8),
+}
+
+impl Repair {
+    /// Repairs with the measured defaults: on above 0.5% loss (the threshold of copies), each
+    /// `2 ms` after its message (`rally-bench transport`, see docs/benchmarks.md).
+    pub fn adaptive() -> Self {
+        Repair::Adaptive { loss_threshold: 0.005, interval: Duration::from_millis(2) }
+    }
 }
 
 impl Default for ConnectionConfig {
@@ -136,6 +165,7 @@ impl Default for ConnectionConfig {
             redundancy: Redundancy::Adaptive { copies: 2, loss_threshold: 0.005 },
             repeat_interval: Duration::from_millis(2),
             tail_probe: false,
+            repair: Repair::Off,
         }
     }
 }
@@ -244,6 +274,10 @@ impl ConnectionConfig {
         let least = self.head_reserve_bytes() + self.message_cost_max();
         check_count("receive_bytes_max", self.receive_bytes_max, least, 1 << 30)?;
         self.validate_timers()?;
+        if let Repair::Adaptive { loss_threshold, interval } = self.repair {
+            check_number("repair loss_threshold", loss_threshold, 0.0, 1.0)?;
+            check_duration("repair interval", interval, Duration::ZERO, self.resend_interval_max)?;
+        }
         match self.redundancy {
             Redundancy::Off => Ok(()),
             Redundancy::Always(copies) => check_count("redundancy copies", copies.into(), 1, 8),
@@ -326,6 +360,20 @@ pub(crate) mod tests {
             ("ack_delay_max", ConnectionConfig { ack_delay_max: long, ..d() }),
             ("repeat_interval", ConnectionConfig { repeat_interval: long / 20, ..d() }),
             ("redundancy copies", ConnectionConfig { redundancy: Redundancy::Always(0), ..d() }),
+            (
+                "repair loss_threshold",
+                ConnectionConfig {
+                    repair: Repair::Adaptive { loss_threshold: -1.0, interval: long / 100 },
+                    ..d()
+                },
+            ),
+            (
+                "repair interval",
+                ConnectionConfig {
+                    repair: Repair::Adaptive { loss_threshold: 0.0, interval: long },
+                    ..d()
+                },
+            ),
             (
                 "redundancy loss_threshold",
                 ConnectionConfig {

@@ -33,6 +33,8 @@ use rally_wire::seq::seq16_newer;
 use std::collections::VecDeque;
 use std::time::Duration;
 
+mod repairs;
+
 /// What a connection tells its application.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -116,6 +118,19 @@ pub struct ConnectionStats {
     pub receive_bytes: Vec<usize>,
     /// Units waiting in each channel's send queue.
     pub send_queue: Vec<usize>,
+    /// Repairs sent (coded combinations of unacknowledged messages, see [`crate::repair`]).
+    pub repairs_sent: u64,
+    /// Repairs received.
+    pub repairs_received: u64,
+    /// Messages recovered from repairs (verified before delivery).
+    pub messages_repaired: u64,
+    /// Repairs and repair acks set aside as bad input: malformed, on a channel without
+    /// repairs, a window past the limit, shorter than a message they combine, claiming
+    /// messages never sent, or finding no room under `receive_bytes_max`.
+    pub repairs_dropped: u64,
+    /// Repairs that decoded to a message failing its checks (a wrong combination): dropped,
+    /// with every equation held, and nothing delivered.
+    pub repairs_failed: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +160,17 @@ struct Gate {
     open: bool,
     /// Copies a reliable unit may have before its first ack could arrive.
     copies: u8,
+    /// Repairs cover this channel's losses: a unit declared lost waits for its resend timer
+    /// instead of going out at once.
+    repaired: bool,
+}
+
+impl Gate {
+    /// Whether repairs cover `unit`'s loss: a whole message (repairs combine no fragments) of
+    /// a repaired channel.
+    fn covers(&self, unit: &crate::channel::Unit) -> bool {
+        self.repaired && unit.count == 1
+    }
 }
 
 /// Disconnect packets sent, so that one lost packet does not leave the peer waiting for the
@@ -216,8 +242,18 @@ pub struct Connection {
     keys: Option<PacketKeys>,
     /// Room within `receive_bytes_max` kept for the next message of each ordered channel.
     head_reserve: usize,
-    /// What the receive channels hold against `receive_bytes_max`, summed.
+    /// What the receive channels and the repair decoders hold against `receive_bytes_max`.
     receive_bytes: usize,
+    /// Per channel: repairs to send (used on reliable-ordered channels with repairs on).
+    encoders: Vec<crate::repair::Encoder>,
+    /// Per channel: repairs received.
+    decoders: Vec<crate::repair::Decoder>,
+    /// Whether the measured loss calls for repairs (the slow estimate, with the margin of
+    /// copies).
+    repairing: bool,
+    /// Mean length of runs of consecutive lost packets, a moving average: how bursty the
+    /// losses are, which sets the repairs per message.
+    loss_burst: f64,
 }
 
 impl Connection {
@@ -231,6 +267,7 @@ impl Connection {
             .map(|c| ReceiveChannel::new(c.kind, window, piece, message_max))
             .collect();
         let head_reserve = config.head_reserve_bytes();
+        let channels = config.channels.len();
         let mut channel_order: Vec<usize> = (0..config.channels.len()).collect();
         channel_order.sort_by_key(|i| std::cmp::Reverse(config.channels[*i].priority));
         let mut events = VecDeque::new();
@@ -263,6 +300,10 @@ impl Connection {
             rate_next: 0,
             window_bytes: WINDOW_INITIAL,
             keys: None,
+            encoders: (0..channels).map(|_| Default::default()).collect(),
+            decoders: (0..channels).map(|_| Default::default()).collect(),
+            repairing: false,
+            loss_burst: 1.0,
         }
     }
 
@@ -407,15 +448,18 @@ impl Connection {
         if let Some(acks) = header.acks {
             self.handle_acks(now, &acks);
         }
-        if !frames.is_empty() && self.ack_owed_since.is_none() {
-            self.ack_owed_since = Some(now);
-        }
         let mut deferred = false;
         for frame in Frames::new(frames) {
             let Ok(frame) = frame else {
                 self.disconnect(DisconnectReason::PeerMisbehaved);
                 return Err(DisconnectReason::PeerMisbehaved);
             };
+            // A repair ack rides on acks and asks for none, or two repairing peers would
+            // ack each other's acks forever.
+            let eliciting = !matches!(frame, Frame::RepairAck { .. });
+            if eliciting && self.ack_owed_since.is_none() {
+                self.ack_owed_since = Some(now);
+            }
             deferred |= self.handle_frame(frame)?;
         }
         // A packet with a reliable piece refused for want of room goes unacked: the sender
@@ -442,6 +486,15 @@ impl Connection {
             Frame::Fragment { channel, seq, index, count, payload } => {
                 (channel, seq, index, count, payload)
             }
+            Frame::Repair { channel, start, count, seed, data } => {
+                let repair = crate::repair::Incoming { start, count, seed, data };
+                self.handle_repair(channel, repair);
+                return Ok(false);
+            }
+            Frame::RepairAck { channel, next, shortfall } => {
+                self.handle_repair_ack(channel, next, shortfall);
+                return Ok(false);
+            }
         };
         let too_big = payload.len() > self.piece_size() && count > 1;
         let Some(receive) = self.receive.get_mut(usize::from(channel)).filter(|_| !too_big) else {
@@ -455,13 +508,12 @@ impl Connection {
             received = self.receive_piece(channel, (seq, index, count), payload);
         }
         self.ack_now |= ahead && matches!(received, Received::Deliver | Received::Held);
+        if count == 1 && matches!(received, Received::Deliver | Received::Held) {
+            // Before the messages go out as events: the decoder takes them by reference.
+            self.learn(usize::from(channel), seq, payload);
+        }
         match received {
-            Received::Deliver => {
-                let receive = &mut self.receive[usize::from(channel)];
-                while let Some(payload) = receive.ready.pop_front() {
-                    self.events.push_back(Event::Message { channel, payload });
-                }
-            }
+            Received::Deliver => self.take_ready(channel),
             Received::Refused => self.stats.frames_refused += 1,
             Received::NoRoom => {
                 self.stats.frames_deferred += 1;
@@ -476,6 +528,14 @@ impl Connection {
             Received::Held | Received::Duplicate => {}
         }
         Ok(false)
+    }
+
+    /// Moves the messages a channel has ready into events.
+    fn take_ready(&mut self, channel: u8) {
+        let receive = &mut self.receive[usize::from(channel)];
+        while let Some(payload) = receive.ready.pop_front() {
+            self.events.push_back(Event::Message { channel, payload });
+        }
     }
 
     /// Hands a piece to its channel with the room the receive limit leaves, and keeps the
@@ -550,6 +610,7 @@ impl Connection {
             let slot_sent_at = self.sent.slot(*seq).sent_at;
             newest_sent_at - slot_sent_at >= reorder_window || newest.wrapping_sub(*seq) >= 3
         });
+        self.note_loss_runs(&lost);
         for &seq in &lost {
             let Some(packet) = self.sent.take_in_flight(seq, false) else { continue };
             for (channel, message, index) in packet.units.drain(..) {
@@ -574,6 +635,13 @@ impl Connection {
                 self.copying = true;
             } else if self.redundancy_loss < loss_threshold / 2.0 {
                 self.copying = false;
+            }
+        }
+        if let crate::Repair::Adaptive { loss_threshold, .. } = self.config.repair {
+            if self.redundancy_loss > loss_threshold {
+                self.repairing = true;
+            } else if self.redundancy_loss < loss_threshold / 2.0 {
+                self.repairing = false;
             }
         }
     }
@@ -604,16 +672,22 @@ impl Connection {
         if let Some(probe) = self.probe_at {
             next = next.min(probe);
         }
-        let gate = self.gate();
-        for channel in &self.send {
+        if let Some(at) = self.repair_timeout() {
+            next = next.min(at);
+        }
+        let all = self.gate();
+        for (c, channel) in self.send.iter().enumerate() {
+            let gate = self.channel_gate(c, all);
             for unit in channel.units.iter().filter(|u| !u.acked) {
                 let due = match unit.last_sent {
                     None if gate.open => return Some(self.last_sent.min(next)),
                     None => continue,
-                    Some(_) if unit.lost => return Some(self.last_sent.min(next)),
+                    Some(_) if unit.lost && !gate.covers(unit) => {
+                        return Some(self.last_sent.min(next))
+                    }
                     Some(_) if unit.round_sends < gate.copies && !gate.open => continue,
                     Some(at) if channel.config.kind.is_reliable() => {
-                        at + self.next_send_gap(unit, gate.copies)
+                        at + self.next_send_gap(unit, gate)
                     }
                     Some(_) => continue,
                 };
@@ -719,7 +793,9 @@ impl Connection {
         let keepalive_due = now >= self.last_sent + self.config.keepalive_interval;
         let probe_due = self.probe_at.is_some_and(|at| now >= at);
         let ack_due = ack_due || self.ack_now;
-        if !(urgent || ack_due || keepalive_due || self.prompted || probe_due) {
+        // Messages first: a repair goes in a packet of its own, after them.
+        let repair = if urgent { None } else { self.repair_due(now) };
+        if !(urgent || ack_due || keepalive_due || self.prompted || probe_due || repair.is_some()) {
             return None;
         }
         self.prompted = false;
@@ -727,7 +803,11 @@ impl Connection {
         let tag = if self.keys.is_some() { TAG_SIZE } else { 0 };
         let size = self.config.mtu.min(buf.len());
         observer.enter(Stage::Encode);
-        let written = self.write_packet(now, &mut buf[..size.saturating_sub(tag)], probe_due);
+        let room = &mut buf[..size.saturating_sub(tag)];
+        let written = match repair {
+            Some(c) => self.write_repair_packet(now, room, c),
+            None => self.write_packet(now, room, probe_due),
+        };
         observer.exit(Stage::Encode);
         let (header_len, mut len) = written?;
         if let Some(keys) = &mut self.keys {
@@ -766,6 +846,7 @@ impl Connection {
         let mut w = Writer::new(buf);
         write_data_header(&mut w, &header).ok()?;
         let header_len = w.len();
+        self.write_repair_acks(&mut w);
         let due = self.fill(now, &mut w, false);
         let copies = self.fill(now, &mut w, true);
         if probe_due {
@@ -790,8 +871,9 @@ impl Connection {
     /// Whether any unit must go out now: never sent, lost, or past its resend time.
     fn has_urgent(&self, now: Instant) -> bool {
         let gate = self.gate();
-        self.send.iter().any(|channel| {
+        self.send.iter().enumerate().any(|(c, channel)| {
             let reliable = channel.config.kind.is_reliable();
+            let gate = self.channel_gate(c, gate);
             channel.units.iter().any(|u| self.is_due(u, reliable, now, gate))
         })
     }
@@ -799,7 +881,7 @@ impl Connection {
     /// The window and the copies, once for a pass over the queues (a long queue would
     /// otherwise recompute them per unit).
     fn gate(&self) -> Gate {
-        Gate { open: self.window_open(), copies: self.copies() }
+        Gate { open: self.window_open(), copies: self.copies(), repaired: false }
     }
 
     fn is_due(
@@ -813,16 +895,16 @@ impl Connection {
             _ if unit.acked => false,
             // New data waits while the window is full; acks reopen it.
             None => gate.open,
-            Some(_) if unit.lost => true,
+            Some(_) if unit.lost && !gate.covers(unit) => true,
             Some(_) if reliable && unit.round_sends < gate.copies && !gate.open => false,
-            Some(at) => reliable && now >= at + self.next_send_gap(unit, gate.copies),
+            Some(at) => reliable && now >= at + self.next_send_gap(unit, gate),
         }
     }
 
     /// How long after its last send an unacknowledged unit goes out again: soon, as a copy,
     /// while redundancy calls for more copies; otherwise when its resend timer expires.
-    fn next_send_gap(&self, unit: &crate::channel::Unit, copies: u8) -> Duration {
-        if unit.round_sends < copies {
+    fn next_send_gap(&self, unit: &crate::channel::Unit, gate: Gate) -> Duration {
+        if unit.round_sends < gate.copies && !gate.covers(unit) {
             self.config.repeat_interval
         } else {
             self.resend_interval(unit.sends)
@@ -833,10 +915,13 @@ impl Connection {
     /// `redundant`) unacknowledged reliable units that may ride again.
     fn fill(&mut self, now: Instant, w: &mut Writer<'_>, redundant: bool) -> Filled {
         let mut filled = Filled::default();
-        let gate = self.gate();
-        let copies = gate.copies;
+        let all = self.gate();
+        let plan = self.repair_plan();
         for k in 0..self.channel_order.len() {
             let c = self.channel_order[k];
+            let gate = self.channel_gate(c, all);
+            let coded = self.is_coded(c);
+            let copies = gate.copies;
             let reliable = self.send[c].config.kind.is_reliable();
             for u in 0..self.send[c].units.len() {
                 let unit = &self.send[c].units[u];
@@ -880,6 +965,10 @@ impl Connection {
                     filled.last_copy |= copies > 1 && unit.round_sends == copies;
                     filled.fresh_reliable |= unit.sends == 1;
                     self.units.push((c as u8, unit.seq, unit.index));
+                    if unit.sends == 1 && coded {
+                        let len = unit.payload.len();
+                        self.encoders[c].on_fresh(now, len, plan);
+                    }
                 }
             }
         }

@@ -85,6 +85,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! ## Streaming repair
+//!
+//! With [`ConnectionConfig::repair`] set to [`Repair::adaptive`] (both ends alike; off by
+//! default, so that peers without it are unaffected), a reliable-ordered channel on a lossy
+//! path sends, 2 ms after each message, a repair in a packet of its own: a random linear
+//! combination over GF(2^8) of every message not yet acknowledged. One repair fills any one
+//! hole, so a message lost with its repair is recovered by the next message's repair, one send
+//! interval later, instead of a round trip later. The receiver delivers a decoded message only
+//! after checking it, acknowledges what it decoded, and reports the holes its repairs do not
+//! cover, which the sender answers at once. Repairs stop when the measured loss falls to zero,
+//! and stay within a byte budget. [`repair`] has the code and its limits, docs/protocol.md
+//! section 6a the wire.
+//!
 //! ## Errors
 //!
 //! Bad input from the network never panics: a datagram that does not decode, or arrives where
@@ -128,14 +141,16 @@ pub mod config;
 pub mod connection;
 mod crypto;
 pub mod endpoint;
+mod gf256;
 pub mod limit;
 pub mod observe;
 pub mod packet;
+pub mod repair;
 mod schedule;
 pub mod time;
 pub mod token;
 
-pub use config::{ChannelConfig, ChannelKind, ConfigError, ConnectionConfig, Redundancy};
+pub use config::{ChannelConfig, ChannelKind, ConfigError, ConnectionConfig, Redundancy, Repair};
 pub use connection::{Connection, ConnectionStats, Event, SendError};
 pub use crypto::{danger_seal, open_captured, PACKETS_PER_KEY_MAX};
 pub use endpoint::{

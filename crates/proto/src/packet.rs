@@ -43,6 +43,13 @@ const TYPE_DISCONNECT_SEALED: u8 = 0x16;
 const FRAME_MESSAGE: u8 = 0x01;
 const FRAME_FRAGMENT: u8 = 0x02;
 const FRAME_PING: u8 = 0x03;
+const FRAME_REPAIR: u8 = 0x04;
+const FRAME_REPAIR_ACK: u8 = 0x05;
+/// A repair frame's bytes before its data: type, channel, window start u16, count, seed u16,
+/// and a length varint of up to three bytes.
+pub const REPAIR_FRAME_OVERHEAD_MAX: usize = 1 + 1 + 2 + 1 + 2 + 3;
+/// A repair ack frame's bytes: type, channel, next u16, shortfall.
+pub const REPAIR_ACK_FRAME_SIZE: usize = 1 + 1 + 2 + 1;
 
 /// Why bytes are not a valid packet or frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -247,6 +254,30 @@ pub enum Frame<'a> {
         /// The piece.
         payload: &'a [u8],
     },
+    /// A random linear combination of the messages `start .. start + count` of a
+    /// reliable-ordered channel (see [`crate::repair`]).
+    Repair {
+        /// The channel index.
+        channel: u8,
+        /// The window's first message.
+        start: u16,
+        /// Messages in the window.
+        count: u8,
+        /// Picks the coefficients ([`crate::repair::coefficient`]).
+        seed: u16,
+        /// The combined symbols.
+        data: &'a [u8],
+    },
+    /// The receiver's state of a repaired channel: every message before `next` was delivered,
+    /// and `shortfall` more repairs would fill the holes it knows of. Not ack-eliciting.
+    RepairAck {
+        /// The channel index.
+        channel: u8,
+        /// The next message the receiver must deliver.
+        next: u16,
+        /// Holes not covered by the repairs it holds.
+        shortfall: u8,
+    },
 }
 
 impl Frame<'_> {
@@ -261,6 +292,12 @@ impl Frame<'_> {
             Frame::Ping => write_ping(&mut w)?,
             Frame::Fragment { channel, seq, index, count, payload } => {
                 write_fragment(&mut w, (channel, seq, index, count), payload)?
+            }
+            Frame::Repair { channel, start, count, seed, data } => {
+                write_repair(&mut w, (channel, start, count, seed), data)?
+            }
+            Frame::RepairAck { channel, next, shortfall } => {
+                write_repair_ack(&mut w, channel, next, shortfall)?
             }
         }
         Ok(w.len())
@@ -522,6 +559,33 @@ pub(crate) fn write_ping(w: &mut Writer<'_>) -> Result<(), PacketError> {
     w.put(&[FRAME_PING])
 }
 
+/// Writes a repair frame: `window` is the channel, the window's start and count, and the seed.
+pub(crate) fn write_repair(
+    w: &mut Writer<'_>,
+    window: (u8, u16, u8, u16),
+    data: &[u8],
+) -> Result<(), PacketError> {
+    let (channel, start, count, seed) = window;
+    w.put(&[FRAME_REPAIR, channel])?;
+    w.put(&start.to_le_bytes())?;
+    w.put(&[count])?;
+    w.put(&seed.to_le_bytes())?;
+    w.len_prefix(data.len())?;
+    w.put(data)
+}
+
+/// Writes a repair ack frame.
+pub(crate) fn write_repair_ack(
+    w: &mut Writer<'_>,
+    channel: u8,
+    next: u16,
+    shortfall: u8,
+) -> Result<(), PacketError> {
+    w.put(&[FRAME_REPAIR_ACK, channel])?;
+    w.put(&next.to_le_bytes())?;
+    w.put(&[shortfall])
+}
+
 /// The bytes a message frame with `len` bytes of payload takes.
 pub fn message_frame_size(len: usize) -> usize {
     4 + varint_len(len) + len
@@ -570,6 +634,16 @@ impl<'a> Frames<'a> {
                 let len = r.len("fragment length")?;
                 let payload = r.take(len, "fragment")?;
                 Ok(Frame::Fragment { channel, seq, index, count, payload })
+            }
+            FRAME_REPAIR => {
+                let (count, seed) = (r.u8("repair count")?, r.u16("repair seed")?);
+                let len = r.len("repair length")?;
+                let data = r.take(len, "repair")?;
+                Ok(Frame::Repair { channel, start: seq, count, seed, data })
+            }
+            FRAME_REPAIR_ACK => {
+                let shortfall = r.u8("repair shortfall")?;
+                Ok(Frame::RepairAck { channel, next: seq, shortfall })
             }
             other => Err(PacketError::UnknownFrame(other)),
         }

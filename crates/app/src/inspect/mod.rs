@@ -279,6 +279,13 @@ impl Inspector {
                 "channel": channel, "seq": seq, "fragment": format!("{} of {count}", index + 1),
                 "bytes": payload.len(),
             }),
+            Frame::Repair { channel, start, count, seed, data } => json!({
+                "channel": channel, "repair": { "start": start, "count": count, "seed": seed },
+                "bytes": data.len(),
+            }),
+            Frame::RepairAck { channel, next, shortfall } => json!({
+                "channel": channel, "repair_ack": { "next": next, "shortfall": shortfall },
+            }),
         }
     }
 

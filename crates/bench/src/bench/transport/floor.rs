@@ -3,14 +3,16 @@
 //!
 //! W1's byte budget (2.5x the payload on a lossy link) holds two copies of each payload but not
 //! three, so two copies are what a protocol within the budget can send up front. This reference
-//! sends both, [`COPY_GAP`] apart, like Rally's default, and knows perfectly which were lost:
-//! when neither arrived it sends both again one send interval plus one link round trip later,
+//! sends both, [`COPY_GAP`] apart, like Rally's default, and knows perfectly which were lost
+//! (a copy still queued at the bottleneck is not: it will arrive, and copying it again would
+//! only lengthen the queue, a resend storm once held-back echoes are released together):
+//! when neither survived it sends both again one send interval plus one link round trip later,
 //! the soonest a steady sender learns of a loss (its next payload arrives past the hole and the
 //! receiver's ack comes back). It has no headers, acks or handshake, delivers in order, and the
 //! echo goes back the same way. A real protocol pays for its acks and its loss detection on top
 //! of this; targets below this floor cannot be met by copies within the budget.
 
-use super::{send_time, Run, PAYLOAD_BYTES, SEND_HZ, SEND_INTERVAL};
+use super::{record_echoes, send_surviving, send_time, Run, PAYLOAD_BYTES, SEND_HZ, SEND_INTERVAL};
 use rally_netem::{Link, LinkConfig, LossModel};
 use rally_proto::Instant;
 use std::cmp::Reverse;
@@ -24,13 +26,22 @@ pub const COPY_GAP: Duration = Duration::from_millis(2);
 struct Direction {
     link: Link<usize>,
     received: Vec<bool>,
+    /// Whether some copy of the payload got past the link's loss and queue: it will arrive.
+    surviving: Vec<bool>,
     delivered: usize,
 }
 
 impl Direction {
     fn new(link: &LinkConfig, seed: u64, payloads: usize) -> Self {
         let link = Link::new(*link, seed);
-        Self { link, received: vec![false; payloads], delivered: 0 }
+        let (received, surviving) = (vec![false; payloads], vec![false; payloads]);
+        Self { link, received, surviving, delivered: 0 }
+    }
+
+    /// Sends a copy of payload `index`, noting whether it survives (the floor's perfect
+    /// knowledge of loss: the link decides a packet's fate when it is sent).
+    fn send(&mut self, now: Instant, index: usize) {
+        self.surviving[index] |= send_surviving(&mut self.link, now, index, PAYLOAD_BYTES);
     }
 
     /// Marks `index` received; returns the payloads now deliverable in order.
@@ -93,12 +104,15 @@ pub fn run(link: &LinkConfig, seed: u64, duration: Duration, link_rtt: Duration)
             match what {
                 Due::Copy { down: d, index } => {
                     let direction = if d { &mut down } else { &mut up };
-                    direction.link.send(now, index, PAYLOAD_BYTES);
+                    direction.send(now, index);
                     run.wire_bytes += PAYLOAD_BYTES as u64;
                 }
                 Due::Check { down: d, index } => {
+                    // Both copies again only if none survived: a copy still queued at the
+                    // bottleneck will arrive, and copying it again would only lengthen the
+                    // queue (a resend storm once held-back echoes are released together).
                     let direction = if d { &down } else { &up };
-                    if !direction.received[index] {
+                    if !direction.received[index] && !direction.surviving[index] {
                         send(&mut due, now, d, index);
                     }
                 }
@@ -112,10 +126,7 @@ pub fn run(link: &LinkConfig, seed: u64, duration: Duration, link_rtt: Duration)
             }
         }
         while let Some(index) = down.link.poll_deliver(now) {
-            for echoed in down.receive(index) {
-                let sent_at = send_time(start, echoed as u64);
-                run.rtts_ms.push((now - sent_at).as_secs_f64() * 1e3);
-            }
+            record_echoes(&mut run, start, now, down.receive(index));
         }
     }
     run.missing = (sent - run.rtts_ms.len()) as u64;

@@ -3,14 +3,24 @@
 
 use super::{send_time, Run, PAYLOAD_BYTES};
 use rally_netem::LinkConfig;
-use rally_proto::{EndpointConfig, Event, SendError};
+use rally_proto::{EndpointConfig, Event, Repair, SendError};
 use rally_sim::{Pair, VirtualClock};
 use std::error::Error;
 use std::time::Duration;
 
-pub fn run(link: &LinkConfig, seed: u64, duration: Duration) -> Result<Run, Box<dyn Error>> {
+/// Rally with its default configuration, or with streaming repair on (`coded`).
+pub fn run(
+    link: &LinkConfig,
+    seed: u64,
+    duration: Duration,
+    coded: bool,
+) -> Result<Run, Box<dyn Error>> {
+    let mut config = EndpointConfig::default();
+    if coded {
+        config.connection.repair = Repair::adaptive();
+    }
     // Sealed, as deployed: a connect token and an AEAD tag on every packet.
-    let mut pair = Pair::secure(EndpointConfig::default(), *link, seed);
+    let mut pair = Pair::secure(config, *link, seed);
     let (client, server) = pair
         .connect(Duration::from_secs(10))
         .ok_or("rally: the handshake did not finish within 10 s of virtual time")?;

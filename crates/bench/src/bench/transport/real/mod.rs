@@ -40,8 +40,17 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Peers of real mode, in report order.
-pub const REAL_PEERS: [&str; 8] =
-    ["link", "rally", "tcp", "enet", "kcp-source", "kcp-flush", "kcp-go-fec", "quic"];
+pub const REAL_PEERS: [&str; 9] = [
+    "link",
+    "rally",
+    "rally-coded",
+    "tcp",
+    "enet",
+    "kcp-source",
+    "kcp-flush",
+    "kcp-go-fec",
+    "quic",
+];
 
 /// How long a client waits for its connection before the run counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -144,7 +153,8 @@ pub fn run(
     let clock = Clock::start();
     let server = match peer {
         "link" => udp::server()?,
-        "rally" => rally::server()?,
+        "rally" => rally::server(false)?,
+        "rally-coded" => rally::server(true)?,
         "kcp-source" | "kcp-flush" => kcp::server(peer == "kcp-flush")?,
         "enet" => enet::server()?,
         other => return Err(format!("unknown peer `{other}`").into()),
@@ -152,7 +162,8 @@ pub fn run(
     let relay = LinkRelay::start(server.address, *link, *link, seed)?;
     let mut client: Box<dyn Client> = match peer {
         "link" => Box::new(udp::client(relay.address(), &clock)?),
-        "rally" => Box::new(rally::client(relay.address(), server.address, &clock)?),
+        "rally" => Box::new(rally::client(relay.address(), server.address, &clock, false)?),
+        "rally-coded" => Box::new(rally::client(relay.address(), server.address, &clock, true)?),
         "kcp-source" | "kcp-flush" => {
             Box::new(kcp::client(relay.address(), peer == "kcp-flush", &clock)?)
         }

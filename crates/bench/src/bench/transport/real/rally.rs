@@ -1,9 +1,10 @@
 //! Rally on real sockets: its driver at both ends, sealed (a connect token and an AEAD tag on
-//! every packet, as deployed), the reliable-ordered channel of the default configuration.
+//! every packet, as deployed), the reliable-ordered channel of the default configuration, or
+//! with streaming repair on (`rally-coded`).
 
 use super::{index_of, Client, Server, CONNECT_TIMEOUT};
 use rally_driver::{Clock, UdpDriver};
-use rally_proto::{ConnectionHandle, EndpointConfig, Event, Instant, SendError, TokenKey};
+use rally_proto::{ConnectionHandle, EndpointConfig, Event, Instant, Repair, SendError, TokenKey};
 use std::error::Error;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,10 +16,18 @@ const CHANNEL: u8 = 0;
 /// One key for the whole benchmark: the server and the client's "backend" share it.
 const KEY: TokenKey = TokenKey(*b"rally bench transport, real mode");
 
-pub fn server() -> std::io::Result<Server> {
+/// The default configuration, with streaming repair if `coded`.
+fn config(coded: bool) -> EndpointConfig {
+    let mut config = EndpointConfig::default();
+    if coded {
+        config.connection.repair = Repair::adaptive();
+    }
+    config
+}
+
+pub fn server(coded: bool) -> std::io::Result<Server> {
     let protocol = crate::token::LOCAL_PROTOCOL_ID;
-    let mut driver =
-        UdpDriver::bind_secure("127.0.0.1:0", EndpointConfig::default(), KEY.clone(), protocol)?;
+    let mut driver = UdpDriver::bind_secure("127.0.0.1:0", config(coded), KEY.clone(), protocol)?;
     let address = driver.local_addr()?;
     Server::spawn(address, move |stop: &AtomicBool| {
         while !stop.load(Ordering::Relaxed) {
@@ -48,8 +57,9 @@ pub fn client(
     via: SocketAddr,
     server: SocketAddr,
     clock: &Clock,
+    coded: bool,
 ) -> Result<RallyClient, Box<dyn Error>> {
-    let mut driver = UdpDriver::bind("127.0.0.1:0", EndpointConfig::default())?;
+    let mut driver = UdpDriver::bind("127.0.0.1:0", config(coded))?;
     let token = crate::token::issue_local(&KEY, 0, vec![via, server])?;
     let connection = driver.connect_with_token(token)?;
     let deadline = clock.now() + CONNECT_TIMEOUT;
