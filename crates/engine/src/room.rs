@@ -374,6 +374,12 @@ impl Arrivals {
     }
 }
 
+/// The history's newest snapshot: the room's, quantized at the last tick (empty before it).
+fn newest(history: &SnapshotHistory) -> &Snapshot {
+    static BEFORE_FIRST_TICK: Snapshot = Snapshot::new(0);
+    history.newest().unwrap_or(&BEFORE_FIRST_TICK)
+}
+
 /// A naive pipeline's snapshot, sent a tick after it was built.
 #[derive(Debug)]
 struct DeferredSnapshot {
@@ -406,13 +412,13 @@ pub struct Room<S: Simulation> {
     stats: RoomStats,
     /// The phase running, while a tick runs.
     phase: Option<Phase>,
-    /// Reused each tick: the quantized world and each entity's replication weight.
-    snapshot: Snapshot,
+    /// Reused each tick: each entity's replication weight, parallel to the newest snapshot.
     weights: Vec<f32>,
     /// Last tick's unquantized states, parallel to its snapshot, and a buffer for this tick's.
     raw: Vec<EntityState>,
     raw_next: Vec<EntityState>,
-    /// The last `views_kept` snapshots, with change ticks: the baselines of complete views.
+    /// The last `views_kept` snapshots, with change ticks: the baselines of complete views. The
+    /// world is quantized straight into it; its newest is the room's snapshot.
     history: SnapshotHistory,
     /// Reused each tick: the clients with a connection, to replicate to.
     connected: Vec<ClientId>,
@@ -462,7 +468,6 @@ impl<S: Simulation> Room<S> {
             deferred_snapshots: Vec::new(),
             stats: RoomStats::default(),
             phase: None,
-            snapshot: Snapshot::default(),
             weights: Vec::new(),
             raw: Vec::new(),
             raw_next: Vec::new(),
@@ -512,7 +517,7 @@ impl<S: Simulation> Room<S> {
 
     /// The world as quantized at the last tick: what clients converge to.
     pub fn snapshot(&self) -> &Snapshot {
-        &self.snapshot
+        newest(&self.history)
     }
 
     /// What the room counted.
@@ -1017,9 +1022,6 @@ impl<S: Simulation> Room<S> {
             self.queue(deferred.connection, STATE, message);
         }
         self.quantize();
-        // Ticks only increase (wrapping), so the push cannot fail.
-        let pushed = self.history.push(&self.snapshot);
-        debug_assert!(pushed.is_ok(), "snapshot history refused tick {}", self.tick);
         self.shared.clear();
         self.shared_bytes.clear();
         let mut connected = std::mem::take(&mut self.connected);
@@ -1055,7 +1057,8 @@ impl<S: Simulation> Room<S> {
             }
         } else {
             let Some(session) = self.sessions.get_mut(&client) else { return };
-            let (config, room, history) = (&self.config.snapshot, &self.snapshot, &self.history);
+            let (config, history) = (&self.config.snapshot, &self.history);
+            let room = newest(history);
             let out = &mut self.datagram;
             let built = session.replicator.build(
                 config,
@@ -1098,7 +1101,7 @@ impl<S: Simulation> Room<S> {
         }
         let config = &self.config.snapshot;
         let written = match key {
-            None => config.encode_full(&self.snapshot, &mut self.datagram),
+            None => config.encode_full(newest(&self.history), &mut self.datagram),
             Some(tick) => self.history.encode_delta(config, tick, &mut self.datagram),
         };
         // Room for the largest prefix, so that the encoding fits every client's budget.
@@ -1116,31 +1119,34 @@ impl<S: Simulation> Room<S> {
         (!range.is_empty()).then_some(range)
     }
 
-    /// Quantizes the world into this tick's snapshot, once for every client.
+    /// Quantizes the world into this tick's snapshot, once for every client, straight into the
+    /// history's next slot.
     fn quantize(&mut self) {
-        let Self { world, snapshot, weights, history, raw, raw_next, config, tick, .. } = self;
-        snapshot.clear(*tick);
+        let Self { world, weights, history, raw, raw_next, config, tick, .. } = self;
         weights.clear();
         raw_next.clear();
-        // Last tick's states and codes, in the same id order: an entity whose state is
-        // bit-for-bit unchanged keeps its code without quantizing again.
-        let previous = history.newest().map(|s| s.entities()).unwrap_or_default();
-        let mut j = 0;
-        for (id, entity) in world.iter() {
-            let state = entity_state(id, entity);
-            while raw.get(j).is_some_and(|r| r.id < id) {
-                j += 1;
+        // Ticks only increase (wrapping), so the push cannot fail.
+        let pushed = history.push_with(*tick, |next| {
+            // Last tick's states, parallel to the newest snapshot: an entity whose state is
+            // bit-for-bit unchanged keeps its code (and its change tick) without quantizing.
+            let mut j = 0;
+            for (id, entity) in world.iter() {
+                let state = entity_state(id, entity);
+                while raw.get(j).is_some_and(|r| r.id < id) {
+                    j += 1;
+                }
+                let same = raw.get(j).is_some_and(|old| *old == state);
+                let pushed = match next.previous().get(j) {
+                    Some(code) if same && code.id == id => next.keep(j),
+                    _ => next.push(config.snapshot.quantize(&state)),
+                };
+                // Ids ascend and the world holds at most entities_max.
+                debug_assert!(pushed.is_ok(), "world ids out of order");
+                weights.push(entity.priority);
+                raw_next.push(state);
             }
-            let code = match (raw.get(j), previous.get(j)) {
-                (Some(old), Some(code)) if *old == state && code.id == id => *code,
-                _ => config.snapshot.quantize(&state),
-            };
-            // Ids ascend and the world holds at most entities_max.
-            let pushed = snapshot.push(code);
-            debug_assert!(pushed.is_ok(), "world ids out of order");
-            weights.push(entity.priority);
-            raw_next.push(state);
-        }
+        });
+        debug_assert!(pushed.is_ok(), "snapshot history refused tick {tick}");
         std::mem::swap(raw, raw_next);
     }
 

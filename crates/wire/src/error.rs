@@ -164,6 +164,12 @@ pub enum SnapshotError {
         /// The configured limit.
         max: usize,
     },
+    /// An entity to keep from the previous snapshot that it does not hold.
+    #[error("the previous snapshot has no entity at index {index}")]
+    NoSuchEntity {
+        /// The index asked for.
+        index: usize,
+    },
 }
 
 /// A quantizer or codec configuration that cannot work.

@@ -133,6 +133,6 @@ pub use error::{
 pub use message::MessageCodec;
 pub use quant::{PositionQuantizer, QuantizedRotation, RotationQuantizer, VelocityQuantizer};
 pub use snapshot::{
-    DeltaRecord, EntityState, QuantizedEntity, Snapshot, SnapshotConfig, SnapshotHeader,
-    SnapshotHistory, SnapshotKind,
+    DeltaRecord, EntityState, NextSnapshot, QuantizedEntity, Snapshot, SnapshotConfig,
+    SnapshotHeader, SnapshotHistory, SnapshotKind,
 };

@@ -117,6 +117,58 @@ proptest! {
     }
 }
 
+/// Writes `snapshot` into `history` as a room does: an entity the newest snapshot holds
+/// unchanged is kept from it when `keep` says so (by index), every other one pushed afresh.
+fn push_with(history: &mut SnapshotHistory, snapshot: &Snapshot, keep: &[bool]) {
+    history
+        .push_with(snapshot.tick(), |next| {
+            for (k, entity) in snapshot.entities().iter().enumerate() {
+                let index = next.previous().iter().position(|o| o == entity);
+                match index.filter(|_| keep[k % keep.len()]) {
+                    Some(index) => next.keep(index).unwrap(),
+                    None => next.push(*entity).unwrap(),
+                }
+            }
+        })
+        .unwrap();
+}
+
+proptest! {
+    #[test]
+    fn written_in_place_with_kept_entities_encodes_as_comparing_would(
+        steps in quiet_sequence(),
+        keep in prop::collection::vec(any::<bool>(), 1..8),
+    ) {
+        let mut history = SnapshotHistory::new(8);
+        for (n, snapshot) in steps.iter().enumerate() {
+            push_with(&mut history, snapshot, &keep);
+            prop_assert_eq!(history.newest(), Some(snapshot));
+            for baseline in &steps[..=n] {
+                check_against_comparing(&history, baseline, snapshot)?;
+            }
+        }
+    }
+}
+
+#[test]
+fn an_entity_kept_that_the_previous_snapshot_lacks_is_refused() {
+    let config = common::config();
+    let (a, b) = rally_wire::reference::snapshots(&config, 5, 7);
+    let mut history = SnapshotHistory::new(2);
+    history.push(&a).unwrap();
+    let beyond = a.len();
+    history
+        .push_with(b.tick(), |next| {
+            let refused = next.keep(beyond);
+            assert_eq!(refused, Err(rally_wire::SnapshotError::NoSuchEntity { index: beyond }));
+        })
+        .unwrap();
+    assert_eq!(
+        history.push_with(b.tick(), |_| {}),
+        Err(HistoryError::TickNotNewer { tick: b.tick(), newest: b.tick() })
+    );
+}
+
 #[test]
 fn ticks_must_increase_and_evicted_baselines_are_refused() {
     let config = common::config();

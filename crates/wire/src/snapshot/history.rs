@@ -8,7 +8,7 @@
 //! the VALORANT source).
 
 use super::*;
-use crate::error::{EncodeError, HistoryError};
+use crate::error::{EncodeError, HistoryError, SnapshotError};
 use crate::seq::seq32_newer;
 
 /// A ring of the last `capacity` snapshots of one room, each with the tick every entity last
@@ -109,6 +109,35 @@ impl SnapshotHistory {
         Ok(())
     }
 
+    /// Adds the snapshot of a new tick as [`SnapshotHistory::push`] does, but written by `fill`
+    /// straight into the slot it will occupy: no copy, and an entity `fill` keeps from the
+    /// newest snapshot ([`NextSnapshot::keep`]) keeps its change tick without a comparison.
+    /// Ticks must increase; `fill` is not called otherwise.
+    pub fn push_with(
+        &mut self,
+        tick: u32,
+        fill: impl FnOnce(&mut NextSnapshot<'_>),
+    ) -> Result<(), HistoryError> {
+        if let Some(newest) = self.newest() {
+            if !seq32_newer(tick, newest.tick) {
+                return Err(HistoryError::TickNotNewer { tick, newest: newest.tick });
+            }
+        }
+        let index = self.newest.map_or(0, |i| (i + 1) % self.slots.len());
+        let mut slot = std::mem::take(&mut self.slots[index]);
+        slot.snapshot.clear(tick);
+        slot.changed.clear();
+        slot.moved.clear();
+        let previous = self.newest.map(|i| &self.slots[i]);
+        let mut next = NextSnapshot { previous, slot: &mut slot, aligned: true, word: 0 };
+        fill(&mut next);
+        next.finish();
+        self.slots[index] = slot;
+        self.newest = Some(index);
+        self.len = (self.len + 1).min(self.slots.len());
+        Ok(())
+    }
+
     /// Encodes the newest snapshot as a delta against the snapshot of `baseline_tick` into `out`
     /// (a column delta, as [`SnapshotConfig::encode_delta`] writes) and returns the bytes
     /// written. Entities unchanged since the baseline are skipped without comparing their
@@ -168,6 +197,88 @@ impl SnapshotHistory {
             index = index.checked_sub(1).unwrap_or(self.slots.len() - 1);
         }
         all
+    }
+}
+
+/// The snapshot being written into a history's next slot ([`SnapshotHistory::push_with`]),
+/// recording what changed since the newest as it fills.
+pub struct NextSnapshot<'a> {
+    previous: Option<&'a Slot>,
+    slot: &'a mut Slot,
+    /// Whether every entity so far sits at the index of the previous snapshot's entity of the
+    /// same id (no spawn or despawn yet): then the change set is built as the entities come.
+    aligned: bool,
+    /// The change bits of the current run of 64 entities, gathered in a register.
+    word: u64,
+}
+
+impl NextSnapshot<'_> {
+    /// The newest snapshot's entities, ascending by id (none before the first push).
+    pub fn previous(&self) -> &[QuantizedEntity] {
+        self.previous.map(|p| p.snapshot.entities()).unwrap_or_default()
+    }
+
+    /// Appends a freshly quantized entity; ids must be strictly ascending.
+    pub fn push(&mut self, entity: QuantizedEntity) -> Result<(), SnapshotError> {
+        let k = self.slot.snapshot.len();
+        self.slot.snapshot.push(entity)?;
+        let old = self.previous.and_then(|p| Some((p.snapshot.entities().get(k)?, p.changed[k])));
+        self.aligned &= old.is_some_and(|(o, _)| o.id == entity.id);
+        if self.aligned {
+            let kept = old.filter(|(o, _)| **o == entity).map(|(_, changed)| changed);
+            self.record(k, kept);
+        }
+        Ok(())
+    }
+
+    /// Appends entity `index` of the newest snapshot as it is (its state did not move): its
+    /// change tick carries over without comparing it. Ids must be strictly ascending.
+    pub fn keep(&mut self, index: usize) -> Result<(), SnapshotError> {
+        let previous = self.previous.ok_or(SnapshotError::NoSuchEntity { index })?;
+        let entity = *previous
+            .snapshot
+            .entities()
+            .get(index)
+            .ok_or(SnapshotError::NoSuchEntity { index })?;
+        let k = self.slot.snapshot.len();
+        self.slot.snapshot.push(entity)?;
+        self.aligned &= index == k;
+        if self.aligned {
+            self.record(k, Some(previous.changed[k]));
+        }
+        Ok(())
+    }
+
+    /// Records entity `k`'s change tick: `kept` (unchanged since then) or this tick.
+    fn record(&mut self, k: usize, kept: Option<u32>) {
+        self.slot.changed.push(kept.unwrap_or(self.slot.snapshot.tick));
+        self.word |= u64::from(kept.is_none()) << (k % 64);
+        if k % 64 == 63 {
+            self.slot.moved.push(std::mem::take(&mut self.word));
+        }
+    }
+
+    /// Completes the change set; after a spawn or despawn, builds it by id as `push` does.
+    fn finish(self) {
+        let slot = self.slot;
+        let len = slot.snapshot.len();
+        let Some(previous) = self.previous else {
+            slot.changed.resize(len, slot.snapshot.tick);
+            slot.moved.resize(len.div_ceil(64), u64::MAX);
+            slot.ids_changed = slot.snapshot.tick;
+            return;
+        };
+        if self.aligned && len == previous.snapshot.len() {
+            if len % 64 != 0 {
+                slot.moved.push(self.word);
+            }
+            slot.ids_changed = previous.ids_changed;
+            return;
+        }
+        slot.changed.clear();
+        slot.moved.clear();
+        slot.moved.resize(len.div_ceil(64), 0);
+        slot.ids_changed = track_changes(previous, slot);
     }
 }
 

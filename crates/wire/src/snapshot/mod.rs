@@ -15,7 +15,7 @@ mod history;
 
 pub use columns::{ColumnsListing, FORMAT_DELTA_COLUMNS};
 pub use decode::read_header;
-pub use history::SnapshotHistory;
+pub use history::{NextSnapshot, SnapshotHistory};
 
 use crate::error::{ConfigError, SnapshotError};
 use crate::quant::{PositionQuantizer, QuantizedRotation, RotationQuantizer, VelocityQuantizer};
@@ -118,7 +118,7 @@ impl Clone for Snapshot {
 
 impl Snapshot {
     /// An empty snapshot of `tick`.
-    pub fn new(tick: u32) -> Self {
+    pub const fn new(tick: u32) -> Self {
         Self { tick, entities: Vec::new() }
     }
 
