@@ -86,15 +86,17 @@ impl Web {
 fn summary(transport: &str, s: &GatewayStats) -> String {
     let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let datagrams = n(&s.to_room) + n(&s.to_browser);
-    let per = n(&s.cpu_us) as f64 / datagrams.max(1) as f64;
+    // Without a datagram the threads' CPU (startup, wake-ups) is no cost per datagram.
+    let cpu = match datagrams {
+        0 => format!("{} us CPU, no datagram", n(&s.cpu_us)),
+        _ => format!("{:.1} us CPU per datagram", n(&s.cpu_us) as f64 / datagrams as f64),
+    };
     format!(
         "browser gateway ({transport}): {} sessions, {} datagrams to the room and {} back, \
-         {:.1} us CPU per datagram; {} refused, {} oversized, {} garbage, {} too large for \
-         the path",
+         {cpu}; {} refused, {} oversized, {} garbage, {} too large for the path",
         n(&s.sessions),
         n(&s.to_room),
         n(&s.to_browser),
-        per,
         n(&s.refused),
         n(&s.oversized),
         n(&s.garbage),
