@@ -40,7 +40,7 @@ trap '[ -z "$demo" ] || kill "$demo" 2>/dev/null || true; wait 2>/dev/null || tr
 # Starts `rally demo ARGS...` and sets `demo` (its pid) and `url` (its dashboard), or fails
 # with what the demo said.
 start_demo() {
-    ./target/release/rally demo --port 0 --duration 120 "$@" >"$log" 2>&1 &
+    "${CARGO_TARGET_DIR:-target}/release/rally" demo --port 0 --duration 120 "$@" >"$log" 2>&1 &
     demo=$!
     url=""
     for _ in $(seq 100); do
