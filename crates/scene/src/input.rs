@@ -141,7 +141,7 @@ const HAND_BYTES: usize = POSE_BYTES + 2;
 
 impl XrInput {
     /// Reads one input from the front of `bytes`, the bytes postcard writes for it
-    /// (docs/scene.md, "The standard XR input"), and returns it with the bytes after it, or
+    /// (docs/scene.md, "On the wire"), and returns it with the bytes after it, or
     /// `None` if `bytes` do not start with one: the same as serde would, read at fixed offsets
     /// (a room reads one from every player on every frame; postcard through serde took 26
     /// calls). A game-bytes length that is not one canonical byte of at most
