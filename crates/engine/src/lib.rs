@@ -38,7 +38,9 @@
 //!
 //! A client sends each input the moment it is sampled, with every earlier input the room has
 //! not yet reported applied (each snapshot says the last input applied), so a lost packet
-//! costs no input (frames are postcard-encoded: they come from every client every tick). RPCs
+//! costs no input (frames are postcard-encoded: they come from every client every tick; the
+//! room reads each input with [`Simulation::decode_input`], serde's by default, which a game
+//! whose input has a fixed layout may replace with a direct read of the same bytes). RPCs
 //! are the game's own serde type, both ways, reliable or unreliable, to one client, all, or all
 //! but one; requests get responses matched by id, or time out.
 //!

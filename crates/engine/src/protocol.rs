@@ -18,7 +18,6 @@
 use rally_proto::{ChannelConfig, ChannelKind, ConnectionConfig};
 use rally_wire::hex;
 use rally_wire::varint::{read_varint, write_varint};
-use serde::de::{DeserializeSeed, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -105,20 +104,19 @@ pub(crate) struct FrameHead {
 /// Decodes an input frame of at most `bytes_max` bytes holding at most `inputs_max` inputs,
 /// the same bytes as an [`InputFrame`], its inputs appended to `inputs` (emptied first) in
 /// order: a room decodes a frame from every client every tick, and a reused buffer saves the
-/// frame's allocation and its free. `None` (and `inputs` empty) if the frame is malformed,
-/// larger or holds more inputs: decoding stops at the first input past `inputs_max`.
-pub(crate) fn decode_frame_into<I: serde::de::DeserializeOwned>(
+/// frame's allocation and its free. Each input is read by `decode_input`
+/// ([`Simulation::decode_input`](crate::Simulation::decode_input): the game's, which may read
+/// a fixed layout rather than through serde). `None` (and `inputs` empty) if the frame is
+/// malformed, larger or holds more inputs: the count is checked before any input is decoded.
+pub(crate) fn decode_frame_into<I>(
     payload: &[u8],
     bytes_max: usize,
     inputs_max: usize,
     inputs: &mut Vec<I>,
+    decode_input: impl Fn(&[u8]) -> Option<(I, &[u8])>,
 ) -> Option<FrameHead> {
     inputs.clear();
-    if payload.len() > bytes_max {
-        return None;
-    }
-    let mut decoder = postcard::Deserializer::from_bytes(payload);
-    let head = FrameSeed { inputs: &mut *inputs, inputs_max }.deserialize(&mut decoder).ok();
+    let head = decode_frame(payload, bytes_max, inputs_max, inputs, decode_input);
     if head.is_none() {
         inputs.clear();
     }
@@ -126,70 +124,34 @@ pub(crate) fn decode_frame_into<I: serde::de::DeserializeOwned>(
     head
 }
 
-/// Decodes an [`InputFrame`]'s three fields in order (postcard reads a struct as a tuple),
-/// the inputs into a buffer of the caller's.
-struct FrameSeed<'a, I> {
-    inputs: &'a mut Vec<I>,
+/// [`decode_frame_into`]'s work, leaving what it decoded of a bad frame in `inputs`.
+fn decode_frame<I>(
+    payload: &[u8],
+    bytes_max: usize,
     inputs_max: usize,
-}
-
-impl<'de, I: Deserialize<'de>> DeserializeSeed<'de> for FrameSeed<'_, I> {
-    type Value = FrameHead;
-
-    fn deserialize<D: Deserializer<'de>>(self, decoder: D) -> Result<FrameHead, D::Error> {
-        decoder.deserialize_tuple(3, self)
+    inputs: &mut Vec<I>,
+    decode_input: impl Fn(&[u8]) -> Option<(I, &[u8])>,
+) -> Option<FrameHead> {
+    if payload.len() > bytes_max {
+        return None;
     }
-}
-
-impl<'de, I: Deserialize<'de>> Visitor<'de> for FrameSeed<'_, I> {
-    type Value = FrameHead;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("an input frame")
+    // The head's fields as postcard reads a struct: in order, as a tuple; the list's length is
+    // postcard's varint of a `usize`, read as a u64 as postcard does on 64-bit targets.
+    let mut decoder = postcard::Deserializer::from_bytes(payload);
+    let snapshot_ack = Option::<u32>::deserialize(&mut decoder).ok()?;
+    let first_seq = u32::deserialize(&mut decoder).ok()?;
+    let count = u64::deserialize(&mut decoder).ok()?;
+    // The count is the peer's: the limit stops the decode, not only the room.
+    if count > inputs_max as u64 {
+        return None;
     }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut fields: A) -> Result<FrameHead, A::Error> {
-        let missing = |k| serde::de::Error::invalid_length(k, &"an input frame's three fields");
-        let snapshot_ack = fields.next_element::<Option<u32>>()?.ok_or_else(|| missing(0))?;
-        let first_seq = fields.next_element::<u32>()?.ok_or_else(|| missing(1))?;
-        let inputs = InputsSeed { inputs: self.inputs, inputs_max: self.inputs_max };
-        fields.next_element_seed(inputs)?.ok_or_else(|| missing(2))?;
-        Ok(FrameHead { snapshot_ack, first_seq })
+    let mut rest = decoder.finalize().ok()?;
+    for _ in 0..count {
+        let (input, after) = decode_input(rest)?;
+        inputs.push(input);
+        rest = after;
     }
-}
-
-/// An input frame's list of inputs, pushed onto a buffer of the caller's, `inputs_max` at most.
-struct InputsSeed<'a, I> {
-    inputs: &'a mut Vec<I>,
-    inputs_max: usize,
-}
-
-impl<'de, I: Deserialize<'de>> DeserializeSeed<'de> for InputsSeed<'_, I> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, decoder: D) -> Result<(), D::Error> {
-        decoder.deserialize_seq(self)
-    }
-}
-
-impl<'de, I: Deserialize<'de>> Visitor<'de> for InputsSeed<'_, I> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a list of inputs")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<(), A::Error> {
-        while let Some(input) = items.next_element::<I>()? {
-            // The count is the peer's: the limit stops the decode, not only the room.
-            if self.inputs.len() == self.inputs_max {
-                let expected = "at most inputs_per_frame_max inputs";
-                return Err(serde::de::Error::invalid_length(self.inputs.len() + 1, &expected));
-            }
-            self.inputs.push(input);
-        }
-        Ok(())
-    }
+    Some(FrameHead { snapshot_ack, first_seq })
 }
 
 /// Inputs whose server hold one snapshot reports at most.
@@ -447,7 +409,10 @@ mod tests {
         };
         let bytes = encode_frame(&frame).unwrap();
         let mut buffer = vec![[9u8, 9]];
-        let head = decode_frame_into::<[u8; 2]>(&bytes, 64, 3, &mut buffer);
+        fn serde(bytes: &[u8]) -> Option<([u8; 2], &[u8])> {
+            postcard::take_from_bytes(bytes).ok()
+        }
+        let head = decode_frame_into(&bytes, 64, 3, &mut buffer, serde);
         assert_eq!(head, Some(FrameHead { snapshot_ack: Some(300), first_seq: 70_000 }));
         assert_eq!(buffer, inputs);
         for (payload, bytes_max, inputs_max) in [
@@ -456,7 +421,7 @@ mod tests {
             (&bytes[..bytes.len() - 1], 64, 3), // cut in the last input
         ] {
             buffer = vec![[9, 9]];
-            let head = decode_frame_into::<[u8; 2]>(payload, bytes_max, inputs_max, &mut buffer);
+            let head = decode_frame_into(payload, bytes_max, inputs_max, &mut buffer, serde);
             assert_eq!((head, buffer.len()), (None, 0), "{payload:?} {bytes_max} {inputs_max}");
         }
     }

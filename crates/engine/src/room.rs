@@ -68,6 +68,16 @@ pub trait Simulation {
     /// Applies one input the moment it arrives (not at the next tick).
     fn apply_input(&mut self, world: &mut World, client: ClientId, input: &Self::Input);
 
+    /// Reads one input from the front of `bytes`, the bytes postcard writes for
+    /// `Self::Input` (an input frame holds its inputs back to back, docs/protocol.md), and
+    /// returns it with the bytes after it, or `None` if `bytes` do not start with one. The
+    /// default reads through serde; a game whose input has a fixed layout may read it
+    /// directly (a room decodes every client's input on arrival, every tick), provided it
+    /// takes and refuses exactly what the default does. The bytes are a client's: untrusted.
+    fn decode_input(bytes: &[u8]) -> Option<(Self::Input, &[u8])> {
+        postcard::take_from_bytes(bytes).ok()
+    }
+
     /// Like [`Simulation::apply_input`], with the moment the input arrived on the room's clock
     /// (with [`Pipeline::Naive`], the tick that applies it), for a game that measures motion
     /// from its inputs (a hand's velocity). The room calls this one; it calls `apply_input`
@@ -686,7 +696,7 @@ impl<S: Simulation> Room<S> {
         let inputs_max = self.config.inputs_per_frame_max;
         // The buffer is the room's, taken for the frame and put back: no allocation per frame.
         let mut inputs = std::mem::take(&mut self.frame_inputs);
-        let head = decode_frame_into::<S::Input>(payload, bytes_max, inputs_max, &mut inputs);
+        let head = decode_frame_into(payload, bytes_max, inputs_max, &mut inputs, S::decode_input);
         match head {
             Some(head) => self.apply_frame(now, client, head, &mut inputs),
             None => self.stats.messages_dropped += 1,
@@ -1243,6 +1253,46 @@ mod tests {
         room.receive(NOW, ConnectionHandle(1), STATE, &inputs(0, 64));
         assert_eq!((room.stats.messages_dropped, room.stats.inputs_applied), (1, 64));
         assert_eq!(room.last_input(client), Some(63));
+    }
+
+    /// Reads its one-byte inputs itself, refusing odd ones, and keeps what it applied.
+    #[derive(Default)]
+    struct EvenOnly(Vec<u8>);
+
+    impl Simulation for EvenOnly {
+        type Input = u8;
+        type Message = u8;
+        fn decode_input(bytes: &[u8]) -> Option<(u8, &[u8])> {
+            bytes.split_first().filter(|(b, _)| *b % 2 == 0).map(|(b, rest)| (*b, rest))
+        }
+        fn apply_input(&mut self, _world: &mut World, _client: ClientId, input: &u8) {
+            self.0.push(*input);
+        }
+        fn step(&mut self, _world: &mut World, _dt: Duration) {}
+    }
+
+    #[test]
+    fn the_room_reads_inputs_with_the_simulations_decoder() {
+        // Goal: a game that reads its own input bytes gets exactly what it read, and a frame
+        // holding an input it refuses is dropped whole and counted. Method: a decoder that
+        // refuses odd bytes, given a frame of even inputs and then one with an odd input.
+        let mut room = Room::new(RoomConfig::default(), EvenOnly::default(), 1).unwrap();
+        let connection = ConnectionHandle(1);
+        room.accept(connection);
+        let hello = room.config.codec.encode(&Envelope::Hello { resume: None }).unwrap();
+        room.receive(NOW, connection, RELIABLE, &hello);
+        let frame = |first_seq, inputs: &[u8]| {
+            encode_frame(&InputFrame {
+                snapshot_ack: None,
+                first_seq,
+                inputs: inputs.iter().collect(),
+            })
+            .unwrap()
+        };
+        room.receive(NOW, connection, STATE, &frame(0, &[2, 4]));
+        room.receive(NOW, connection, STATE, &frame(2, &[6, 7]));
+        assert_eq!(room.simulation().0, [2, 4]);
+        assert_eq!((room.stats.inputs_applied, room.stats.messages_dropped), (2, 1));
     }
 
     #[test]

@@ -73,25 +73,34 @@ pub enum Hand {
 }
 
 /// Up to [`GAME_BYTES_MAX`] opaque bytes the game gives meaning to (a button, a gesture).
-/// Longer ones cannot be made, and are refused when decoded.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct GameBytes(Vec<u8>);
+/// Longer ones cannot be made, and are refused when decoded. Held inline, so that an input
+/// neither allocates nor frees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GameBytes {
+    len: u8,
+    /// The bytes past `len` are zero, so that the derived equality compares the bytes alone.
+    bytes: [u8; GAME_BYTES_MAX],
+}
 
 impl GameBytes {
     /// The bytes, or `None` if there are more than [`GAME_BYTES_MAX`].
     pub fn new(bytes: &[u8]) -> Option<Self> {
-        (bytes.len() <= GAME_BYTES_MAX).then(|| Self(bytes.to_vec()))
+        let mut game = Self::default();
+        game.bytes.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        game.len = bytes.len() as u8;
+        Some(game)
     }
 
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
-        &self.0
+        &self.bytes[..self.len as usize]
     }
 }
 
 impl Serialize for GameBytes {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(serializer)
+        // As a sequence of bytes, as the `Vec<u8>` it was: a varint length, then the bytes.
+        self.as_slice().serialize(serializer)
     }
 }
 
@@ -100,11 +109,10 @@ impl<'de> Deserialize<'de> for GameBytes {
         // The whole input is bounded by the room codec's message_bytes_max before it is
         // decoded, so this vector is too; the check keeps the game's own bound.
         let bytes = Vec::<u8>::deserialize(deserializer)?;
-        if bytes.len() > GAME_BYTES_MAX {
+        Self::new(&bytes).ok_or_else(|| {
             let expected = "at most GAME_BYTES_MAX game bytes";
-            return Err(serde::de::Error::invalid_length(bytes.len(), &expected));
-        }
-        Ok(Self(bytes))
+            serde::de::Error::invalid_length(bytes.len(), &expected)
+        })
     }
 }
 
@@ -124,4 +132,51 @@ impl XrInput {
     pub fn hand(&self, hand: Hand) -> &XrHand {
         &self.hands[hand as usize]
     }
+}
+
+/// The bytes of one pose: seven little-endian `f32`, as postcard writes them.
+const POSE_BYTES: usize = 7 * 4;
+/// The bytes of one hand: its pose, its grip and its trigger.
+const HAND_BYTES: usize = POSE_BYTES + 2;
+
+impl XrInput {
+    /// Reads one input from the front of `bytes`, the bytes postcard writes for it
+    /// (docs/scene.md, "On the wire"), and returns it with the bytes after it, or
+    /// `None` if `bytes` do not start with one: the same as serde would, read at fixed offsets
+    /// (a room reads one from every player on every frame; postcard through serde took 26
+    /// calls). A game-bytes length that is not one canonical byte of at most
+    /// [`GAME_BYTES_MAX`] (a client's bug or a forgery) is left to serde, which decides it.
+    pub fn decode(bytes: &[u8]) -> Option<(Self, &[u8])> {
+        let (head, rest) = bytes.split_first_chunk::<POSE_BYTES>()?;
+        let (left, rest) = rest.split_first_chunk::<HAND_BYTES>()?;
+        let (right, rest) = rest.split_first_chunk::<HAND_BYTES>()?;
+        let (&len, rest) = rest.split_first()?;
+        if usize::from(len) > GAME_BYTES_MAX {
+            return Self::decode_serde(bytes);
+        }
+        let (game, rest) = rest.split_at_checked(usize::from(len))?;
+        let game = GameBytes::new(game)?;
+        Some((Self { head: pose_at(head), hands: [hand_at(left), hand_at(right)], game }, rest))
+    }
+
+    /// [`XrInput::decode`] through serde.
+    fn decode_serde(bytes: &[u8]) -> Option<(Self, &[u8])> {
+        postcard::take_from_bytes(bytes).ok()
+    }
+}
+
+/// The pose of seven little-endian `f32`: position, then rotation.
+fn pose_at(bytes: &[u8; POSE_BYTES]) -> XrPose {
+    let mut f = [0.0; 7];
+    for (value, word) in f.iter_mut().zip(bytes.chunks_exact(4)) {
+        *value = f32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+    }
+    XrPose { position: [f[0], f[1], f[2]], rotation: [f[3], f[4], f[5], f[6]] }
+}
+
+/// The hand of a pose's bytes, then its grip and trigger bytes.
+fn hand_at(bytes: &[u8; HAND_BYTES]) -> XrHand {
+    let (pose, buttons) = bytes.split_at(POSE_BYTES);
+    let pose = pose.first_chunk::<POSE_BYTES>().map_or_else(XrPose::default, pose_at);
+    XrHand { pose, grip: buttons[0], trigger: buttons[1] }
 }

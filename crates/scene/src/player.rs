@@ -404,10 +404,15 @@ impl Players {
         move_hand(world, left, &input.hands[0], now, stats);
         move_hand(world, right, &input.hands[1], now, stats);
         // Both hands are placed before either grips, so that a handoff between them sees both
-        // where the input put them.
+        // where the input put them. A grip held or left as it was (nearly every input) does
+        // nothing: checked here, before a grip is set up and called.
+        let holds = [input.hands[0].holds(), input.hands[1].holds()];
+        if left.gripping == holds[0] && right.gripping == holds[1] {
+            return;
+        }
         let mut grip = Grip { world, bodies, hooks, client, radius: self.settings.grab_radius_m };
-        grip.act(Hand::Left, left, input.hands[0].holds(), stats);
-        grip.act(Hand::Right, right, input.hands[1].holds(), stats);
+        grip.act(Hand::Left, left, holds[0], stats);
+        grip.act(Hand::Right, right, holds[1], stats);
     }
 
     /// What each player's hands hold now (a hand another took from holds nothing), for the

@@ -287,6 +287,12 @@ impl Simulation for SceneRoom {
     type Input = XrInput;
     type Message = SceneMessage;
 
+    /// Reads the standard XR input at its fixed offsets ([`XrInput::decode`]): the same bytes
+    /// as serde, taken and refused alike.
+    fn decode_input(bytes: &[u8]) -> Option<(XrInput, &[u8])> {
+        XrInput::decode(bytes)
+    }
+
     /// Moves `client`'s avatar, with no arrival time (hand velocities are measured only by
     /// [`Simulation::apply_input_at`], which the room calls).
     fn apply_input(&mut self, world: &mut World, client: ClientId, input: &XrInput) {

@@ -52,6 +52,79 @@ proptest! {
     }
 }
 
+/// What serde (postcard) reads from the front of `bytes`: the input re-encoded (so that NaNs
+/// compare by their bits) and the bytes after it.
+fn serde_reads(bytes: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let (input, rest) = postcard::take_from_bytes::<XrInput>(bytes).ok()?;
+    Some((postcard::to_allocvec(&input).unwrap(), rest))
+}
+
+/// What the room's fixed-layout decode reads, the same way.
+fn fixed_reads(bytes: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let (input, rest) = XrInput::decode(bytes)?;
+    Some((postcard::to_allocvec(&input).unwrap(), rest))
+}
+
+prop_compose! {
+    /// An input's bytes as a client might send them, or break them: any float bits (NaNs,
+    /// infinities), any game bytes, then cut, given another length byte, or followed by more.
+    fn any_input_bytes()(
+        floats in prop::collection::vec(any::<u32>(), 21),
+        buttons in prop::array::uniform4(any::<u8>()),
+        game in prop::collection::vec(any::<u8>(), 0..=GAME_BYTES_MAX + 2),
+        cut in prop::option::of(0usize..130),
+        len in prop::option::of(any::<u8>()),
+        tail in prop::collection::vec(any::<u8>(), 0..40),
+    ) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for (k, bits) in floats.iter().enumerate() {
+            bytes.extend_from_slice(&bits.to_le_bytes());
+            if k == 13 || k == 20 {
+                bytes.extend_from_slice(&buttons[(k / 7 - 1) * 2..][..2]);
+            }
+        }
+        bytes.push(len.unwrap_or(game.len() as u8));
+        bytes.extend_from_slice(&game);
+        bytes.extend_from_slice(&tail);
+        bytes.truncate(cut.unwrap_or(usize::MAX));
+        bytes
+    }
+}
+
+proptest! {
+    #[test]
+    fn the_fixed_layout_decode_reads_what_serde_reads(bytes in any_input_bytes()) {
+        // Goal: the room's fast decode takes and refuses exactly what serde does, so no client
+        // can tell them apart; method: random and broken input bytes through both.
+        prop_assert_eq!(fixed_reads(&bytes), serde_reads(&bytes));
+    }
+}
+
+#[test]
+fn the_fixed_layout_decode_reads_a_sent_input_and_odd_lengths_as_serde_does() {
+    // Goal: the fixed offsets are the documented ones, and the game bytes' length is read as
+    // postcard reads it; method: a real input's bytes read back whole, and lengths written
+    // the long way (a varint with a zero continuation), over the limit, and over a byte.
+    let input = XrInput {
+        head: pose([0.0, 1.7, 0.5], [0.0, 0.6, 0.0, 0.8]),
+        hands: [
+            XrHand { pose: pose([-0.2, 1.2, -0.3], [0.0, 0.0, 0.0, 1.0]), grip: 255, trigger: 1 },
+            XrHand { pose: pose([0.2, 1.1, -0.4], [0.6, 0.0, 0.0, 0.8]), grip: 3, trigger: 200 },
+        ],
+        game: GameBytes::new(&[4, 5, 6]).unwrap(),
+    };
+    let mut bytes = postcard::to_allocvec(&input).unwrap();
+    bytes.push(99);
+    let (read, rest) = XrInput::decode(&bytes).unwrap();
+    assert_eq!((read, rest), (input, &[99u8][..]));
+    let fixed = bytes.len() - 5;
+    for length in [&[0x83, 0x00][..], &[0x80, 0x80, 0x00], &[33], &[0x81, 0x02], &[0xff; 11]] {
+        let odd = [&bytes[..fixed], length, &[4, 5, 6, 99]].concat();
+        assert_eq!(fixed_reads(&odd), serde_reads(&odd), "length {length:?}");
+    }
+    assert!(fixed_reads(&[&bytes[..fixed], &[0x83, 0x00, 4, 5, 6]].concat()).is_some());
+}
+
 #[test]
 fn an_input_without_game_bytes_fits_in_a_hundred_bytes() {
     // Goal: the standard input stays small enough to send every frame; method: encode a
