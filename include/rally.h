@@ -101,6 +101,9 @@ typedef enum RallyDisconnectReason {
   RALLY_DISCONNECT_REASON_SERVER_SHUTDOWN = 5,
   // The room failed and was closed.
   RALLY_DISCONNECT_REASON_ROOM_FAILED = 6,
+  // The library's I/O thread stopped (a socket error, or a bug caught there): the event's
+  // data holds what happened, as text.
+  RALLY_DISCONNECT_REASON_FAILED = 7,
   // A reason this version does not know.
   RALLY_DISCONNECT_REASON_UNKNOWN = 255,
 } RallyDisconnectReason;
@@ -128,6 +131,11 @@ typedef struct RallyConfig {
   // Whether to buffer entities for `rally_client_entities_at` (interpolation). Off saves
   // work per entity per snapshot for a game that interpolates itself.
   bool interpolate;
+  // A `RallyIoThread`: whether the library runs a thread of its own that owns the socket
+  // and the session, so that the game thread's calls do no socket work. Off (0) by
+  // default. (An integer so that no value from C is undefined behaviour: another value is
+  // refused.)
+  uint32_t io_thread;
 } RallyConfig;
 
 // A pose: position in metres, rotation a quaternion (x, y, z, w), in the room's frame.
@@ -245,6 +253,11 @@ typedef struct RallyConnectionStats {
   uint64_t snapshots;
   // Events dropped because too many waited unpolled.
   uint64_t events_dropped;
+  // With the I/O thread on: the calls that found it holding the client (decoding a
+  // snapshot, say) and waited for it.
+  uint64_t io_lock_waits;
+  // With the I/O thread on: the time those calls waited, microseconds in all.
+  uint64_t io_lock_wait_us;
 } RallyConnectionStats;
 
 #ifdef __cplusplus

@@ -94,6 +94,7 @@
 mod api;
 pub mod client;
 mod error;
+mod io;
 mod roster;
 mod types;
 

@@ -46,7 +46,22 @@ namespace Rally
         ServerFull = 4,
         ServerShutdown = 5,
         RoomFailed = 6,
+        /// <summary>The library's I/O thread stopped: the event's data says why.</summary>
+        Failed = 7,
         Unknown = 255,
+    }
+
+    /// <summary>Who does the socket work (RallyIoThread, Config.IoThread).</summary>
+    public enum IoThread : uint
+    {
+        /// <summary>Update does it on the calling thread (the default).</summary>
+        Off = 0,
+        /// <summary>
+        /// A library thread owns the socket; an input is written by the thread that sends it.
+        /// </summary>
+        On = 1,
+        /// <summary>As On, but an input is handed to the I/O thread, which is woken.</summary>
+        Wake = 2,
     }
 
     /// <summary>Who a relayed message goes to (RallyRelayTarget).</summary>
@@ -183,6 +198,10 @@ namespace Rally
         public ulong PacketsLost;
         public ulong Snapshots;
         public ulong EventsDropped;
+        /// <summary>Calls that waited for the I/O thread to let go of the client.</summary>
+        public ulong IoLockWaits;
+        /// <summary>The time those calls waited, microseconds in all.</summary>
+        public ulong IoLockWaitUs;
     }
 
     /// <summary>A client's settings (RallyConfig).</summary>
@@ -194,6 +213,8 @@ namespace Rally
         /// <summary>The display's frame time, microseconds: the latency model's frame.</summary>
         public uint FrameUs;
         public byte Interpolate;
+        /// <summary>An IoThread: whether the library runs its own thread for the socket.</summary>
+        public uint IoThread;
     }
 
     /// <summary>The P/Invoke layer: one declaration per function of rally.h.</summary>

@@ -24,5 +24,7 @@ int main(void) {
     OFFSET(RallyEntity, angular_velocity);
     OFFSET(RallyEntity, class_index);
     OFFSET(RallyEntity, hand);
+    OFFSET(RallyConfig, io_thread);
+    OFFSET(RallyConnectionStats, io_lock_waits);
     return 0;
 }
