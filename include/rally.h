@@ -118,6 +118,21 @@ typedef enum RallyRelayTarget {
   RALLY_RELAY_TARGET_ONE = 2,
 } RallyRelayTarget;
 
+// Who does the socket work (`RallyConfig::io_thread`).
+typedef enum RallyIoThread {
+  // No thread: `rally_client_update` reads and writes the socket on the caller's thread.
+  RALLY_IO_THREAD_OFF = 0,
+  // A thread of the library's waits on the socket, decodes and updates the session;
+  // `rally_client_update` and the reads touch no socket. An input still leaves at once,
+  // written to the socket by the thread that sends it (one `sendmmsg`), so that it never
+  // waits for the I/O thread to be scheduled.
+  RALLY_IO_THREAD_ON = 1,
+  // As `On`, but an input is handed to the I/O thread, which is woken to send it (an
+  // `eventfd` write on the caller's thread instead of the datagram's send): less CPU on
+  // the game thread, and each input waits for the I/O thread to run.
+  RALLY_IO_THREAD_WAKE = 2,
+} RallyIoThread;
+
 // A client: create with `rally_client_create`, free with `rally_client_destroy`. Opaque.
 typedef struct RallyClient RallyClient;
 
@@ -229,6 +244,10 @@ typedef struct RallyLatency {
   uint64_t best_us;
   // The model's L_worst for the newest sample, microseconds.
   uint64_t worst_us;
+  // Share (0 to 1) of the samples kept above L_worst and the slack: the late ones. The rest
+  // outside the model came early: with the I/O thread a state that arrives during the
+  // frame's work shows in that frame, sooner than the model's one frame.
+  double above_model;
 } RallyLatency;
 
 // The connection's figures and the session's counters.

@@ -487,6 +487,8 @@ impl Client {
             let slack = Duration::from_millis(1);
             let within = self.latency.iter().filter(|s| model(s).contains(s.total, slack)).count();
             out.within_model = within as f64 / self.latency.len() as f64;
+            let late = self.latency.iter().filter(|s| s.total > model(s).worst + slack).count();
+            out.above_model = late as f64 / self.latency.len() as f64;
             let newest = self.latency.back().map(model);
             out.best_us = newest.map_or(0, |m| us(m.best));
             out.worst_us = newest.map_or(0, |m| us(m.worst));

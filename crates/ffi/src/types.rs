@@ -245,6 +245,10 @@ pub struct RallyLatency {
     pub best_us: u64,
     /// The model's L_worst for the newest sample, microseconds.
     pub worst_us: u64,
+    /// Share (0 to 1) of the samples kept above L_worst and the slack: the late ones. The rest
+    /// outside the model came early: with the I/O thread a state that arrives during the
+    /// frame's work shows in that frame, sooner than the model's one frame.
+    pub above_model: f64,
 }
 
 /// The connection's figures and the session's counters.

@@ -179,6 +179,8 @@ namespace Rally
         public double WithinModel;
         public ulong BestUs;
         public ulong WorstUs;
+        /// <summary>Share (0 to 1) of the samples above the model and its slack: late.</summary>
+        public double AboveModel;
     }
 
     /// <summary>

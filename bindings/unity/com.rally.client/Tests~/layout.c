@@ -25,6 +25,7 @@ int main(void) {
     OFFSET(RallyEntity, class_index);
     OFFSET(RallyEntity, hand);
     OFFSET(RallyConfig, io_thread);
+    OFFSET(RallyLatency, above_model);
     OFFSET(RallyConnectionStats, io_lock_waits);
     return 0;
 }
