@@ -101,6 +101,9 @@ typedef enum RallyDisconnectReason {
   RALLY_DISCONNECT_REASON_SERVER_SHUTDOWN = 5,
   // The room failed and was closed.
   RALLY_DISCONNECT_REASON_ROOM_FAILED = 6,
+  // The library's I/O thread stopped (a socket error, or a bug caught there): the event's
+  // data holds what happened, as text.
+  RALLY_DISCONNECT_REASON_FAILED = 7,
   // A reason this version does not know.
   RALLY_DISCONNECT_REASON_UNKNOWN = 255,
 } RallyDisconnectReason;
@@ -115,6 +118,21 @@ typedef enum RallyRelayTarget {
   RALLY_RELAY_TARGET_ONE = 2,
 } RallyRelayTarget;
 
+// Who does the socket work (`RallyConfig::io_thread`).
+typedef enum RallyIoThread {
+  // No thread: `rally_client_update` reads and writes the socket on the caller's thread.
+  RALLY_IO_THREAD_OFF = 0,
+  // A thread of the library's waits on the socket, decodes and updates the session;
+  // `rally_client_update` and the reads touch no socket. An input still leaves at once,
+  // written to the socket by the thread that sends it (one `sendmmsg`), so that it never
+  // waits for the I/O thread to be scheduled.
+  RALLY_IO_THREAD_ON = 1,
+  // As `On`, but an input is handed to the I/O thread, which is woken to send it (an
+  // `eventfd` write on the caller's thread instead of the datagram's send): less CPU on
+  // the game thread, and each input waits for the I/O thread to run.
+  RALLY_IO_THREAD_WAKE = 2,
+} RallyIoThread;
+
 // A client: create with `rally_client_create`, free with `rally_client_destroy`. Opaque.
 typedef struct RallyClient RallyClient;
 
@@ -128,6 +146,11 @@ typedef struct RallyConfig {
   // Whether to buffer entities for `rally_client_entities_at` (interpolation). Off saves
   // work per entity per snapshot for a game that interpolates itself.
   bool interpolate;
+  // A `RallyIoThread`: whether the library runs a thread of its own that owns the socket
+  // and the session, so that the game thread's calls do no socket work. Off (0) by
+  // default. (An integer so that no value from C is undefined behaviour: another value is
+  // refused.)
+  uint32_t io_thread;
 } RallyConfig;
 
 // A pose: position in metres, rotation a quaternion (x, y, z, w), in the room's frame.
@@ -221,6 +244,10 @@ typedef struct RallyLatency {
   uint64_t best_us;
   // The model's L_worst for the newest sample, microseconds.
   uint64_t worst_us;
+  // Share (0 to 1) of the samples kept above L_worst and the slack: the late ones. The rest
+  // outside the model came early: with the I/O thread a state that arrives during the
+  // frame's work shows in that frame, sooner than the model's one frame.
+  double above_model;
 } RallyLatency;
 
 // The connection's figures and the session's counters.
@@ -245,6 +272,11 @@ typedef struct RallyConnectionStats {
   uint64_t snapshots;
   // Events dropped because too many waited unpolled.
   uint64_t events_dropped;
+  // With the I/O thread on: the calls that found it holding the client (decoding a
+  // snapshot, say) and waited for it.
+  uint64_t io_lock_waits;
+  // With the I/O thread on: the time those calls waited, microseconds in all.
+  uint64_t io_lock_wait_us;
 } RallyConnectionStats;
 
 #ifdef __cplusplus

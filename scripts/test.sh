@@ -85,11 +85,16 @@ step "bench smoke: latency, real processes" cargo run --release --locked -p rall
 # standard XR input; it exits 0 only if the room shows its hand where it put it and the block
 # it gripped held beside it.
 step "C sample" bash examples/c/run.sh --release -- --input xr --grab 0.9,0.25,-1.0 --seconds 3
+# The same with the library's I/O thread (RallyConfig.io_thread = RALLY_IO_THREAD_ON): the
+# socket and the session on that thread, the frame's calls doing no socket work.
+step "C sample, I/O thread" bash examples/c/run.sh --release -- --input xr --grab 0.9,0.25,-1.0 \
+    --seconds 3 --io-thread on
 # The C# binding (bindings/unity/com.rally.client) without Unity: its plain assembly and a
 # console test compiled by Mono's mcs, run under Mono against the same room for 3 s: struct
 # layouts checked against the C compiler's, a malformed token refused, then join, grab, carry,
 # and the room must show the hand at its target and the block held; prints the latency meter.
 step "C# binding under Mono" bash bindings/unity/run-mono.sh --release
+step "C# binding under Mono, I/O thread" bash bindings/unity/run-mono.sh --release -- --io-thread on
 # The conformance client: Python written from docs/protocol.md, docs/wire.md and
 # docs/security.md, against `rally echo server` and `rally server` through `rally-bench relay`
 # (5% loss each way), with the release binaries the steps above built. It needs python3 and

@@ -4,7 +4,7 @@
  * object it grabbed there too).
  *
  *   sample --rally PATH --key HEX --server IP:PORT [--input raw|xr] [--seconds S]
- *          [--grab X,Y,Z] [--class NAME] [--spin-us US]
+ *          [--grab X,Y,Z] [--class NAME] [--spin-us US] [--io-thread off|on|wake]
  *
  * --input raw (the default) sends the hand as the built-in `reference` and `paddles` rooms
  * decode it: seven little-endian floats (position, then rotation x, y, z, w). --input xr sends
@@ -16,6 +16,11 @@
  *
  * --spin-us US (0 by default): how long before each frame the loop stops sleeping and
  * polls the clock.
+ *
+ * --io-thread on|wake runs the library's I/O thread (RallyConfig.io_thread): the frame's calls
+ * then do no socket work but an input's send (on) or a wake of that thread (wake). The sample
+ * prints the CPU each frame's calls took on its own thread and the whole process's CPU per
+ * frame (the I/O thread's included).
  *
  * examples/c/run.sh builds the library and this file, starts a server and runs it. */
 #define _POSIX_C_SOURCE 200809L
@@ -94,6 +99,28 @@ static void precise_timers(void) {
 static int compare_doubles(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* A CPU clock (CLOCK_THREAD_CPUTIME_ID: this thread's; CLOCK_PROCESS_CPUTIME_ID: every
+ * thread's), microseconds. */
+static double cpu_us(clockid_t clock) {
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+/* The CPU each frame's calls took on this thread (sorts `cpu`), and the process's per frame
+ * over the frames' whole span (waits included: the I/O thread works while this one sleeps). */
+static void print_cpu(double *cpu, int frames, double process_us, const RallyConnectionStats *s) {
+    if (frames <= 0) return;
+    double sum = 0;
+    for (int i = 0; i < frames; i++) sum += cpu[i];
+    qsort(cpu, (size_t)frames, sizeof *cpu, compare_doubles);
+    printf("cpu per frame: this thread mean %.1f us, p50 %.1f, p99 %.1f, max %.1f; the process "
+           "%.1f us; %llu calls waited for the I/O thread (%llu us in all)\n",
+           sum / frames, cpu[frames / 2], cpu[frames * 99 / 100], cpu[frames - 1],
+           process_us / frames, (unsigned long long)s->io_lock_waits,
+           (unsigned long long)s->io_lock_wait_us);
 }
 
 /* How late the frames started against their schedule: a frame late by more than the meter's
@@ -239,6 +266,7 @@ int main(int argc, char **argv) {
     double seconds = 3.0;
     float grab_at[3] = {0};
     const char *grab_class = "block";
+    uint32_t io_thread = RALLY_IO_THREAD_OFF;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--rally")) rally = argv[i + 1];
         else if (!strcmp(argv[i], "--key")) key = argv[i + 1];
@@ -247,6 +275,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--class")) grab_class = argv[i + 1];
         else if (!strcmp(argv[i], "--spin-us")) spin_us = (uint64_t)atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--io-thread")) {
+            io_thread = !strcmp(argv[i + 1], "on")     ? RALLY_IO_THREAD_ON
+                        : !strcmp(argv[i + 1], "wake") ? RALLY_IO_THREAD_WAKE
+                                                       : RALLY_IO_THREAD_OFF;
+        }
         else if (!strcmp(argv[i], "--grab")) {
             grab = sscanf(argv[i + 1], "%f,%f,%f", &grab_at[0], &grab_at[1], &grab_at[2]) == 3;
         }
@@ -254,17 +287,19 @@ int main(int argc, char **argv) {
     if (!rally || !key || !server || (grab && !xr)) {
         fprintf(stderr, "usage: sample --rally PATH --key HEX --server IP:PORT "
                         "[--input raw|xr] [--seconds S] [--grab X,Y,Z (xr only)] "
-                        "[--class NAME] [--spin-us US]\n");
+                        "[--class NAME] [--spin-us US] [--io-thread off|on|wake]\n");
         return 2;
     }
-    printf("librally %s; %s input%s\n", rally_version(), xr ? "XR" : "raw hand",
-           grab ? ", grabbing" : "");
+    printf("librally %s; %s input%s; I/O thread %s\n", rally_version(), xr ? "XR" : "raw hand",
+           grab ? ", grabbing" : "",
+           io_thread == RALLY_IO_THREAD_OFF ? "off" : io_thread == RALLY_IO_THREAD_ON ? "on" : "wake");
 
     static uint8_t token[TOKEN_BYTES_MAX];
     size_t token_len = issue_token(rally, key, server, token);
 
     RallyConfig config;
     CHECK(rally_config_default(&config));
+    config.io_thread = io_thread;
     RallyClient *client = NULL;
     CHECK(rally_client_create(&config, &client));
     CHECK(rally_client_connect(client, token, token_len, server));
@@ -275,7 +310,8 @@ int main(int argc, char **argv) {
     size_t count = 0;
     int frames = (int)(seconds * 90.0);
     double *late_ms = calloc(frames > 0 ? (size_t)frames : 1, sizeof *late_ms);
-    if (!late_ms) {
+    double *cpu = calloc(frames > 0 ? (size_t)frames : 1, sizeof *cpu);
+    if (!late_ms || !cpu) {
         fprintf(stderr, "sample: out of memory\n");
         return 1;
     }
@@ -285,11 +321,13 @@ int main(int argc, char **argv) {
     CHECK(rally_client_now_us(client, &start));
     int first = join(client, start, &me);
     printf("joined after %d frames (%.0f ms)\n", first, first * FRAME_US / 1000.0);
+    double process_from = cpu_us(CLOCK_PROCESS_CPUTIME_ID);
     for (int k = 0; k < frames; k++) {
         int n = first + k; /* frames since `start` */
         uint64_t now;
         CHECK(rally_client_now_us(client, &now));
         late_ms[k] = (double)(now - (start + (uint64_t)n * FRAME_US)) / 1000.0;
+        double cpu_from = cpu_us(CLOCK_THREAD_CPUTIME_ID);
         float t = (float)k / 90.0f;
         float at[3];
         uint8_t grip = 0;
@@ -309,7 +347,12 @@ int main(int argc, char **argv) {
         CHECK(rally_client_update(client, now));
         print_events(client, &me);
         CHECK(rally_client_entities_at(client, now, entities, ENTITIES_MAX, &count));
-        CHECK(rally_client_present(client, now));
+        /* Presented once read: with the I/O thread a state that came during the frame's work
+         * is shown too, and was not there at the frame's start. */
+        uint64_t shown;
+        CHECK(rally_client_now_us(client, &shown));
+        CHECK(rally_client_present(client, shown));
+        cpu[k] = cpu_us(CLOCK_THREAD_CPUTIME_ID) - cpu_from;
         if (k % 90 == 89) {
             RallyConnectionStats stats;
             CHECK(rally_client_stats(client, &stats));
@@ -321,8 +364,13 @@ int main(int argc, char **argv) {
         }
         wait_until(client, start + (uint64_t)(n + 1) * FRAME_US);
     }
+    double process_us = cpu_us(CLOCK_PROCESS_CPUTIME_ID) - process_from;
     print_lateness(late_ms, frames);
+    RallyConnectionStats stats;
+    CHECK(rally_client_stats(client, &stats));
+    print_cpu(cpu, frames, process_us, &stats);
     free(late_ms);
+    free(cpu);
 
     /* The newest state: what the room last said. */
     CHECK(rally_client_entities(client, entities, ENTITIES_MAX, &count));
@@ -362,10 +410,11 @@ int main(int argc, char **argv) {
     RallyLatency latency;
     CHECK(rally_client_latency(client, &latency));
     printf("latency: %llu samples, mean %.2f ms, p99 %.2f ms, %.0f%% within the model "
-           "[%.2f, %.2f] ms\n",
+           "[%.2f, %.2f] ms, %.0f%% above it\n",
            (unsigned long long)latency.samples, (double)latency.mean_us / 1000.0,
            (double)latency.p99_us / 1000.0, latency.within_model * 100.0,
-           (double)latency.best_us / 1000.0, (double)latency.worst_us / 1000.0);
+           (double)latency.best_us / 1000.0, (double)latency.worst_us / 1000.0,
+           latency.above_model * 100.0);
     CHECK(rally_client_close(client));
     RallyStatus after = rally_client_update(client, 0);
     CHECK(rally_client_destroy(client));

@@ -132,6 +132,12 @@ impl UdpDriver {
         })
     }
 
+    /// The socket, to wait on it from another thread (`readable_fds`) while this driver is
+    /// locked elsewhere.
+    pub fn socket(&self) -> &UdpSocket {
+        &self.socket
+    }
+
     /// The bound address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.socket.local_addr()
@@ -309,27 +315,35 @@ impl UdpDriver {
         self.sleep_step = step;
     }
 
+    /// Sends what the endpoint has to send now, without reading the socket or handing out
+    /// events (they wait for the next turn): for a thread that queued an input on a session
+    /// another thread pumps, and wants it out at once rather than at that thread's next wake.
+    /// Returns how many datagrams it handed to the socket.
+    pub fn transmit(&mut self) -> io::Result<usize> {
+        let now = self.clock.now();
+        let (mut queued, mut total) = (0, 0);
+        while let Some(t) = self.endpoint.poll_transmit(now, self.to_send.slot_mut(queued)) {
+            self.to_send.set(queued, t.len, t.destination);
+            self.traffic.datagrams_out += 1;
+            self.traffic.bytes_out += t.len as u64;
+            queued += 1;
+            total += 1;
+            if queued == SEND_BATCH {
+                self.send_queued(queued)?;
+                queued = 0;
+            }
+        }
+        self.send_queued(queued)?;
+        Ok(total)
+    }
+
     /// Sends what the endpoint has to send and hands out its events, until both are empty.
     fn flush(
         &mut self,
         on_event: &mut impl FnMut(&mut Endpoint, ConnectionHandle, Event),
     ) -> io::Result<()> {
         loop {
-            let now = self.clock.now();
-            let mut busy = false;
-            let mut queued = 0;
-            while let Some(t) = self.endpoint.poll_transmit(now, self.to_send.slot_mut(queued)) {
-                busy = true;
-                self.to_send.set(queued, t.len, t.destination);
-                self.traffic.datagrams_out += 1;
-                self.traffic.bytes_out += t.len as u64;
-                queued += 1;
-                if queued == SEND_BATCH {
-                    self.send_queued(queued)?;
-                    queued = 0;
-                }
-            }
-            self.send_queued(queued)?;
+            let mut busy = self.transmit()? > 0;
             while let Some((handle, event)) = self.endpoint.poll_event() {
                 busy = true;
                 on_event(&mut self.endpoint, handle, event);

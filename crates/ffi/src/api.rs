@@ -4,7 +4,8 @@
 #![allow(unsafe_code)]
 
 use crate::client::{Client, Happening, Input};
-use crate::error::{last_error, set_last_error, FfiError};
+use crate::error::{last_error, panic_text, set_last_error, FfiError};
+use crate::io::Driven;
 use crate::types::*;
 use rally_proto::DisconnectReason;
 use rally_scene::{GameBytes, RelayTarget, XrHand, XrInput, XrPose};
@@ -14,7 +15,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// A client: create with `rally_client_create`, free with `rally_client_destroy`. Opaque.
 pub struct RallyClient {
-    client: Client,
+    client: Driven,
 }
 
 /// Runs `body`, turning an error or a panic into a status and the last error message.
@@ -22,14 +23,7 @@ fn call(function: &'static str, body: impl FnOnce() -> Result<(), FfiError>) -> 
     let error = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => return RallyStatus::Ok,
         Ok(Err(error)) => error,
-        Err(panic) => {
-            let text = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            FfiError::Panic(function, text)
-        }
+        Err(panic) => FfiError::Panic(function, panic_text(panic.as_ref())),
     };
     set_last_error(function, &error);
     error.status()
@@ -40,7 +34,7 @@ fn call(function: &'static str, body: impl FnOnce() -> Result<(), FfiError>) -> 
 /// # Safety
 /// `client` is null or a pointer from `rally_client_create` not yet destroyed, used by one
 /// thread at a time (the header says so).
-unsafe fn live_client<'a>(client: *mut RallyClient) -> Result<&'a mut Client, FfiError> {
+unsafe fn live_client<'a>(client: *mut RallyClient) -> Result<&'a mut Driven, FfiError> {
     // SAFETY: the caller's contract above: non-null means a live, unaliased RallyClient.
     unsafe { client.as_mut() }.map(|c| &mut c.client).ok_or(FfiError::Null("client"))
 }
@@ -184,8 +178,12 @@ pub unsafe extern "C" fn rally_last_error(
 #[no_mangle]
 pub unsafe extern "C" fn rally_config_default(config: *mut RallyConfig) -> RallyStatus {
     call("rally_config_default", || {
-        let defaults =
-            RallyConfig { bind_address: std::ptr::null(), frame_us: 11_111, interpolate: true };
+        let defaults = RallyConfig {
+            bind_address: std::ptr::null(),
+            frame_us: 11_111,
+            interpolate: true,
+            io_thread: RallyIoThread::Off as u32,
+        };
         // SAFETY: the caller's contract on `config`.
         unsafe { put(config, defaults, "config") }
     })
@@ -209,7 +207,7 @@ pub unsafe extern "C" fn rally_client_create(
         }
         // SAFETY: the caller's contract on `bind_address`.
         let bind = unsafe { text(config.bind_address, "config.bind_address") }?;
-        let client = Box::new(RallyClient { client: Client::new(config, bind)? });
+        let client = Box::new(RallyClient { client: Driven::new(config, bind)? });
         // SAFETY: checked non-null; the caller's contract makes it writable.
         unsafe { put(out, Box::into_raw(client), "out") }
     })
@@ -263,7 +261,7 @@ pub unsafe extern "C" fn rally_client_connect(
         let unix_now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        client.connect(token, address, unix_now)
+        client.waking(|client| client.connect(token, address, unix_now))
     })
 }
 
@@ -280,7 +278,7 @@ pub unsafe extern "C" fn rally_client_now_us(
     call("rally_client_now_us", || {
         // SAFETY: the caller's contract on each pointer.
         unsafe {
-            let now = live_client(client)?.now_us();
+            let now = live_client(client)?.now_us()?;
             put(now_us, now, "now_us")
         }
     })
@@ -315,7 +313,7 @@ pub unsafe extern "C" fn rally_client_send_xr_input(
         let (client, input) =
             unsafe { (live_client(client)?, input.as_ref().ok_or(FfiError::Null("input"))?) };
         let input = xr_input(input)?;
-        client.send_input(now_us, Input::Xr(input)).map(drop)
+        client.sending(|client| client.send_input(now_us, Input::Xr(input)).map(drop))
     })
 }
 
@@ -334,7 +332,8 @@ pub unsafe extern "C" fn rally_client_send_input_bytes(
     call("rally_client_send_input_bytes", || {
         // SAFETY: the caller's contract on each pointer.
         let (client, input) = unsafe { (live_client(client)?, bytes(input, len, "input")?) };
-        client.send_input(now_us, Input::Raw(input.to_vec())).map(drop)
+        let input = Input::Raw(input.to_vec());
+        client.sending(|client| client.send_input(now_us, input).map(drop))
     })
 }
 
@@ -348,7 +347,9 @@ pub unsafe extern "C" fn rally_client_present(
     now_us: u64,
 ) -> RallyStatus {
     // SAFETY: the caller's contract on `client`.
-    call("rally_client_present", || unsafe { live_client(client) }?.present(now_us))
+    call("rally_client_present", || {
+        unsafe { live_client(client) }?.with(|client| client.present(now_us))
+    })
 }
 
 /// Copies the newest state of every entity into `out` (room for `capacity`) and their number
@@ -366,7 +367,8 @@ pub unsafe extern "C" fn rally_client_entities(
 ) -> RallyStatus {
     call("rally_client_entities", || {
         // SAFETY: the caller's contract on each pointer.
-        unsafe { read_entities(live_client(client)?, None, out, capacity, count) }
+        let client = unsafe { live_client(client) }?;
+        client.with(|client| unsafe { read_entities(client, None, out, capacity, count) })
     })
 }
 
@@ -386,7 +388,8 @@ pub unsafe extern "C" fn rally_client_entities_at(
 ) -> RallyStatus {
     call("rally_client_entities_at", || {
         // SAFETY: the caller's contract on each pointer.
-        unsafe { read_entities(live_client(client)?, Some(at_us), out, capacity, count) }
+        let client = unsafe { live_client(client) }?;
+        client.with(|client| unsafe { read_entities(client, Some(at_us), out, capacity, count) })
     })
 }
 
@@ -404,7 +407,7 @@ pub unsafe extern "C" fn rally_client_class_count(
     call("rally_client_class_count", || {
         // SAFETY: the caller's contract on each pointer.
         unsafe {
-            let names = live_client(client)?.class_names()?.len();
+            let names = live_client(client)?.with(|client| Ok(client.class_names()?.len()))?;
             put(count, names, "count")
         }
     })
@@ -427,16 +430,17 @@ pub unsafe extern "C" fn rally_client_class_name(
 ) -> RallyStatus {
     call("rally_client_class_name", || {
         // SAFETY: the caller's contract on each pointer.
-        unsafe {
-            let names = live_client(client)?.class_names()?;
+        unsafe { live_client(client) }?.with(|client| {
+            let names = client.class_names()?;
             let Some(class) = names.get(index as usize) else {
                 return Err(FfiError::Invalid(format!(
                     "class {index}: the room has {} classes (rally_client_class_count)",
                     names.len()
                 )));
             };
-            fill(class.as_bytes(), name, capacity, len, "name")
-        }
+            // SAFETY: the caller's contract on `name`, `capacity` and `len`.
+            unsafe { fill(class.as_bytes(), name, capacity, len, "name") }
+        })
     })
 }
 
@@ -458,24 +462,25 @@ pub unsafe extern "C" fn rally_client_poll_event(
     data_len: *mut usize,
 ) -> RallyStatus {
     call("rally_client_poll_event", || {
-        // SAFETY: the caller's contract on `client`.
-        let client = unsafe { live_client(client) }?;
         if event.is_null() {
             return Err(FfiError::Null("event"));
         }
-        let (head, bytes) = match client.peek_event()? {
-            Some(happening) => encode(happening),
-            None => (none(), Vec::new()),
-        };
-        // SAFETY: the caller's contract on `data`, `capacity`, `data_len` and `event`.
-        unsafe {
-            fill(&bytes, data, capacity, data_len, "data")?;
-            put(event, head, "event")?;
-        }
-        if head.kind != RallyEventKind::None {
-            client.take_event();
-        }
-        Ok(())
+        // SAFETY: the caller's contract on `client`.
+        unsafe { live_client(client) }?.with(|client| {
+            let (head, bytes) = match client.peek_event()? {
+                Some(happening) => encode(happening),
+                None => (none(), Vec::new()),
+            };
+            // SAFETY: the caller's contract on `data`, `capacity`, `data_len` and `event`.
+            unsafe {
+                fill(&bytes, data, capacity, data_len, "data")?;
+                put(event, head, "event")?;
+            }
+            if head.kind != RallyEventKind::None {
+                client.take_event();
+            }
+            Ok(())
+        })
     })
 }
 
@@ -503,7 +508,7 @@ pub unsafe extern "C" fn rally_client_set_value(
             // SAFETY: the caller's contract on `value`.
             false => Some(unsafe { bytes(value, len, "value") }?.to_vec()),
         };
-        client.write(!room_scope, key, value)
+        client.sending(|client| client.write(!room_scope, key, value))
     })
 }
 
@@ -534,7 +539,8 @@ pub unsafe extern "C" fn rally_client_relay(
                 return Err(FfiError::Invalid(format!("target = {other}: not a RallyRelayTarget")))
             }
         };
-        client.relay(to, reliable, bytes.to_vec())
+        let bytes = bytes.to_vec();
+        client.sending(|client| client.relay(to, reliable, bytes))
     })
 }
 
@@ -550,7 +556,7 @@ pub unsafe extern "C" fn rally_client_latency(
     call("rally_client_latency", || {
         // SAFETY: the caller's contract on each pointer.
         unsafe {
-            let latency = live_client(client)?.latency()?;
+            let latency = live_client(client)?.with(Client::latency)?;
             put(out, latency, "out")
         }
     })
@@ -648,6 +654,11 @@ fn encode(happening: &Happening) -> (RallyEvent, Vec<u8>) {
             event.key_len = u32::try_from(key.len()).unwrap_or(u32::MAX);
             data.extend_from_slice(key.as_bytes());
             data.extend_from_slice(value.as_deref().unwrap_or_default());
+        }
+        Happening::Failed(why) => {
+            event.kind = RallyEventKind::Disconnected;
+            event.reason = RallyDisconnectReason::Failed;
+            data.extend_from_slice(why.as_bytes());
         }
         Happening::Disconnected(reason) => {
             event.kind = RallyEventKind::Disconnected;

@@ -93,6 +93,9 @@ pub enum Happening {
     },
     /// The connection ended.
     Disconnected(DisconnectReason),
+    /// The I/O thread stopped (a socket error, or a bug caught there), with what happened:
+    /// the connection is over.
+    Failed(String),
 }
 
 /// Where the connection is.
@@ -120,6 +123,10 @@ pub struct Client {
     events_dropped: u64,
     latency: VecDeque<LatencySample>,
     frame: Duration,
+    /// Why the I/O thread stopped, if it did.
+    failure: Option<String>,
+    /// Whether the game thread's turn has returned since the I/O thread saw the end.
+    end_told: bool,
 }
 
 impl std::fmt::Debug for Client {
@@ -160,6 +167,8 @@ impl Client {
             events_dropped: 0,
             latency: VecDeque::new(),
             frame: Duration::from_micros(config.frame_us.into()),
+            failure: None,
+            end_told: false,
         })
     }
 
@@ -168,7 +177,7 @@ impl Client {
         self.driver.now().as_nanos() / 1000
     }
 
-    fn open(&self) -> Result<(), FfiError> {
+    pub(crate) fn open(&self) -> Result<(), FfiError> {
         match self.phase {
             Phase::Closed => Err(FfiError::Closed),
             _ => Ok(()),
@@ -176,6 +185,11 @@ impl Client {
     }
 
     fn live(&self) -> Result<ConnectionHandle, FfiError> {
+        if let (Some(failure), false) = (&self.failure, self.phase == Phase::Closed) {
+            return Err(FfiError::Disconnected(format!(
+                "the library's I/O thread stopped: {failure}"
+            )));
+        }
         match self.phase {
             Phase::Closed => Err(FfiError::Closed),
             Phase::Idle => Err(FfiError::NotConnected),
@@ -234,14 +248,8 @@ impl Client {
     /// round trips measure the network and not the game's frame), timers, the session's events
     /// into the queue, datagrams out.
     pub fn update(&mut self, now_us: u64) -> Result<(), FfiError> {
-        self.open()?;
+        let Some((ours, server)) = self.pumping()? else { return Ok(()) };
         let now = Instant::from_nanos(now_us.saturating_mul(1000));
-        let (ours, server) = match self.phase {
-            Phase::Connecting(connection, server) => (connection, server),
-            Phase::Idle => return Ok(()),
-            // The end was queued as an event; every turn after it says so too.
-            Phase::Ended(..) | Phase::Closed => return self.live().map(drop),
-        };
         let session = &mut self.session;
         let mut ended = None;
         self.driver
@@ -281,9 +289,72 @@ impl Client {
         Ok(())
     }
 
+    /// What `update` would pump: the connection and its server, or `None` before connecting;
+    /// the error every call gives once the connection ended (it was queued as an event too).
+    pub(crate) fn pumping(&self) -> Result<Option<(ConnectionHandle, SocketAddr)>, FfiError> {
+        self.open()?;
+        if self.failure.is_some() {
+            return self.live().map(|_| None);
+        }
+        match self.phase {
+            Phase::Connecting(connection, server) => Ok(Some((connection, server))),
+            Phase::Idle => Ok(None),
+            Phase::Ended(..) | Phase::Closed => self.live().map(|_| None),
+        }
+    }
+
+    /// The game thread's turn with the I/O thread on: no socket work, the errors `update`
+    /// gives, but `Ok` for the first turn after the connection ended, as `update`'s own turn
+    /// that sees the end returns (the end is an event; the calls after it say so).
+    pub(crate) fn game_turn(&mut self) -> Result<(), FfiError> {
+        match self.pumping() {
+            Err(FfiError::Disconnected(_)) if !std::mem::replace(&mut self.end_told, true) => {
+                Ok(())
+            }
+            other => other.map(drop),
+        }
+    }
+
+    /// One turn of the I/O thread at the clock's time: [`Client::update`] while connecting
+    /// or connected, nothing before or after; how long it may wait for the socket before its
+    /// next turn (the endpoint's next timer, `wait_max` at most).
+    pub(crate) fn io_turn(&mut self, wait_max: Duration) -> Result<Duration, FfiError> {
+        let now = self.driver.now();
+        if let Ok(Some(_)) = self.pumping() {
+            self.update(now.as_nanos() / 1000)?;
+        }
+        let next = self.driver.endpoint().poll_timeout();
+        Ok(next.map_or(wait_max, |at| at.saturating_duration_since(now).min(wait_max)))
+    }
+
+    /// A handle on the socket for the I/O thread to wait on while another thread holds the
+    /// client.
+    pub(crate) fn socket(&self) -> Result<std::net::UdpSocket, FfiError> {
+        let socket = self.driver.socket().try_clone();
+        socket.map_err(|e| FfiError::Io(format!("a handle on the socket for the I/O thread: {e}")))
+    }
+
+    /// Writes what the session queued (an input, a message) to the socket now, on the
+    /// calling thread, without reading it.
+    pub(crate) fn send_now(&mut self) -> Result<(), FfiError> {
+        self.driver.transmit().map(drop).map_err(|e| FfiError::Io(format!("socket: {e}")))
+    }
+
+    /// Ends the connection on the I/O thread's failure: every later call says so, and the game
+    /// learns it as a `Disconnected` event carrying `why`.
+    pub(crate) fn fail(&mut self, why: String) {
+        self.failure = Some(why.clone());
+        self.push(Happening::Failed(why));
+    }
+
+    /// The library's clock, for reading without the client (another thread may hold it).
+    pub(crate) fn clock(&self) -> rally_driver::Clock {
+        self.driver.clock()
+    }
+
     fn push(&mut self, happening: Happening) {
         // The end always queues, so that a game polling late still learns it.
-        let last = matches!(happening, Happening::Disconnected(_));
+        let last = matches!(happening, Happening::Disconnected(_) | Happening::Failed(_));
         if self.events.len() >= RALLY_EVENTS_MAX && !last {
             self.events_dropped += 1;
             return;
@@ -416,6 +487,8 @@ impl Client {
             let slack = Duration::from_millis(1);
             let within = self.latency.iter().filter(|s| model(s).contains(s.total, slack)).count();
             out.within_model = within as f64 / self.latency.len() as f64;
+            let late = self.latency.iter().filter(|s| s.total > model(s).worst + slack).count();
+            out.above_model = late as f64 / self.latency.len() as f64;
             let newest = self.latency.back().map(model);
             out.best_us = newest.map_or(0, |m| us(m.best));
             out.worst_us = newest.map_or(0, |m| us(m.worst));
@@ -428,7 +501,9 @@ impl Client {
         self.open()?;
         let mut out = RallyConnectionStats {
             client_id: self.scene.client().map_or(u64::MAX, u64::from),
-            joined: self.joined && matches!(self.phase, Phase::Connecting(..)),
+            joined: self.joined
+                && self.failure.is_none()
+                && matches!(self.phase, Phase::Connecting(..)),
             snapshots: self.session.stats().snapshots,
             events_dropped: self.events_dropped + self.scene.events_dropped(),
             ..Default::default()

@@ -82,3 +82,12 @@ pub fn set_last_error(function: &str, error: &FfiError) {
 pub fn last_error() -> Vec<u8> {
     LAST_ERROR.with(|last| last.borrow().as_bytes_with_nul().to_vec())
 }
+
+/// What a caught panic said, if it said it as text.
+pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}

@@ -7,8 +7,8 @@
 //!
 //! ## A frame
 //!
-//! A client is an opaque `RallyClient*`. It never starts a thread and never calls back: the
-//! game drives it, once a frame, in the order that keeps latency lowest (docs/design.md):
+//! A client is an opaque `RallyClient*`. By default it starts no thread and never calls back:
+//! the game drives it, once a frame, in the order that keeps latency lowest (docs/design.md):
 //!
 //! ```c
 //! RallyConfig config;
@@ -30,6 +30,22 @@
 //! rally_client_close(client);
 //! rally_client_destroy(client);
 //! ```
+//!
+//! ## The I/O thread
+//!
+//! `RallyConfig::io_thread` set to `RALLY_IO_THREAD_ON` makes the library run one thread of
+//! its own that owns the socket and the session: it waits on the socket, reads each datagram
+//! as it arrives, decodes it, updates the session and queues the events. The frame above stays
+//! the same, but `rally_client_update` and the reads then do no socket work and no decoding;
+//! they take the client for as long as they copy (a read waits if the thread is decoding a
+//! snapshot; `RallyConnectionStats::io_lock_waits` counts it). An input still leaves at once:
+//! the thread that sends it writes it to the socket (`RALLY_IO_THREAD_WAKE` hands it to the
+//! I/O thread instead, with a wake, and it waits for that thread to run). For engines whose
+//! game thread is the bottleneck; it costs the process a little more CPU in all (docs/ffi.md
+//! has the figures). A panic or a socket error on that thread ends the connection with a
+//! `Disconnected` event (reason `RALLY_DISCONNECT_REASON_FAILED`, the message in its data);
+//! `rally_client_close` and `rally_client_destroy` stop and join it. Calls on one client must
+//! still come from one thread at a time.
 //!
 //! `examples/c/sample.c` is a whole program: it joins a room over UDP, moves a hand and checks
 //! that the room shows it there.
@@ -94,6 +110,7 @@
 mod api;
 pub mod client;
 mod error;
+mod io;
 mod roster;
 mod types;
 

@@ -43,6 +43,28 @@ pub struct RallyConfig {
     /// Whether to buffer entities for `rally_client_entities_at` (interpolation). Off saves
     /// work per entity per snapshot for a game that interpolates itself.
     pub interpolate: bool,
+    /// A `RallyIoThread`: whether the library runs a thread of its own that owns the socket
+    /// and the session, so that the game thread's calls do no socket work. Off (0) by
+    /// default. (An integer so that no value from C is undefined behaviour: another value is
+    /// refused.)
+    pub io_thread: u32,
+}
+
+/// Who does the socket work (`RallyConfig::io_thread`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RallyIoThread {
+    /// No thread: `rally_client_update` reads and writes the socket on the caller's thread.
+    Off = 0,
+    /// A thread of the library's waits on the socket, decodes and updates the session;
+    /// `rally_client_update` and the reads touch no socket. An input still leaves at once,
+    /// written to the socket by the thread that sends it (one `sendmmsg`), so that it never
+    /// waits for the I/O thread to be scheduled.
+    On = 1,
+    /// As `On`, but an input is handed to the I/O thread, which is woken to send it (an
+    /// `eventfd` write on the caller's thread instead of the datagram's send): less CPU on
+    /// the game thread, and each input waits for the I/O thread to run.
+    Wake = 2,
 }
 
 /// A pose: position in metres, rotation a quaternion (x, y, z, w), in the room's frame.
@@ -160,6 +182,9 @@ pub enum RallyDisconnectReason {
     ServerShutdown = 5,
     /// The room failed and was closed.
     RoomFailed = 6,
+    /// The library's I/O thread stopped (a socket error, or a bug caught there): the event's
+    /// data holds what happened, as text.
+    Failed = 7,
     /// A reason this version does not know.
     Unknown = 255,
 }
@@ -220,6 +245,10 @@ pub struct RallyLatency {
     pub best_us: u64,
     /// The model's L_worst for the newest sample, microseconds.
     pub worst_us: u64,
+    /// Share (0 to 1) of the samples kept above L_worst and the slack: the late ones. The rest
+    /// outside the model came early: with the I/O thread a state that arrives during the
+    /// frame's work shows in that frame, sooner than the model's one frame.
+    pub above_model: f64,
 }
 
 /// The connection's figures and the session's counters.
@@ -246,4 +275,9 @@ pub struct RallyConnectionStats {
     pub snapshots: u64,
     /// Events dropped because too many waited unpolled.
     pub events_dropped: u64,
+    /// With the I/O thread on: the calls that found it holding the client (decoding a
+    /// snapshot, say) and waited for it.
+    pub io_lock_waits: u64,
+    /// With the I/O thread on: the time those calls waited, microseconds in all.
+    pub io_lock_wait_us: u64,
 }

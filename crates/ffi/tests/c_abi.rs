@@ -26,12 +26,20 @@ fn last_error() -> String {
 }
 
 fn create() -> *mut RallyClient {
+    create_with(RallyIoThread::Off)
+}
+
+/// Every way of driving a client: on the caller's thread, and the I/O thread's two.
+const IO_THREADS: [RallyIoThread; 3] = [RallyIoThread::Off, RallyIoThread::On, RallyIoThread::Wake];
+
+fn create_with(io_thread: RallyIoThread) -> *mut RallyClient {
     let mut config = std::mem::MaybeUninit::<RallyConfig>::uninit();
     let mut client = null_mut();
     // SAFETY: valid pointers to a config and a client pointer.
     unsafe {
         assert_eq!(rally_config_default(config.as_mut_ptr()), RallyStatus::Ok);
-        let config = config.assume_init();
+        let mut config = config.assume_init();
+        config.io_thread = io_thread as u32;
         assert_eq!(rally_client_create(&config, &mut client), RallyStatus::Ok);
     }
     client
@@ -201,11 +209,18 @@ fn bad_tokens_and_arguments_are_refused_before_sending() {
 #[test]
 fn a_server_that_never_answers_times_out_naming_its_address_and_close_refuses_later_calls() {
     // Goal: a forged token, a wrong key or a silent server end in a timeout that names the
-    // address, and a closed client refuses every call. Method: a socket that reads nothing
-    // stands for the server; the token's timeout is 1 s; update until the Disconnected event.
+    // address, and a closed client refuses every call, with or without the I/O thread.
+    // Method: a socket that reads nothing stands for the server; the token's timeout is 1 s;
+    // update until the Disconnected event.
+    for io_thread in IO_THREADS {
+        times_out(io_thread);
+    }
+}
+
+fn times_out(io_thread: RallyIoThread) {
     let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
     let server = silent.local_addr().unwrap();
-    let client = create();
+    let client = create_with(io_thread);
     let token = token_bytes(&TokenKey([5; 32]), server, 60, 1);
     let mut event = std::mem::MaybeUninit::<RallyEvent>::uninit();
     let mut len = 0usize;
@@ -235,7 +250,7 @@ fn a_server_that_never_answers_times_out_naming_its_address_and_close_refuses_la
         let message = last_error();
         assert!(
             message.contains(&server.to_string()) && message.contains("never answered"),
-            "{message}"
+            "{io_thread:?}: {message}"
         );
         assert_eq!(rally_client_update(client, now_us(client)), RallyStatus::Disconnected);
 
@@ -252,8 +267,35 @@ fn a_server_that_never_answers_times_out_naming_its_address_and_close_refuses_la
 #[test]
 fn a_client_joins_a_scene_room_over_udp_and_reads_its_entities() {
     // Goal: the whole path through the C ABI against a real host: token, UDP, join event,
-    // entities; and the too-small-array rule on entities. Method: an in-process host runs
-    // scenes/sandbox.toml's room; the client updates until it has joined and holds every body.
+    // entities; the too-small-array rule on entities; and the I/O thread's two ways deliver
+    // what the caller's thread does. Method: for each way, an in-process host runs
+    // scenes/sandbox.toml's room; the client sends inputs and updates until it has joined and
+    // holds every body and its avatar; the entities (id, class, holder) and the events before
+    // then (kind, client) must be the same each way.
+    let plain = join(RallyIoThread::Off);
+    assert!(plain.events.iter().any(|e| e.0 == RallyEventKind::Joined), "{:?}", plain.events);
+    for io_thread in [RallyIoThread::On, RallyIoThread::Wake] {
+        let threaded = join(io_thread);
+        assert_eq!(threaded.entities, plain.entities, "{io_thread:?}");
+        assert_eq!(threaded.events, plain.events, "{io_thread:?}");
+        assert!(threaded.input_acked, "{io_thread:?}: no input reached the room");
+    }
+}
+
+/// A player's avatar: head and two hands.
+const AVATAR: usize = 3;
+
+/// What a client saw of a fresh sandbox room.
+struct Seen {
+    /// Each entity's id, class and holder, ids ascending.
+    entities: Vec<(u32, u32, u32)>,
+    /// Each event's kind and client, key-value changes aside (they come as the room writes).
+    events: Vec<(RallyEventKind, u32)>,
+    /// Whether the latency meter timed an input: the room applied one and the client saw it.
+    input_acked: bool,
+}
+
+fn join(io_thread: RallyIoThread) -> Seen {
     let text = include_str!("../../../scenes/sandbox.toml");
     let scene = rally_scene::Scene::parse("sandbox.toml", text).unwrap();
     let bodies = scene.bodies().len();
@@ -267,13 +309,15 @@ fn a_client_joins_a_scene_room_over_udp_and_reads_its_entities() {
     let host = Host::start(config, move |id| rally_scene::scene_room(&scene, id).unwrap()).unwrap();
     let server = host.room_address(1);
     let token = token_bytes(&key, server, 60, 5);
-    let client = create();
+    let client = create_with(io_thread);
     let mut event = std::mem::MaybeUninit::<RallyEvent>::uninit();
     let mut data = [0u8; 256];
     let mut len = 0usize;
     let mut entities = vec![RallyEntity::default(); 256];
     let mut count = 0usize;
     let mut joined = None;
+    let mut events = Vec::new();
+    let mut latency = RallyLatency::default();
     // SAFETY: a live client and buffers of the capacities given.
     unsafe {
         assert_eq!(
@@ -281,10 +325,12 @@ fn a_client_joins_a_scene_room_over_udp_and_reads_its_entities() {
             RallyStatus::Ok
         );
         let start = WallInstant::now();
-        while joined.is_none() || count < bodies {
+        while joined.is_none() || count < bodies + AVATAR || latency.samples == 0 {
             assert!(
                 start.elapsed() < Duration::from_secs(20),
-                "not joined with every body in 20 s"
+                "{io_thread:?}: not joined with every body and an input timed in 20 s: \
+                 joined {joined:?}, {count} entities, {} latency samples",
+                latency.samples
             );
             let now = now_us(client);
             if joined.is_some() {
@@ -308,11 +354,15 @@ fn a_client_joins_a_scene_room_over_udp_and_reads_its_entities() {
                     RallyEventKind::Disconnected => panic!("disconnected: {:?}", event.reason),
                     _ => {}
                 }
+                if event.kind != RallyEventKind::Changed {
+                    events.push((event.kind, event.client));
+                }
             }
             let status =
                 rally_client_entities(client, entities.as_mut_ptr(), entities.len(), &mut count);
             assert_eq!(status, RallyStatus::Ok);
-            assert_eq!(rally_client_present(client, now), RallyStatus::Ok);
+            assert_eq!(rally_client_present(client, now_us(client)), RallyStatus::Ok);
+            assert_eq!(rally_client_latency(client, &mut latency), RallyStatus::Ok);
             std::thread::sleep(Duration::from_millis(5));
         }
         let mut one = [RallyEntity::default(); 1];
@@ -333,7 +383,12 @@ fn a_client_joins_a_scene_room_over_udp_and_reads_its_entities() {
         assert!(stats.joined && stats.snapshots > 0 && stats.rtt_us > 0, "{stats:?}");
         assert_eq!(stats.client_id, u64::from(joined.unwrap()));
         assert_eq!(rally_client_close(client), RallyStatus::Ok);
+        assert_eq!(rally_client_update(client, 0), RallyStatus::Closed);
         assert_eq!(rally_client_destroy(client), RallyStatus::Ok);
     }
     host.shutdown(Duration::from_millis(100)).unwrap();
+    let mut entities: Vec<_> =
+        entities[..count].iter().map(|e| (e.id, e.class_index, e.holder)).collect();
+    entities.sort_unstable();
+    Seen { entities, events, input_acked: latency.samples > 0 }
 }

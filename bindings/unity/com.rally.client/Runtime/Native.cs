@@ -46,7 +46,22 @@ namespace Rally
         ServerFull = 4,
         ServerShutdown = 5,
         RoomFailed = 6,
+        /// <summary>The library's I/O thread stopped: the event's data says why.</summary>
+        Failed = 7,
         Unknown = 255,
+    }
+
+    /// <summary>Who does the socket work (RallyIoThread, Config.IoThread).</summary>
+    public enum IoThread : uint
+    {
+        /// <summary>Update does it on the calling thread (the default).</summary>
+        Off = 0,
+        /// <summary>
+        /// A library thread owns the socket; an input is written by the thread that sends it.
+        /// </summary>
+        On = 1,
+        /// <summary>As On, but an input is handed to the I/O thread, which is woken.</summary>
+        Wake = 2,
     }
 
     /// <summary>Who a relayed message goes to (RallyRelayTarget).</summary>
@@ -164,6 +179,8 @@ namespace Rally
         public double WithinModel;
         public ulong BestUs;
         public ulong WorstUs;
+        /// <summary>Share (0 to 1) of the samples above the model and its slack: late.</summary>
+        public double AboveModel;
     }
 
     /// <summary>
@@ -183,6 +200,10 @@ namespace Rally
         public ulong PacketsLost;
         public ulong Snapshots;
         public ulong EventsDropped;
+        /// <summary>Calls that waited for the I/O thread to let go of the client.</summary>
+        public ulong IoLockWaits;
+        /// <summary>The time those calls waited, microseconds in all.</summary>
+        public ulong IoLockWaitUs;
     }
 
     /// <summary>A client's settings (RallyConfig).</summary>
@@ -194,6 +215,8 @@ namespace Rally
         /// <summary>The display's frame time, microseconds: the latency model's frame.</summary>
         public uint FrameUs;
         public byte Interpolate;
+        /// <summary>An IoThread: whether the library runs its own thread for the socket.</summary>
+        public uint IoThread;
     }
 
     /// <summary>The P/Invoke layer: one declaration per function of rally.h.</summary>

@@ -32,6 +32,9 @@ namespace Rally
         public Transform Room;
         [Tooltip("The headset's display rate, Hz: the latency model's frame.")]
         public float DisplayHz = 90;
+        [Tooltip("Off: the socket work runs in Update. On: on a thread of the library's own, " +
+            "for a game whose main thread is the bottleneck (docs/integrating.md).")]
+        public IoThread IoThread = IoThread.Off;
 
         /// <summary>The native client, once connected; null before.</summary>
         public RallyConnection Connection { get; private set; }
@@ -62,7 +65,7 @@ namespace Rally
         public void Connect(byte[] token, string address)
         {
             if (Connection != null) Connection.Dispose();
-            Connection = new RallyConnection((uint)(1e6 / Math.Max(1f, DisplayHz)));
+            Connection = new RallyConnection((uint)(1e6 / Math.Max(1f, DisplayHz)), true, IoThread);
             Connection.Connect(token, address);
         }
 

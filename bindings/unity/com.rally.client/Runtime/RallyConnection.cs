@@ -52,12 +52,18 @@ namespace Rally
         /// <summary>A client with its socket bound (any port), not connecting yet.</summary>
         /// <param name="frameUs">The display's frame time: the latency model's frame.</param>
         /// <param name="interpolate">Buffer entities for <c>TryReadEntitiesAt</c>.</param>
-        public RallyConnection(uint frameUs = Frame90Hz, bool interpolate = true)
+        /// <param name="ioThread">
+        /// Whether the library runs a thread of its own for the socket and the session, so that
+        /// the game thread's calls do no socket work (docs/integrating.md says when).
+        /// </param>
+        public RallyConnection(uint frameUs = Frame90Hz, bool interpolate = true,
+            IoThread ioThread = IoThread.Off)
         {
             Config config;
             Check("rally_config_default", Native.ConfigDefault(out config));
             config.FrameUs = frameUs;
             config.Interpolate = (byte)(interpolate ? 1 : 0);
+            config.IoThread = (uint)ioThread;
             Check("rally_client_create", Native.Create(ref config, out client));
         }
 

@@ -6,11 +6,13 @@
 // token, an array too short for the entities, a call after close). With --bench N it then
 // times N frames of the steady state (send one input, update, poll events, read the entities)
 // in thread CPU time and counts the managed bytes they allocated; --json FILE writes those
-// figures (mean, p50, p99, max, per phase, bytes allocated) as JSON too.
+// figures (mean, p50, p99, max, per phase, bytes allocated) as JSON too. --io-thread on|wake
+// runs the library's I/O thread (Config.IoThread); the bench then also reports the process's
+// CPU per frame, that thread's included.
 //
 //   mono ConsoleTest.exe --rally PATH --key HEX --server IP:PORT --layout FILE
 //        [--grab X,Y,Z] [--seconds S] [--bench FRAMES] [--json FILE] [--interpolate 0|1]
-//        [--spin-us US]
+//        [--spin-us US] [--io-thread off|on|wake]
 //
 // bindings/unity/run-mono.sh builds everything and runs it.
 using System;
@@ -44,14 +46,16 @@ static class ConsoleTest
         double seconds = double.Parse(Get(options, "--seconds", "3"), CultureInfo.InvariantCulture);
         int bench = int.Parse(Get(options, "--bench", "0"), CultureInfo.InvariantCulture);
         bool interpolate = Get(options, "--interpolate", "1") != "0";
+        string ioName = Get(options, "--io-thread", "off");
+        IoThread io = ioName == "on" ? IoThread.On : ioName == "wake" ? IoThread.Wake : IoThread.Off;
         SpinUs = ulong.Parse(Get(options, "--spin-us", "0"), CultureInfo.InvariantCulture);
-        Console.WriteLine("librally {0} under Mono {1}", RallyConnection.Version,
-            Environment.Version);
+        Console.WriteLine("librally {0} under Mono {1}; I/O thread {2}", RallyConnection.Version,
+            Environment.Version, io);
 
         PreciseTimers();
         CheckLayouts(options["--layout"]);
         CheckErrors(rally, key, server);
-        using (var client = new RallyConnection(RallyConnection.Frame90Hz, interpolate))
+        using (var client = new RallyConnection(RallyConnection.Frame90Hz, interpolate, io))
         {
             client.Connect(IssueToken(rally, key, server), server);
             var entities = new Entity[1024];
@@ -109,7 +113,9 @@ static class ConsoleTest
             PrintEvents(client, data);
             if (!client.TryReadEntitiesAt(now, entities, out count))
                 throw new Exception(count + " entities: more than the test's array");
-            client.Present(now);
+            // Presented once read: with the I/O thread a state that came during the frame's
+            // work is shown too, and was not there at the frame's start.
+            client.Present(client.NowUs());
             if (k % 90 == 89) PrintStats(client, k, count);
             WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
         }
@@ -239,9 +245,9 @@ static class ConsoleTest
     {
         Latency latency = client.Latency();
         Console.WriteLine("latency: {0} samples, mean {1:F2} ms, p99 {2:F2} ms, {3:F0}% within " +
-            "the model [{4:F2}, {5:F2}] ms", latency.Samples, latency.MeanUs / 1000.0,
-            latency.P99Us / 1000.0, latency.WithinModel * 100, latency.BestUs / 1000.0,
-            latency.WorstUs / 1000.0);
+            "the model [{4:F2}, {5:F2}] ms, {6:F0}% above it", latency.Samples,
+            latency.MeanUs / 1000.0, latency.P99Us / 1000.0, latency.WithinModel * 100,
+            latency.BestUs / 1000.0, latency.WorstUs / 1000.0, latency.AboveModel * 100);
         if (latency.Samples == 0)
             throw new Exception("no latency samples: the room never answered");
     }
@@ -264,6 +270,8 @@ static class ConsoleTest
         long allocated = GC.GetAllocatedBytesForCurrentThread();
         int collections = GC.CollectionCount(0);
         ulong start = client.NowUs();
+        ConnectionStats statsBefore = client.Stats();
+        double process = ProcessCpuUs();
         for (int n = 0; n < frames; n++)
         {
             double before = ThreadCpuUs();
@@ -271,6 +279,7 @@ static class ConsoleTest
             cpu[n] = ThreadCpuUs() - before;
             WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
         }
+        process = ProcessCpuUs() - process;
         allocated = GC.GetAllocatedBytesForCurrentThread() - allocated;
         collections = GC.CollectionCount(0) - collections;
         Array.Sort(cpu);
@@ -281,6 +290,11 @@ static class ConsoleTest
             "({7:F2} per frame), gen-0 collections {8}", frames, count, sum / frames,
             cpu[frames / 2], cpu[Math.Min(frames - 1, frames * 99 / 100)], cpu[frames - 1],
             allocated, (double)allocated / frames, collections);
+        ConnectionStats after = client.Stats();
+        ulong waits = after.IoLockWaits - statsBefore.IoLockWaits;
+        Console.WriteLine("bench: the process's CPU per frame (every thread, waits included) " +
+            "{0:F1} us; {1} calls waited for the I/O thread ({2} us in all)", process / frames,
+            waits, after.IoLockWaitUs - statsBefore.IoLockWaitUs);
         Console.WriteLine("bench: mean CPU per phase: clock and input {0:F1} us, update and " +
             "events {1:F1} us, entities {2:F1} us, present {3:F1} us", phases[0] / frames,
             phases[1] / frames, phases[2] / frames, phases[3] / frames);
@@ -299,11 +313,12 @@ static class ConsoleTest
             "\"p50\": {3:F2}, \"p99\": {4:F2}, \"max\": {5:F2} }}, \"phases_us\": " +
             "{{\"input\": {6:F2}, \"update_and_events\": {7:F2}, \"entities\": {8:F2}, " +
             "\"present\": {9:F2} }}, \"managed_bytes_allocated\": {10}, " +
-            "\"gen0_collections\": {11}, \"pinvoke_us\": {12:F4} }}\n",
+            "\"gen0_collections\": {11}, \"pinvoke_us\": {12:F4}, " +
+            "\"process_cpu_us\": {13:F2}, \"io_lock_waits\": {14} }}\n",
             frames, count, sum / frames, cpu[frames / 2],
             cpu[Math.Min(frames - 1, frames * 99 / 100)], cpu[frames - 1], phases[0] / frames,
             phases[1] / frames, phases[2] / frames, phases[3] / frames, allocated, collections,
-            pinvoke));
+            pinvoke, process / frames, waits));
         Console.WriteLine("bench: wrote {0}", json);
     }
 
@@ -369,8 +384,21 @@ static class ConsoleTest
     /// <summary>This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), microseconds.</summary>
     static double ThreadCpuUs()
     {
+        return CpuUs(3);
+    }
+
+    /// <summary>
+    /// The process's CPU time (CLOCK_PROCESS_CPUTIME_ID: every thread's), microseconds.
+    /// </summary>
+    static double ProcessCpuUs()
+    {
+        return CpuUs(2);
+    }
+
+    static double CpuUs(int clock)
+    {
         Timespec t;
-        ClockGettime(3, out t);
+        ClockGettime(clock, out t);
         return t.Seconds * 1e6 + t.Nanoseconds / 1e3;
     }
 
@@ -388,6 +416,8 @@ static class ConsoleTest
             { "RallyEvent.reason", "Reason" }, { "RallyConnectionStats.rtt_us", "RttUs" },
             { "RallyEntity.angular_velocity", "AngularVelocity" },
             { "RallyEntity.class_index", "Class" }, { "RallyEntity.hand", "Hand" },
+            { "RallyConfig.io_thread", "IoThread" }, { "RallyLatency.above_model", "AboveModel" },
+            { "RallyConnectionStats.io_lock_waits", "IoLockWaits" },
         };
         int checkedLines = 0;
         foreach (string line in File.ReadAllLines(path))
@@ -479,7 +509,7 @@ static class ConsoleTest
             if (!options.ContainsKey(required))
                 throw new ArgumentException("usage: ConsoleTest --rally PATH --key HEX " +
                     "--server IP:PORT --layout FILE [--grab X,Y,Z] [--seconds S] [--bench N] " +
-                    "[--json FILE] [--interpolate 0|1] [--spin-us US]");
+                    "[--json FILE] [--interpolate 0|1] [--spin-us US] [--io-thread off|on|wake]");
         return options;
     }
 

@@ -24,5 +24,8 @@ int main(void) {
     OFFSET(RallyEntity, angular_velocity);
     OFFSET(RallyEntity, class_index);
     OFFSET(RallyEntity, hand);
+    OFFSET(RallyConfig, io_thread);
+    OFFSET(RallyLatency, above_model);
+    OFFSET(RallyConnectionStats, io_lock_waits);
     return 0;
 }

@@ -1,0 +1,392 @@
+//! Who drives a client: the caller's thread (the default), or a thread of the library's own
+//! (`RallyConfig::io_thread`) that owns the socket and the session.
+//!
+//! With the I/O thread, the [`Client`] sits behind a mutex. The thread waits on the socket
+//! (`ppoll`, woken at once by a datagram, the endpoint's next timer or an `eventfd` the game
+//! thread writes), takes the client, reads every datagram waiting, decodes, updates the session
+//! and queues events, and lets go. The game thread's calls take the client for as long as they
+//! copy in or out; `rally_client_update` then touches no socket. An input leaves at once either
+//! way: written to the socket by the thread that sends it (`On`), or handed over with a wake
+//! (`Wake`). A panic or a socket error on the I/O thread stops it and becomes a `Disconnected`
+//! event carrying what happened; it never unwinds out of the thread or aborts the game.
+
+use crate::client::Client;
+use crate::error::FfiError;
+use crate::types::{RallyConfig, RallyConnectionStats, RallyIoThread};
+use rally_driver::Clock;
+use std::net::UdpSocket;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The longest the I/O thread sleeps with nothing to do, so that it notices a stop even if a
+/// wake were lost.
+const WAIT_MAX: Duration = Duration::from_millis(50);
+
+/// A client as the C functions drive it.
+// Each lives in the `RallyClient` box already: a second box for the plain client would only
+// add a pointer to follow on every call.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum Driven {
+    /// On the caller's thread: `update` does the socket work.
+    Plain(Client),
+    /// On the library's I/O thread.
+    Threaded(IoThread),
+}
+
+impl Driven {
+    /// A client as `config` asks, its I/O thread started if it asks for one.
+    pub(crate) fn new(config: &RallyConfig, bind: Option<&str>) -> Result<Self, FfiError> {
+        let path = match config.io_thread {
+            t if t == RallyIoThread::Off as u32 => {
+                return Ok(Self::Plain(Client::new(config, bind)?))
+            }
+            t if t == RallyIoThread::On as u32 => InputPath::Now,
+            t if t == RallyIoThread::Wake as u32 => InputPath::Wake,
+            other => {
+                return Err(FfiError::Invalid(format!(
+                    "config.io_thread = {other}: not a RallyIoThread"
+                )))
+            }
+        };
+        IoThread::start(Client::new(config, bind)?, path).map(Self::Threaded)
+    }
+
+    /// Runs `body` on the client (waiting for the I/O thread to let go of it, if it has it).
+    pub(crate) fn with<R>(
+        &mut self,
+        body: impl FnOnce(&mut Client) -> Result<R, FfiError>,
+    ) -> Result<R, FfiError> {
+        match self {
+            Self::Plain(client) => body(client),
+            Self::Threaded(io) => body(&mut io.lock()),
+        }
+    }
+
+    /// Runs `body`, which queues datagrams (an input, a message), and sends them at once.
+    pub(crate) fn sending<R>(
+        &mut self,
+        body: impl FnOnce(&mut Client) -> Result<R, FfiError>,
+    ) -> Result<R, FfiError> {
+        match self {
+            // `update` sends them, right after (the frame's order).
+            Self::Plain(client) => body(client),
+            Self::Threaded(io) => io.sending(body),
+        }
+    }
+
+    /// Runs `body` (a connect) and gives the I/O thread a turn at once to act on it.
+    pub(crate) fn waking<R>(
+        &mut self,
+        body: impl FnOnce(&mut Client) -> Result<R, FfiError>,
+    ) -> Result<R, FfiError> {
+        let out = self.with(body)?;
+        if let Self::Threaded(io) = self {
+            io.shared.waker.wake();
+        }
+        Ok(out)
+    }
+
+    /// The frame's turn: the socket work on this thread, or with the I/O thread, only the
+    /// errors a turn would give (the connection ended, the client closed).
+    pub(crate) fn update(&mut self, now_us: u64) -> Result<(), FfiError> {
+        match self {
+            Self::Plain(client) => client.update(now_us),
+            Self::Threaded(io) => io.lock().game_turn(),
+        }
+    }
+
+    /// The library's clock, microseconds.
+    pub(crate) fn now_us(&mut self) -> Result<u64, FfiError> {
+        match self {
+            Self::Plain(client) => client.open().map(|()| client.now_us()),
+            Self::Threaded(io) => {
+                let clock = io.clock;
+                io.lock().open().map(|()| clock.now().as_nanos() / 1000)
+            }
+        }
+    }
+
+    /// The connection's figures, with the lock's when there is an I/O thread.
+    pub(crate) fn stats(&mut self) -> Result<RallyConnectionStats, FfiError> {
+        match self {
+            Self::Plain(client) => client.stats(),
+            Self::Threaded(io) => {
+                let mut stats = io.lock().stats()?;
+                stats.io_lock_waits = io.waits;
+                stats.io_lock_wait_us = io.waited_ns / 1000;
+                Ok(stats)
+            }
+        }
+    }
+
+    /// Says goodbye and refuses every later call; stops the I/O thread first.
+    pub(crate) fn close(&mut self) -> Result<(), FfiError> {
+        match self {
+            Self::Plain(client) => client.close(),
+            Self::Threaded(io) => {
+                io.lock().open()?;
+                io.stop();
+                io.lock().close()
+            }
+        }
+    }
+}
+
+/// How an input reaches the socket with the I/O thread on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InputPath {
+    /// The sending thread writes it.
+    Now,
+    /// The I/O thread is woken to write it.
+    Wake,
+}
+
+/// What the game thread and the I/O thread share.
+#[derive(Debug)]
+struct Shared {
+    client: Mutex<Client>,
+    waker: Waker,
+    stop: AtomicBool,
+    /// A test's way to make the I/O thread's next turn panic.
+    #[cfg(test)]
+    panic_next: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Client> {
+        // A panic caught at the boundary while a call held the client leaves it poisoned; the
+        // client is still whole enough to report and close, as without the thread.
+        self.client.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The I/O thread and the game thread's side of it.
+#[derive(Debug)]
+pub(crate) struct IoThread {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    path: InputPath,
+    clock: Clock,
+    /// Calls that found the I/O thread holding the client, and the time they waited.
+    waits: u64,
+    waited_ns: u64,
+}
+
+impl IoThread {
+    fn start(client: Client, path: InputPath) -> Result<Self, FfiError> {
+        let socket = client.socket()?;
+        let clock = client.clock();
+        let waker = Waker::new()?;
+        let shared = Arc::new(Shared {
+            client: Mutex::new(client),
+            waker,
+            stop: AtomicBool::new(false),
+            #[cfg(test)]
+            panic_next: AtomicBool::new(false),
+        });
+        let theirs = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("rally-io".into())
+            .spawn(move || run(&theirs, &socket))
+            .map_err(|e| FfiError::Io(format!("starting the I/O thread: {e}")))?;
+        Ok(Self { shared, thread: Some(thread), path, clock, waits: 0, waited_ns: 0 })
+    }
+
+    /// The client, counting the times the I/O thread had it.
+    fn lock(&mut self) -> MutexGuard<'_, Client> {
+        match self.shared.client.try_lock() {
+            Ok(client) => client,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                let from = self.clock.now();
+                let client = self.shared.lock();
+                self.waits += 1;
+                self.waited_ns += self.clock.now().as_nanos() - from.as_nanos();
+                client
+            }
+        }
+    }
+
+    fn sending<R>(
+        &mut self,
+        body: impl FnOnce(&mut Client) -> Result<R, FfiError>,
+    ) -> Result<R, FfiError> {
+        let path = self.path;
+        let mut client = self.lock();
+        let out = body(&mut client)?;
+        match path {
+            InputPath::Now => client.send_now()?,
+            InputPath::Wake => {
+                drop(client);
+                self.shared.waker.wake();
+            }
+        }
+        Ok(out)
+    }
+
+    /// Stops the I/O thread and waits for it; the client is the caller's alone after.
+    fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.waker.wake();
+        if let Some(thread) = self.thread.take() {
+            // The thread catches its own panics: it ends normally.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for IoThread {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The I/O thread: a turn, then a wait for the socket, a timer or a wake, until stopped or
+/// failed.
+fn run(shared: &Shared, socket: &UdpSocket) {
+    rally_driver::precise_timers();
+    loop {
+        let wait = {
+            let mut client = shared.lock();
+            if shared.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let turn = catch_unwind(AssertUnwindSafe(|| {
+                #[cfg(test)]
+                if shared.panic_next.swap(false, Ordering::AcqRel) {
+                    panic!("a test's panic on the I/O thread");
+                }
+                client.io_turn(WAIT_MAX)
+            }));
+            match turn {
+                Ok(Ok(wait)) => wait,
+                Ok(Err(error)) => return client.fail(error.to_string()),
+                Err(panic) => {
+                    let what = crate::error::panic_text(panic.as_ref());
+                    return client.fail(format!("a bug in rally-ffi, please report it: {what}"));
+                }
+            }
+        };
+        shared.waker.wait(socket, wait);
+    }
+}
+
+/// The game thread's way to wake the I/O thread: an `eventfd` it waits on with the socket.
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+struct Waker {
+    fd: std::os::fd::OwnedFd,
+}
+
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+impl Waker {
+    fn new() -> Result<Self, FfiError> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: eventfd takes two integers and touches no memory.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            let error = std::io::Error::last_os_error();
+            return Err(FfiError::Io(format!("an eventfd for the I/O thread: {error}")));
+        }
+        // SAFETY: a new descriptor, owned by nothing else.
+        Ok(Self { fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) } })
+    }
+
+    fn wake(&self) {
+        use std::os::fd::AsRawFd;
+        let one = 1u64;
+        // SAFETY: writes the 8 bytes of `one`, which outlives the call. A full counter (never,
+        // at 2^64 - 1) would only fail the write: the thread is awake then anyway.
+        unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Waits for the socket, a wake or `timeout`, and clears the wake.
+    fn wait(&self, socket: &UdpSocket, timeout: Duration) {
+        use std::os::fd::AsRawFd;
+        // An error from ppoll (none is expected) is a short spin: the next turn goes on.
+        let _ = rally_driver::readable_fds(&[socket.as_raw_fd(), self.fd.as_raw_fd()], timeout);
+        let mut count = 0u64;
+        // SAFETY: reads at most 8 bytes into `count`, which outlives the call; the descriptor
+        // is non-blocking, so an unwoken one returns EAGAIN at once.
+        unsafe { libc::read(self.fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+    }
+}
+
+/// Elsewhere than on Linux the I/O thread looks every 200 us (`rally_driver::readable`):
+/// nothing to wake.
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug)]
+struct Waker;
+
+#[cfg(not(target_os = "linux"))]
+impl Waker {
+    fn new() -> Result<Self, FfiError> {
+        Ok(Self)
+    }
+
+    fn wake(&self) {}
+
+    fn wait(&self, socket: &UdpSocket, timeout: Duration) {
+        let _ = rally_driver::readable(socket, timeout);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::Happening;
+
+    fn threaded(io_thread: RallyIoThread) -> Driven {
+        let config = RallyConfig {
+            bind_address: std::ptr::null(),
+            frame_us: 11_111,
+            interpolate: true,
+            io_thread: io_thread as u32,
+        };
+        Driven::new(&config, Some("127.0.0.1:0")).unwrap()
+    }
+
+    #[test]
+    fn a_panic_on_the_io_thread_ends_the_connection_with_an_event_not_an_abort() {
+        // Goal: a bug on the I/O thread reaches the game as a Disconnected event saying what
+        // happened and as an error from every later call, and close still joins the thread.
+        // Method: make its next turn panic, wake it, and poll for the event.
+        let mut driven = threaded(RallyIoThread::On);
+        let Driven::Threaded(io) = &driven else { panic!("no I/O thread") };
+        io.shared.panic_next.store(true, Ordering::Release);
+        io.shared.waker.wake();
+        let why = loop {
+            let event = driven.with(|c| Ok(c.peek_event()?.cloned())).unwrap();
+            match event {
+                Some(Happening::Failed(why)) => break why,
+                Some(other) => panic!("{other:?}"),
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        };
+        assert!(why.contains("a test's panic") && why.contains("a bug in rally-ffi"), "{why}");
+        assert_eq!(driven.update(0), Ok(()), "the first turn after the end");
+        let later = driven.update(0).unwrap_err();
+        assert!(later.to_string().contains("I/O thread stopped"), "{later}");
+        driven.close().unwrap();
+        assert_eq!(driven.update(0), Err(FfiError::Closed));
+    }
+
+    #[test]
+    fn a_config_asking_for_no_known_io_thread_is_refused() {
+        let mut config = RallyConfig {
+            bind_address: std::ptr::null(),
+            frame_us: 11_111,
+            interpolate: true,
+            io_thread: 9,
+        };
+        let error = Driven::new(&config, Some("127.0.0.1:0")).unwrap_err();
+        assert!(error.to_string().contains("config.io_thread = 9"), "{error}");
+        config.io_thread = RallyIoThread::Wake as u32;
+        assert!(matches!(Driven::new(&config, Some("127.0.0.1:0")), Ok(Driven::Threaded(_))));
+    }
+}
