@@ -22,11 +22,12 @@ use std::time::Duration;
 const JS: &str = "text/javascript; charset=utf-8";
 
 /// The pages, their scripts and their style.
-const FILES: [(&str, &str, &str); 8] = [
+const FILES: [(&str, &str, &str); 9] = [
     ("/play", "text/html; charset=utf-8", include_str!("static/play.html")),
     ("/play.js", JS, include_str!("static/play.js")),
     ("/play/rally-client.js", JS, include_str!("static/rally-client.js")),
     ("/play/transport.js", JS, include_str!("static/transport.js")),
+    ("/play/net-worker.js", JS, include_str!("static/net-worker.js")),
     // three.js, the subset the page uses (scripts/build-three.sh bundles it from npm).
     ("/play/three.min.js", JS, include_str!("static/three.min.js")),
     ("/", "text/html; charset=utf-8", include_str!("static/index.html")),
