@@ -60,9 +60,9 @@ pub struct Play {
     pub room: SocketAddr,
     /// The WebSocket gateway's URL, told to the page with its token.
     pub gateway: String,
-    /// The WebTransport gateway's URL and its certificate's SHA-256 in hex, told to the page
-    /// with its token (`None`: the page uses the WebSocket).
-    pub webtransport: Option<(String, String)>,
+    /// The WebTransport gateway's URL and its current certificate, whose SHA-256 is told to
+    /// the page with its token (`None`: the page uses the WebSocket).
+    pub webtransport: Option<(String, rally_webtransport::CurrentCertificate)>,
     /// The client id of the next token (the bots have the ones below it).
     pub next_client: AtomicU64,
 }
@@ -194,7 +194,8 @@ fn token(play: &Play) -> (u16, &'static str, Vec<u8>) {
     );
     match issued {
         Ok(token) => {
-            let (url, hash) = play.webtransport.clone().unzip();
+            // Read per token: the gateway renews its certificate while it runs.
+            let (url, hash) = play.webtransport.as_ref().map(|(u, c)| (u, c.hash_hex())).unzip();
             let json = serde_json::json!({
                 "token": crate::token::token_to_hex(&token),
                 "gateway": play.gateway,
@@ -216,7 +217,13 @@ mod tests {
             key: rally_driver::backend::random_key().unwrap(),
             room: SocketAddr::from(([127, 0, 0, 1], 40000)),
             gateway: "ws://127.0.0.1:40001/".into(),
-            webtransport: Some(("https://127.0.0.1:40002/".into(), "ab".repeat(32))),
+            webtransport: Some((
+                "https://127.0.0.1:40002/".into(),
+                rally_webtransport::CurrentCertificate::new(
+                    [0xab; 32],
+                    std::time::SystemTime::now(),
+                ),
+            )),
             next_client: 3.into(),
         }
     }

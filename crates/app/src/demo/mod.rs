@@ -231,7 +231,7 @@ fn start_play(
     });
     let web = web.map_err(|e| format!("the browser's gateway cannot listen: {e}"))?;
     let websocket = web.websocket.as_ref().map(|g| g.url()).unwrap_or_default();
-    let webtransport = web.webtransport.as_ref().map(|g| (g.url(), g.certificate_hash_hex()));
+    let webtransport = web.webtransport.as_ref().map(|g| (g.url(), g.certificate()));
     let play = dashboard::Play {
         key: key.clone(),
         room: address,
