@@ -181,7 +181,7 @@ async function start() {
   // WebTransport first, else the WebSocket (transport.js); the page says which, and why. In a
   // Web Worker unless the page says `?worker=0` (or the browser has no module workers).
   state.worker = query.get("worker") !== "0" && typeof Worker !== "undefined";
-  transport = await (state.worker ? openTransportInWorker : openTransport)(info, {
+  const handlers = {
     // Every arrival is taken with the time it arrived and answered at once (its ack, a
     // handshake step), not at the next frame: a frame's wait would hold the room's resends.
     onDatagram: (d, at) => {
@@ -194,7 +194,12 @@ async function start() {
     },
     onClose: (why) => say(why, true),
     forced: query.get("transport"),
-  });
+  };
+  // A browser whose workers cannot run the transport (no module workers) runs it here.
+  const here = () => openTransport(info, handlers);
+  transport = await (state.worker
+    ? openTransportInWorker(info, handlers).catch(() => { state.worker = false; return here(); })
+    : here());
   flush(performance.now());
   // A closing tab says goodbye, so that its player leaves at once rather than timing out.
   addEventListener("pagehide", () => {
