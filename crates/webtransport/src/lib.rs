@@ -78,7 +78,7 @@ impl WebTransportGateway {
     /// Makes the certificate and listens on `config.listen` (UDP).
     pub fn start(config: GatewayConfig) -> io::Result<Self> {
         let (identity, hash) = certificate::identity(config.listen)?;
-        let certificate = CurrentCertificate::new(hash, SystemTime::now());
+        let certificate = CurrentCertificate::new(hash, wall_clock());
         let server = server_config(config.listen, identity)?;
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         // quinn binds on the runtime it is made in.
@@ -154,6 +154,13 @@ impl Drop for WebTransportGateway {
     }
 }
 
+/// The wall clock, which certificates are dated on: this gateway is I/O code, as the driver is,
+/// and reads it here only (the renewal's schedule takes it as an argument).
+#[allow(clippy::disallowed_methods)]
+fn wall_clock() -> SystemTime {
+    SystemTime::now()
+}
+
 /// The server's QUIC and HTTP/3 settings with `identity`.
 fn server_config(listen: SocketAddr, identity: Identity) -> io::Result<ServerConfig> {
     Ok(ServerConfig::builder()
@@ -178,7 +185,7 @@ impl Renewal {
     fn renew(&self, endpoint: &Endpoint<Server>, listen: SocketAddr) {
         let renewed = certificate::identity(listen).and_then(|(identity, hash)| {
             endpoint.reload_config(server_config(listen, identity)?, false)?;
-            self.certificate.renewed(hash, SystemTime::now())
+            self.certificate.renewed(hash, wall_clock())
         });
         if renewed.is_err() {
             self.certificate.failed();
@@ -202,7 +209,7 @@ async fn serve(
         let incoming = tokio::select! {
             _ = &mut stop => break,
             _ = check.tick() => {
-                if certificate::renewal_due(renewal.certificate.made(), SystemTime::now()) {
+                if certificate::renewal_due(renewal.certificate.made(), wall_clock()) {
                     renewal.renew(&endpoint, config.listen);
                 }
                 continue;

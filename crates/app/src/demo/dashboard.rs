@@ -221,7 +221,7 @@ mod tests {
                 "https://127.0.0.1:40002/".into(),
                 rally_webtransport::CurrentCertificate::new(
                     [0xab; 32],
-                    std::time::SystemTime::now(),
+                    std::time::SystemTime::UNIX_EPOCH,
                 ),
             )),
             next_client: 3.into(),
