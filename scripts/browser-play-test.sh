@@ -7,6 +7,9 @@
 # state must show it, and it prints its figures and CPU per frame; a bad token is said on the
 # page. The demo's last lines give each gateway's datagrams and CPU per datagram.
 # Usage: scripts/browser-play-test.sh [SCREENSHOT.png]   (default target/ci/play.png)
+# PIPELINE=greedy runs the room on the greedy pipeline (default fast); PLAY_QUERY adds to the
+# page's address (docs/web.md: `worker=0`, `present=drawn`); PLAY_SECONDS (default 2) is how
+# long each visit plays before its figures are read.
 # Needs what scripts/browser-test.sh needs (Node.js with npm, Chromium; it installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,12 +19,14 @@ chromium=${CHROMIUM:-/usr/bin/chromium}
 [ -x "$chromium" ] || { echo "error: no browser at $chromium: run scripts/browser-test.sh once (it installs Debian's chromium) or set CHROMIUM" >&2; exit 1; }
 target_dir=${CARGO_TARGET_DIR:-target}
 npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error >/dev/null
-cargo build --release --locked --quiet -p rally
+# PROFILE=demo plays the `cargo demo` build instead (docs/web.md compares them).
+profile=${PROFILE:-release}
+cargo build --profile "$profile" --locked --quiet -p rally
 
 log=$(mktemp)
 demo=""
 trap '[ -z "$demo" ] || kill "$demo" 2>/dev/null || true; wait 2>/dev/null || true; rm -f "$log"' EXIT
-"$target_dir/release/rally" demo --port 0 --duration 120 >"$log" 2>&1 &
+"$target_dir/$profile/rally" demo --port 0 --duration 120 --pipeline "${PIPELINE:-fast}" >"$log" 2>&1 &
 demo=$!
 url=""
 for _ in $(seq 100); do

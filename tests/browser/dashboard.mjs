@@ -28,6 +28,10 @@ await checkPage("dashboard", async (page, url, check) => {
   check(second.phases === 5, `a bar for each tick phase (${second.phases})`);
   check(second.players >= 1, `a row for each player (${second.players})`);
   check(/mean\d/.test(second.latency.replace(/\s/g, "")), `latency figures shown (${second.latency})`);
+  // The browser's gateways are listed with their counters (the demo runs both).
+  const gateways = await page.evaluate(() => document.getElementById("host-figures").textContent);
+  check(/browser gateway \(websocket\)\d+ \/ \d+ sessions/.test(gateways) && gateways.includes("(webtransport)"),
+    `the browser gateways' counters shown (${(gateways.match(/browser gateway.*?bad input \d+/g) || []).join("; ")})`);
   // The canvas really has drawn: the table's blue covers a good share of its pixels.
   const tablePixels = await page.evaluate(() => {
     const c = document.getElementById("sandbox");

@@ -6,7 +6,7 @@
 // side (the dashboard's /api/live, the replicated state of another player) must show the hand
 // where the mouse put it. A page given a bad token must say so. Prints the page's own figures:
 // RTT, loss, the latency meter against its model, and the page's CPU per frame.
-// Usage: node play.mjs DASHBOARD_URL SCREENSHOT.png
+// Usage: node play.mjs DASHBOARD_URL SCREENSHOT.png   (PLAY_QUERY, PLAY_SECONDS: see below)
 import { checkPage } from "./page.mjs";
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -47,14 +47,19 @@ async function handNear(url, client, x, z) {
 
 // One visit: the page at `query`, which must join over `transport`, and the checks above.
 async function play(page, url, check, query, transport) {
+  // PLAY_QUERY adds to each visit's address (`worker=0`, `present=drawn`: docs/web.md).
+  const extra = process.env.PLAY_QUERY;
+  if (extra) query += `${query ? "&" : "?"}${extra}`;
   await page.goto(new URL(`play${query}`, url).href);
   const joined = await page
     .waitForFunction(() => window.rallyPlay && window.rallyPlay.phase === "joined", null, { timeout: 15000 })
     .then(() => true, () => false);
   const phase = await page.evaluate(() => window.rallyPlay.phase);
   check(joined, `the page joined the room (${phase})`);
-  const used = await page.evaluate(() => [window.rallyPlay.transport, window.rallyPlay.transportWhy]);
-  check(used[0] === transport, `the page used ${transport} (it used ${used[0]}${used[1] ? `: ${used[1]}` : ""})`);
+  const used = await page.evaluate(() => [window.rallyPlay.transport, window.rallyPlay.transportWhy,
+    window.rallyPlay.worker]);
+  check(used[0] === transport, `the page used ${transport} (it used ${used[0]}${used[1] ? `: ${used[1]}` : ""}` +
+    `${used[2] ? ", in a worker" : ", on the main thread"})`);
   const client = await page.evaluate(() => window.rallyPlay.client);
   await sleep(500);
   const share = await tableShare(page);
@@ -67,7 +72,8 @@ async function play(page, url, check, query, transport) {
     check(hand && Math.abs(hand.position[0] - x) < 0.05 && Math.abs(hand.position[2] - z) < 0.05,
       `the server shows player ${client}'s hand at (${x}, ${z}) where the mouse put it (at ${at})`);
   }
-  await sleep(2000);
+  // PLAY_SECONDS: how long the page plays before its figures are read (more samples).
+  await sleep(1000 * Number(process.env.PLAY_SECONDS || 2));
   const s = await page.evaluate(() => {
     const cpu = [...window.rallyPlay.cpuMs].sort((a, b) => a - b);
     const q = (p) => cpu[Math.min(cpu.length - 1, Math.floor(p * cpu.length))];
@@ -81,7 +87,9 @@ async function play(page, url, check, query, transport) {
   check(s.f.samples > 0 && s.f.rtt_ms > 0, `the meter measured ${s.f.samples} samples, RTT ${s.f.rtt_ms.toFixed(2)} ms`);
   console.log(`${transport}: page figures: RTT ${s.f.rtt_ms.toFixed(2)} ms, loss ${(s.f.loss * 100).toFixed(1)}%, ` +
     `latency mean ${s.f.mean_ms.toFixed(1)} p99 ${s.f.p99_ms.toFixed(1)} ms, model ${s.f.best_ms.toFixed(1)} ` +
-    `to ${s.f.worst_ms.toFixed(1)} ms, ${(s.f.within * 100).toFixed(0)}% within; ` +
+    `to ${s.f.worst_ms.toFixed(1)} ms, ${(s.f.within * 100).toFixed(0)}% within, ` +
+    `${(s.f.at_best * 100).toFixed(0)}% at most best + 1 ms (on the page's frames; ` +
+    `${(s.f.within_steady * 100).toFixed(0)}% within a steady frame's model); ` +
     `frame interval (median) ${s.frameMs.toFixed(2)} ms`);
   console.log(`${transport}: page CPU per frame over the last ${Math.min(600, s.frames)} of ${s.frames} frames: ` +
     `mean ${s.mean.toFixed(3)} p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} max ${s.max.toFixed(3)} ms; ` +

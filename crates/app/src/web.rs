@@ -136,8 +136,19 @@ mod tests {
     /// A browser's WebTransport: trusts the gateway's certificate by its hash only, as a page
     /// does with `serverCertificateHashes`.
     fn connect(rt: &Runtime, web: &Web, path: &str) -> Result<Connection, ConnectingError> {
+        let hash = web.webtransport.as_ref().unwrap().certificate_hash();
+        connect_trusting(rt, web, hash, path)
+    }
+
+    /// The same, trusting a certificate by the hash given (a page's, from its token).
+    fn connect_trusting(
+        rt: &Runtime,
+        web: &Web,
+        hash: [u8; 32],
+        path: &str,
+    ) -> Result<Connection, ConnectingError> {
         let gateway = web.webtransport.as_ref().unwrap();
-        let hash = Sha256Digest::new(gateway.certificate_hash());
+        let hash = Sha256Digest::new(hash);
         rt.block_on(async {
             let config = ClientConfig::builder()
                 .with_bind_default()
@@ -161,6 +172,28 @@ mod tests {
         while !what() {
             rt.block_on(async { tokio::time::sleep(Duration::from_millis(5)).await });
         }
+    }
+
+    #[test]
+    fn a_renewed_certificate_serves_new_sessions_and_leaves_open_ones_be() {
+        // Goal: a gateway that runs longer than its certificate's days renews it without
+        // dropping anyone: pages given the new hash connect, open sessions carry on, and the
+        // old hash is no longer accepted. Method: a real gateway told to renew now, a
+        // wtransport client trusting it by hash alone, as a page does.
+        let room = SocketAddr::from(([127, 0, 0, 1], 9));
+        let web = webtransport(room, 64, 1500);
+        let gateway = web.webtransport.as_ref().unwrap();
+        let rt = runtime();
+        let old = gateway.certificate_hash();
+        let open = connect(&rt, &web, "/").expect("the first certificate is trusted");
+        gateway.renew_now();
+        until(&rt, || gateway.certificate().renewals() == 1);
+        assert_ne!(gateway.certificate_hash(), old, "a new certificate, a new hash");
+        assert_eq!(gateway.certificate().failures(), 0);
+        assert!(connect_trusting(&rt, &web, old, "/").is_err(), "the old hash is refused");
+        let new = connect(&rt, &web, "/").expect("the new hash is trusted");
+        assert!(open.send_datagram([1u8; 8]).is_ok(), "the session opened before is open");
+        assert!(new.send_datagram([1u8; 8]).is_ok());
     }
 
     #[test]

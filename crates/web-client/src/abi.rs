@@ -290,7 +290,7 @@ pub unsafe extern "C" fn rally_phase(web: *mut Web) -> usize {
 }
 
 /// The figures as JSON at [`rally_out`] (`client`, `rtt_ms`, `loss`, `samples`, `mean_ms`,
-/// `p99_ms`, `best_ms`, `worst_ms`, `within`): its length.
+/// `p99_ms`, `best_ms`, `worst_ms`, `within`, `at_best`, `within_steady`): its length.
 ///
 /// # Safety
 /// `web` is null or a live handle.
@@ -302,7 +302,8 @@ pub unsafe extern "C" fn rally_figures(web: *mut Web) -> usize {
     let json = serde_json::json!({
         "client": f.client, "rtt_ms": f.rtt_ms, "loss": f.loss, "samples": f.samples,
         "mean_ms": f.mean_ms, "p99_ms": f.p99_ms, "best_ms": f.best_ms,
-        "worst_ms": f.worst_ms, "within": f.within,
+        "worst_ms": f.worst_ms, "within": f.within, "at_best": f.at_best,
+        "within_steady": f.within_steady,
     });
     web.say(&json.to_string())
 }

@@ -17,6 +17,9 @@ use std::time::Duration;
 
 /// Latency samples kept for the meter's figures: the newest ones.
 pub const SAMPLES_KEPT: usize = 1024;
+/// Frames (their present times) kept to judge the samples on the page's own frame clock: more
+/// than the kept samples span, since a sample takes at least a frame.
+const FRAMES_KEPT: usize = 4 * SAMPLES_KEPT;
 /// The largest datagram the endpoint writes (its MTU is smaller; this is the buffer).
 const DATAGRAM_MAX: usize = 2048;
 
@@ -50,8 +53,16 @@ pub struct Figures {
     pub best_ms: f64,
     /// The model's upper bound for the newest sample, ms.
     pub worst_ms: f64,
-    /// The share of kept samples within the model (1 ms of slack), 0 to 1.
+    /// The share of kept samples within the model on the page's own frame clock (1 ms of
+    /// slack), 0 to 1: the greedy pipeline's target is all of them. See [`judge`].
     pub within: f64,
+    /// The share of kept samples presented at most 1 ms after the model's best frame, 0 to 1:
+    /// the fast path's target is all of them.
+    pub at_best: f64,
+    /// The share within the model of a steady frame of the median interval, `best_ms` to
+    /// `worst_ms` (what `within` was before the frame clock): a browser's frames are not
+    /// steady, so this one counts a long frame as a late sample.
+    pub within_steady: f64,
 }
 
 /// The browser's player.
@@ -60,7 +71,10 @@ pub struct Player {
     session: ClientSession<HandInput, ()>,
     phase: Phase,
     frame: Duration,
-    latency: VecDeque<LatencySample>,
+    /// The kept samples, each with the time of the frame that presented it.
+    latency: VecDeque<(Instant, LatencySample)>,
+    /// The present times of the newest frames, oldest first.
+    frames: VecDeque<Instant>,
     buf: Vec<u8>,
 }
 
@@ -94,6 +108,7 @@ impl Player {
             phase: Phase::Idle,
             frame: Duration::from_micros(frame_us.into()),
             latency: VecDeque::new(),
+            frames: VecDeque::new(),
             buf: vec![0; DATAGRAM_MAX],
         })
     }
@@ -135,9 +150,6 @@ impl Player {
             // The table-tennis room sends no messages; joining shows in `figures`.
             let _: ClientEvent<()> = event;
         }
-        self.latency.extend(self.session.latency_mut().take_samples());
-        let excess = self.latency.len().saturating_sub(SAMPLES_KEPT);
-        self.latency.drain(..excess);
     }
 
     fn drain_events(&mut self, now: Instant) {
@@ -166,6 +178,15 @@ impl Player {
     /// Tells the latency meter a frame showing the newest state was presented at `now`.
     pub fn present(&mut self, now: Instant) {
         self.session.present(now);
+        // The samples this frame completed were presented now: kept with its time.
+        let samples = self.session.latency_mut().take_samples();
+        self.latency.extend(samples.into_iter().map(|s| (now, s)));
+        let excess = self.latency.len().saturating_sub(SAMPLES_KEPT);
+        self.latency.drain(..excess);
+        self.frames.push_back(now);
+        if self.frames.len() > FRAMES_KEPT {
+            self.frames.pop_front();
+        }
     }
 
     /// Each entity as `[id, x, y, z]`, interpolated at `now` where the session can.
@@ -213,7 +234,7 @@ impl Player {
         let stats = self.session.connection_stats(&self.endpoint);
         let rtt = stats.as_ref().map_or(Duration::ZERO, |s| s.rtt);
         (out.rtt_ms, out.loss) = (ms(rtt), stats.map_or(0.0, |s| s.loss));
-        let mut totals: Vec<Duration> = self.latency.iter().map(|s| s.total).collect();
+        let mut totals: Vec<Duration> = self.latency.iter().map(|(_, s)| s.total).collect();
         totals.sort_unstable();
         let (Some(tick_rate), false) = (self.session.tick_rate(), totals.is_empty()) else {
             return out;
@@ -221,16 +242,58 @@ impl Player {
         out.mean_ms = ms(totals.iter().sum::<Duration>() / totals.len() as u32);
         out.p99_ms = ms(totals[(totals.len() * 99).div_ceil(100) - 1]);
         let tick = Duration::from_secs(1) / tick_rate.max(1);
-        let model =
-            |s: &LatencySample| LatencyModel::new(s.round_trip.unwrap_or(rtt), self.frame, tick);
+        let round_trip = |s: &LatencySample| s.round_trip.unwrap_or(rtt);
+        (out.within, out.at_best) = judge(&self.latency, &self.frames, round_trip, tick);
+        let model = |s: &LatencySample| LatencyModel::new(round_trip(s), self.frame, tick);
         let slack = Duration::from_millis(1);
-        let within = self.latency.iter().filter(|s| model(s).contains(s.total, slack)).count();
-        out.within = within as f64 / self.latency.len() as f64;
-        if let Some(newest) = self.latency.back().map(model) {
+        let steady = self.latency.iter().filter(|(_, s)| model(s).contains(s.total, slack));
+        out.within_steady = steady.count() as f64 / self.latency.len() as f64;
+        if let Some(newest) = self.latency.back().map(|(_, s)| model(s)) {
             (out.best_ms, out.worst_ms) = (ms(newest.best), ms(newest.worst));
         }
         out
     }
+}
+
+/// The shares of `samples` (each with its frame's present time) within the model and at its
+/// best, judged on the page's own frame clock, `frames` (present times, oldest first), with
+/// the 1 ms of slack of docs/design.md's W2 targets.
+///
+/// The model of docs/design.md on a steady frame `F` says the state reflecting an input
+/// sampled at a frame shows on the first frame at least a round trip later (`L_best =
+/// ceil(RTT / F) * F`), or, if the server held it a tick, the first frame at least a round trip
+/// and a tick later (`L_worst`). A browser's frames are not steady (a frame drawn in software
+/// takes what its pixels take), so here those frames are found among the frames the page
+/// presented: the same model, with the real frame times in place of multiples of `F`. Samples
+/// older than the kept frames are not judged; none judged gives 0.
+fn judge<'a>(
+    samples: impl IntoIterator<Item = &'a (Instant, LatencySample)>,
+    frames: &VecDeque<Instant>,
+    round_trip: impl Fn(&LatencySample) -> Duration,
+    tick: Duration,
+) -> (f64, f64) {
+    let slack = Duration::from_millis(1);
+    // The first frame presented at or after `t`, if the page has presented one yet.
+    let frame_from = |t: Instant| frames.get(frames.partition_point(|&f| f < t)).copied();
+    let (mut judged, mut within, mut at_best) = (0usize, 0usize, 0usize);
+    for (presented, sample) in samples {
+        let sampled = Instant::from_nanos(
+            presented.as_nanos().saturating_sub(sample.total.as_nanos() as u64),
+        );
+        if frames.front().is_none_or(|&first| sampled < first) {
+            continue;
+        }
+        let back = sampled + round_trip(sample);
+        // `presented` is a frame at or after the state's arrival, so a best frame exists.
+        let best = frame_from(back).unwrap_or(*presented);
+        // No frame yet a tick after: the sample came before the worst frame could.
+        let worst = frame_from(back + tick).unwrap_or(*presented);
+        judged += 1;
+        within += usize::from(*presented + slack >= best && *presented <= worst + slack);
+        at_best += usize::from(*presented <= best + slack);
+    }
+    let share = |n: usize| if judged == 0 { 0.0 } else { n as f64 / judged as f64 };
+    (share(within), share(at_best))
 }
 
 #[cfg(test)]
@@ -251,5 +314,42 @@ mod tests {
         assert_eq!(player.poll_transmit(now), None);
         assert!(player.entities(now).is_empty());
         assert_eq!(player.figures().client, None);
+    }
+
+    fn ms(ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+
+    /// A sample presented at `presented` ms, sampled at `sampled` ms, with its round trip.
+    fn sample(sampled: u64, presented: u64, round_trip: u64) -> (Instant, LatencySample) {
+        let sample = LatencySample {
+            seq: 0,
+            total: Duration::from_millis(presented - sampled),
+            round_trip: Some(Duration::from_millis(round_trip)),
+            server_hold: Some(Duration::ZERO),
+            frame_wait: Duration::ZERO,
+        };
+        (ms(presented), sample)
+    }
+
+    #[test]
+    fn samples_are_judged_on_the_pages_own_frames() {
+        // Frames that are not steady (a slow one from 50 to 120 ms), a 10 ms tick.
+        let frames: VecDeque<Instant> = [10, 50, 120, 150, 200].map(ms).into();
+        let judge = |samples: &[(Instant, LatencySample)]| {
+            judge(samples, &frames, |s| s.round_trip.unwrap(), Duration::from_millis(10))
+        };
+        // Sampled at 50 with a 2 ms round trip: the best frame is 120, 70 ms later; a steady
+        // 50 ms frame would call it late. Shown at 150 it is a frame late.
+        assert_eq!(judge(&[sample(50, 120, 2)]), (1.0, 1.0));
+        assert_eq!(judge(&[sample(50, 150, 2)]), (0.0, 0.0));
+        // A 25 ms round trip from 120: best at 150, worst (155 ms) at 200; shown at 200 it is
+        // within but not at best.
+        assert_eq!(judge(&[sample(120, 200, 25), sample(120, 150, 25)]), (1.0, 0.5));
+        // A millisecond late is the slack, two are not; samples older than the kept frames
+        // are not judged.
+        assert_eq!(judge(&[sample(150, 201, 2)]), (1.0, 1.0));
+        assert_eq!(judge(&[sample(150, 202, 2)]), (0.0, 0.0));
+        assert_eq!(judge(&[sample(0, 50, 1)]), (0.0, 0.0));
     }
 }

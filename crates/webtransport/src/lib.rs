@@ -21,7 +21,9 @@
 //! **Certificate.** A self-signed ECDSA P-256 certificate made at start, valid for
 //! [`CERTIFICATE_DAYS`] days from then: the rules a browser sets for a certificate it trusts by
 //! its hash (`serverCertificateHashes`: ECDSA, at most 14 days), so that no certificate
-//! authority is needed on loopback or a LAN. Its SHA-256 goes to the page with its token.
+//! authority is needed on loopback or a LAN. Its SHA-256 goes to the page with its token. A
+//! gateway that runs for weeks makes a new one every [`RENEW_AFTER`] ([`certificate`]): read
+//! the hash from [`WebTransportGateway::certificate`] when a token is handed out.
 //!
 //! **Bad input** is refused and counted, never a panic: a datagram over
 //! [`GatewayConfig::frame_max`] ends its session ([`GatewayStats::oversized`]); a stream the
@@ -35,24 +37,23 @@
 //! **Threads.** One: a tokio runtime on a current thread runs every session; datagrams are
 //! small and few (a player's inputs and its snapshots), so one core is plenty.
 
+pub mod certificate;
+
+pub use certificate::{CurrentCertificate, CERTIFICATE_DAYS, RENEW_AFTER};
 use rally_driver::gateway::{room_socket, OpenSession};
 pub use rally_driver::gateway::{GatewayConfig, GatewayStats};
 use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::net::UdpSocket;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinSet;
 use wtransport::endpoint::endpoint_side::Server;
 use wtransport::endpoint::IncomingSession;
 use wtransport::error::SendDatagramError;
 use wtransport::{Connection, Endpoint, Identity, ServerConfig};
-
-/// Days the self-signed certificate is valid from start: under the 14 browsers allow for a
-/// certificate trusted by its hash.
-pub const CERTIFICATE_DAYS: u32 = 13;
 
 /// How long a session's QUIC and WebTransport handshakes may take together.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -66,7 +67,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(2);
 /// A running WebTransport gateway; dropping it closes every session.
 pub struct WebTransportGateway {
     address: SocketAddr,
-    certificate_hash: [u8; 32],
+    certificate: CurrentCertificate,
+    renew: Arc<Notify>,
     stats: Arc<GatewayStats>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -75,15 +77,9 @@ pub struct WebTransportGateway {
 impl WebTransportGateway {
     /// Makes the certificate and listens on `config.listen` (UDP).
     pub fn start(config: GatewayConfig) -> io::Result<Self> {
-        let identity = identity(config.listen)?;
-        let certificate_hash = *identity.certificate_chain().as_slice()[0].hash().as_ref();
-        let server = ServerConfig::builder()
-            .with_bind_address(config.listen)
-            .with_identity(identity)
-            .keep_alive_interval(Some(KEEP_ALIVE))
-            .max_idle_timeout(Some(IDLE_TIMEOUT))
-            .map_err(io::Error::other)?
-            .build();
+        let (identity, hash) = certificate::identity(config.listen)?;
+        let certificate = CurrentCertificate::new(hash, wall_clock());
+        let server = server_config(config.listen, identity)?;
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         // quinn binds on the runtime it is made in.
         let endpoint = {
@@ -93,11 +89,14 @@ impl WebTransportGateway {
         let address = endpoint.local_addr()?;
         let stats = Arc::new(GatewayStats::default());
         let (stop, stopped) = oneshot::channel();
+        let renew = Arc::new(Notify::new());
+        let renewing = Renewal { certificate: certificate.clone(), now: renew.clone() };
         let counted = stats.clone();
         let thread = std::thread::Builder::new()
             .name("rally-webtransport".into())
-            .spawn(move || runtime.block_on(serve(endpoint, config, counted, stopped)))?;
-        Ok(Self { address, certificate_hash, stats, stop: Some(stop), thread: Some(thread) })
+            .spawn(move || runtime.block_on(serve(endpoint, config, counted, renewing, stopped)))?;
+        let (stop, thread) = (Some(stop), Some(thread));
+        Ok(Self { address, certificate, renew, stats, stop, thread })
     }
 
     /// The URL of the first worker (`/k` after the address names worker k).
@@ -110,15 +109,27 @@ impl WebTransportGateway {
         self.address
     }
 
-    /// The SHA-256 of the certificate's DER, which the page passes as
+    /// The SHA-256 of the current certificate's DER, which the page passes as
     /// `serverCertificateHashes`.
     pub fn certificate_hash(&self) -> [u8; 32] {
-        self.certificate_hash
+        self.certificate.hash()
     }
 
     /// [`Self::certificate_hash`] in lowercase hex, as the page receives it.
     pub fn certificate_hash_hex(&self) -> String {
-        self.certificate_hash.iter().map(|b| format!("{b:02x}")).collect()
+        self.certificate.hash_hex()
+    }
+
+    /// The current certificate, shared: its hash changes at each renewal, so whoever hands
+    /// out tokens keeps this and reads the hash for each.
+    pub fn certificate(&self) -> CurrentCertificate {
+        self.certificate.clone()
+    }
+
+    /// Makes a new certificate now rather than when [`RENEW_AFTER`] says (an operator's
+    /// rotation; tests); [`CurrentCertificate::renewals`] counts it once it serves.
+    pub fn renew_now(&self) {
+        self.renew.notify_one();
     }
 
     /// The counters.
@@ -143,33 +154,70 @@ impl Drop for WebTransportGateway {
     }
 }
 
-/// The self-signed identity: ECDSA P-256 (wtransport's), named for loopback and the listening
-/// address.
-fn identity(listen: SocketAddr) -> io::Result<Identity> {
-    let mut names = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
-    if !listen.ip().is_unspecified() && !listen.ip().is_loopback() {
-        names.push(listen.ip().to_string());
-    }
-    Identity::self_signed_builder()
-        .subject_alt_names(names)
-        .from_now_utc()
-        .validity_days(CERTIFICATE_DAYS)
-        .build()
-        .map_err(io::Error::other)
+/// The wall clock, which certificates are dated on: this gateway is I/O code, as the driver is,
+/// and reads it here only (the renewal's schedule takes it as an argument).
+#[allow(clippy::disallowed_methods)]
+fn wall_clock() -> SystemTime {
+    SystemTime::now()
 }
 
-/// Accepts sessions until `stop`; then closes every connection.
+/// The server's QUIC and HTTP/3 settings with `identity`.
+fn server_config(listen: SocketAddr, identity: Identity) -> io::Result<ServerConfig> {
+    Ok(ServerConfig::builder()
+        .with_bind_address(listen)
+        .with_identity(identity)
+        .keep_alive_interval(Some(KEEP_ALIVE))
+        .max_idle_timeout(Some(IDLE_TIMEOUT))
+        .map_err(io::Error::other)?
+        .build())
+}
+
+/// What the serving loop needs to renew the certificate: where its hash is shared, and the
+/// signal to renew at once.
+struct Renewal {
+    certificate: CurrentCertificate,
+    now: Arc<Notify>,
+}
+
+impl Renewal {
+    /// A new certificate for the endpoint's new sessions; a failure is counted, the old one
+    /// serves on and the next check tries again.
+    fn renew(&self, endpoint: &Endpoint<Server>, listen: SocketAddr) {
+        let renewed = certificate::identity(listen).and_then(|(identity, hash)| {
+            endpoint.reload_config(server_config(listen, identity)?, false)?;
+            self.certificate.renewed(hash, wall_clock())
+        });
+        if renewed.is_err() {
+            self.certificate.failed();
+        }
+    }
+}
+
+/// Accepts sessions until `stop`, renewing the certificate when it is due; then closes every
+/// connection.
 async fn serve(
     endpoint: Endpoint<Server>,
     config: GatewayConfig,
     stats: Arc<GatewayStats>,
+    renewal: Renewal,
     mut stop: oneshot::Receiver<()>,
 ) {
     let config = Arc::new(config);
     let mut sessions = JoinSet::new();
+    let mut check = tokio::time::interval(certificate::RENEW_CHECK);
     loop {
         let incoming = tokio::select! {
             _ = &mut stop => break,
+            _ = check.tick() => {
+                if certificate::renewal_due(renewal.certificate.made(), wall_clock()) {
+                    renewal.renew(&endpoint, config.listen);
+                }
+                continue;
+            }
+            _ = renewal.now.notified() => {
+                renewal.renew(&endpoint, config.listen);
+                continue;
+            }
             incoming = endpoint.accept() => incoming,
         };
         while sessions.try_join_next().is_some() {}

@@ -22,11 +22,12 @@ use std::time::Duration;
 const JS: &str = "text/javascript; charset=utf-8";
 
 /// The pages, their scripts and their style.
-const FILES: [(&str, &str, &str); 8] = [
+const FILES: [(&str, &str, &str); 9] = [
     ("/play", "text/html; charset=utf-8", include_str!("static/play.html")),
     ("/play.js", JS, include_str!("static/play.js")),
     ("/play/rally-client.js", JS, include_str!("static/rally-client.js")),
     ("/play/transport.js", JS, include_str!("static/transport.js")),
+    ("/play/net-worker.js", JS, include_str!("static/net-worker.js")),
     // three.js, the subset the page uses (scripts/build-three.sh bundles it from npm).
     ("/play/three.min.js", JS, include_str!("static/three.min.js")),
     ("/", "text/html; charset=utf-8", include_str!("static/index.html")),
@@ -59,9 +60,9 @@ pub struct Play {
     pub room: SocketAddr,
     /// The WebSocket gateway's URL, told to the page with its token.
     pub gateway: String,
-    /// The WebTransport gateway's URL and its certificate's SHA-256 in hex, told to the page
-    /// with its token (`None`: the page uses the WebSocket).
-    pub webtransport: Option<(String, String)>,
+    /// The WebTransport gateway's URL and its current certificate, whose SHA-256 is told to
+    /// the page with its token (`None`: the page uses the WebSocket).
+    pub webtransport: Option<(String, rally_webtransport::CurrentCertificate)>,
     /// The client id of the next token (the bots have the ones below it).
     pub next_client: AtomicU64,
 }
@@ -193,7 +194,8 @@ fn token(play: &Play) -> (u16, &'static str, Vec<u8>) {
     );
     match issued {
         Ok(token) => {
-            let (url, hash) = play.webtransport.clone().unzip();
+            // Read per token: the gateway renews its certificate while it runs.
+            let (url, hash) = play.webtransport.as_ref().map(|(u, c)| (u, c.hash_hex())).unzip();
             let json = serde_json::json!({
                 "token": crate::token::token_to_hex(&token),
                 "gateway": play.gateway,
@@ -215,7 +217,13 @@ mod tests {
             key: rally_driver::backend::random_key().unwrap(),
             room: SocketAddr::from(([127, 0, 0, 1], 40000)),
             gateway: "ws://127.0.0.1:40001/".into(),
-            webtransport: Some(("https://127.0.0.1:40002/".into(), "ab".repeat(32))),
+            webtransport: Some((
+                "https://127.0.0.1:40002/".into(),
+                rally_webtransport::CurrentCertificate::new(
+                    [0xab; 32],
+                    std::time::SystemTime::UNIX_EPOCH,
+                ),
+            )),
             next_client: 3.into(),
         }
     }

@@ -3,11 +3,13 @@
 
 use super::bots::{BotReport, EntityView};
 use super::table::{Roles, TABLE_HALF, TABLE_TOP};
+use rally_driver::gateway::GatewayStats;
 use rally_driver::host::telemetry::ROOM_SCOPES;
 use rally_driver::host::HostReport;
 use rally_engine::{LatencyModel, LatencySample};
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// How far back the latency histogram looks.
@@ -48,6 +50,53 @@ pub struct View {
     pub sandbox: SandboxView,
     /// What serving this dashboard costs the demo, percent of one core.
     pub dashboard_cpu_percent: f64,
+    /// The browser's gateways (WebTransport, WebSocket): what they carried and refused.
+    pub gateways: Vec<GatewayView>,
+}
+
+/// One browser gateway's counters since the demo started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GatewayView {
+    /// `webtransport` or `websocket`.
+    pub transport: &'static str,
+    /// Sessions opened, and open now.
+    pub sessions: u64,
+    /// Sessions open now.
+    pub open: u64,
+    /// Datagrams carried to the room.
+    pub to_room: u64,
+    /// Datagrams carried to the pages.
+    pub to_browser: u64,
+    /// Bad input and limits, each counted: sessions refused, datagrams over the size limit,
+    /// what is not a datagram, datagrams the page's path could not take, sessions broken.
+    pub refused: u64,
+    /// See [`Self::refused`].
+    pub oversized: u64,
+    /// See [`Self::refused`].
+    pub garbage: u64,
+    /// See [`Self::refused`].
+    pub too_large: u64,
+    /// See [`Self::refused`].
+    pub broken: u64,
+}
+
+impl GatewayView {
+    /// The counters of the gateway for `transport`, read now.
+    pub fn new(transport: &'static str, s: &GatewayStats) -> Self {
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Self {
+            transport,
+            sessions: n(&s.sessions),
+            open: n(&s.open),
+            to_room: n(&s.to_room),
+            to_browser: n(&s.to_browser),
+            refused: n(&s.refused),
+            oversized: n(&s.oversized),
+            garbage: n(&s.garbage),
+            too_large: n(&s.too_large),
+            broken: n(&s.broken),
+        }
+    }
 }
 
 /// One phase of the room's tick.
@@ -252,6 +301,11 @@ impl Live {
     pub fn set_dashboard_cpu(&mut self, percent: f64) {
         self.view.dashboard_cpu_percent = percent;
     }
+
+    /// Sets the browser gateways' counters.
+    pub fn set_gateways(&mut self, gateways: Vec<GatewayView>) {
+        self.view.gateways = gateways;
+    }
 }
 
 /// The histogram of `samples` and how they sit against the model of their own round trips.
@@ -380,5 +434,19 @@ mod tests {
         let mut live = Live::new(120, "fast", 1);
         live.bot(0.0, BotReport { bot: 5, samples: vec![sample(9, 1)], ..BotReport::default() });
         assert_eq!(live.view(0.1, &Roles::default()).latency.samples, 0);
+    }
+
+    #[test]
+    fn the_browser_gateways_counters_reach_the_dashboards_json() {
+        let stats = GatewayStats::default();
+        GatewayStats::count(&stats.to_room);
+        GatewayStats::count(&stats.garbage);
+        let mut live = Live::new(120, "fast", 3);
+        live.set_gateways(vec![GatewayView::new("websocket", &stats)]);
+        let json = serde_json::to_value(live.view(1.0, &Roles::default())).unwrap();
+        let gateway = &json["gateways"][0];
+        assert_eq!(gateway["transport"], "websocket");
+        assert_eq!((gateway["to_room"].as_u64(), gateway["garbage"].as_u64()), (Some(1), Some(1)));
+        assert_eq!(gateway["refused"].as_u64(), Some(0));
     }
 }

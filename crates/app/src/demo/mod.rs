@@ -185,7 +185,8 @@ pub fn run(args: &DemoArgs) -> Result<(), Box<dyn Error>> {
     }
     drop(reports);
     let scene_stats = scene.is_some().then_some(&*scene_stats);
-    let collector = Collector { live, host: &host, scene: scene_stats };
+    let web = gateway.as_ref().map_or_else(Vec::new, |g| g.stats());
+    let collector = Collector { live, host: &host, scene: scene_stats, web };
     collector.run(&received, &roles, dashboard.as_ref().map(|_| &*shared), args.duration, &stop);
     stop.store(true, Ordering::Relaxed);
     let mut failures = Vec::new();
@@ -231,7 +232,7 @@ fn start_play(
     });
     let web = web.map_err(|e| format!("the browser's gateway cannot listen: {e}"))?;
     let websocket = web.websocket.as_ref().map(|g| g.url()).unwrap_or_default();
-    let webtransport = web.webtransport.as_ref().map(|g| (g.url(), g.certificate_hash_hex()));
+    let webtransport = web.webtransport.as_ref().map(|g| (g.url(), g.certificate()));
     let play = dashboard::Play {
         key: key.clone(),
         room: address,
@@ -273,6 +274,8 @@ struct Collector<'a> {
     host: &'a Host,
     /// A scene demo's players' figures (grabs and releases instead of serves and hits).
     scene: Option<&'a Mutex<rally_scene::SceneStats>>,
+    /// The browser's gateways' counters (none without the page).
+    web: crate::web::WebStats,
 }
 
 impl Collector<'_> {
@@ -313,6 +316,8 @@ impl Collector<'_> {
                 let percent =
                     (cpu - cpu_at_window) as f64 / window_start.elapsed().as_micros() as f64;
                 self.live.set_dashboard_cpu(percent * 100.0);
+                let gateways = self.web.iter().map(|(t, s)| live::GatewayView::new(t, s));
+                self.live.set_gateways(gateways.collect());
                 (cpu_at_window, window_start) = (cpu, Instant::now());
             }
             let mut roles = table::lock(roles).clone();

@@ -185,9 +185,11 @@ fn start_web(
         let days = rally_webtransport::CERTIFICATE_DAYS;
         tracing::info!(url = %g.url(), certificate_sha256 = %hash, valid_days = days,
             "web: WebTransport gateway listening (/k: worker k)");
+        // Written again at each renewal (every rally_webtransport::RENEW_AFTER).
         let file = &config.web.certificate_hash_file;
         if !file.is_empty() {
-            std::fs::write(file, hash + "\n")
+            g.certificate()
+                .write_to(file)
                 .map_err(|e| format!("web.certificate_hash_file {file}: {e}"))?;
         }
     }

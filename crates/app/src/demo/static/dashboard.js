@@ -285,6 +285,10 @@ function drawPhases(view) {
     ["overruns", String(overruns)],
     ["connections", String(view.connections)],
     ["dashboard CPU", `${fmt(view.dashboard_cpu_percent, 2)}%`],
+    // The browser's gateways: sessions open / opened, datagrams both ways, and bad input.
+    ...(view.gateways || []).map((g) => [`browser gateway (${g.transport})`,
+      `${g.open} / ${g.sessions} sessions, ${g.to_room} / ${g.to_browser} datagrams in / out; ` +
+      `bad input ${g.refused + g.oversized + g.garbage + g.too_large + g.broken}`]),
     ["bars", "mean, p99 line"],
   ]);
 }

@@ -3,21 +3,28 @@
 // `?transport=ws`. Each datagram is one Rally datagram either way (the gateways carry them to
 // the room over UDP), so the client session above does not know which it has.
 //
-//   const t = await openTransport(info, { onDatagram, onOpen, onClose });
+// The page runs the transport in a Web Worker (net-worker.js, `openTransportInWorker`) so that
+// a slow frame on the page's main thread cannot hold the socket: the worker stamps each
+// datagram with the moment it arrived, on the page's clock, and the session takes that time
+// whenever the main thread gets to it. `openTransport` runs it where it is called (the worker,
+// or the page with `?worker=0`).
+//
+//   const t = await openTransport(info, { onDatagram, onOpen, onClose, forced });
 //   t.kind   // "webtransport" or "websocket"
 //   t.send(bytes); t.close();
 //
 // `info` is `/play/token`'s reply: `gateway` (the WebSocket's URL), and `webtransport` with
 // `certificate_hash` (the gateway's URL and its self-signed certificate's SHA-256 in hex, or
-// null). `onDatagram(bytes)` gets each datagram as a Uint8Array; `onOpen(kind, why)` is called
-// once, with why WebTransport was not used (null when it was); `onClose(reason)` once, when
-// the transport closes for any reason after it opened. Rejects when neither opens.
+// null). `onDatagram(bytes, at)` gets each datagram as a Uint8Array and its arrival time
+// (`performance.now()` where the socket is); `onOpen(kind, why)` is called once, with why
+// WebTransport was not used (null when it was); `onClose(reason)` once, when the transport
+// closes for any reason after it opened. `forced` is the page's `?transport=` ("ws" turns
+// WebTransport off). Rejects when neither opens.
 
 // How long WebTransport may take to open before the page falls back.
 const WEBTRANSPORT_WAIT_MS = 3000;
 
-export async function openTransport(info, { onDatagram, onOpen, onClose }) {
-  const forced = new URLSearchParams(location.search).get("transport");
+export async function openTransport(info, { onDatagram, onOpen, onClose, forced }) {
   let why = null;
   if (forced === "ws") why = "WebTransport turned off (?transport=ws)";
   else if (typeof WebTransport === "undefined") why = "this browser has no WebTransport";
@@ -69,7 +76,7 @@ async function openWebTransport(info, onDatagram, onClose) {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) return;
-      onDatagram(value);
+      onDatagram(value, performance.now());
     }
   })().catch(() => {});
   return {
@@ -87,11 +94,35 @@ async function openWebSocket(url, onDatagram, onClose) {
     socket.onopen = ok;
     socket.onerror = () => fail(new Error(`the gateway at ${url} did not answer`));
   });
-  socket.onmessage = (m) => onDatagram(new Uint8Array(m.data));
+  socket.onmessage = (m) => onDatagram(new Uint8Array(m.data), performance.now());
   socket.onclose = () => onClose("the gateway closed the connection");
   return {
     kind: "websocket",
     send: (bytes) => { if (socket.readyState === WebSocket.OPEN) socket.send(bytes); },
     close: () => socket.close(),
   };
+}
+
+// The same transport, run in a Web Worker (net-worker.js): the same handlers, called on the
+// page's thread, with each datagram's arrival time converted to the page's clock (a worker's
+// `performance.now()` counts from its own origin). Sends cross to the worker as transferred
+// buffers. Rejects as `openTransport` does.
+export function openTransportInWorker(info, { onDatagram, onOpen, onClose, forced }) {
+  const worker = new Worker("/play/net-worker.js", { type: "module" });
+  return new Promise((ok, fail) => {
+    worker.onerror = (e) => fail(new Error(`the network worker failed: ${e.message || "no reason given"}`));
+    worker.onmessage = ({ data: m }) => {
+      if (m.datagram) onDatagram(m.datagram, m.at);
+      else if (m.opened) {
+        onOpen(m.opened, m.why);
+        ok({
+          kind: m.opened,
+          send: (bytes) => worker.postMessage({ send: bytes }, [bytes.buffer]),
+          close: () => worker.postMessage({ close: true }),
+        });
+      } else if (m.closed) onClose(m.closed);
+      else if (m.failed) fail(new Error(m.failed));
+    };
+    worker.postMessage({ open: info, forced, origin: performance.timeOrigin });
+  });
 }
