@@ -414,9 +414,10 @@ pub struct Room<S: Simulation> {
     phase: Option<Phase>,
     /// Reused each tick: each entity's replication weight, parallel to the newest snapshot.
     weights: Vec<f32>,
-    /// Last tick's unquantized states, parallel to its snapshot, and a buffer for this tick's.
-    raw: Vec<EntityState>,
-    raw_next: Vec<EntityState>,
+    /// Last tick's unquantized states as bits, parallel to its snapshot, and a buffer for this
+    /// tick's.
+    raw: Vec<StateBits>,
+    raw_next: Vec<StateBits>,
     /// The last `views_kept` snapshots, with change ticks: the baselines of complete views. The
     /// world is quantized straight into it; its newest is the room's snapshot.
     history: SnapshotHistory,
@@ -1131,19 +1132,19 @@ impl<S: Simulation> Room<S> {
             // bit-for-bit unchanged keeps its code (and its change tick) without quantizing.
             let mut j = 0;
             for (id, entity) in world.iter() {
-                let state = entity_state(id, entity);
-                while raw.get(j).is_some_and(|r| r.id < id) {
+                let bits = state_bits(id, entity);
+                while raw.get(j).is_some_and(|r| r[0] < id) {
                     j += 1;
                 }
-                let same = raw.get(j).is_some_and(|old| *old == state);
+                let same = raw.get(j).is_some_and(|old| same_bits(old, &bits));
                 let pushed = match next.previous().get(j) {
                     Some(code) if same && code.id == id => next.keep(j),
-                    _ => next.push(config.snapshot.quantize(&state)),
+                    _ => next.push(config.snapshot.quantize(&entity_state(id, entity))),
                 };
                 // Ids ascend and the world holds at most entities_max.
                 debug_assert!(pushed.is_ok(), "world ids out of order");
                 weights.push(entity.priority);
-                raw_next.push(state);
+                raw_next.push(bits);
             }
         });
         debug_assert!(pushed.is_ok(), "snapshot history refused tick {tick}");
@@ -1168,6 +1169,27 @@ impl<S: Simulation> Room<S> {
     pub fn next_deadline(&self) -> Option<Instant> {
         self.requests.earliest()
     }
+}
+
+/// An entity's id and state as bits ([`entity_state`]'s fields, in order): equal bits quantize
+/// to equal codes. Comparing bits rather than floats costs a few vector compares, and errs only
+/// towards quantizing again (-0.0 against 0.0), never towards keeping a code that moved.
+type StateBits = [u32; 14];
+
+#[inline(always)]
+fn state_bits(id: crate::EntityId, entity: &crate::Entity) -> StateBits {
+    let [px, py, pz] = entity.transform.position.to_array().map(f32::to_bits);
+    let [rx, ry, rz, rw] = entity.transform.rotation.to_array().map(f32::to_bits);
+    let [lx, ly, lz] = entity.linear_velocity.to_array().map(f32::to_bits);
+    let [ax, ay, az] = entity.angular_velocity.to_array().map(f32::to_bits);
+    [id, px, py, pz, rx, ry, rz, rw, lx, ly, lz, ax, ay, az]
+}
+
+/// Whether `a` and `b` are the same bits: or-ing their differences lets the compiler compare
+/// them in a few vector instructions, where `==` on arrays calls `memcmp`.
+#[inline(always)]
+fn same_bits(a: &StateBits, b: &StateBits) -> bool {
+    a.iter().zip(b).fold(0, |differ, (x, y)| differ | (x ^ y)) == 0
 }
 
 /// An entity as the wire layer sees it.
