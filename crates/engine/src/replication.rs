@@ -57,6 +57,8 @@ pub(crate) struct Replicator {
     views: Vec<View>,
     next: usize,
     acked: Option<u32>,
+    /// The ring slot of the acknowledged view, while `acked` is some.
+    acked_slot: usize,
     /// Accumulated priority of entities with changes not yet sent.
     priority: HashMap<u32, f32>,
     /// Scratch: (priority, index in the room snapshot, estimated bytes) of candidates.
@@ -84,6 +86,7 @@ impl Replicator {
             views: (0..views.max(2)).map(|_| View::default()).collect(),
             next: 0,
             acked: None,
+            acked_slot: 0,
             priority: HashMap::new(),
             candidates: Vec::new(),
             chosen: Vec::new(),
@@ -97,8 +100,9 @@ impl Replicator {
         if self.acked.is_some_and(|a| !seq32_newer(tick, a)) {
             return;
         }
-        if self.views.iter().any(|v| v.used && v.tick == tick) {
+        if let Some(slot) = self.find(tick) {
             self.acked = Some(tick);
+            self.acked_slot = slot;
         }
         self.assert_baseline_held();
     }
@@ -121,10 +125,19 @@ impl Replicator {
         }
     }
 
+    /// The ring slot of the view of `tick`, newest first: acks name recent views, so this
+    /// takes a look or two where a walk from the ring's start took half the ring.
+    fn find(&self, tick: u32) -> Option<usize> {
+        let n = self.views.len();
+        let newest_first = (1..=n).map(|back| (self.next + n - back) % n);
+        newest_first.into_iter().find(|&i| self.views[i].used && self.views[i].tick == tick)
+    }
+
     /// What the next snapshot is a delta against.
     pub(crate) fn baseline(&self) -> Baseline {
         let Some(tick) = self.acked else { return Baseline::Nothing };
-        match self.views.iter().find(|v| v.used && v.tick == tick) {
+        // `advance` forgets the ack when it reuses the slot, so the slot still holds the view.
+        match self.views.get(self.acked_slot).filter(|v| v.used && v.tick == tick) {
             Some(view) if view.complete => Baseline::Room(tick),
             Some(_) => Baseline::Own(tick),
             None => Baseline::Nothing,

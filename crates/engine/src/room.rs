@@ -424,9 +424,10 @@ pub struct Room<S: Simulation> {
     phase: Option<Phase>,
     /// Reused each tick: each entity's replication weight, parallel to the newest snapshot.
     weights: Vec<f32>,
-    /// Last tick's unquantized states, parallel to its snapshot, and a buffer for this tick's.
-    raw: Vec<EntityState>,
-    raw_next: Vec<EntityState>,
+    /// Last tick's unquantized states as bits, parallel to its snapshot, and a buffer for this
+    /// tick's.
+    raw: Vec<StateBits>,
+    raw_next: Vec<StateBits>,
     /// The last `views_kept` snapshots, with change ticks: the baselines of complete views. The
     /// world is quantized straight into it; its newest is the room's snapshot.
     history: SnapshotHistory,
@@ -1134,30 +1135,51 @@ impl<S: Simulation> Room<S> {
     fn quantize(&mut self) {
         let Self { world, weights, history, raw, raw_next, config, tick, .. } = self;
         weights.clear();
-        raw_next.clear();
+        // While every entity so far sits at its own index in `raw` (no spawn or despawn yet),
+        // `raw` is updated in place, only where a state moved; from the first that does not,
+        // this tick's states are gathered in `raw_next` instead.
+        let (mut in_place, mut len) = (true, 0);
         // Ticks only increase (wrapping), so the push cannot fail.
         let pushed = history.push_with(*tick, |next| {
             // Last tick's states, parallel to the newest snapshot: an entity whose state is
             // bit-for-bit unchanged keeps its code (and its change tick) without quantizing.
             let mut j = 0;
-            for (id, entity) in world.iter() {
-                let state = entity_state(id, entity);
-                while raw.get(j).is_some_and(|r| r.id < id) {
+            for (k, (id, entity)) in world.iter().enumerate() {
+                let bits = state_bits(id, entity);
+                while raw.get(j).is_some_and(|r| r[0] < id) {
                     j += 1;
                 }
-                let same = raw.get(j).is_some_and(|old| *old == state);
+                let same = raw.get(j).is_some_and(|old| same_bits(old, &bits));
                 let pushed = match next.previous().get(j) {
                     Some(code) if same && code.id == id => next.keep(j),
-                    _ => next.push(config.snapshot.quantize(&state)),
+                    _ => next.push(config.snapshot.quantize(&entity_state(id, entity))),
                 };
                 // Ids ascend and the world holds at most entities_max.
                 debug_assert!(pushed.is_ok(), "world ids out of order");
                 weights.push(entity.priority);
-                raw_next.push(state);
+                len = k + 1;
+                if in_place && j == k && raw.get(k).is_some_and(|r| r[0] == id) {
+                    if !same {
+                        raw[k] = bits;
+                    }
+                    continue;
+                }
+                if in_place {
+                    // Entities before this one are in place already (the rest of `raw` is
+                    // last tick's, still read above: `j` never goes back below `k`).
+                    in_place = false;
+                    raw_next.clear();
+                    raw_next.extend_from_slice(&raw[..k]);
+                }
+                raw_next.push(bits);
             }
         });
         debug_assert!(pushed.is_ok(), "snapshot history refused tick {tick}");
-        std::mem::swap(raw, raw_next);
+        if in_place {
+            raw.truncate(len);
+        } else {
+            std::mem::swap(raw, raw_next);
+        }
     }
 
     /// Hands every queued message to `endpoint` now. `tick` does this in its last phase; call
@@ -1178,6 +1200,27 @@ impl<S: Simulation> Room<S> {
     pub fn next_deadline(&self) -> Option<Instant> {
         self.requests.earliest()
     }
+}
+
+/// An entity's id and state as bits ([`entity_state`]'s fields, in order): equal bits quantize
+/// to equal codes. Comparing bits rather than floats costs a few vector compares, and errs only
+/// towards quantizing again (-0.0 against 0.0), never towards keeping a code that moved.
+type StateBits = [u32; 14];
+
+#[inline(always)]
+fn state_bits(id: crate::EntityId, entity: &crate::Entity) -> StateBits {
+    let [px, py, pz] = entity.transform.position.to_array().map(f32::to_bits);
+    let [rx, ry, rz, rw] = entity.transform.rotation.to_array().map(f32::to_bits);
+    let [lx, ly, lz] = entity.linear_velocity.to_array().map(f32::to_bits);
+    let [ax, ay, az] = entity.angular_velocity.to_array().map(f32::to_bits);
+    [id, px, py, pz, rx, ry, rz, rw, lx, ly, lz, ax, ay, az]
+}
+
+/// Whether `a` and `b` are the same bits: or-ing their differences lets the compiler compare
+/// them in a few vector instructions, where `==` on arrays calls `memcmp`.
+#[inline(always)]
+fn same_bits(a: &StateBits, b: &StateBits) -> bool {
+    a.iter().zip(b).fold(0, |differ, (x, y)| differ | (x ^ y)) == 0
 }
 
 /// An entity as the wire layer sees it.
@@ -1239,6 +1282,52 @@ mod tests {
     /// Fast-path messages queued so far.
     fn fast_messages(room: &Room<Inert>) -> usize {
         room.outbox.queue.iter().filter(|(_, channel, _)| *channel == FAST).count()
+    }
+
+    #[test]
+    fn each_snapshot_is_the_world_quantized_afresh_across_moves_spawns_and_despawns() {
+        // Goal: however the world changed since the last tick, the tick's snapshot holds each
+        // entity's code as quantizing it afresh gives (kept codes of unmoved entities too).
+        // Method: quantize tick by tick through moves, a despawn in the middle, a spawn at the
+        // end and one that empties the world's tail, and compare with `quantize` of each.
+        let mut room = room(RoomConfig::default());
+        let at = |x: f32| {
+            crate::Entity::at(crate::Transform {
+                position: glam::Vec3::X * x,
+                ..crate::Transform::IDENTITY
+            })
+        };
+        let ids: Vec<_> = (1..6).map(|x| room.world_mut().spawn(at(x as f32)).unwrap()).collect();
+        let step = |room: &mut Room<Inert>, change: &dyn Fn(&mut World)| {
+            change(room.world_mut());
+            room.tick = room.tick.wrapping_add(1);
+            room.quantize();
+            let config = &room.config.snapshot;
+            let fresh: Vec<_> =
+                room.world.iter().map(|(id, e)| config.quantize(&entity_state(id, e))).collect();
+            assert_eq!(newest(&room.history).entities(), &fresh[..]);
+        };
+        step(&mut room, &|_| {});
+        step(&mut room, &|w| w.get_mut(ids[3]).unwrap().transform.position.y = 2.0);
+        // A despawn in the middle, and a move after it, on the same tick.
+        step(&mut room, &|w| {
+            w.despawn(ids[1]).unwrap();
+            w.get_mut(ids[4]).unwrap().linear_velocity.z = 1.5;
+        });
+        // Back where they were: a stale state kept for either would keep its moved code.
+        step(&mut room, &|w| {
+            w.get_mut(ids[4]).unwrap().linear_velocity.z = 0.0;
+            w.get_mut(ids[3]).unwrap().transform.position.y = 0.0;
+        });
+        step(&mut room, &|w| {
+            w.spawn(at(9.0)).unwrap();
+        });
+        step(&mut room, &|w| w.get_mut(ids[2]).unwrap().transform.position.x = -3.0);
+        // The newest entity goes: the world's tail shrinks.
+        step(&mut room, &|w| {
+            w.despawn(w.iter().last().unwrap().0).unwrap();
+        });
+        step(&mut room, &|w| w.get_mut(ids[2]).unwrap().transform.position.x = 3.0);
     }
 
     #[test]

@@ -75,6 +75,19 @@ impl SentPackets {
         seq
     }
 
+    /// Of an ack's `bits` (bit `i` names packet `ack - 1 - i`), those naming a packet that may
+    /// still be in flight: none older than `oldest` is.
+    pub(crate) fn bits_maybe_in_flight(&self, ack: u16, bits: u32) -> u32 {
+        // Packets from `oldest` up to `ack`, `ack` excluded (an `ack` older than `oldest`
+        // wraps to a large span: every bit is kept, and the look-ups find nothing).
+        let span = ack.wrapping_sub(self.oldest);
+        if span >= 32 {
+            bits
+        } else {
+            bits & ((1u32 << span) - 1)
+        }
+    }
+
     /// Takes packet `seq` out of flight, if it still was, as acked (counting it delivered) or
     /// lost, and returns it.
     pub(crate) fn take_in_flight(&mut self, seq: u16, acked: bool) -> Option<&mut SentPacket> {
@@ -260,6 +273,30 @@ impl RttEstimator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ack_bits_below_the_oldest_packet_in_flight_are_skipped_and_the_rest_kept() {
+        // Goal: of an ack's bits, only those naming a packet that may still be in flight are
+        // looked at; every packet in flight keeps its bit, across the sequence wrap. Method:
+        // send, ack the older ones, move `oldest` on, and mask a full field.
+        let t = Instant::ZERO;
+        for start in [0u16, u16::MAX - 3] {
+            let mut sent = SentPackets::new();
+            sent.next_seq = start;
+            sent.oldest = start;
+            let seqs: Vec<u16> = (0..6).map(|_| sent.record(t, 100, &mut Vec::new())).collect();
+            for &seq in &seqs[..3] {
+                sent.take_in_flight(seq, true);
+            }
+            sent.in_flight_before(seqs[5], &mut Vec::new());
+            // Acking packet 5: bit i names packet 4 - i; 3 and 4 are in flight, 0..3 are not.
+            let bits = sent.bits_maybe_in_flight(seqs[5], u32::MAX);
+            assert_eq!(bits, 0b11, "start {start}");
+            // An ack older than every packet in flight keeps its bits (the look-ups find none).
+            let stale = sent.bits_maybe_in_flight(seqs[1], 0b1);
+            assert_eq!(stale, 0b1, "start {start}");
+        }
+    }
 
     #[test]
     fn received_bits_track_gaps_and_duplicates() {

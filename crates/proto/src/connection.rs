@@ -575,9 +575,15 @@ impl Connection {
     /// sample; packets in flight sent before the newest acked one are lost.
     fn handle_acks(&mut self, now: Instant, acks: &Acks) {
         let ack_delay = Duration::from_micros(u64::from(acks.delay) * 8);
-        let acked = std::iter::once(acks.ack).chain(
-            (0..32).filter(|i| acks.bits & (1 << i) != 0).map(|i| acks.ack.wrapping_sub(1 + i)),
-        );
+        // Bit `i` names packet `ack - 1 - i`; only those that may still be in flight are
+        // looked at, in that order (a steady flow's acks repeat 32 packets acked long ago).
+        let mut bits = self.sent.bits_maybe_in_flight(acks.ack, acks.bits);
+        let named = std::iter::from_fn(move || {
+            let i = (bits != 0).then(|| bits.trailing_zeros() as u16)?;
+            bits &= bits - 1;
+            Some(acks.ack.wrapping_sub(1 + i))
+        });
+        let acked = std::iter::once(acks.ack).chain(named);
         for seq in acked {
             let Some(packet) = self.sent.take_in_flight(seq, true) else { continue };
             let (sent_at, delivered_before) = (packet.sent_at, packet.delivered_at_send);

@@ -470,12 +470,13 @@ impl Endpoint {
         }
     }
 
-    /// Recomputes the deadlines of touched slots.
-    fn settle(&mut self) {
+    /// Recomputes the deadlines of touched slots at `now` (a slot due already joins the due
+    /// queue).
+    fn settle(&mut self, now: Instant) {
         let touched = self.schedule.take_touched();
         for &slot in &touched {
             let deadline = self.slot_deadline(slot);
-            self.schedule.set(slot, deadline);
+            self.schedule.set_at(slot, deadline, now);
         }
         self.schedule.return_touched(touched);
     }
@@ -529,9 +530,8 @@ impl Endpoint {
     /// Takes one datagram from `from`. Anything malformed or unexpected is counted and
     /// dropped; a connection whose peer breaks the protocol is closed with `PeerMisbehaved`.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
-        self.receive(now, from, bytes);
         // The slot the datagram concerned (new, if it opened one) needs a look.
-        if let Some(slot) = self.by_peer.get(&from).copied() {
+        if let Some(slot) = self.receive(now, from, bytes) {
             self.touch(slot);
         }
         self.debug_assert_within_limits();
@@ -548,7 +548,9 @@ impl Endpoint {
         debug_assert!(self.tokens_used.len() <= tokens_max, "tokens past their table");
     }
 
-    fn receive(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) {
+    /// Takes one datagram; returns the slot of its peer after it (one the datagram opened, or
+    /// none if it closed it).
+    fn receive(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) -> Option<usize> {
         self.datagram_len = bytes.len();
         let slot = self.by_peer.get(&from).copied();
         // Strangers are rate limited before anything else; a peer's packets are not, since a
@@ -556,23 +558,26 @@ impl Endpoint {
         if slot.is_none() {
             let verdict = self.packet_limiter.check(from, now);
             if !self.admit(verdict) {
-                return;
+                return None;
             }
         }
         let packet = match self.observer.scope(Stage::Decode, || Packet::decode(bytes)) {
             Ok(packet) => packet,
             Err(_) => {
                 self.stats.malformed += 1;
-                return;
+                return slot;
             }
         };
         match packet {
+            // A data packet keeps its peer's slot (an attempt it opens stays where it was):
+            // the common case needs no second look-up.
             Packet::Data { header, frames } => {
                 let header_len = bytes.len() - frames.len();
                 match slot {
                     Some(index) => self.handle_data(now, index, bytes, header, header_len),
                     None => self.stats.unknown_peer += 1,
                 }
+                return slot;
             }
             Packet::Disconnect { reason } => match slot.map(|i| (i, &mut self.slots[i])) {
                 // Only the handshake takes a plaintext disconnect from a sealed peer (its
@@ -614,6 +619,8 @@ impl Endpoint {
                 }
             }
         }
+        // A handshake packet may have opened or closed the peer's slot.
+        self.by_peer.get(&from).copied()
     }
 
     /// A data packet from the peer of slot `index`: opened if the connection is sealed; on a
@@ -882,7 +889,7 @@ impl Endpoint {
     /// Advances timers: handshake timeouts and each connection's idle timeout. Only slots whose
     /// deadline has come are visited.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.settle();
+        self.settle(now);
         self.schedule.collect_due(now);
         let mut due = std::mem::take(&mut self.scratch_slots);
         due.clear();
@@ -948,7 +955,7 @@ impl Endpoint {
             let len = packet.encode(buf).ok()?;
             return Some(Transmit { destination, len });
         }
-        self.settle();
+        self.settle(now);
         self.schedule.collect_due(now);
         while let Some(index) = self.schedule.next_due() {
             if let Some(transmit) = self.transmit_slot(index, now, buf) {

@@ -109,6 +109,25 @@ impl Schedule {
         self.drop_stale();
     }
 
+    /// [`Schedule::set`], knowing it is `now`: a deadline already come puts the slot straight
+    /// into the due queue (where [`Schedule::collect_due`] would move it at once), without a
+    /// trip through the heap. A slot that sends every tick comes due this way each time.
+    pub(crate) fn set_at(&mut self, slot: usize, deadline: Option<Instant>, now: Instant) {
+        let state = self.state(slot);
+        if state.due || state.deadline == deadline {
+            return;
+        }
+        if deadline.is_some_and(|at| at <= now) {
+            // Its entry in the heap, if any, is stale from here on.
+            state.deadline = None;
+            state.due = true;
+            self.due.push_back(slot);
+            self.drop_stale();
+            return;
+        }
+        self.set(slot, deadline);
+    }
+
     /// Forgets `slot` (freed): it leaves the due queue and its deadline goes.
     pub(crate) fn forget(&mut self, slot: usize) {
         let state = self.state(slot);
@@ -216,6 +235,22 @@ mod tests {
         assert_eq!((s.leave(), s.leave()), (Some(1), Some(0)));
         s.set(1, Some(at(50)));
         assert_eq!(s.earliest(), Some(at(50)));
+    }
+
+    #[test]
+    fn a_deadline_already_come_joins_the_due_queue_at_once_and_leaves_nothing_stale() {
+        // Goal: `set_at` with a deadline at or before `now` makes the slot due without
+        // `collect_due`, and its earlier heap entry never brings it back twice.
+        let mut s = Schedule::default();
+        s.set(0, Some(at(20)));
+        s.set_at(0, Some(at(5)), at(10));
+        s.set_at(1, Some(at(30)), at(10));
+        assert_eq!(s.next_due(), Some(0));
+        assert_eq!(s.earliest(), Some(Instant::ZERO));
+        assert_eq!(s.leave(), Some(0));
+        s.collect_due(at(25));
+        assert_eq!(s.next_due(), None, "slot 0's entry for 20 ms was stale");
+        assert_eq!(s.earliest(), Some(at(30)));
     }
 
     #[test]

@@ -48,7 +48,7 @@ struct Hosted<S: Simulation> {
 pub(super) struct Rooms<G: Game> {
     worker: usize,
     rooms: BTreeMap<u64, Hosted<G::Simulation>>,
-    routes: HashMap<ConnectionHandle, u64>,
+    routes: Routes,
     /// Rooms by their next tick (stale entries are skipped).
     schedule: BinaryHeap<Reverse<(Instant, u64)>>,
     game: Arc<G>,
@@ -124,7 +124,7 @@ impl<G: Game> Rooms<G> {
         Rooms {
             worker,
             rooms: BTreeMap::new(),
-            routes: HashMap::new(),
+            routes: Routes::default(),
             schedule: BinaryHeap::new(),
             game,
             config,
@@ -168,27 +168,34 @@ impl<G: Game> Rooms<G> {
         match event {
             Event::Connected => self.route(endpoint, handle, now),
             Event::Message { channel, payload } => {
-                let Some(&id) = self.routes.get(&handle) else { return };
+                let Some(id) = self.routes.get(handle) else { return };
                 // One message in `INGEST_SAMPLING` is timed, for that many: two clock reads per
                 // message would cost more than most messages' ingest.
                 let timed = self.config.telemetry && self.ingest_sampler.next();
                 let started = timed.then(|| clock_now.unwrap_or_else(|| self.clock.now()));
-                let ok = self.guarded(id, |room| room.receive(now, handle, channel, &payload));
-                if let Some(started) = started {
-                    let ingest = self.clock.now().as_nanos().saturating_sub(started.as_nanos());
-                    let ingest = ingest.min(SAMPLE_NANOS_MAX);
-                    if let Some(hosted) = self.rooms.get_mut(&id) {
-                        hosted.ingest_pending += ingest * INGEST_SAMPLING;
+                let Some(hosted) = self.rooms.get_mut(&id) else { return };
+                let (game, clock) = (&*self.game, self.clock);
+                let mut ingest = 0;
+                let ok = guard(&mut hosted.room, game, |room| {
+                    room.receive(now, handle, channel, &payload);
+                    // The game hears of the message before the room's answers go: what it
+                    // queues goes with them. Ingest's time includes the game's.
+                    tell(room, game);
+                    if let Some(started) = started {
+                        let nanos = clock.now().as_nanos().saturating_sub(started.as_nanos());
+                        ingest = nanos.min(SAMPLE_NANOS_MAX) * INGEST_SAMPLING;
                     }
-                }
-                // What the room answered (the fast path's poses) goes now, not at its tick.
-                if !(ok && self.guarded(id, |room| room.transmit(endpoint))) {
+                    // What the room answered (the fast path's poses) goes now, not at its tick.
+                    room.transmit(endpoint);
+                });
+                hosted.ingest_pending += ingest;
+                if !ok {
                     self.fail(endpoint, id);
                 }
             }
             Event::Disconnected { reason } => {
                 self.resends_departed += self.resends_seen.remove(&handle).unwrap_or(0);
-                let Some(id) = self.routes.remove(&handle) else { return };
+                let Some(id) = self.routes.remove(handle) else { return };
                 if !self.guarded(id, |room| room.disconnected(now, handle, reason)) {
                     self.fail(endpoint, id);
                 }
@@ -244,15 +251,7 @@ impl<G: Game> Rooms<G> {
     /// panicked (the caller then fails the room).
     fn guarded(&mut self, id: u64, f: impl FnOnce(&mut Room<G::Simulation>)) -> bool {
         let Some(hosted) = self.rooms.get_mut(&id) else { return true };
-        let game = &self.game;
-        let room = &mut hosted.room;
-        catch_unwind(AssertUnwindSafe(|| {
-            f(room);
-            while let Some(event) = room.poll_event() {
-                game.on_event(room, event);
-            }
-        }))
-        .is_ok()
+        guard(&mut hosted.room, &*self.game, f)
     }
 
     /// Closes a room whose code panicked: its clients are told why; other rooms go on.
@@ -267,10 +266,10 @@ impl<G: Game> Rooms<G> {
             "the room's game code panicked: room closed, its clients told RoomFailed"
         );
         self.routes.retain(|handle, room| {
-            if *room == id {
-                endpoint.disconnect(*handle, DisconnectReason::RoomFailed);
+            if room == id {
+                endpoint.disconnect(handle, DisconnectReason::RoomFailed);
             }
-            *room != id
+            room != id
         });
     }
 
@@ -398,7 +397,7 @@ impl<G: Game> Rooms<G> {
         let since = *hosted.empty_since.get_or_insert(now);
         if now.saturating_duration_since(since) >= self.config.room_idle_close {
             self.close(id, "idle");
-            self.routes.retain(|_, room| *room != id);
+            self.routes.retain(|_, room| room != id);
         }
     }
 
@@ -415,10 +414,10 @@ impl<G: Game> Rooms<G> {
 
     /// Notes each connection's resends and, when `sample`, its quality in the histograms.
     pub(super) fn look_at_connections(&mut self, endpoint: &Endpoint, sample: bool) {
-        for handle in self.routes.keys() {
-            let Some(connection) = endpoint.connection(*handle) else { continue };
+        for handle in self.routes.handles() {
+            let Some(connection) = endpoint.connection(handle) else { continue };
             let stats = connection.stats();
-            self.resends_seen.insert(*handle, stats.resends);
+            self.resends_seen.insert(handle, stats.resends);
             if sample {
                 let buckets = &mut self.buckets;
                 buckets.client_rtt_seconds.record(stats.rtt.as_secs_f64());
@@ -508,6 +507,76 @@ impl<G: Game> Rooms<G> {
             let (room_id, worker) = (hosted.report.room_id, hosted.report.worker);
             hosted.report = RoomReport { room_id, worker, ..RoomReport::default() };
         }
+    }
+}
+
+/// Runs `f` on `room`, then tells `game` the room's events, catching a panic in either;
+/// whether neither panicked.
+fn guard<G: Game>(
+    room: &mut Room<G::Simulation>,
+    game: &G,
+    f: impl FnOnce(&mut Room<G::Simulation>),
+) -> bool {
+    catch_unwind(AssertUnwindSafe(|| {
+        f(room);
+        tell(room, game);
+    }))
+    .is_ok()
+}
+
+/// Hands `game` every event `room` has.
+fn tell<G: Game>(room: &mut Room<G::Simulation>, game: &G) {
+    while let Some(event) = room.poll_event() {
+        game.on_event(room, event);
+    }
+}
+
+/// Which room each connection is routed to, by its handle: the endpoint's slot index, which
+/// its `connections_max` bounds. A message's look-up is an index, not a hash of its handle.
+#[derive(Debug, Default)]
+struct Routes {
+    rooms: Vec<Option<u64>>,
+    len: usize,
+}
+
+impl Routes {
+    fn get(&self, handle: ConnectionHandle) -> Option<u64> {
+        self.rooms.get(handle.0).copied().flatten()
+    }
+
+    fn insert(&mut self, handle: ConnectionHandle, room: u64) {
+        if handle.0 >= self.rooms.len() {
+            self.rooms.resize(handle.0 + 1, None);
+        }
+        if self.rooms[handle.0].replace(room).is_none() {
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, handle: ConnectionHandle) -> Option<u64> {
+        let room = self.rooms.get_mut(handle.0)?.take();
+        self.len -= usize::from(room.is_some());
+        room
+    }
+
+    /// Keeps the routes `keep` says yes to.
+    fn retain(&mut self, mut keep: impl FnMut(ConnectionHandle, u64) -> bool) {
+        for (index, route) in self.rooms.iter_mut().enumerate() {
+            if route.is_some_and(|room| !keep(ConnectionHandle(index), room)) {
+                *route = None;
+                self.len -= 1;
+            }
+        }
+    }
+
+    /// The routed connections.
+    fn handles(&self) -> impl Iterator<Item = ConnectionHandle> + '_ {
+        let routed = self.rooms.iter().enumerate().filter(|(_, r)| r.is_some());
+        routed.map(|(index, _)| ConnectionHandle(index))
+    }
+
+    fn len(&self) -> usize {
+        self.len
     }
 }
 
@@ -718,7 +787,7 @@ impl<G: Game> Worker<G> {
             })?;
             undelivered = self.undelivered();
         }
-        let handles: Vec<ConnectionHandle> = self.rooms.routes.keys().copied().collect();
+        let handles: Vec<ConnectionHandle> = self.rooms.routes.handles().collect();
         for handle in &handles {
             self.driver.endpoint().disconnect(*handle, DisconnectReason::ServerShutdown);
         }
@@ -746,8 +815,8 @@ impl<G: Game> Worker<G> {
         let endpoint = self.driver.endpoint();
         self.rooms
             .routes
-            .keys()
-            .map(|h| endpoint.connection(*h).map_or(0, |c| c.stats().send_queue.iter().sum()))
+            .handles()
+            .map(|h| endpoint.connection(h).map_or(0, |c| c.stats().send_queue.iter().sum()))
             .collect()
     }
 }

@@ -214,6 +214,7 @@ pub struct NextSnapshot<'a> {
 
 impl NextSnapshot<'_> {
     /// The newest snapshot's entities, ascending by id (none before the first push).
+    #[inline]
     pub fn previous(&self) -> &[QuantizedEntity] {
         self.previous.map(|p| p.snapshot.entities()).unwrap_or_default()
     }
@@ -233,6 +234,8 @@ impl NextSnapshot<'_> {
 
     /// Appends entity `index` of the newest snapshot as it is (its state did not move): its
     /// change tick carries over without comparing it. Ids must be strictly ascending.
+    // Always inlined: called for most entities of every tick, its call costs as much as it.
+    #[inline(always)]
     pub fn keep(&mut self, index: usize) -> Result<(), SnapshotError> {
         let previous = self.previous.ok_or(SnapshotError::NoSuchEntity { index })?;
         let entity = *previous
@@ -241,15 +244,20 @@ impl NextSnapshot<'_> {
             .get(index)
             .ok_or(SnapshotError::NoSuchEntity { index })?;
         let k = self.slot.snapshot.len();
-        self.slot.snapshot.push(entity)?;
-        self.aligned &= index == k;
-        if self.aligned {
+        if self.aligned && index == k {
+            // Entities 0..k hold the previous snapshot's ids, entity for entity, so entity k
+            // (the previous one's k) ascends past them: the check `push` makes holds already.
+            self.slot.snapshot.entities.push(entity);
             self.record(k, Some(previous.changed[k]));
+            return Ok(());
         }
+        self.slot.snapshot.push(entity)?;
+        self.aligned = false;
         Ok(())
     }
 
     /// Records entity `k`'s change tick: `kept` (unchanged since then) or this tick.
+    #[inline(always)]
     fn record(&mut self, k: usize, kept: Option<u32>) {
         self.slot.changed.push(kept.unwrap_or(self.slot.snapshot.tick));
         self.word |= u64::from(kept.is_none()) << (k % 64);
