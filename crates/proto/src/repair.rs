@@ -341,8 +341,7 @@ impl Decoder {
     /// with no unknown is spent (and was a wrong combination if its data is not zero).
     fn substitute(&mut self, column: usize, payload: &[u8], check: u32) {
         substitute_into(&mut self.rows, column, payload, check);
-        substitute_into(&mut self.equations, column, payload, check);
-        self.equations.retain(|e| !e.is_empty());
+        spend(&mut self.equations, column, payload, check);
     }
 
     /// Brings the rows back to reduced echelon form after a substitution took a pivot away:
@@ -438,11 +437,14 @@ impl Decoder {
                 row.coefficients[column.ok_or(Dropped::OutOfWindow)?] = c;
             }
         }
-        let equation = row.clone();
+        // The common case, one hole and nothing else held, solves at once: its equation need
+        // not be kept (if it fails its checks, there is nothing else to keep either).
+        let lone = self.rows.is_empty() && row.is_solved();
+        let equation = (!lone).then(|| row.clone());
         match eliminate(&mut self.rows, row, room) {
-            Ok(()) => self.equations.push(equation),
+            Ok(()) => self.equations.extend(equation),
             Err(Dropped::Inconsistent) => {
-                self.equations.push(equation);
+                self.equations.extend(equation);
                 self.recover();
             }
             Err(dropped) => return Err(dropped),
@@ -474,8 +476,7 @@ impl Decoder {
             // In reduced echelon form no other row has this column: nothing to eliminate.
             debug_assert!(self.rows.iter().all(|r| r.coefficients[column] == 0));
             let check = checksum(payload);
-            substitute_into(&mut self.equations, column, payload, check);
-            self.equations.retain(|e| !e.is_empty());
+            spend(&mut self.equations, column, payload, check);
             // Known from now on, for the repairs still on their way that combine it.
             if !self.knows(seq) && self.known.len() < 2 * WINDOW_MAX {
                 let known = Known { seq, check, payload: payload.to_vec() };
@@ -560,6 +561,14 @@ fn substitute_into(rows: &mut [Row], column: usize, payload: &[u8], check: u32) 
             add_symbol(&mut row.data, c, payload, check);
         }
     }
+}
+
+/// Subtracts the message in `column` from `equations`; an equation left with no unknown is
+/// spent and goes (one whose only unknown it was, without the arithmetic).
+fn spend(equations: &mut Vec<Row>, column: usize, payload: &[u8], check: u32) {
+    equations.retain(|e| e.coefficients[column] == 0 || !e.is_solved());
+    substitute_into(equations, column, payload, check);
+    equations.retain(|e| !e.is_empty());
 }
 
 /// Drops the first `shifted` columns (messages now delivered) of `rows`; a row still nonzero
