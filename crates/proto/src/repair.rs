@@ -222,7 +222,7 @@ pub struct Decoder {
     /// wrong one can be found and taken out ([`Decoder::recover`]) instead of every row going.
     equations: Vec<Row>,
     /// Wrong combinations found: each a repair the connection counts as failed.
-    pub(crate) inconsistent: u64,
+    inconsistent: u64,
     /// Messages received recently (delivered, or held behind a gap), oldest first, at most
     /// two windows' worth.
     known: VecDeque<Known>,
