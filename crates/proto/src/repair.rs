@@ -17,7 +17,10 @@
 //! zero). The receiver subtracts the symbols it has, keeps the remaining equations over its
 //! holes in reduced row echelon form, and delivers a message the moment one equation is left
 //! with a single unknown: only if its length fits, its padding is zero and its checksum
-//! matches, so that a wrong combination is counted and dropped, never delivered.
+//! matches, so that a wrong combination is counted and dropped, never delivered. It keeps the
+//! repairs as they arrived beside the reduced rows, so that a wrong one found out costs only
+//! itself: the rows are rebuilt without it ([`Decoder`]'s recovery), and the true repairs held
+//! with it still count.
 //!
 //! **Limits.** A repair covers at most [`WINDOW_MAX`] messages, and its unknowns must lie
 //! within [`WINDOW_MAX`] of the next message to deliver. What the decoder holds (equations and
@@ -132,7 +135,7 @@ pub enum Dropped {
 
 /// One equation over the holes: coefficients by offset from the decoder's base, and data.
 /// A kept row has coefficient 1 at its pivot column and every other kept row 0 there.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Row {
     coefficients: [u8; WINDOW_MAX],
     data: Vec<u8>,
@@ -148,6 +151,10 @@ impl Row {
 
     fn is_solved(&self) -> bool {
         self.coefficients.iter().filter(|c| **c != 0).count() == 1
+    }
+
+    fn is_empty(&self) -> bool {
+        self.coefficients.iter().all(|c| *c == 0)
     }
 
     /// `self -= c * other`.
@@ -211,6 +218,11 @@ pub struct Decoder {
     /// row is message `base + i`.
     base: u16,
     rows: Vec<Row>,
+    /// The repairs behind `rows` as they arrived (less the messages known since), so that a
+    /// wrong one can be found and taken out ([`Decoder::recover`]) instead of every row going.
+    equations: Vec<Row>,
+    /// Wrong combinations found: each a repair the connection counts as failed.
+    inconsistent: u64,
     /// Messages received recently (delivered, or held behind a gap), oldest first, at most
     /// two windows' worth.
     known: VecDeque<Known>,
@@ -237,6 +249,11 @@ impl Decoder {
         self.bytes
     }
 
+    /// Takes the count of wrong combinations found since the last call.
+    pub fn take_failures(&mut self) -> u64 {
+        std::mem::take(&mut self.inconsistent)
+    }
+
     /// Notes that the channel's next message to deliver is now `next`: columns of messages
     /// now delivered leave the rows (they were subtracted when the messages arrived), and
     /// messages delivered more than a window ago are forgotten.
@@ -244,13 +261,8 @@ impl Decoder {
         let shift = usize::from(next.wrapping_sub(self.base));
         if shift != 0 && shift < 0x8000 {
             let shifted = shift.min(WINDOW_MAX);
-            // A column that is still nonzero was never subtracted: drop the row.
-            self.rows.retain(|row| row.coefficients[..shifted].iter().all(|c| *c == 0));
-            for row in &mut self.rows {
-                row.coefficients.copy_within(shifted.., 0);
-                row.coefficients[WINDOW_MAX - shifted..].fill(0);
-                row.pivot -= shifted;
-            }
+            shift_columns(&mut self.rows, shifted);
+            shift_columns(&mut self.equations, shifted);
             self.base = next;
         }
         let oldest = next.wrapping_sub(WINDOW_MAX as u16);
@@ -270,6 +282,8 @@ impl Decoder {
         while self.bytes > bytes {
             if let Some(k) = self.known.pop_front() {
                 self.bytes -= k.cost();
+            } else if let Some(equation) = self.equations.pop() {
+                self.bytes -= equation.cost();
             } else if let Some(row) = self.rows.pop() {
                 self.bytes -= row.cost();
             } else {
@@ -279,7 +293,7 @@ impl Decoder {
     }
 
     fn recount(&mut self) {
-        self.bytes = self.rows.iter().map(Row::cost).sum::<usize>()
+        self.bytes = self.rows.iter().chain(&self.equations).map(Row::cost).sum::<usize>()
             + self.known.iter().map(Known::cost).sum::<usize>();
     }
 
@@ -323,28 +337,59 @@ impl Decoder {
         (offset < WINDOW_MAX).then_some(offset)
     }
 
+    /// Subtracts the message in `column` from the rows and the equations; an equation left
+    /// with no unknown is spent (and was a wrong combination if its data is not zero).
     fn substitute(&mut self, column: usize, payload: &[u8], check: u32) {
-        for row in &mut self.rows {
-            let c = std::mem::take(&mut row.coefficients[column]);
-            if c != 0 {
-                let need = SYMBOL_HEADER + payload.len();
-                if row.data.len() < need {
-                    row.data.resize(need, 0);
-                }
-                add_symbol(&mut row.data, c, payload, check);
-            }
-        }
+        substitute_into(&mut self.rows, column, payload, check);
+        spend(&mut self.equations, column, payload, check);
     }
 
     /// Brings the rows back to reduced echelon form after a substitution took a pivot away:
-    /// each is reduced by the others again. A row that turns out to contradict the rest came
-    /// from a wrong combination and goes.
+    /// each is reduced by the others again. A row that turns out to contradict the rest means
+    /// a wrong combination among the equations: [`Decoder::recover`] takes it out.
     fn reduce(&mut self) {
         let rows = std::mem::take(&mut self.rows);
+        let mut consistent = true;
         for row in rows {
-            let _ = self.insert(row, usize::MAX);
+            consistent &= eliminate(&mut self.rows, row, usize::MAX) != Err(Dropped::Inconsistent);
+        }
+        if !consistent {
+            self.recover();
         }
         self.recount();
+    }
+
+    /// Some equation is a wrong combination (garbage from the peer, or a repair of messages
+    /// the receiver holds differently). Takes out the one equation whose removal leaves the
+    /// others consistent and solving the most, the oldest on a tie (a true repair more often
+    /// exposes an older wrong one than the reverse), and rebuilds the rows from the rest; so a
+    /// true repair is not lost with the garbage. With no such equation among at most
+    /// [`RECOVER_MAX`] (which bounds the work bad input can cause), every row goes. Returns
+    /// whether one was found.
+    fn recover(&mut self) -> bool {
+        self.inconsistent += 1;
+        let mut best: Option<(usize, usize, Vec<Row>)> = None;
+        if self.equations.len() <= RECOVER_MAX {
+            for skip in 0..self.equations.len() {
+                let others = self.equations.iter().enumerate().filter(|(i, _)| *i != skip);
+                let Some((rows, solved)) = consistent_rows(others.map(|(_, e)| e.clone())) else {
+                    continue;
+                };
+                if best.as_ref().is_none_or(|(_, most, _)| solved > *most) {
+                    best = Some((skip, solved, rows));
+                }
+            }
+        }
+        let found = best.map(|(skip, _, rows)| {
+            self.equations.remove(skip);
+            self.rows = rows;
+        });
+        if found.is_none() {
+            self.rows.clear();
+            self.equations.clear();
+        }
+        self.recount();
+        found.is_some()
     }
 
     /// Takes a repair. `held` gives the messages the channel holds behind a gap; `room` is
@@ -356,6 +401,7 @@ impl Decoder {
         room: usize,
     ) -> Result<Vec<Decoded>, Dropped> {
         self.active = true;
+        let failures = self.inconsistent;
         if repair.count == 0 || usize::from(repair.count) > WINDOW_MAX {
             return Err(Dropped::OutOfWindow);
         }
@@ -368,6 +414,10 @@ impl Decoder {
             return Err(Dropped::Redundant);
         }
         let mut row = Row { coefficients: [0; WINDOW_MAX], data: repair.data.to_vec(), pivot: 0 };
+        // Room for the row and the equation kept beside it.
+        if 2 * row.cost() > room {
+            return Err(Dropped::NoRoom);
+        }
         for k in 0..u16::from(repair.count) {
             let seq = repair.start.wrapping_add(k);
             let c = coefficient(repair.seed, seq);
@@ -387,40 +437,30 @@ impl Decoder {
                 row.coefficients[column.ok_or(Dropped::OutOfWindow)?] = c;
             }
         }
-        self.insert(row, room)?;
-        self.solve()
-    }
-
-    /// Reduces `row` by the others and adds it, keeping the rows in reduced echelon form.
-    fn insert(&mut self, mut row: Row, room: usize) -> Result<(), Dropped> {
-        for other in &self.rows {
-            let c = row.coefficients[other.pivot];
-            row.subtract(c, other);
+        // The common case, one hole and nothing else held, solves at once: its equation need
+        // not be kept (if it fails its checks, there is nothing else to keep either).
+        let lone = self.rows.is_empty() && row.is_solved();
+        let equation = (!lone).then(|| row.clone());
+        match eliminate(&mut self.rows, row, room) {
+            Ok(()) => self.equations.extend(equation),
+            Err(Dropped::Inconsistent) => {
+                self.equations.extend(equation);
+                self.recover();
+            }
+            Err(dropped) => return Err(dropped),
         }
-        let Some(pivot) = row.first_nonzero() else {
-            return Err(if row.data.iter().all(|b| *b == 0) {
-                Dropped::Redundant
-            } else {
-                Dropped::Inconsistent
-            });
-        };
-        if row.cost() > room {
-            return Err(Dropped::NoRoom);
+        self.recount();
+        match self.solve() {
+            Ok(solved) if solved.is_empty() && self.inconsistent > failures => {
+                Err(Dropped::Inconsistent)
+            }
+            result => result,
         }
-        row.normalize(pivot);
-        row.pivot = pivot;
-        for other in &mut self.rows {
-            let c = other.coefficients[pivot];
-            other.subtract(c, &row);
-        }
-        self.bytes += row.cost();
-        self.rows.push(row);
-        Ok(())
     }
 
     /// Takes out every row left with one unknown and verifies its message. A message that
-    /// fails its checks means some repair was a wrong combination: every row goes, since any
-    /// of them may carry it.
+    /// fails its checks means some equation was a wrong combination: [`Decoder::recover`]
+    /// takes it out, or failing that every row goes.
     fn solve(&mut self) -> Result<Vec<Decoded>, Dropped> {
         let mut solved = Vec::new();
         while let Some(at) = self.rows.iter().position(Row::is_solved) {
@@ -428,15 +468,18 @@ impl Decoder {
             let column = row.pivot;
             let seq = self.base.wrapping_add(column as u16);
             let Some(payload) = verify(&row.data) else {
-                self.rows.clear();
-                self.recount();
-                return Err(Dropped::Inconsistent);
+                if self.recover() {
+                    continue;
+                }
+                return if solved.is_empty() { Err(Dropped::Inconsistent) } else { Ok(solved) };
             };
             // In reduced echelon form no other row has this column: nothing to eliminate.
             debug_assert!(self.rows.iter().all(|r| r.coefficients[column] == 0));
+            let check = checksum(payload);
+            spend(&mut self.equations, column, payload, check);
             // Known from now on, for the repairs still on their way that combine it.
             if !self.knows(seq) && self.known.len() < 2 * WINDOW_MAX {
-                let known = Known { seq, check: checksum(payload), payload: payload.to_vec() };
+                let known = Known { seq, check, payload: payload.to_vec() };
                 let at = self.known.iter().position(|k| seq16_newer(k.seq, seq));
                 self.known.insert(at.unwrap_or(self.known.len()), known);
             }
@@ -458,6 +501,84 @@ impl Decoder {
             .filter(|seq| !is_held(*seq))
             .count();
         holes.saturating_sub(self.rows.len()).min(usize::from(u8::MAX)) as u8
+    }
+}
+
+/// Equations [`Decoder::recover`] tries leaving out at most: each try rebuilds the rows.
+const RECOVER_MAX: usize = 8;
+
+/// Reduces `row` by `rows` and adds it, keeping them in reduced echelon form; `room` bounds
+/// the row's cost.
+fn eliminate(rows: &mut Vec<Row>, mut row: Row, room: usize) -> Result<(), Dropped> {
+    for other in rows.iter() {
+        let c = row.coefficients[other.pivot];
+        row.subtract(c, other);
+    }
+    let Some(pivot) = row.first_nonzero() else {
+        return Err(if row.data.iter().all(|b| *b == 0) {
+            Dropped::Redundant
+        } else {
+            Dropped::Inconsistent
+        });
+    };
+    if row.cost() > room {
+        return Err(Dropped::NoRoom);
+    }
+    row.normalize(pivot);
+    row.pivot = pivot;
+    for other in rows.iter_mut() {
+        let c = other.coefficients[pivot];
+        other.subtract(c, &row);
+    }
+    rows.push(row);
+    Ok(())
+}
+
+/// The reduced rows of `equations` and how many messages they solve, if they are consistent
+/// and every message they solve passes its checks.
+fn consistent_rows(equations: impl Iterator<Item = Row>) -> Option<(Vec<Row>, usize)> {
+    let mut rows = Vec::new();
+    for equation in equations {
+        if eliminate(&mut rows, equation, usize::MAX) == Err(Dropped::Inconsistent) {
+            return None;
+        }
+    }
+    let mut solved = rows.iter().filter(|r| r.is_solved());
+    let verified = solved.clone().all(|r| verify(&r.data).is_some());
+    let count = solved.by_ref().count();
+    verified.then_some((rows, count))
+}
+
+/// Subtracts the symbol of the message in `column` from each of `rows`.
+fn substitute_into(rows: &mut [Row], column: usize, payload: &[u8], check: u32) {
+    for row in rows {
+        let c = std::mem::take(&mut row.coefficients[column]);
+        if c != 0 {
+            let need = SYMBOL_HEADER + payload.len();
+            if row.data.len() < need {
+                row.data.resize(need, 0);
+            }
+            add_symbol(&mut row.data, c, payload, check);
+        }
+    }
+}
+
+/// Subtracts the message in `column` from `equations`; an equation left with no unknown is
+/// spent and goes (one whose only unknown it was, without the arithmetic).
+fn spend(equations: &mut Vec<Row>, column: usize, payload: &[u8], check: u32) {
+    equations.retain(|e| e.coefficients[column] == 0 || !e.is_solved());
+    substitute_into(equations, column, payload, check);
+    equations.retain(|e| !e.is_empty());
+}
+
+/// Drops the first `shifted` columns (messages now delivered) of `rows`; a row still nonzero
+/// there was never subtracted and goes.
+fn shift_columns(rows: &mut Vec<Row>, shifted: usize) {
+    rows.retain(|row| row.coefficients[..shifted].iter().all(|c| *c == 0));
+    for row in rows.iter_mut() {
+        row.coefficients.copy_within(shifted.., 0);
+        row.coefficients[WINDOW_MAX - shifted..].fill(0);
+        row.pivot = row.pivot.saturating_sub(shifted);
     }
 }
 

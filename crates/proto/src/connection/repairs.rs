@@ -189,8 +189,8 @@ impl Connection {
         self.account_decoder(c, before);
         match result {
             Ok(solved) => self.deliver_decoded(c, solved),
-            Err(Dropped::Redundant) => {}
-            Err(Dropped::Inconsistent) => self.stats.repairs_failed += 1,
+            // Wrong combinations were counted as the decoder found them.
+            Err(Dropped::Redundant | Dropped::Inconsistent) => {}
             Err(Dropped::OutOfWindow | Dropped::TooShort | Dropped::NoRoom) => {
                 self.stats.repairs_dropped += 1
             }
@@ -233,6 +233,7 @@ impl Connection {
     /// Brings the connection's total in step with decoder `c`, which held `before`; sheds
     /// what the decoder holds past the limit (its reductions may lengthen an equation).
     fn account_decoder(&mut self, c: usize, before: usize) {
+        self.stats.repairs_failed += self.decoders[c].take_failures();
         let others = self.receive_bytes - before;
         let allowed = self.config.receive_bytes_max.saturating_sub(others);
         self.decoders[c].shed(allowed);
