@@ -118,7 +118,7 @@ pub struct ClassStats {
 }
 
 /// One class's clock mapping: recent offsets, their floor and the buffer.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 struct Timeline {
     /// The recent offsets in arrival order, to know which one leaves the window.
     offsets: VecDeque<f64>,
@@ -129,6 +129,23 @@ struct Timeline {
     sorted: Vec<f64>,
     floor: f64,
     stats: ClassStats,
+}
+
+// By hand, so that `clone_from` reuses the copy's buffers: a client that publishes the
+// interpolator to another thread copies it at every update, and must not allocate to do so.
+impl Clone for Timeline {
+    fn clone(&self) -> Self {
+        let mut copy = Self::default();
+        copy.clone_from(self);
+        copy
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.offsets.clone_from(&source.offsets);
+        self.sorted.clone_from(&source.sorted);
+        self.floor = source.floor;
+        self.stats = source.stats;
+    }
 }
 
 impl Timeline {
@@ -157,7 +174,7 @@ impl Timeline {
 }
 
 /// An entity's recent updates, by server time.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 struct Track {
     id: EntityId,
     class: ObjectClass,
@@ -167,8 +184,23 @@ struct Track {
     confirmed: f64,
 }
 
+impl Clone for Track {
+    fn clone(&self) -> Self {
+        let mut copy = Self::default();
+        copy.clone_from(self);
+        copy
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        (self.id, self.class, self.confirmed) = (source.id, source.class, source.confirmed);
+        self.updates.clone_from(&source.updates);
+    }
+}
+
 /// Buffers, interpolates and extrapolates remote entities' states; see the module docs.
-#[derive(Debug, Clone, Default)]
+/// `clone_from` reuses the copy's buffers: a copy kept up to date allocates nothing once it
+/// has seen as many entities and updates as its source.
+#[derive(Debug, Default)]
 pub struct Interpolator {
     config: InterpolationConfig,
     timelines: [Timeline; 3],
@@ -178,6 +210,25 @@ pub struct Interpolator {
     tracks: Vec<Track>,
     hint: usize,
     classes: BTreeMap<EntityId, ObjectClass>,
+}
+
+impl Clone for Interpolator {
+    fn clone(&self) -> Self {
+        let mut copy = Self::default();
+        copy.clone_from(self);
+        copy
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.config = source.config;
+        for (mine, theirs) in self.timelines.iter_mut().zip(&source.timelines) {
+            mine.clone_from(theirs);
+        }
+        // `Vec::clone_from` calls each kept track's `clone_from`.
+        self.tracks.clone_from(&source.tracks);
+        self.hint = source.hint;
+        self.classes.clone_from(&source.classes);
+    }
 }
 
 impl Interpolator {

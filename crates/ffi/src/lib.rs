@@ -111,6 +111,7 @@ mod api;
 pub mod client;
 mod error;
 mod io;
+mod publish;
 mod roster;
 mod types;
 
