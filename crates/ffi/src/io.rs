@@ -177,6 +177,8 @@ impl Driven {
     pub(crate) fn now_us(&mut self) -> Result<u64, FfiError> {
         match self {
             Self::Plain(client) => client.open().map(|()| client.now_us()),
+            // The thread runs until close: the client is open, and the clock needs no lock.
+            Self::Threaded(io) if io.running() => Ok(io.clock.now().as_nanos() / 1000),
             Self::Threaded(io) => {
                 let clock = io.clock;
                 io.lock().open().map(|()| clock.now().as_nanos() / 1000)
@@ -589,8 +591,8 @@ mod tests {
             let _ = done_rx.recv_timeout(Duration::from_secs(2));
         });
         held_rx.recv().unwrap();
-        for frame in 0..10u64 {
-            let now = 1_000 + frame * 11_111;
+        for _ in 0..10 {
+            let now = driven.now_us().unwrap();
             driven.send_input(now, Input::Raw(vec![1, 2, 3])).unwrap();
             driven.update(now).unwrap();
             driven.poll_event(|_| Ok(true)).unwrap();
