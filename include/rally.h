@@ -122,14 +122,17 @@ typedef enum RallyRelayTarget {
 typedef enum RallyIoThread {
   // No thread: `rally_client_update` reads and writes the socket on the caller's thread.
   RALLY_IO_THREAD_OFF = 0,
-  // A thread of the library's waits on the socket, decodes and updates the session;
-  // `rally_client_update` and the reads touch no socket. An input still leaves at once,
+  // A thread of the library's waits on the socket, decodes and updates the session, and
+  // publishes a copy of what a frame reads: `rally_client_update`, the reads, the events
+  // and the present touch no socket and take no lock. An input still leaves at once,
   // written to the socket by the thread that sends it (one `sendmmsg`), so that it never
-  // waits for the I/O thread to be scheduled.
+  // waits for the I/O thread to be scheduled; that send needs the session, and can wait
+  // while the I/O thread decodes.
   RALLY_IO_THREAD_ON = 1,
   // As `On`, but an input is handed to the I/O thread, which is woken to send it (an
   // `eventfd` write on the caller's thread instead of the datagram's send): less CPU on
-  // the game thread, and each input waits for the I/O thread to run.
+  // the game thread, no call of a frame ever waits for the I/O thread, and each input waits
+  // for that thread to run.
   RALLY_IO_THREAD_WAKE = 2,
 } RallyIoThread;
 
@@ -273,7 +276,7 @@ typedef struct RallyConnectionStats {
   // Events dropped because too many waited unpolled.
   uint64_t events_dropped;
   // With the I/O thread on: the calls that found it holding the client (decoding a
-  // snapshot, say) and waited for it.
+  // snapshot, say) and waited for it. A frame's calls never do but `On`'s input.
   uint64_t io_lock_waits;
   // With the I/O thread on: the time those calls waited, microseconds in all.
   uint64_t io_lock_wait_us;

@@ -36,8 +36,10 @@ source scripts/scene-server.sh
 build_rally "$profile"
 out="${CARGO_TARGET_DIR:-target}/c-sample"
 mkdir -p "$out"
-# The kernel-floor program (docs/ffi.md) is built too, so that it keeps compiling; not run here.
+# The kernel-floor programs (docs/ffi.md) are built too, so that they keep compiling; not run
+# here.
 cc -std=c11 -Wall -Wextra -Werror -O2 -pthread examples/c/floor.c -o "$out/floor"
+cc -std=c11 -Wall -Wextra -Werror -O2 -pthread examples/c/handoff.c -o "$out/handoff"
 cc -std=c11 -Wall -Wextra -Werror -O1 -g -Iinclude examples/c/sample.c -o "$out/sample" \
     -L"$lib" -lrally -Wl,-rpath,"$(cd "$lib" && pwd)" -lm
 

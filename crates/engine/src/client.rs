@@ -299,6 +299,12 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         self.shown.iter().copied()
     }
 
+    /// The newest state of every entity, ids ascending: what [`ClientSession::entities`]
+    /// gives, as a slice (to copy for another thread).
+    pub fn entity_states(&self) -> &[EntityState] {
+        &self.shown
+    }
+
     /// How many entities [`ClientSession::entities`] gives.
     pub fn entity_count(&self) -> usize {
         self.shown.len()
@@ -319,6 +325,12 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         now: Instant,
     ) -> impl Iterator<Item = EntityState> + '_ {
         self.interpolator.sample_each(now, &self.shown)
+    }
+
+    /// The interpolator: to copy for a reader on another thread, which samples its copy with
+    /// [`Interpolator::sample_each`] over [`ClientSession::entity_states`].
+    pub fn interpolator(&self) -> &Interpolator {
+        &self.interpolator
     }
 
     /// The interpolator: to put entities in classes and read what it measured.
@@ -372,6 +384,15 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             self.meter.released(released, now);
             self.frame_due = true;
         }
+    }
+
+    /// [`ClientSession::present`] for a frame that showed what had arrived by `arrived_by`
+    /// (the newest arrival time the session had handled when the frame read its entities),
+    /// told after more may have arrived: a game thread that reads a copy of the session and
+    /// hands its presents to the thread that owns it. Inputs whose state arrived later wait
+    /// for a later frame. Not for `defer_inputs` (its release is timed by the present).
+    pub fn present_through(&mut self, now: Instant, arrived_by: Instant) {
+        self.meter.presented_through(now, arrived_by);
     }
 
     /// The total-latency meter: this client's inputs, sampled to presented.

@@ -118,7 +118,7 @@ pub struct ClassStats {
 }
 
 /// One class's clock mapping: recent offsets, their floor and the buffer.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 struct Timeline {
     /// The recent offsets in arrival order, to know which one leaves the window.
     offsets: VecDeque<f64>,
@@ -129,6 +129,28 @@ struct Timeline {
     sorted: Vec<f64>,
     floor: f64,
     stats: ClassStats,
+}
+
+/// A fresh copy of `source` made by `clone_from`, which the types here write by hand.
+fn cloned_from<T: Default + Clone>(source: &T) -> T {
+    let mut copy = T::default();
+    copy.clone_from(source);
+    copy
+}
+
+// By hand, so that `clone_from` reuses the copy's buffers: a client that publishes the
+// interpolator to another thread copies it at every update, and must not allocate to do so.
+impl Clone for Timeline {
+    fn clone(&self) -> Self {
+        cloned_from(self)
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.offsets.clone_from(&source.offsets);
+        self.sorted.clone_from(&source.sorted);
+        self.floor = source.floor;
+        self.stats = source.stats;
+    }
 }
 
 impl Timeline {
@@ -157,7 +179,7 @@ impl Timeline {
 }
 
 /// An entity's recent updates, by server time.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 struct Track {
     id: EntityId,
     class: ObjectClass,
@@ -167,8 +189,21 @@ struct Track {
     confirmed: f64,
 }
 
+impl Clone for Track {
+    fn clone(&self) -> Self {
+        cloned_from(self)
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        (self.id, self.class, self.confirmed) = (source.id, source.class, source.confirmed);
+        self.updates.clone_from(&source.updates);
+    }
+}
+
 /// Buffers, interpolates and extrapolates remote entities' states; see the module docs.
-#[derive(Debug, Clone, Default)]
+/// `clone_from` reuses the copy's buffers: a copy kept up to date allocates nothing once it
+/// has seen as many entities and updates as its source.
+#[derive(Debug, Default)]
 pub struct Interpolator {
     config: InterpolationConfig,
     timelines: [Timeline; 3],
@@ -178,6 +213,23 @@ pub struct Interpolator {
     tracks: Vec<Track>,
     hint: usize,
     classes: BTreeMap<EntityId, ObjectClass>,
+}
+
+impl Clone for Interpolator {
+    fn clone(&self) -> Self {
+        cloned_from(self)
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        self.config = source.config;
+        for (mine, theirs) in self.timelines.iter_mut().zip(&source.timelines) {
+            mine.clone_from(theirs);
+        }
+        // `Vec::clone_from` calls each kept track's `clone_from`.
+        self.tracks.clone_from(&source.tracks);
+        self.hint = source.hint;
+        self.classes.clone_from(&source.classes);
+    }
 }
 
 impl Interpolator {
@@ -296,8 +348,8 @@ impl Interpolator {
 
     /// Entity `id`'s state for a frame at `now`, if it has had an update.
     pub fn sample(&mut self, now: Instant, id: EntityId) -> Option<Interpolated> {
-        let times = self.render_times(now);
-        self.sample_at(&times, id)
+        let frame = self.frame(now);
+        self.sample_at(&frame, id)
     }
 
     /// Each of `states` as a frame at `now` should show it, or the state itself where its
@@ -309,28 +361,31 @@ impl Interpolator {
         now: Instant,
         states: impl IntoIterator<Item = &'a EntityState> + 'a,
     ) -> impl Iterator<Item = EntityState> + 'a {
-        let times = self.render_times(now);
-        states.into_iter().map(move |state| match self.sample_at(&times, state.id) {
+        let frame = self.frame(now);
+        states.into_iter().map(move |state| match self.sample_at(&frame, state.id) {
             Some(sampled) => sampled.state,
             None => *state,
         })
     }
 
-    /// The server time a frame at `now` shows, per class (`None` for a class not yet updated).
-    fn render_times(&self, now: Instant) -> [Option<f64>; 3] {
+    /// The frame at `now`: the server time it shows per class, and how far it may extrapolate.
+    fn frame(&self, now: Instant) -> Frame {
         let now = now.as_secs_f64();
-        self.timelines.each_ref().map(|timeline| timeline.render_time(now))
+        Frame {
+            times: self.timelines.each_ref().map(|timeline| timeline.render_time(now)),
+            extrapolation_max: self.config.extrapolation_max.as_secs_f64(),
+        }
     }
 
-    fn sample_at(&mut self, times: &[Option<f64>; 3], id: EntityId) -> Option<Interpolated> {
+    fn sample_at(&mut self, frame: &Frame, id: EntityId) -> Option<Interpolated> {
         let at = self.find(id).ok()?;
         self.hint = at + 1;
         let track = &self.tracks[at];
         let class = track.class.index();
         // A class with no update yet (its first entity just put in it) shows the newest.
         let newest = track.confirmed.max(track.updates.back()?.0);
-        let t = times[class].unwrap_or(newest);
-        let sampled = sample_track(track, t, self.config.extrapolation_max)?;
+        let t = frame.times[class].unwrap_or(newest);
+        let sampled = sample_track(track, t, frame.extrapolation_max)?;
         let stats = &mut self.timelines[class].stats;
         stats.frames += 1;
         stats.starved += u64::from(sampled.starved);
@@ -341,7 +396,16 @@ impl Interpolator {
 /// The state at server time `t` in `track`: interpolated between the two updates around it,
 /// past the newest held if the entity has rested since, else extrapolated from the last two
 /// for at most `extrapolation_max`.
-fn sample_track(track: &Track, t: f64, extrapolation_max: Duration) -> Option<Interpolated> {
+/// What every entity of a frame is sampled with, worked out once per frame.
+struct Frame {
+    /// The server time the frame shows, per class (`None` for a class not yet updated).
+    times: [Option<f64>; 3],
+    /// [`InterpolationConfig::extrapolation_max`], seconds.
+    extrapolation_max: f64,
+}
+
+/// `track` at server time `t`, extrapolating `extrapolation_max` seconds at most.
+fn sample_track(track: &Track, t: f64, extrapolation_max: f64) -> Option<Interpolated> {
     let updates = &track.updates;
     let &(newest_time, newest) = updates.back()?;
     let current = track.confirmed.max(newest_time);
@@ -366,11 +430,11 @@ fn sample_track(track: &Track, t: f64, extrapolation_max: Duration) -> Option<In
         None if updates.len() < 2 || current > newest_time => newest,
         None => {
             let (t0, before) = updates[updates.len() - 2];
-            let ahead = (t - newest_time).min(extrapolation_max.as_secs_f64());
+            let ahead = (t - newest_time).min(extrapolation_max);
             blend(&before, &newest, (1.0 + ahead / (newest_time - t0)) as f32)
         }
     };
-    let starved = t - current > extrapolation_max.as_secs_f64();
+    let starved = t - current > extrapolation_max;
     Some(Interpolated { state, behind, starved })
 }
 
@@ -432,6 +496,29 @@ mod tests {
                 assert_eq!(shown.position.x, *id as f32 * k as f32, "entity {id}, update {k}");
             }
             assert!(interpolator.sample(now, 2).is_none(), "never fed");
+        }
+    }
+
+    #[test]
+    fn a_copy_kept_by_clone_from_samples_as_its_source_as_entities_come_and_go() {
+        // Goal: a reader on another thread samples a copy exactly as the session would, each
+        // time it is brought up to date over an older copy (more tracks, fewer, other ones).
+        let mut source = Interpolator::new(InterpolationConfig::default()).unwrap();
+        let mut copy = Interpolator::default();
+        let rooms: [&[u32]; 4] = [&[1, 2, 3, 4], &[2, 4], &[1, 2, 3, 4, 5, 6], &[6]];
+        for (k, room) in rooms.iter().cycle().take(10).enumerate() {
+            let server = ms(k as f64 * 10.0);
+            // Arrivals jitter, so that the timelines' buffers differ from update to update.
+            let arrived = Instant::ZERO + server + ms((k % 3) as f64 * 2.0);
+            let states: Vec<_> =
+                room.iter().map(|&id| EntityState { id, ..at(id as f32 + k as f32) }).collect();
+            source.update(arrived, server, states.iter().copied());
+            source.retain_present(&states);
+            copy.clone_from(&source);
+            let now = arrived + ms(5.0);
+            let theirs: Vec<_> = source.sample_each(now, &states).collect();
+            let ours: Vec<_> = copy.sample_each(now, &states).collect();
+            assert_eq!(ours, theirs, "update {k}");
         }
     }
 

@@ -149,9 +149,17 @@ impl LatencyMeter {
 
     /// A frame presented at `now` shows every input whose state has arrived.
     pub(crate) fn presented(&mut self, now: Instant) {
+        self.presented_through(now, Instant::from_nanos(u64::MAX));
+    }
+
+    /// A frame presented at `now` shows every input whose state arrived by `arrived_by`.
+    pub(crate) fn presented_through(&mut self, now: Instant, arrived_by: Instant) {
         while let Some(&Pending { seq, sampled, sent, arrived: Some((arrived, hold)) }) =
             self.pending.front()
         {
+            if arrived > arrived_by {
+                break;
+            }
             self.pending.pop_front();
             let sent = sent.unwrap_or(sampled);
             let sample = LatencySample {
@@ -287,5 +295,21 @@ mod tests {
         let sample = meter.take_samples()[0];
         assert_eq!(sample.frame_wait, ms(3.0));
         assert_eq!(sample.round_trip, None);
+    }
+
+    #[test]
+    fn a_frame_told_late_closes_only_the_inputs_whose_state_it_could_have_shown() {
+        // Goal: a present handed over after more state arrived does not claim that state.
+        let mut meter = LatencyMeter::default();
+        meter.sampled(0, Instant::ZERO, true);
+        meter.sampled(1, Instant::ZERO + ms(1.0), true);
+        meter.arrived(Instant::ZERO + ms(10.0), 0, |_| None);
+        meter.arrived(Instant::ZERO + ms(12.0), 1, |_| None);
+        // The frame read its entities when only input 0's state had arrived.
+        meter.presented_through(Instant::ZERO + ms(13.0), Instant::ZERO + ms(11.0));
+        let first = meter.take_samples();
+        assert_eq!(first.iter().map(|s| s.seq).collect::<Vec<_>>(), [0]);
+        meter.presented_through(Instant::ZERO + ms(24.0), Instant::ZERO + ms(12.0));
+        assert_eq!(meter.take_samples()[0].total, ms(23.0));
     }
 }

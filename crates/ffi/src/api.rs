@@ -116,7 +116,7 @@ unsafe fn fill<T: Copy>(
 /// # Safety
 /// As `fill`.
 unsafe fn read_entities(
-    client: &mut Client,
+    client: &mut Driven,
     at_us: Option<u64>,
     out: *mut RallyEntity,
     capacity: usize,
@@ -313,7 +313,7 @@ pub unsafe extern "C" fn rally_client_send_xr_input(
         let (client, input) =
             unsafe { (live_client(client)?, input.as_ref().ok_or(FfiError::Null("input"))?) };
         let input = xr_input(input)?;
-        client.sending(|client| client.send_input(now_us, Input::Xr(input)).map(drop))
+        client.send_input(now_us, Input::Xr(input))
     })
 }
 
@@ -333,7 +333,7 @@ pub unsafe extern "C" fn rally_client_send_input_bytes(
         // SAFETY: the caller's contract on each pointer.
         let (client, input) = unsafe { (live_client(client)?, bytes(input, len, "input")?) };
         let input = Input::Raw(input.to_vec());
-        client.sending(|client| client.send_input(now_us, input).map(drop))
+        client.send_input(now_us, input)
     })
 }
 
@@ -347,9 +347,7 @@ pub unsafe extern "C" fn rally_client_present(
     now_us: u64,
 ) -> RallyStatus {
     // SAFETY: the caller's contract on `client`.
-    call("rally_client_present", || {
-        unsafe { live_client(client) }?.with(|client| client.present(now_us))
-    })
+    call("rally_client_present", || unsafe { live_client(client) }?.present(now_us))
 }
 
 /// Copies the newest state of every entity into `out` (room for `capacity`) and their number
@@ -368,7 +366,7 @@ pub unsafe extern "C" fn rally_client_entities(
     call("rally_client_entities", || {
         // SAFETY: the caller's contract on each pointer.
         let client = unsafe { live_client(client) }?;
-        client.with(|client| unsafe { read_entities(client, None, out, capacity, count) })
+        unsafe { read_entities(client, None, out, capacity, count) }
     })
 }
 
@@ -389,7 +387,7 @@ pub unsafe extern "C" fn rally_client_entities_at(
     call("rally_client_entities_at", || {
         // SAFETY: the caller's contract on each pointer.
         let client = unsafe { live_client(client) }?;
-        client.with(|client| unsafe { read_entities(client, Some(at_us), out, capacity, count) })
+        unsafe { read_entities(client, Some(at_us), out, capacity, count) }
     })
 }
 
@@ -466,8 +464,8 @@ pub unsafe extern "C" fn rally_client_poll_event(
             return Err(FfiError::Null("event"));
         }
         // SAFETY: the caller's contract on `client`.
-        unsafe { live_client(client) }?.with(|client| {
-            let (head, bytes) = match client.peek_event()? {
+        unsafe { live_client(client) }?.poll_event(|next| {
+            let (head, bytes) = match next {
                 Some(happening) => encode(happening),
                 None => (none(), Vec::new()),
             };
@@ -476,10 +474,7 @@ pub unsafe extern "C" fn rally_client_poll_event(
                 fill(&bytes, data, capacity, data_len, "data")?;
                 put(event, head, "event")?;
             }
-            if head.kind != RallyEventKind::None {
-                client.take_event();
-            }
-            Ok(())
+            Ok(head.kind != RallyEventKind::None)
         })
     })
 }

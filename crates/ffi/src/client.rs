@@ -3,7 +3,8 @@
 //! copy in and out; everything here returns [`FfiError`].
 
 use crate::error::FfiError;
-use crate::roster::Roster;
+use crate::publish::View;
+use crate::roster::{Roster, Tagger};
 use crate::types::{
     RallyConfig, RallyConnectionStats, RallyEntity, RallyLatency, RALLY_HAND_NONE, RALLY_NONE,
 };
@@ -20,6 +21,8 @@ use rally_wire::EntityState;
 use serde::{Serialize, Serializer};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 /// Raw input bytes in one `send_input_bytes` at most: the engine's input frames carry a few
@@ -127,6 +130,19 @@ pub struct Client {
     failure: Option<String>,
     /// Whether the game thread's turn has returned since the I/O thread saw the end.
     end_told: bool,
+    /// The newest arrival time the session handled: what a frame reading it now can show.
+    arrived_by: Instant,
+    /// Whether anything a [`View`] holds changed since the last publish.
+    changed: bool,
+}
+
+/// What the game thread hands the I/O thread when it must not wait for the client.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// An input sampled at this time (us).
+    Input(u64, Input),
+    /// A frame presented at this time (us) showing what had arrived by the instant.
+    Present(u64, Instant),
 }
 
 impl std::fmt::Debug for Client {
@@ -169,6 +185,8 @@ impl Client {
             frame: Duration::from_micros(config.frame_us.into()),
             failure: None,
             end_told: false,
+            arrived_by: Instant::ZERO,
+            changed: true,
         })
     }
 
@@ -241,6 +259,7 @@ impl Client {
             .connect_with_token(token)
             .map_err(|e| FfiError::Token(format!("the endpoint refused the token: {e}")))?;
         self.phase = Phase::Connecting(connection, server);
+        self.changed = true;
         Ok(())
     }
 
@@ -252,11 +271,13 @@ impl Client {
         let now = Instant::from_nanos(now_us.saturating_mul(1000));
         let session = &mut self.session;
         let mut ended = None;
+        let (arrived_by, changed) = (&mut self.arrived_by, &mut self.changed);
         self.driver
             .pump_arrivals(|at, _, connection, event| {
                 if connection != ours {
                     return;
                 }
+                (*arrived_by, *changed) = ((*arrived_by).max(at), true);
                 if let Event::Disconnected { reason } = event {
                     ended = Some(reason);
                 }
@@ -283,6 +304,7 @@ impl Client {
             self.latency.pop_front();
         }
         if let Some(reason) = ended {
+            self.changed = true;
             self.phase = Phase::Ended(reason, server, self.joined);
             self.push(Happening::Disconnected(reason));
         }
@@ -327,6 +349,48 @@ impl Client {
         Ok(next.map_or(wait_max, |at| at.saturating_duration_since(now).min(wait_max)))
     }
 
+    /// Copies what a frame reads into `view`, if it changed since the last call: `false` if
+    /// not. `view` is an older copy; its buffers are reused, so a steady room allocates
+    /// nothing here.
+    pub(crate) fn publish(&mut self, view: &mut View) -> bool {
+        if !std::mem::take(&mut self.changed) {
+            return false;
+        }
+        view.interpolator.clone_from(self.session.interpolator());
+        view.shown.clear();
+        view.shown.extend_from_slice(self.session.entity_states());
+        view.tags.clear();
+        view.tags.extend_from_slice(self.roster.tags(&self.scene));
+        view.status = self.pumping().map(drop);
+        view.live = self.live().map(drop);
+        view.arrived_by = self.arrived_by;
+        true
+    }
+
+    /// Moves the queued events to the game thread's channel, while it holds fewer than
+    /// [`RALLY_EVENTS_MAX`] (the rest wait here, and drop past that bound as without it).
+    pub(crate) fn hand_events(&mut self, to: &Sender<Happening>, in_flight: &AtomicUsize) {
+        while in_flight.load(Ordering::Acquire) < RALLY_EVENTS_MAX {
+            let Some(happening) = self.events.pop_front() else { return };
+            in_flight.fetch_add(1, Ordering::AcqRel);
+            // The game's side only goes away with the client, after this thread stops.
+            let _ = to.send(happening);
+        }
+    }
+
+    /// Does what the game thread handed over.
+    pub(crate) fn apply(&mut self, command: Command) -> Result<(), FfiError> {
+        match command {
+            Command::Input(now_us, input) => self.send_input(now_us, input).map(drop),
+            Command::Present(now_us, arrived_by) => {
+                self.open()?;
+                let now = Instant::from_nanos(now_us.saturating_mul(1000));
+                self.session.present_through(now, arrived_by);
+                Ok(())
+            }
+        }
+    }
+
     /// A handle on the socket for the I/O thread to wait on while another thread holds the
     /// client.
     pub(crate) fn socket(&self) -> Result<std::net::UdpSocket, FfiError> {
@@ -343,6 +407,7 @@ impl Client {
     /// Ends the connection on the I/O thread's failure: every later call says so, and the game
     /// learns it as a `Disconnected` event carrying `why`.
     pub(crate) fn fail(&mut self, why: String) {
+        self.changed = true;
         self.failure = Some(why.clone());
         self.push(Happening::Failed(why));
     }
@@ -368,6 +433,17 @@ impl Client {
         Ok(self.events.front())
     }
 
+    /// Hands the next event to `body`, and takes it if `body` says so.
+    pub(crate) fn poll_event(
+        &mut self,
+        body: impl FnOnce(Option<&Happening>) -> Result<bool, FfiError>,
+    ) -> Result<(), FfiError> {
+        if body(self.peek_event()?)? {
+            self.take_event();
+        }
+        Ok(())
+    }
+
     /// Drops the event `peek_event` gave.
     pub fn take_event(&mut self) {
         self.events.pop_front();
@@ -376,14 +452,7 @@ impl Client {
     /// Sends an input sampled at `now_us`, at once.
     pub fn send_input(&mut self, now_us: u64, input: Input) -> Result<u32, FfiError> {
         self.live()?;
-        if let Input::Raw(bytes) = &input {
-            if bytes.len() > RALLY_INPUT_BYTES_MAX {
-                return Err(FfiError::Invalid(format!(
-                    "{} input bytes: at most {RALLY_INPUT_BYTES_MAX}",
-                    bytes.len()
-                )));
-            }
-        }
+        check_input(&input)?;
         let now = Instant::from_nanos(now_us.saturating_mul(1000));
         let seq = self.session.send_input(now, input);
         self.session.transmit(self.driver.endpoint());
@@ -413,12 +482,8 @@ impl Client {
     ) -> Result<(), FfiError> {
         self.open()?;
         let mut tagger = self.roster.tagger(&self.scene);
-        let mut put = |(i, state)| {
-            let mut shown = entity(state);
-            tagger.tag(&mut shown);
-            write(i, shown);
-        };
-        match at_us.map(|us| Instant::from_nanos(us.saturating_mul(1000))) {
+        let mut put = |(i, state)| write(i, tagged(&mut tagger, state));
+        match at_us.map(instant) {
             Some(at) => self.session.interpolated_entities(at).enumerate().for_each(&mut put),
             None => self.session.entities().enumerate().for_each(&mut put),
         }
@@ -535,6 +600,16 @@ impl Client {
     }
 }
 
+/// Refuses an input too long to send.
+pub(crate) fn check_input(input: &Input) -> Result<(), FfiError> {
+    match input {
+        Input::Raw(bytes) if bytes.len() > RALLY_INPUT_BYTES_MAX => Err(FfiError::Invalid(
+            format!("{} input bytes: at most {RALLY_INPUT_BYTES_MAX}", bytes.len()),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The error for a call on a connection that ended.
 fn ended(reason: DisconnectReason, address: SocketAddr, heard: bool) -> FfiError {
     let what = match (reason, heard) {
@@ -562,6 +637,31 @@ fn happening(event: SceneEvent) -> Option<Happening> {
             value: change.value,
         },
     })
+}
+
+/// [`Client::entities`] from a copy the I/O thread published: the same states, sampled the
+/// same way, at the frame's own time.
+pub(crate) fn view_entities(
+    view: &mut View,
+    at_us: Option<u64>,
+    mut write: impl FnMut(usize, RallyEntity),
+) {
+    let mut tagger = Tagger::over(&view.tags);
+    let mut put = |(i, state)| write(i, tagged(&mut tagger, state));
+    match at_us.map(instant) {
+        Some(at) => view.interpolator.sample_each(at, &view.shown).enumerate().for_each(&mut put),
+        None => view.shown.iter().copied().enumerate().for_each(&mut put),
+    }
+}
+
+fn instant(us: u64) -> Instant {
+    Instant::from_nanos(us.saturating_mul(1000))
+}
+
+fn tagged(tagger: &mut Tagger<'_>, state: EntityState) -> RallyEntity {
+    let mut shown = entity(state);
+    tagger.tag(&mut shown);
+    shown
 }
 
 fn entity(e: EntityState) -> RallyEntity {

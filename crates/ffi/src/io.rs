@@ -3,20 +3,27 @@
 //!
 //! With the I/O thread, the [`Client`] sits behind a mutex. The thread waits on the socket
 //! (`ppoll`, woken at once by a datagram, the endpoint's next timer or an `eventfd` the game
-//! thread writes), takes the client, reads every datagram waiting, decodes, updates the session
-//! and queues events, and lets go. The game thread's calls take the client for as long as they
-//! copy in or out; `rally_client_update` then touches no socket. An input leaves at once either
-//! way: written to the socket by the thread that sends it (`On`), or handed over with a wake
-//! (`Wake`). A panic or a socket error on the I/O thread stops it and becomes a `Disconnected`
-//! event carrying what happened; it never unwinds out of the thread or aborts the game.
+//! thread writes), takes the client, runs the inputs and presents the game handed over, reads
+//! every datagram waiting, decodes, updates the session, and before letting go publishes a
+//! copy of what a frame reads ([`crate::publish`]) and hands the events over a channel. A
+//! frame's calls use only those: none takes the lock, so a preempted I/O thread never stalls
+//! the game. The calls outside the frame (connect, stats, latency, writes, close) take the
+//! client for as long as they need it. An input leaves at once either way: written to the
+//! socket by the thread that sends it (`On`, under the lock), or handed over with a wake
+//! (`Wake`, no lock). A panic or a socket error on the I/O thread stops it and becomes a
+//! `Disconnected` event carrying what happened; it never unwinds out of the thread or aborts
+//! the game.
 
-use crate::client::Client;
+use crate::client::{check_input, view_entities, Client, Command, Happening, Input};
 use crate::error::FfiError;
+use crate::publish::{triple, Publisher, Reader, View};
+use crate::types::RallyEntity;
 use crate::types::{RallyConfig, RallyConnectionStats, RallyIoThread};
 use rally_driver::Clock;
 use std::net::UdpSocket;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -78,6 +85,76 @@ impl Driven {
         }
     }
 
+    /// Sends an input sampled at `now_us`: at once on this thread (plain, `On`), or handed to
+    /// the I/O thread without waiting for it (`Wake`).
+    pub(crate) fn send_input(&mut self, now_us: u64, input: Input) -> Result<(), FfiError> {
+        match self {
+            Self::Threaded(io) if io.path == InputPath::Wake && io.running() => {
+                io.hand_input(now_us, input)
+            }
+            _ => self.sending(|client| client.send_input(now_us, input).map(drop)),
+        }
+    }
+
+    /// The frame was shown at `now_us`: told the session here, or handed to the I/O thread
+    /// with what the frame's read could show.
+    pub(crate) fn present(&mut self, now_us: u64) -> Result<(), FfiError> {
+        match self {
+            Self::Threaded(io) if io.running() => {
+                let arrived_by = io.reader.current().arrived_by;
+                // Nothing to wake for: the meter closes the frame at the thread's next turn,
+                // with the frame's own times.
+                io.command(Command::Present(now_us, arrived_by))
+            }
+            _ => self.with(|client| client.present(now_us)),
+        }
+    }
+
+    /// How many entities a read gives now.
+    pub(crate) fn entity_count(&mut self) -> Result<usize, FfiError> {
+        match self {
+            Self::Threaded(io) if io.running() => Ok(io.reader.latest().shown.len()),
+            _ => self.with(|client| client.entity_count()),
+        }
+    }
+
+    /// The entities [`Driven::entity_count`] counted, newest or at `at_us`, to `write`.
+    pub(crate) fn entities(
+        &mut self,
+        at_us: Option<u64>,
+        write: impl FnMut(usize, RallyEntity),
+    ) -> Result<(), FfiError> {
+        match self {
+            Self::Threaded(io) if io.running() => {
+                view_entities(io.reader.current(), at_us, write);
+                Ok(())
+            }
+            _ => self.with(|client| client.entities(at_us, write)),
+        }
+    }
+
+    /// Hands the next event to `body`, and takes it if `body` says so.
+    pub(crate) fn poll_event(
+        &mut self,
+        body: impl FnOnce(Option<&Happening>) -> Result<bool, FfiError>,
+    ) -> Result<(), FfiError> {
+        match self {
+            Self::Threaded(io) if io.running() => {
+                if io.next_event.is_none() {
+                    io.next_event = io.events.try_recv().ok();
+                    if io.next_event.is_some() {
+                        io.in_flight.fetch_sub(1, Ordering::AcqRel);
+                    }
+                }
+                if body(io.next_event.as_ref())? {
+                    io.next_event = None;
+                }
+                Ok(())
+            }
+            _ => self.with(|client| client.poll_event(body)),
+        }
+    }
+
     /// Runs `body` (a connect) and gives the I/O thread a turn at once to act on it.
     pub(crate) fn waking<R>(
         &mut self,
@@ -95,6 +172,7 @@ impl Driven {
     pub(crate) fn update(&mut self, now_us: u64) -> Result<(), FfiError> {
         match self {
             Self::Plain(client) => client.update(now_us),
+            Self::Threaded(io) if io.running() => io.game_turn(),
             Self::Threaded(io) => io.lock().game_turn(),
         }
     }
@@ -103,6 +181,8 @@ impl Driven {
     pub(crate) fn now_us(&mut self) -> Result<u64, FfiError> {
         match self {
             Self::Plain(client) => client.open().map(|()| client.now_us()),
+            // The thread runs until close: the client is open, and the clock needs no lock.
+            Self::Threaded(io) if io.running() => Ok(io.clock.now().as_nanos() / 1000),
             Self::Threaded(io) => {
                 let clock = io.clock;
                 io.lock().open().map(|()| clock.now().as_nanos() / 1000)
@@ -174,6 +254,25 @@ pub(crate) struct IoThread {
     /// Calls that found the I/O thread holding the client, and the time they waited.
     waits: u64,
     waited_ns: u64,
+    /// What the frame reads: the I/O thread's newest copy.
+    reader: Reader<View>,
+    /// Events from the I/O thread, the next one taken out to peek at, and how many are
+    /// sent and not yet taken.
+    events: Receiver<Happening>,
+    next_event: Option<Happening>,
+    in_flight: Arc<AtomicUsize>,
+    /// Inputs and presents to the I/O thread.
+    commands: Sender<Command>,
+    /// Whether `update` has returned once since the connection ended.
+    end_told: bool,
+}
+
+/// The I/O thread's ends of what it shares with the game thread without a lock.
+struct Hands {
+    view: Publisher<View>,
+    events: Sender<Happening>,
+    in_flight: Arc<AtomicUsize>,
+    commands: Receiver<Command>,
 }
 
 impl IoThread {
@@ -189,11 +288,66 @@ impl IoThread {
             panic_next: AtomicBool::new(false),
         });
         let theirs = Arc::clone(&shared);
+        let (view, reader) = triple();
+        let (events_in, events) = channel();
+        let (commands, commands_out) = channel();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let mut hands = Hands {
+            view,
+            events: events_in,
+            in_flight: Arc::clone(&in_flight),
+            commands: commands_out,
+        };
         let thread = std::thread::Builder::new()
             .name("rally-io".into())
-            .spawn(move || run(&theirs, &socket))
+            .spawn(move || run(&theirs, &socket, &mut hands))
             .map_err(|e| FfiError::Io(format!("starting the I/O thread: {e}")))?;
-        Ok(Self { shared, thread: Some(thread), path, clock, waits: 0, waited_ns: 0 })
+        Ok(Self {
+            shared,
+            thread: Some(thread),
+            path,
+            clock,
+            waits: 0,
+            waited_ns: 0,
+            reader,
+            events,
+            next_event: None,
+            in_flight,
+            commands,
+            end_told: false,
+        })
+    }
+
+    /// Whether the I/O thread is there to publish (it is until `close`).
+    fn running(&self) -> bool {
+        self.thread.is_some()
+    }
+
+    /// `update`'s answer from the newest copy, without the client.
+    fn game_turn(&mut self) -> Result<(), FfiError> {
+        match &self.reader.latest().status {
+            Err(FfiError::Disconnected(_)) if !std::mem::replace(&mut self.end_told, true) => {
+                Ok(())
+            }
+            other => other.clone(),
+        }
+    }
+
+    /// An input for the I/O thread to send, refused here as the client would refuse it.
+    fn hand_input(&mut self, now_us: u64, input: Input) -> Result<(), FfiError> {
+        self.reader.latest().live.clone()?;
+        check_input(&input)?;
+        self.command(Command::Input(now_us, input))?;
+        self.shared.waker.wake();
+        Ok(())
+    }
+
+    fn command(&mut self, command: Command) -> Result<(), FfiError> {
+        // The receiver goes only with the thread, which ends only by failing (the view says
+        // so) or by close.
+        self.commands
+            .send(command)
+            .map_err(|_| FfiError::Disconnected("the library's I/O thread stopped".into()))
     }
 
     /// The client, counting the times the I/O thread had it.
@@ -246,8 +400,8 @@ impl Drop for IoThread {
 }
 
 /// The I/O thread: a turn, then a wait for the socket, a timer or a wake, until stopped or
-/// failed.
-fn run(shared: &Shared, socket: &UdpSocket) {
+/// failed. After each turn it publishes what changed and hands over the events.
+fn run(shared: &Shared, socket: &UdpSocket, hands: &mut Hands) {
     rally_driver::precise_timers();
     loop {
         let wait = {
@@ -260,15 +414,33 @@ fn run(shared: &Shared, socket: &UdpSocket) {
                 if shared.panic_next.swap(false, Ordering::AcqRel) {
                     panic!("a test's panic on the I/O thread");
                 }
+                for command in hands.commands.try_iter() {
+                    // A command refused here (the connection ended meanwhile) has nobody to
+                    // tell: the game learns the end from the view and the event.
+                    let _ = client.apply(command);
+                }
                 client.io_turn(WAIT_MAX)
             }));
-            match turn {
-                Ok(Ok(wait)) => wait,
-                Ok(Err(error)) => return client.fail(error.to_string()),
+            let wait = match turn {
+                Ok(Ok(wait)) => Some(wait),
+                Ok(Err(error)) => {
+                    client.fail(error.to_string());
+                    None
+                }
                 Err(panic) => {
                     let what = crate::error::panic_text(panic.as_ref());
-                    return client.fail(format!("a bug in rally-ffi, please report it: {what}"));
+                    client.fail(format!("a bug in rally-ffi, please report it: {what}"));
+                    None
                 }
+            };
+            // The view first: a game that sees an event (Joined) finds the state behind it.
+            if client.publish(hands.view.back()) {
+                hands.view.publish();
+            }
+            client.hand_events(&hands.events, &hands.in_flight);
+            match wait {
+                Some(wait) => wait,
+                None => return,
             }
         };
         shared.waker.wait(socket, wait);
@@ -361,7 +533,8 @@ mod tests {
         io.shared.panic_next.store(true, Ordering::Release);
         io.shared.waker.wake();
         let why = loop {
-            let event = driven.with(|c| Ok(c.peek_event()?.cloned())).unwrap();
+            let mut event = None;
+            driven.poll_event(|e| Ok((event = e.cloned(), true).1)).unwrap();
             match event {
                 Some(Happening::Failed(why)) => break why,
                 Some(other) => panic!("{other:?}"),
@@ -374,6 +547,69 @@ mod tests {
         assert!(later.to_string().contains("I/O thread stopped"), "{later}");
         driven.close().unwrap();
         assert_eq!(driven.update(0), Err(FfiError::Closed));
+    }
+
+    /// A client of `io_thread` connecting (to a port nobody answers on: a connection that
+    /// stays in its handshake), its first view published.
+    fn connecting(io_thread: RallyIoThread) -> Driven {
+        use rally_proto::token::{self, Grant, TokenRandomness, USER_DATA_LEN};
+        let nobody = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let grant = Grant {
+            client_id: 1,
+            room_id: 1,
+            user_data: [0; USER_DATA_LEN],
+            server_addresses: vec![nobody],
+            timeout_s: 30,
+        };
+        let random = TokenRandomness {
+            nonce: [1; 24],
+            client_to_server_key: [2; 32],
+            server_to_client_key: [3; 32],
+        };
+        let key = rally_proto::TokenKey([5; 32]);
+        let token = token::issue(&key, 7, &grant, 1_000, 60, &random).unwrap().encode();
+        let mut driven = threaded(io_thread);
+        driven.waking(|c| c.connect(&token, None, 1_001)).unwrap();
+        let Driven::Threaded(io) = &mut driven else { panic!("no I/O thread") };
+        while io.reader.latest().live.is_err() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        driven
+    }
+
+    #[test]
+    fn a_frame_never_waits_for_an_io_thread_that_holds_the_client() {
+        // Goal: a preempted I/O thread (holding the client) cannot stall the game's frame:
+        // with `Wake`, every call of a frame (input, update, events, the read at the frame's
+        // time, present) goes through without the client's lock.
+        // Method: another thread holds the lock while this one plays frames; the lock is let
+        // go after a while only so that a regression shows as a counted wait, not a hang.
+        let mut driven = connecting(RallyIoThread::Wake);
+        let Driven::Threaded(io) = &mut driven else { panic!("no I/O thread") };
+        let shared = Arc::clone(&io.shared);
+        let (held_tx, held_rx) = channel();
+        let (done_tx, done_rx) = channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _client = shared.lock();
+            held_tx.send(()).unwrap();
+            let _ = done_rx.recv_timeout(Duration::from_secs(2));
+        });
+        held_rx.recv().unwrap();
+        for _ in 0..10 {
+            let now = driven.now_us().unwrap();
+            driven.send_input(now, Input::Raw(vec![1, 2, 3])).unwrap();
+            driven.update(now).unwrap();
+            driven.poll_event(|_| Ok(true)).unwrap();
+            let count = driven.entity_count().unwrap();
+            driven.entities(Some(now), |_, _| ()).unwrap();
+            assert_eq!(count, 0, "a handshake shows no entity");
+            driven.present(now).unwrap();
+        }
+        done_tx.send(()).unwrap();
+        holder.join().unwrap();
+        let stats = driven.stats().unwrap();
+        assert_eq!(stats.io_lock_waits, 0, "a frame's call waited for the I/O thread");
+        driven.close().unwrap();
     }
 
     #[test]

@@ -36,11 +36,14 @@
 //! `RallyConfig::io_thread` set to `RALLY_IO_THREAD_ON` makes the library run one thread of
 //! its own that owns the socket and the session: it waits on the socket, reads each datagram
 //! as it arrives, decodes it, updates the session and queues the events. The frame above stays
-//! the same, but `rally_client_update` and the reads then do no socket work and no decoding;
-//! they take the client for as long as they copy (a read waits if the thread is decoding a
-//! snapshot; `RallyConnectionStats::io_lock_waits` counts it). An input still leaves at once:
-//! the thread that sends it writes it to the socket (`RALLY_IO_THREAD_WAKE` hands it to the
-//! I/O thread instead, with a wake, and it waits for that thread to run). For engines whose
+//! the same, but `rally_client_update`, the reads, the events and the present then do no
+//! socket work, no decoding and take no lock: the I/O thread publishes a copy of what a frame
+//! reads (the interpolator's inputs: the read still interpolates at the frame's own time) and
+//! hands the events over a channel, so a preempted I/O thread never stalls the frame. An input
+//! still leaves at once: the thread that sends it writes it to the socket, taking the
+//! session's lock for that (`RallyConnectionStats::io_lock_waits` counts the waits);
+//! `RALLY_IO_THREAD_WAKE` hands it to the I/O thread instead, with a wake and no lock, and it
+//! waits for that thread to run. For engines whose
 //! game thread is the bottleneck; it costs the process a little more CPU in all (docs/ffi.md
 //! has the figures). A panic or a socket error on that thread ends the connection with a
 //! `Disconnected` event (reason `RALLY_DISCONNECT_REASON_FAILED`, the message in its data);
@@ -111,6 +114,7 @@ mod api;
 pub mod client;
 mod error;
 mod io;
+mod publish;
 mod roster;
 mod types;
 

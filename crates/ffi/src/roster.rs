@@ -10,7 +10,7 @@ use rally_scene::{
 
 /// One entity's class and holder, as `RallyEntity` carries them.
 #[derive(Debug, Clone, Copy)]
-struct Tag {
+pub(crate) struct Tag {
     id: u32,
     class: u32,
     holder: u32,
@@ -45,6 +45,12 @@ impl Roster {
     pub(crate) fn tagger(&mut self, scene: &SceneState) -> Tagger<'_> {
         self.refresh(scene);
         Tagger { tags: &self.tags, at: 0 }
+    }
+
+    /// The table brought up to date, ids ascending: for a copy a [`Tagger`] reads elsewhere.
+    pub(crate) fn tags(&mut self, scene: &SceneState) -> &[Tag] {
+        self.refresh(scene);
+        &self.tags
     }
 
     fn refresh(&mut self, scene: &SceneState) {
@@ -87,7 +93,12 @@ pub(crate) struct Tagger<'a> {
     at: usize,
 }
 
-impl Tagger<'_> {
+impl<'a> Tagger<'a> {
+    /// A tagger over a table [`Roster::tags`] gave.
+    pub(crate) fn over(tags: &'a [Tag]) -> Self {
+        Self { tags, at: 0 }
+    }
+
     /// Fills `entity`'s class and holder. Entities in ascending ids (as snapshots give them)
     /// take one pass over the roster; any order works, at a search each.
     pub(crate) fn tag(&mut self, entity: &mut RallyEntity) {
