@@ -77,8 +77,9 @@ pub struct Late {
     /// Of those, the longest time from the state's arrival to the best frame, ms: how long
     /// the hand-over from the transport to the frame loop took at most.
     pub missed_by_ms: f64,
-    /// The state arrived after the best frame: the server's hold (a fast path holds only
-    /// its own work) pushed it past.
+    /// The state arrived after the best frame: the server's hold or the page's wait to send
+    /// the input pushed it past (a delay on the way only lengthens the sample's own round
+    /// trip, and its best frame with it).
     pub held: u32,
     /// The state did not report its hold (a lost snapshot), so the round trip judged was
     /// the smoothed one.

@@ -26,7 +26,8 @@ export function newRing() {
 export function ringWrite(ring, bytes, at) {
   const counters = new Int32Array(ring, 0, 2);
   const written = Atomics.load(counters, WRITTEN);
-  const full = written - Atomics.load(counters, READ) >= SLOTS;
+  // Int32 arithmetic (`| 0`), so that the counters' wrap changes nothing.
+  const full = ((written - Atomics.load(counters, READ)) | 0) >= SLOTS;
   if (full || bytes.length > SLOT_BYTES - HEAD) return false;
   const slot = COUNTERS + (((written % SLOTS) + SLOTS) % SLOTS) * SLOT_BYTES;
   const view = new DataView(ring, slot, HEAD);
@@ -34,7 +35,7 @@ export function ringWrite(ring, bytes, at) {
   view.setUint32(8, bytes.length, true);
   new Uint8Array(ring, slot + HEAD, bytes.length).set(bytes);
   // The store publishes the slot: Atomics orders the writes above before it.
-  Atomics.store(counters, WRITTEN, written + 1);
+  Atomics.store(counters, WRITTEN, (written + 1) | 0);
   return true;
 }
 
@@ -42,13 +43,13 @@ export function ringWrite(ring, bytes, at) {
 export function ringDrain(ring, onDatagram) {
   const counters = new Int32Array(ring, 0, 2);
   const written = Atomics.load(counters, WRITTEN);
-  for (let read = Atomics.load(counters, READ); read !== written; read += 1) {
+  for (let read = Atomics.load(counters, READ); read !== written; read = (read + 1) | 0) {
     const slot = COUNTERS + (((read % SLOTS) + SLOTS) % SLOTS) * SLOT_BYTES;
     const view = new DataView(ring, slot, HEAD);
     const at = view.getFloat64(0, true);
     // A copy: the slot is the worker's again once the counter moves.
     const bytes = new Uint8Array(ring, slot + HEAD, view.getUint32(8, true)).slice();
-    Atomics.store(counters, READ, read + 1);
+    Atomics.store(counters, READ, (read + 1) | 0);
     onDatagram(bytes, at);
   }
 }
