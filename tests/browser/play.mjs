@@ -57,9 +57,13 @@ async function play(page, url, check, query, transport) {
   const phase = await page.evaluate(() => window.rallyPlay.phase);
   check(joined, `the page joined the room (${phase})`);
   const used = await page.evaluate(() => [window.rallyPlay.transport, window.rallyPlay.transportWhy,
-    window.rallyPlay.worker]);
+    window.rallyPlay.worker, window.rallyPlay.ring]);
   check(used[0] === transport, `the page used ${transport} (it used ${used[0]}${used[1] ? `: ${used[1]}` : ""}` +
-    `${used[2] ? ", in a worker" : ", on the main thread"})`);
+    `${used[2] ? ", in a worker" : ", on the main thread"}${used[3] ? ", through the shared ring" : ""})`);
+  // The demo serves the page cross-origin isolated, so a worker's datagrams take the ring.
+  if (used[2] && !/ring=0/.test(query)) {
+    check(used[3], "the worker hands datagrams over through the shared ring (the page is cross-origin isolated)");
+  }
   const client = await page.evaluate(() => window.rallyPlay.client);
   await sleep(500);
   const share = await tableShare(page);
@@ -91,6 +95,10 @@ async function play(page, url, check, query, transport) {
     `${(s.f.at_best * 100).toFixed(0)}% at most best + 1 ms (on the page's frames; ` +
     `${(s.f.within_steady * 100).toFixed(0)}% within a steady frame's model); ` +
     `frame interval (median) ${s.frameMs.toFixed(2)} ms`);
+  const late = s.f.late;
+  console.log(`${transport}: samples after best + 1 ms: ${late.missed_frame} arrived before the best frame ` +
+    `yet missed it (by at most ${late.missed_by_ms.toFixed(2)} ms), ${late.held} arrived after it, ` +
+    `${late.unknown_round_trip} with no hold reported (judged on the smoothed RTT)`);
   console.log(`${transport}: page CPU per frame over the last ${Math.min(600, s.frames)} of ${s.frames} frames: ` +
     `mean ${s.mean.toFixed(3)} p50 ${s.p50.toFixed(3)} p99 ${s.p99.toFixed(3)} max ${s.max.toFixed(3)} ms; ` +
     `the session's share p50 ${s.sessionP50.toFixed(3)} p99 ${s.sessionP99.toFixed(3)} ms`);

@@ -290,7 +290,8 @@ pub unsafe extern "C" fn rally_phase(web: *mut Web) -> usize {
 }
 
 /// The figures as JSON at [`rally_out`] (`client`, `rtt_ms`, `loss`, `samples`, `mean_ms`,
-/// `p99_ms`, `best_ms`, `worst_ms`, `within`, `at_best`, `within_steady`): its length.
+/// `p99_ms`, `best_ms`, `worst_ms`, `within`, `at_best`, `within_steady`, and `late`: the
+/// late samples' causes, [`crate::player::Late`]): its length.
 ///
 /// # Safety
 /// `web` is null or a live handle.
@@ -304,6 +305,10 @@ pub unsafe extern "C" fn rally_figures(web: *mut Web) -> usize {
         "mean_ms": f.mean_ms, "p99_ms": f.p99_ms, "best_ms": f.best_ms,
         "worst_ms": f.worst_ms, "within": f.within, "at_best": f.at_best,
         "within_steady": f.within_steady,
+        "late": {
+            "missed_frame": f.late.missed_frame, "missed_by_ms": f.late.missed_by_ms,
+            "held": f.late.held, "unknown_round_trip": f.late.unknown_round_trip,
+        },
     });
     web.say(&json.to_string())
 }

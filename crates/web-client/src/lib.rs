@@ -21,4 +21,4 @@
 pub mod abi;
 pub mod player;
 
-pub use player::{Figures, Phase, Player};
+pub use player::{Figures, Late, Phase, Player};

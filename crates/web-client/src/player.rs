@@ -63,6 +63,27 @@ pub struct Figures {
     /// `worst_ms` (what `within` was before the frame clock): a browser's frames are not
     /// steady, so this one counts a long frame as a late sample.
     pub within_steady: f64,
+    /// Why the samples not at best were late (docs/web.md: where the fast path's misses
+    /// come from).
+    pub late: Late,
+}
+
+/// The samples presented later than the model's best frame, by where the time went.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Late {
+    /// The state arrived before the best frame began, yet showed on a later one: the page
+    /// took it from the transport after that frame had read the state.
+    pub missed_frame: u32,
+    /// Of those, the longest time from the state's arrival to the best frame, ms: how long
+    /// the hand-over from the transport to the frame loop took at most.
+    pub missed_by_ms: f64,
+    /// The state arrived after the best frame: the server's hold or the page's wait to send
+    /// the input pushed it past (a delay on the way only lengthens the sample's own round
+    /// trip, and its best frame with it).
+    pub held: u32,
+    /// The state did not report its hold (a lost snapshot), so the round trip judged was
+    /// the smoothed one.
+    pub unknown_round_trip: u32,
 }
 
 /// The browser's player.
@@ -243,7 +264,8 @@ impl Player {
         out.p99_ms = ms(totals[(totals.len() * 99).div_ceil(100) - 1]);
         let tick = Duration::from_secs(1) / tick_rate.max(1);
         let round_trip = |s: &LatencySample| s.round_trip.unwrap_or(rtt);
-        (out.within, out.at_best) = judge(&self.latency, &self.frames, round_trip, tick);
+        let judged = judge(&self.latency, &self.frames, round_trip, tick);
+        (out.within, out.at_best, out.late) = (judged.within, judged.at_best, judged.late);
         let model = |s: &LatencySample| LatencyModel::new(round_trip(s), self.frame, tick);
         let slack = Duration::from_millis(1);
         let steady = self.latency.iter().filter(|(_, s)| model(s).contains(s.total, slack));
@@ -271,11 +293,12 @@ fn judge<'a>(
     frames: &VecDeque<Instant>,
     round_trip: impl Fn(&LatencySample) -> Duration,
     tick: Duration,
-) -> (f64, f64) {
+) -> Judged {
     let slack = Duration::from_millis(1);
     // The first frame presented at or after `t`, if the page has presented one yet.
     let frame_from = |t: Instant| frames.get(frames.partition_point(|&f| f < t)).copied();
     let (mut judged, mut within, mut at_best) = (0usize, 0usize, 0usize);
+    let mut late = Late::default();
     for (presented, sample) in samples {
         let sampled = Instant::from_nanos(
             presented.as_nanos().saturating_sub(sample.total.as_nanos() as u64),
@@ -290,10 +313,43 @@ fn judge<'a>(
         let worst = frame_from(back + tick).unwrap_or(*presented);
         judged += 1;
         within += usize::from(*presented + slack >= best && *presented <= worst + slack);
-        at_best += usize::from(*presented <= best + slack);
+        if *presented <= best + slack {
+            at_best += 1;
+        } else {
+            late.count(sample, *presented, best);
+        }
     }
     let share = |n: usize| if judged == 0 { 0.0 } else { n as f64 / judged as f64 };
-    (share(within), share(at_best))
+    Judged { within: share(within), at_best: share(at_best), late }
+}
+
+/// What [`judge`] found: the shares within the model and at its best, and why the rest of
+/// the samples were late.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Judged {
+    within: f64,
+    at_best: f64,
+    late: Late,
+}
+
+impl Late {
+    /// Counts a sample presented at `presented`, after its `best` frame, by where it lost time.
+    fn count(&mut self, sample: &LatencySample, presented: Instant, best: Instant) {
+        if sample.round_trip.is_none() {
+            self.unknown_round_trip += 1;
+            return;
+        }
+        let arrived = Instant::from_nanos(
+            presented.as_nanos().saturating_sub(sample.frame_wait.as_nanos() as u64),
+        );
+        if arrived <= best {
+            self.missed_frame += 1;
+            let by = best.saturating_duration_since(arrived).as_secs_f64() * 1e3;
+            self.missed_by_ms = self.missed_by_ms.max(by);
+        } else {
+            self.held += 1;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -337,7 +393,8 @@ mod tests {
         // Frames that are not steady (a slow one from 50 to 120 ms), a 10 ms tick.
         let frames: VecDeque<Instant> = [10, 50, 120, 150, 200].map(ms).into();
         let judge = |samples: &[(Instant, LatencySample)]| {
-            judge(samples, &frames, |s| s.round_trip.unwrap(), Duration::from_millis(10))
+            let judged = judge(samples, &frames, |s| s.round_trip.unwrap(), ms10());
+            (judged.within, judged.at_best)
         };
         // Sampled at 50 with a 2 ms round trip: the best frame is 120, 70 ms later; a steady
         // 50 ms frame would call it late. Shown at 150 it is a frame late.
@@ -351,5 +408,30 @@ mod tests {
         assert_eq!(judge(&[sample(150, 201, 2)]), (1.0, 1.0));
         assert_eq!(judge(&[sample(150, 202, 2)]), (0.0, 0.0));
         assert_eq!(judge(&[sample(0, 50, 1)]), (0.0, 0.0));
+    }
+
+    fn ms10() -> Duration {
+        Duration::from_millis(10)
+    }
+
+    #[test]
+    fn late_samples_say_where_their_time_went() {
+        let frames: VecDeque<Instant> = [10, 50, 100, 150].map(ms).into();
+        // Sampled at 50, a 20 ms round trip: best frame 100. Each is shown at 150.
+        let late = |frame_wait: u64, round_trip: Option<Duration>| {
+            let (presented, mut s) = sample(50, 150, 20);
+            (s.frame_wait, s.round_trip) = (Duration::from_millis(frame_wait), round_trip);
+            judge(&[(presented, s)], &frames, |s| s.round_trip.unwrap_or(ms10()), ms10()).late
+        };
+        // Arrived at 97, 3 ms before the best frame, which did not show it: a missed frame.
+        let missed = late(53, Some(ms10() * 2));
+        assert_eq!((missed.missed_frame, missed.held, missed.unknown_round_trip), (1, 0, 0));
+        assert!((missed.missed_by_ms - 3.0).abs() < 1e-9, "{missed:?}");
+        // Arrived at 110, after the best frame: the hold pushed it past.
+        let held = late(40, Some(ms10() * 2));
+        assert_eq!((held.missed_frame, held.held, held.unknown_round_trip), (0, 1, 0));
+        // No hold reported: judged on the smoothed round trip, counted apart.
+        let unknown = late(40, None);
+        assert_eq!((unknown.missed_frame, unknown.held, unknown.unknown_round_trip), (0, 0, 1));
     }
 }

@@ -21,13 +21,20 @@ use std::time::Duration;
 /// JavaScript's content type.
 const JS: &str = "text/javascript; charset=utf-8";
 
+/// The headers that make a page cross-origin isolated (`SharedArrayBuffer` allowed).
+const ISOLATED: [(&str, &str); 2] = [
+    ("Cross-Origin-Opener-Policy", "same-origin"),
+    ("Cross-Origin-Embedder-Policy", "require-corp"),
+];
+
 /// The pages, their scripts and their style.
-const FILES: [(&str, &str, &str); 9] = [
+const FILES: [(&str, &str, &str); 10] = [
     ("/play", "text/html; charset=utf-8", include_str!("static/play.html")),
     ("/play.js", JS, include_str!("static/play.js")),
     ("/play/rally-client.js", JS, include_str!("static/rally-client.js")),
     ("/play/transport.js", JS, include_str!("static/transport.js")),
     ("/play/net-worker.js", JS, include_str!("static/net-worker.js")),
+    ("/play/ring.js", JS, include_str!("static/ring.js")),
     // three.js, the subset the page uses (scripts/build-three.sh bundles it from npm).
     ("/play/three.min.js", JS, include_str!("static/three.min.js")),
     ("/", "text/html; charset=utf-8", include_str!("static/index.html")),
@@ -144,10 +151,19 @@ fn respond(request: tiny_http::Request, shared: &Shared) {
         .expect("a constant, valid header");
     let no_store = tiny_http::Header::from_bytes("Cache-Control", "no-store")
         .expect("a constant, valid header");
-    let response = tiny_http::Response::from_data(body)
+    let mut response = tiny_http::Response::from_data(body)
         .with_status_code(status)
         .with_header(header)
         .with_header(no_store);
+    // The player's page is cross-origin isolated, so that its network worker can share memory
+    // with it (ring.js): everything it loads is the demo's own.
+    if path == "/play" || path.starts_with("/play/") || path == "/play.js" {
+        for (name, value) in ISOLATED {
+            response.add_header(
+                tiny_http::Header::from_bytes(name, value).expect("a constant, valid header"),
+            );
+        }
+    }
     // A browser that went away is its own business; the server goes on.
     let _ = request.respond(response);
 }

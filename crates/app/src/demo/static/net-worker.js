@@ -4,10 +4,13 @@
 // the session's round trips and the latency meter's arrivals are the network's, not the wait
 // for the page's main thread.
 //
-// From the page: `{open: info, forced, origin}` once (the page's `performance.timeOrigin`),
-// then `{send: bytes}` and `{close: true}`. To the page: `{opened: kind, why}`, `{datagram,
-// at}`, `{closed: reason}`, or `{failed: message}` when no transport opened.
+// From the page: `{open: info, forced, origin, ring}` once (the page's `performance.timeOrigin`;
+// `ring`, a SharedArrayBuffer of ring.js, or null), then `{send: bytes}` and `{close: true}`.
+// To the page: `{opened: kind, why}`, `{datagram, at}` (no ring, or it was full), `{wake: true}`
+// (a datagram is in the ring: the page reads it now, or its next frame does, whichever comes
+// first), `{closed: reason}`, or `{failed: message}` when no transport opened.
 import { openTransport } from "/play/transport.js";
+import { ringWrite } from "/play/ring.js";
 
 let transport = null;
 // The page's `performance.now()` at this worker's `performance.now()`: their origins differ.
@@ -18,7 +21,10 @@ onmessage = async ({ data: m }) => {
     offset = performance.timeOrigin - m.origin;
     try {
       transport = await openTransport(m.open, {
-        onDatagram: (d, at) => postMessage({ datagram: d, at: at + offset }, [d.buffer]),
+        onDatagram: (d, at) => {
+          if (m.ring && ringWrite(m.ring, d, at + offset)) postMessage({ wake: true });
+          else postMessage({ datagram: d, at: at + offset }, [d.buffer]);
+        },
         onOpen: (kind, why) => postMessage({ opened: kind, why }),
         onClose: (reason) => postMessage({ closed: reason }),
         forced: m.forced,

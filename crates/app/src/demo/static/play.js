@@ -15,7 +15,7 @@ const view = document.getElementById("view");
 const state = (window.rallyPlay = {
   phase: "loading", client: null, hand: null, frames: 0, cpuMs: [], sessionMs: [],
   intervalsMs: [], frameMs: 0, firstFrameMs: null, transport: null, transportWhy: null,
-  worker: false, screenOf: null,
+  worker: false, ring: false, screenOf: null,
 });
 const query = new URLSearchParams(location.search);
 // `?present=drawn` counts a frame as presented when its draw call returns instead (with
@@ -194,12 +194,15 @@ async function start() {
     },
     onClose: (why) => say(why, true),
     forced: query.get("transport"),
+    // The worker's datagrams through a shared ring the frame reads (`?ring=0`: messages only).
+    ring: query.get("ring") !== "0",
   };
   // A browser whose workers cannot run the transport (no module workers) runs it here.
   const here = () => openTransport(info, handlers);
   transport = await (state.worker
     ? openTransportInWorker(info, handlers).catch(() => { state.worker = false; return here(); })
     : here());
+  state.ring = Boolean(transport.ring);
   flush(performance.now());
   // A closing tab says goodbye, so that its player leaves at once rather than timing out.
   addEventListener("pagehide", () => {
@@ -210,7 +213,7 @@ async function start() {
   pollRoles();
   offerVr();
   // The renderer's loop is the window's requestAnimationFrame, or the XR session's in VR.
-  renderer.setAnimationLoop(() => frame(player, flush));
+  renderer.setAnimationLoop(() => frame(player, flush, transport));
 }
 
 // The page's token: one given in the address (`/play?token=HEX`, from a game's own backend),
@@ -224,7 +227,9 @@ async function token() {
 }
 
 let lastFrame = 0;
-function frame(player, flush) {
+function frame(player, flush, transport) {
+  // What the worker has received and the page not yet heard of (transport.js's ring).
+  transport.drain?.();
   const now = performance.now();
   if (lastFrame) keep(state.intervalsMs, now - lastFrame);
   lastFrame = now;

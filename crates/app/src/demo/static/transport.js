@@ -21,6 +21,8 @@
 // closes for any reason after it opened. `forced` is the page's `?transport=` ("ws" turns
 // WebTransport off). Rejects when neither opens.
 
+import { newRing, ringDrain } from "/play/ring.js";
+
 // How long WebTransport may take to open before the page falls back.
 const WEBTRANSPORT_WAIT_MS = 3000;
 
@@ -106,23 +108,32 @@ async function openWebSocket(url, onDatagram, onClose) {
 // The same transport, run in a Web Worker (net-worker.js): the same handlers, called on the
 // page's thread, with each datagram's arrival time converted to the page's clock (a worker's
 // `performance.now()` counts from its own origin). Sends cross to the worker as transferred
-// buffers. Rejects as `openTransport` does.
-export function openTransportInWorker(info, { onDatagram, onOpen, onClose, forced }) {
+// buffers. Where the page is cross-origin isolated (and `ring` is not false), datagrams come
+// through a shared ring (ring.js) which the page also reads with `drain()` at the start of each
+// frame: a datagram that arrived before the frame began is in it, even when the worker's
+// message has not reached the page yet. `ring` in the result says whether it is used. Rejects
+// as `openTransport` does.
+export function openTransportInWorker(info, { onDatagram, onOpen, onClose, forced, ring = true }) {
   const worker = new Worker("/play/net-worker.js", { type: "module" });
+  const shared = ring ? newRing() : null;
+  const drain = () => { if (shared) ringDrain(shared, onDatagram); };
   return new Promise((ok, fail) => {
     worker.onerror = (e) => fail(new Error(`the network worker failed: ${e.message || "no reason given"}`));
     worker.onmessage = ({ data: m }) => {
-      if (m.datagram) onDatagram(m.datagram, m.at);
+      if (m.wake) drain();
+      else if (m.datagram) onDatagram(m.datagram, m.at);
       else if (m.opened) {
         onOpen(m.opened, m.why);
         ok({
           kind: m.opened,
+          ring: shared !== null,
+          drain,
           send: (bytes) => worker.postMessage({ send: bytes }, [bytes.buffer]),
           close: () => worker.postMessage({ close: true }),
         });
       } else if (m.closed) onClose(m.closed);
       else if (m.failed) fail(new Error(m.failed));
     };
-    worker.postMessage({ open: info, forced, origin: performance.timeOrigin });
+    worker.postMessage({ open: info, forced, origin: performance.timeOrigin, ring: shared });
   });
 }
