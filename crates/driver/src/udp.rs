@@ -38,7 +38,8 @@ pub struct Traffic {
     pub empty_reads: u64,
     /// Send syscalls (`sendmmsg` or `send_to`): `datagrams_out / sends` is the batch size.
     pub sends: u64,
-    /// Sleeps the loop took: each ends in a wake-up (a context switch and a timer).
+    /// Sleeps [`UdpDriver::run_batched`] took: each ends in a wake-up (a context switch and a
+    /// timer).
     pub sleeps: u64,
 }
 
