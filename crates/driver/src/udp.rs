@@ -32,6 +32,15 @@ pub struct Traffic {
     pub datagrams_out: u64,
     /// Bytes handed to the socket (UDP payloads).
     pub bytes_out: u64,
+    /// Receive syscalls (`recvmmsg` or `recv_from`).
+    pub reads: u64,
+    /// Receive syscalls that found nothing: a loop that looks more often than datagrams come.
+    pub empty_reads: u64,
+    /// Send syscalls (`sendmmsg` or `send_to`): `datagrams_out / sends` is the batch size.
+    pub sends: u64,
+    /// Sleeps [`UdpDriver::run_batched`] took: each ends in a wake-up (a context switch and a
+    /// timer).
+    pub sleeps: u64,
 }
 
 /// One UDP socket and its endpoint, with the OS clock.
@@ -298,10 +307,23 @@ impl UdpDriver {
             }
             let spin_from = Instant::from_nanos(deadline.as_nanos() - self.spin.as_nanos() as u64);
             let wake = self.endpoint.poll_timeout().unwrap_or(deadline).min(spin_from);
-            let wait = stepped(wake.saturating_duration_since(now).min(WAIT_MAX), self.sleep_step);
-            if !wait.is_zero() {
-                std::thread::sleep(wait);
+            self.sleep_until(wake.min(now + WAIT_MAX));
+        }
+    }
+
+    /// Sleeps until `wake`, in steps over its last stretch (see [`UdpDriver::set_sleep_step`])
+    /// but without looking at the socket in between: [`UdpDriver::run_batched`] reads only at
+    /// its wake-ups, so a read after each step would be a syscall that finds nothing or
+    /// something that can wait until `wake`.
+    fn sleep_until(&mut self, wake: Instant) {
+        loop {
+            let left = wake.saturating_duration_since(self.clock.now());
+            let wait = stepped(left, self.sleep_step);
+            if wait.is_zero() {
+                return;
             }
+            std::thread::sleep(wait);
+            self.traffic.sleeps += 1;
         }
     }
 
@@ -377,6 +399,8 @@ impl UdpDriver {
             Err(e) if is_transient(&e) => 0,
             Err(e) => return Err(e),
         };
+        self.traffic.reads += 1;
+        self.traffic.empty_reads += u64::from(read == 0);
         let now = self.clock.now();
         let unix_now = if self.stamped { unix_nanos() } else { 0 };
         let emptied_at = self.emptied_at;
@@ -414,6 +438,7 @@ impl UdpDriver {
             let started = self.scopes.as_ref().map(|_| self.clock.now());
             let sent = self.to_send.send(&self.socket, from, count);
             self.time(Scope::Send, started);
+            self.traffic.sends += 1;
             match sent {
                 Ok(sent) if sent > 0 => from += sent,
                 // A full socket buffer or an unreachable peer is a lost packet, not a reason

@@ -135,3 +135,18 @@ fn datagrams_too_long_for_any_packet_are_dropped_and_counted_among_good_ones() {
     let stats = server.endpoint().stats();
     assert_eq!(stats.malformed + stats.unknown_peer, 36, "{stats:?}");
 }
+
+#[test]
+fn a_batched_loop_sleeps_in_steps_but_reads_only_at_its_wake_ups() {
+    // Goal: near a deadline the batched loop wakes every step (to keep its core from being
+    // handed away) but does not read the socket at each step: a read there finds nothing or
+    // something that waits for the deadline anyway. Method: an idle server (no timers) runs
+    // 20 ms with 200 us steps; it reads when it starts and at the deadline, and sleeps in
+    // steps over the last 2 ms.
+    let mut server = UdpDriver::bind("127.0.0.1:0", plaintext()).expect("binds");
+    server.set_sleep_step(Duration::from_micros(200));
+    server.run_batched(Duration::from_millis(20), |_, _, _| {}).expect("the loop runs");
+    assert_eq!(server.traffic.reads, 2, "a read when it starts and one at the deadline");
+    assert_eq!(server.traffic.empty_reads, 2, "nothing was sent to it");
+    assert!(server.traffic.sleeps >= 1, "it slept: {}", server.traffic.sleeps);
+}

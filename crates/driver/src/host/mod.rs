@@ -71,7 +71,8 @@ pub struct HostConfig {
     /// wake sleeping threads late (each microsecond costs CPU before every tick). Zero, the
     /// default: never spin; the precise wait keeps ticks on time here.
     pub spin: Duration,
-    /// The longest a worker with rooms sleeps at once (it wakes, looks, and sleeps again).
+    /// The longest a worker with rooms sleeps at once over the last 2 ms before a wake-up (it
+    /// wakes and sleeps again, reading the socket only at the wake-up itself).
     /// On virtual machines a core idle for longer than the hypervisor's halt-polling window
     /// may wake a millisecond late; short steps keep ticks on time for a little CPU per wake.
     pub sleep_step: Duration,

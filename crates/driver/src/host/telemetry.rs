@@ -583,11 +583,19 @@ pub struct TrafficCounters {
     pub datagrams_out: u64,
     /// Bytes written.
     pub bytes_out: u64,
+    /// Receive syscalls.
+    pub reads: u64,
+    /// Receive syscalls that found nothing.
+    pub empty_reads: u64,
+    /// Send syscalls (`datagrams_out / sends`: datagrams per `sendmmsg`).
+    pub sends: u64,
+    /// The worker loop's sleeps (each a wake-up).
+    pub sleeps: u64,
 }
 
 impl TransportCounters {
     /// Every counter, by name, in the order of the fields.
-    pub fn values(&self) -> [u64; 23] {
+    pub fn values(&self) -> [u64; 27] {
         let t = &self.traffic;
         [
             t.datagrams_in,
@@ -613,17 +621,25 @@ impl TransportCounters {
             self.dropped_oversized,
             self.send_errors,
             self.resends,
+            t.reads,
+            t.empty_reads,
+            t.sends,
+            t.sleeps,
         ]
     }
 
     /// Sets every counter from `values` (as [`TransportCounters::values`] orders them).
-    pub fn from_values(v: [u64; 23]) -> Self {
+    pub fn from_values(v: [u64; 27]) -> Self {
         Self {
             traffic: TrafficCounters {
                 datagrams_in: v[0],
                 bytes_in: v[1],
                 datagrams_out: v[2],
                 bytes_out: v[3],
+                reads: v[23],
+                empty_reads: v[24],
+                sends: v[25],
+                sleeps: v[26],
             },
             handshakes_started: v[4],
             handshakes_completed: v[5],
@@ -668,6 +684,10 @@ impl TransportCounters {
                 bytes_in: traffic.bytes_in,
                 datagrams_out: traffic.datagrams_out,
                 bytes_out: traffic.bytes_out,
+                reads: traffic.reads,
+                empty_reads: traffic.empty_reads,
+                sends: traffic.sends,
+                sleeps: traffic.sleeps,
             },
             handshakes_started: stats.handshakes_started,
             handshakes_completed: stats.handshakes_completed,
@@ -793,6 +813,7 @@ mod tests {
         let mut now = TransportCounters::default();
         now.traffic.bytes_in = 10;
         now.refused_expired = 3;
+        now.traffic.sleeps = 7;
         let mut baseline = now;
         baseline.traffic.bytes_in = 4;
         let since = now.since(&baseline);

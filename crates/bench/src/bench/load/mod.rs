@@ -22,6 +22,7 @@ use crate::game::{reference_room, CLIENTS};
 use crate::machine::Machine;
 use crate::stats::{summary, Summary};
 use rally_driver::cpu::process_cpu_us;
+use rally_driver::host::telemetry::TrafficCounters;
 use rally_driver::host::{HostReport, Scope};
 use rally_driver::{Host, HostConfig};
 use rally_engine::RoomConfig;
@@ -134,6 +135,8 @@ pub struct Step {
     pub worker_utilization: f64,
     /// Room-ticks over a budget, per scope.
     pub overruns: BTreeMap<String, u64>,
+    /// The workers' syscalls and wake-ups.
+    pub syscalls: Syscalls,
     /// The host process's CPU over the window, microseconds (workers and everything else).
     pub process_cpu_us: u64,
     /// What the bots saw.
@@ -146,6 +149,35 @@ pub struct Step {
     pub telemetry: bool,
     /// The endpoint's scrapes, with `--scrape`.
     pub scrapes: Option<Scrapes>,
+}
+
+/// The workers' syscalls and wake-ups over the window: what the loop costs beyond its rooms.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Syscalls {
+    /// Sleeps (each ends in a wake-up) per tick period, per worker.
+    pub wakeups_per_worker_tick: f64,
+    /// Receive syscalls per room-tick.
+    pub reads_per_room_tick: f64,
+    /// Receive syscalls that found nothing, per room-tick.
+    pub empty_reads_per_room_tick: f64,
+    /// Datagrams per send syscall (`sendmmsg`).
+    pub datagrams_per_send: f64,
+}
+
+impl Syscalls {
+    fn of(report: &HostReport, room_ticks: f64, wall_us: u64) -> Self {
+        let sum = |f: fn(&TrafficCounters) -> u64| {
+            report.workers.iter().map(|w| f(&w.transport.traffic)).sum::<u64>() as f64
+        };
+        let worker_ticks =
+            report.workers.len().max(1) as f64 * wall_us as f64 / 1e6 * f64::from(TICK_HZ);
+        Self {
+            wakeups_per_worker_tick: sum(|t| t.sleeps) / worker_ticks.max(1.0),
+            reads_per_room_tick: sum(|t| t.reads) / room_ticks,
+            empty_reads_per_room_tick: sum(|t| t.empty_reads) / room_ticks,
+            datagrams_per_send: sum(|t| t.datagrams_out) / sum(|t| t.sends).max(1.0),
+        }
+    }
 }
 
 /// Lateness quantiles, milliseconds.
@@ -516,6 +548,7 @@ fn step(
         room_ticks_per_second: room_ticks / (wall_us as f64 / 1e6),
         worker_utilization: cpu_us as f64 / wall_us as f64 / workers,
         overruns,
+        syscalls: Syscalls::of(report, room_ticks, wall_us),
         process_cpu_us,
         snapshots_per_client_second: bots.snapshots as f64
             / bots.clients.max(1) as f64
@@ -722,6 +755,18 @@ fn print(steps: &[Step], verdict: &Verdict, args: &LoadArgs) {
             print!(" {:>9.2}", step.phases_us.get(*s).copied().unwrap_or(0.0));
         }
         println!(" {:>9.2}", step.cpu_us_per_room_tick);
+    }
+    println!("\nthe workers' loop: wake-ups per worker-tick, reads (empty) per room-tick, datagrams per send:");
+    for step in steps {
+        let s = &step.syscalls;
+        println!(
+            "{:>6} {:>9.2} {:>9.2} ({:.2}) {:>9.2}",
+            step.rooms,
+            s.wakeups_per_worker_tick,
+            s.reads_per_room_tick,
+            s.empty_reads_per_room_tick,
+            s.datagrams_per_send
+        );
     }
     let costs: Vec<f64> = steps.iter().map(|s| s.cpu_us_per_room_tick_without_simulate).collect();
     let c: Summary = summary(&costs);
