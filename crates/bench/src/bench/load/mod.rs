@@ -756,7 +756,10 @@ fn print(steps: &[Step], verdict: &Verdict, args: &LoadArgs) {
         }
         println!(" {:>9.2}", step.cpu_us_per_room_tick);
     }
-    println!("\nthe workers' loop: wake-ups per worker-tick, reads (empty) per room-tick, datagrams per send:");
+    println!(
+        "\nthe workers' loop: wake-ups per worker-tick, reads (empty) per room-tick, \
+         datagrams per send:"
+    );
     for step in steps {
         let s = &step.syscalls;
         println!(
