@@ -447,7 +447,14 @@ impl Endpoint {
             Some(Slot::Open { connection, .. }) => connection.send(channel, payload),
             _ => Err(SendError::Closed),
         };
-        self.touch(handle.0);
+        if sent.is_ok() {
+            // A queued message is due at once (or, behind a closed window, found not to be
+            // when its turn comes): no deadline to work out.
+            self.schedule.make_due(handle.0);
+            self.schedule.mark_eventful(handle.0);
+        } else {
+            self.touch(handle.0);
+        }
         sent
     }
 
