@@ -128,6 +128,19 @@ impl Schedule {
         self.set(slot, deadline);
     }
 
+    /// `slot` joins the due queue now, whatever its deadline (its entry in the heap, if any,
+    /// is stale from here on); a slot already due keeps its place.
+    pub(crate) fn make_due(&mut self, slot: usize) {
+        let state = self.state(slot);
+        if state.due {
+            return;
+        }
+        state.deadline = None;
+        state.due = true;
+        self.due.push_back(slot);
+        self.drop_stale();
+    }
+
     /// Forgets `slot` (freed): it leaves the due queue and its deadline goes.
     pub(crate) fn forget(&mut self, slot: usize) {
         let state = self.state(slot);
@@ -251,6 +264,21 @@ mod tests {
         s.collect_due(at(25));
         assert_eq!(s.next_due(), None, "slot 0's entry for 20 ms was stale");
         assert_eq!(s.earliest(), Some(at(30)));
+    }
+
+    #[test]
+    fn a_slot_made_due_is_served_once_and_its_old_deadline_is_stale() {
+        // Goal: `make_due` (a message queued) serves the slot now, once however many times it
+        // is called, and its earlier deadline never brings it back.
+        let mut s = Schedule::default();
+        s.set(0, Some(at(20)));
+        s.make_due(0);
+        s.make_due(0);
+        assert_eq!(s.earliest(), Some(Instant::ZERO));
+        assert_eq!((s.leave(), s.leave()), (Some(0), None));
+        s.collect_due(at(25));
+        assert_eq!(s.next_due(), None, "slot 0's entry for 20 ms was stale");
+        assert_eq!(s.earliest(), None);
     }
 
     #[test]
