@@ -54,7 +54,7 @@ pub struct Figures {
     /// The model's upper bound for the newest sample, ms.
     pub worst_ms: f64,
     /// The share of kept samples within the model on the page's own frame clock (1 ms of
-    /// slack), 0 to 1: the greedy pipeline's target is all of them. See [`judge`].
+    /// slack), 0 to 1: the greedy pipeline's target is all of them. See `judge` in this module.
     pub within: f64,
     /// The share of kept samples presented at most 1 ms after the model's best frame, 0 to 1:
     /// the fast path's target is all of them.
