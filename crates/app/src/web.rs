@@ -6,7 +6,10 @@
 //! starts the ones its `[web]` section names (docs/web.md, docs/operating.md).
 
 use crate::gateway::{Gateway, GatewayConfig, GatewayStats};
-use rally_webtransport::WebTransportGateway;
+#[cfg(feature = "webtransport")]
+pub use rally_webtransport::{CurrentCertificate, WebTransportGateway};
+#[cfg(not(feature = "webtransport"))]
+pub use without_webtransport::{CurrentCertificate, WebTransportGateway};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -104,6 +107,57 @@ fn summary(transport: &str, s: &GatewayStats) -> String {
     )
 }
 
+/// What a build without the `webtransport` feature (`cargo demo`'s) has in its place: the
+/// same names, and a gateway that cannot be started, so that every caller's code is the same
+/// in both builds and an asked-for gateway is a clear error, not a missing option.
+#[cfg(not(feature = "webtransport"))]
+mod without_webtransport {
+    use super::GatewayConfig;
+    use crate::gateway::GatewayStats;
+    use std::sync::Arc;
+
+    /// Why there is no WebTransport gateway.
+    pub const NOT_BUILT: &str = "this rally was built without WebTransport (the `webtransport` \
+        feature, on by default; `cargo demo` leaves it out to build faster: \
+        `cargo run --release -- demo` has it)";
+
+    /// No gateway: there is never a value of this type.
+    pub enum WebTransportGateway {}
+
+    impl WebTransportGateway {
+        /// Always the error that says why.
+        pub fn start(_: GatewayConfig) -> std::io::Result<Self> {
+            Err(std::io::Error::new(std::io::ErrorKind::Unsupported, NOT_BUILT))
+        }
+
+        /// Never called: there is no gateway.
+        pub fn url(&self) -> String {
+            match *self {}
+        }
+
+        /// Never called.
+        pub fn certificate(&self) -> CurrentCertificate {
+            match *self {}
+        }
+
+        /// Never called.
+        pub fn shared_stats(&self) -> Arc<GatewayStats> {
+            match *self {}
+        }
+    }
+
+    /// No certificate either.
+    #[derive(Debug, Clone)]
+    pub enum CurrentCertificate {}
+
+    impl CurrentCertificate {
+        /// Never called: there is no certificate.
+        pub fn hash_hex(&self) -> String {
+            match *self {}
+        }
+    }
+}
+
 /// A worker bound to every address is reached on loopback.
 fn reachable(room: SocketAddr) -> SocketAddr {
     match room.ip() {
@@ -113,7 +167,7 @@ fn reachable(room: SocketAddr) -> SocketAddr {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "webtransport"))]
 mod tests {
     use super::*;
     use crate::gateway::tests::{play_until_the_hand_is_seen, table_room};

@@ -68,8 +68,8 @@ pub struct Play {
     /// The WebSocket gateway's URL, told to the page with its token.
     pub gateway: String,
     /// The WebTransport gateway's URL and its current certificate, whose SHA-256 is told to
-    /// the page with its token (`None`: the page uses the WebSocket).
-    pub webtransport: Option<(String, rally_webtransport::CurrentCertificate)>,
+    /// the page with its token; or why there is none (the page says so, on the WebSocket).
+    pub webtransport: Result<(String, crate::web::CurrentCertificate), String>,
     /// The client id of the next token (the bots have the ones below it).
     pub next_client: AtomicU64,
 }
@@ -211,12 +211,14 @@ fn token(play: &Play) -> (u16, &'static str, Vec<u8>) {
     match issued {
         Ok(token) => {
             // Read per token: the gateway renews its certificate while it runs.
-            let (url, hash) = play.webtransport.as_ref().map(|(u, c)| (u, c.hash_hex())).unzip();
+            let wt = play.webtransport.as_ref();
+            let (url, hash) = wt.map(|(u, c)| (u, c.hash_hex())).ok().unzip();
             let json = serde_json::json!({
                 "token": crate::token::token_to_hex(&token),
                 "gateway": play.gateway,
                 "webtransport": url,
                 "certificate_hash": hash,
+                "webtransport_off": wt.err(),
             });
             (200, "application/json", json.to_string().into_bytes())
         }
@@ -233,15 +235,21 @@ mod tests {
             key: rally_driver::backend::random_key().unwrap(),
             room: SocketAddr::from(([127, 0, 0, 1], 40000)),
             gateway: "ws://127.0.0.1:40001/".into(),
-            webtransport: Some((
-                "https://127.0.0.1:40002/".into(),
-                rally_webtransport::CurrentCertificate::new(
-                    [0xab; 32],
-                    std::time::SystemTime::UNIX_EPOCH,
-                ),
-            )),
+            webtransport: webtransport(),
             next_client: 3.into(),
         }
+    }
+
+    #[cfg(feature = "webtransport")]
+    fn webtransport() -> Result<(String, crate::web::CurrentCertificate), String> {
+        let made = std::time::SystemTime::UNIX_EPOCH;
+        let certificate = crate::web::CurrentCertificate::new([0xab; 32], made);
+        Ok(("https://127.0.0.1:40002/".into(), certificate))
+    }
+
+    #[cfg(not(feature = "webtransport"))]
+    fn webtransport() -> Result<(String, crate::web::CurrentCertificate), String> {
+        Err("not built".into())
     }
 
     #[test]
@@ -251,8 +259,13 @@ mod tests {
         assert_eq!((status, kind), (200, "application/json"));
         let reply: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(reply["gateway"], "ws://127.0.0.1:40001/");
-        assert_eq!(reply["webtransport"], "https://127.0.0.1:40002/");
-        assert_eq!(reply["certificate_hash"], "ab".repeat(32));
+        if cfg!(feature = "webtransport") {
+            assert_eq!(reply["webtransport"], "https://127.0.0.1:40002/");
+            assert_eq!(reply["certificate_hash"], "ab".repeat(32));
+        } else {
+            assert!(reply["webtransport"].is_null(), "no gateway, no URL");
+            assert_eq!(reply["webtransport_off"], "not built", "the page is told why");
+        }
         let token = crate::token::token_from_hex(reply["token"].as_str().unwrap()).unwrap();
         assert_eq!(token.server_addresses, vec![ours.room]);
         assert_eq!(ours.next_client.load(Ordering::Relaxed), 4, "the next visit is another client");

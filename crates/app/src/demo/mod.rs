@@ -225,23 +225,30 @@ fn start_play(
         sessions_max: 64,
         frame_max: 1500,
     };
+    let mut off = None;
     let web = crate::web::Web::start(&settings, &[address]).or_else(|e| {
         println!("{e}: the page will use the WebSocket only");
+        off = Some(e);
         settings.webtransport = None;
         crate::web::Web::start(&settings, &[address])
     });
     let web = web.map_err(|e| format!("the browser's gateway cannot listen: {e}"))?;
     let websocket = web.websocket.as_ref().map(|g| g.url()).unwrap_or_default();
-    let webtransport = web.webtransport.as_ref().map(|g| (g.url(), g.certificate()));
+    // Without the `webtransport` feature no gateway exists: the first arm cannot be reached.
+    #[cfg_attr(not(feature = "webtransport"), allow(unreachable_code))]
+    let webtransport = match (&web.webtransport, off) {
+        (Some(g), _) => Ok((g.url(), g.certificate())),
+        (None, why) => Err(why.unwrap_or_else(|| "not started".into())),
+    };
+    let wt = webtransport.as_ref().map_or("none".to_string(), |(url, _)| url.clone());
     let play = dashboard::Play {
         key: key.clone(),
         room: address,
         gateway: websocket.clone(),
-        webtransport: webtransport.clone(),
+        webtransport,
         next_client: (bots as u64).into(),
     };
     let _ = shared.play.set(play);
-    let wt = webtransport.map_or("none".to_string(), |(url, _)| url);
     println!(
         "play in your browser: {}play  (gateways: WebTransport {wt}, WebSocket {websocket})",
         dashboard.url()

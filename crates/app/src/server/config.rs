@@ -43,6 +43,8 @@ pub struct WebSection {
     pub websocket: String,
     pub sessions_max: u64,
     pub datagram_max: usize,
+    /// Read only where there is a WebTransport gateway to have a certificate.
+    #[cfg_attr(not(feature = "webtransport"), allow(dead_code))]
     pub certificate_hash_file: String,
 }
 

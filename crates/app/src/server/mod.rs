@@ -172,7 +172,7 @@ fn place_on_agones(
 /// The browser's gateways in front of the host's workers; the WebTransport certificate's hash
 /// logged and written where the config says, for the game's backend to hand to pages.
 fn start_web(
-    config: &ServerConfig,
+    #[cfg_attr(not(feature = "webtransport"), allow(unused_variables))] config: &ServerConfig,
     settings: &crate::web::WebSettings,
     host: &Host,
 ) -> Result<crate::web::Web, Box<dyn Error>> {
@@ -180,6 +180,7 @@ fn start_web(
     if let Some(g) = &web.websocket {
         tracing::info!(url = %g.url(), "web: WebSocket gateway listening (/k: worker k)");
     }
+    #[cfg(feature = "webtransport")]
     if let Some(g) = &web.webtransport {
         let hash = g.certificate_hash_hex();
         let days = rally_webtransport::CERTIFICATE_DAYS;

@@ -30,7 +30,10 @@ export async function openTransport(info, { onDatagram, onOpen, onClose, forced 
   let why = null;
   if (forced === "ws") why = "WebTransport turned off (?transport=ws)";
   else if (typeof WebTransport === "undefined") why = "this browser has no WebTransport";
-  else if (!info.webtransport) why = "the server offers no WebTransport";
+  else if (!info.webtransport) {
+    why = "the server offers no WebTransport";
+    if (info.webtransport_off) why += `: ${info.webtransport_off}`;
+  }
   if (!why) {
     try {
       const t = await openWebTransport(info, onDatagram, onClose);
