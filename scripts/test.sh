@@ -55,6 +55,9 @@ if ! command -v mcs >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get 
 fi
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --workspace --all-targets --locked -- -D warnings
+# `cargo demo` builds rally without its default `webtransport` feature (.cargo/config.toml).
+step "clippy: rally as cargo demo builds it" env RALLY_WEB_CLIENT=skip \
+    cargo clippy -p rally --all-targets --no-default-features --locked -- -D warnings
 step tests cargo test --workspace --locked
 step docs env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 # Benchmarks are not tests: the smoke run proves they work end to end (table, JSON, plot) and
