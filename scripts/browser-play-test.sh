@@ -6,6 +6,8 @@
 # so); each time it draws the table in 3D, scripted mouse moves put its hand where the server's
 # state must show it, and it prints its figures and CPU per frame; a bad token is said on the
 # page. The demo's last lines give each gateway's datagrams and CPU per datagram.
+# WEBTRANSPORT=off: a build without the gateway (as `cargo demo`'s): the page plays over the
+# WebSocket and says why.
 # Usage: scripts/browser-play-test.sh [SCREENSHOT.png]   (default target/ci/play.png)
 # PIPELINE=greedy runs the room on the greedy pipeline (default fast); PLAY_QUERY adds to the
 # page's address (docs/web.md: `worker=0`, `present=drawn`); PLAY_SECONDS (default 2) is how
@@ -19,9 +21,13 @@ chromium=${CHROMIUM:-/usr/bin/chromium}
 [ -x "$chromium" ] || { echo "error: no browser at $chromium: run scripts/browser-test.sh once (it installs Debian's chromium) or set CHROMIUM" >&2; exit 1; }
 target_dir=${CARGO_TARGET_DIR:-target}
 npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error >/dev/null
-# PROFILE=demo plays the `cargo demo` build instead (docs/web.md compares them).
+# PROFILE=demo plays the `cargo demo` build instead (docs/web.md compares them); with
+# WEBTRANSPORT=off, exactly as `cargo demo` builds it (no default features: no WebTransport
+# gateway; the page must play over the WebSocket and say why).
 profile=${PROFILE:-release}
-cargo build --profile "$profile" --locked --quiet -p rally
+features=()
+[ "${WEBTRANSPORT:-on}" = off ] && features=(--no-default-features)
+cargo build --profile "$profile" --locked --quiet -p rally "${features[@]}"
 
 log=$(mktemp)
 demo=""

@@ -111,6 +111,13 @@ await checkPage("play", async (page, url, check) => {
   // (SwiftShader), whose cost grows with the pixels and holds the page's event loop back
   // (docs/web.md measures it).
   await page.setViewportSize({ width: 960, height: 720 });
+  if (process.env.WEBTRANSPORT === "off") {
+    // A rally built without the gateway (`cargo demo`'s): the WebSocket, and the page says why.
+    await play(page, url, check, "", "websocket");
+    const why = await page.evaluate(() => window.rallyPlay.transportWhy);
+    check(/built without WebTransport/.test(why || ""), `the page says why: "${why}"`);
+    return;
+  }
   await play(page, url, check, "", "webtransport");
   // Leaving the first page closes its session: the second visit is a new player.
   await play(page, url, check, "?transport=ws", "websocket");
