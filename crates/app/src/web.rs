@@ -8,11 +8,11 @@
 use crate::gateway::{Gateway, GatewayConfig, GatewayStats};
 #[cfg(feature = "webtransport")]
 pub use rally_webtransport::{CurrentCertificate, WebTransportGateway};
-#[cfg(not(feature = "webtransport"))]
-pub use without_webtransport::{CurrentCertificate, WebTransportGateway};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+#[cfg(not(feature = "webtransport"))]
+pub use without_webtransport::{CurrentCertificate, WebTransportGateway};
 
 /// Which gateways to start, and their limits.
 #[derive(Debug, Clone)]
