@@ -108,8 +108,9 @@ fn summary(transport: &str, s: &GatewayStats) -> String {
 }
 
 /// What a build without the `webtransport` feature (`cargo demo`'s) has in its place: the
-/// same names, and a gateway that cannot be started, so that every caller's code is the same
-/// in both builds and an asked-for gateway is a clear error, not a missing option.
+/// same names, and a gateway that cannot be started, so that the callers compile unchanged in
+/// both builds (but for the server's certificate log) and an asked-for gateway is a clear
+/// error, not a missing option.
 #[cfg(not(feature = "webtransport"))]
 mod without_webtransport {
     use super::GatewayConfig;
