@@ -23,6 +23,11 @@ pub const FORMAT_DELTA_COLUMNS: u8 = 0x03;
 /// (`W` bytes of a `W`-bit column), so each chunk's part of a column starts on a byte.
 /// Eight-update chunks measured slower (more calls per column).
 const CHUNK: usize = 64;
+/// Chunks of updates the first pass holds, so that a delta of up to `CHUNK * HELD_CHUNKS`
+/// updates is packed from them rather than walked and diffed again: crossing 64 updates
+/// (a scene room's 94 moving entities) had tripled the encode's instructions. Bounded, so
+/// that a thread's rows stay a few pages whatever the room; past it, a second walk.
+const HELD_CHUNKS: usize = 4;
 /// The widest gap column: indices are below [`ENTITIES_MAX_FORMAT`], 15 bits.
 const GAP_WIDTH_MAX: u32 = 15;
 /// The four fields, in wire order, as errors name them.
@@ -191,26 +196,26 @@ struct Plan {
 
 impl Plan {
     /// Walks the changes once, writing the edits into `edits` as it meets them; the first
-    /// `CHUNK` updates' column values go to `first` (the whole delta's, in the common case, so
-    /// that they need not be computed again).
+    /// updates' column values go to `held`, a chunk each `CHUNK` (the whole delta's, in the
+    /// common case, so that they need not be computed again).
     fn of<M: Fn(usize) -> u64, U: Fn(usize) -> bool>(
         config: &SnapshotConfig,
         changes: &Changes<'_, M, U>,
-        first: &mut Chunk,
+        held: &mut Held,
         edits: &mut BitWriter<'_>,
     ) -> Self {
         let mut plan = Plan::default();
         // A single call of `add` per loop, so that it is inlined into the common one.
         match &changes.moved {
             Some(moved) => for_each_moved(changes.old, changes.new, moved, |old, new, index| {
-                plan.add(config, first, old, new, index)
+                plan.add(config, held, old, new, index)
             }),
             None => {
                 let mut previous = None;
                 changes.for_each(|step| {
                     let (id, spawn) = match step {
                         Step::Update { old, new, index } => {
-                            return plan.add(config, first, old, new, index)
+                            return plan.add(config, held, old, new, index)
                         }
                         Step::Despawn { id } => (id, None),
                         Step::Spawn { new } => (new.id, Some(new)),
@@ -228,7 +233,7 @@ impl Plan {
     fn add(
         &mut self,
         config: &SnapshotConfig,
-        first: &mut Chunk,
+        held: &mut Held,
         old: &QuantizedEntity,
         new: &QuantizedEntity,
         index: usize,
@@ -243,24 +248,29 @@ impl Plan {
         }
         let gap = (index - self.next) as u32;
         self.gaps |= gap;
-        if let (Some(held), Some(held_gap)) =
-            (first.rows.get_mut(self.updates), first.gaps.get_mut(self.updates))
+        // The first chunk as a fixed array, so that the common delta pays no more than a
+        // bounds check per update; the later ones apart.
+        let k = self.updates;
+        if let (Some(held_row), Some(held_gap)) =
+            (held.first.rows.get_mut(k), held.first.gaps.get_mut(k))
         {
-            (*held, *held_gap) = (row, gap);
+            (*held_row, *held_gap) = (row, gap);
+        } else if let Some(chunk) = held.later_mut(k) {
+            (chunk.rows[k % CHUNK], chunk.gaps[k % CHUNK]) = (row, gap);
         }
         if fields != 0 {
-            self.add_exceptions(config, first, fields, new, index);
+            self.add_exceptions(config, held, fields, new, index);
         }
         self.next = index + 1;
         self.updates += 1;
     }
 
-    /// Counts the exceptions of the current update, and holds them if it is among the first.
+    /// Counts the exceptions of the current update, and holds them if its chunk is held.
     #[cold]
     fn add_exceptions(
         &mut self,
         config: &SnapshotConfig,
-        first: &mut Chunk,
+        held: &mut Held,
         fields: u32,
         new: &QuantizedEntity,
         index: usize,
@@ -272,9 +282,11 @@ impl Plan {
             self.last_exception = self.updates;
             self.exceptions += 1;
         }
-        if let Some(held) = first.exceptions.get_mut(self.updates) {
-            *held = (index as u32, fields);
-            first.excepted |= 1 << self.updates;
+        let k = self.updates;
+        let chunk = if k < CHUNK { Some(&mut held.first) } else { held.later_mut(k) };
+        if let Some(chunk) = chunk {
+            chunk.exceptions[k % CHUNK] = (index as u32, fields);
+            chunk.excepted |= 1 << (k % CHUNK);
         }
     }
 
@@ -305,6 +317,25 @@ impl Chunk {
     }
 }
 
+/// The encoder's rows: the first `CHUNK` updates', and up to `HELD_CHUNKS - 1` chunks after.
+struct Held {
+    first: Chunk,
+    later: Vec<Chunk>,
+}
+
+impl Held {
+    /// The held chunk of update `k`, past the first chunk; `None` past the chunks held.
+    #[inline(always)]
+    fn later_mut(&mut self, k: usize) -> Option<&mut Chunk> {
+        self.later.get_mut((k / CHUNK).checked_sub(1)?)
+    }
+
+    /// Every held chunk, in update order.
+    fn chunks(&self) -> impl Iterator<Item = &Chunk> {
+        std::iter::once(&self.first).chain(&self.later)
+    }
+}
+
 /// A decoder's rows for `CHUNK` updates at a time: their indices into the result, and their
 /// twelve lanes (zigzagged deltas, then the sums).
 struct Rows {
@@ -315,8 +346,10 @@ struct Rows {
 thread_local! {
     // Each thread's rows, kept between calls rather than made on the stack for each: zeroing
     // their 3 KiB was 3% of an encode, and as much of a decode. Nothing is read from them that
-    // the same call did not write first.
-    static ENCODER_ROWS: RefCell<Chunk> = const { RefCell::new(Chunk::new()) };
+    // the same call did not write first. The encoder's chunks grow to what the largest
+    // snapshot encoded on the thread could change, `HELD_CHUNKS` at most, and stay.
+    static ENCODER_ROWS: RefCell<Held> =
+        const { RefCell::new(Held { first: Chunk::new(), later: Vec::new() }) };
     static DECODER_ROWS: RefCell<Rows> =
         const { RefCell::new(Rows { indices: [0; CHUNK], lanes: [[0; 12]; CHUNK] }) };
 }
@@ -359,26 +392,35 @@ impl SnapshotConfig {
         self.check_count(current)?;
         let changes =
             Changes { old: baseline.entities(), new: current.entities(), moved, unchanged };
-        ENCODER_ROWS
-            .with_borrow_mut(|first| self.encode_changes(baseline, current, out, &changes, first))
+        // Updates are entities of the current snapshot: at most its length.
+        let chunks = current.entities().len().div_ceil(CHUNK).clamp(1, HELD_CHUNKS);
+        ENCODER_ROWS.with_borrow_mut(|held| {
+            if held.later.len() + 1 < chunks {
+                held.later.resize_with(chunks - 1, Chunk::new);
+            }
+            self.encode_changes(baseline, current, out, &changes, held)
+        })
     }
 
-    /// [`SnapshotConfig::encode_columns_with`] with the thread's rows in `first`.
+    /// [`SnapshotConfig::encode_columns_with`] with the thread's rows in `held`.
     fn encode_changes<M: Fn(usize) -> u64, U: Fn(usize) -> bool>(
         &self,
         baseline: &Snapshot,
         current: &Snapshot,
         out: &mut [u8],
         changes: &Changes<'_, M, U>,
-        first: &mut Chunk,
+        held: &mut Held,
     ) -> Result<usize, EncodeError> {
-        first.excepted = 0;
+        held.first.excepted = 0;
+        for chunk in &mut held.later {
+            chunk.excepted = 0;
+        }
         let capacity = out.len();
         // The edits are written as the walk meets them, after the header, which waits for
         // the counts the walk finds.
         let (header, rest) = out.split_at_mut(HEADER_BYTES.min(capacity));
         let mut edits = BitWriter::new(rest);
-        let plan = Plan::of(self, changes, first, &mut edits);
+        let plan = Plan::of(self, changes, held, &mut edits);
         let widths = plan.widths();
         // Every section's length is known before the columns are written, so that a short
         // buffer is reported with the whole length it needs.
@@ -410,8 +452,8 @@ impl SnapshotConfig {
         // which keeps its last words off the byte-by-byte path.
         let (columns, exceptions) = out[edits_end..].split_at_mut(columns_end - edits_end);
         let mut w = BitWriter::new(exceptions);
-        if plan.updates <= CHUNK {
-            self.write_held(&plan, first, current.entities(), columns, &mut w);
+        if plan.updates <= CHUNK * (1 + held.later.len()) {
+            self.write_held(&plan, held, current.entities(), columns, &mut w);
         } else {
             self.write_columns(&plan, changes, columns, &mut w);
         }
@@ -485,32 +527,45 @@ impl SnapshotConfig {
         }
     }
 
-    /// [`SnapshotConfig::write_columns`] for a delta of at most `CHUNK` updates, all held in
-    /// `held` by the first pass.
+    /// [`SnapshotConfig::write_columns`] for a delta whose updates were all held in `held`
+    /// by the first pass, `CHUNK` to a chunk.
     fn write_held(
         &self,
         plan: &Plan,
-        held: &Chunk,
+        held: &Held,
         new: &[QuantizedEntity],
         out: &mut [u8],
         exceptions: &mut BitWriter<'_>,
     ) {
-        let (widths, n) = (plan.widths(), plan.updates);
-        let sizes = column_bytes(widths, n);
-        let mut at = 0;
-        pack_values(widths[0], &held.gaps[..n], &mut out[at..]);
-        for (c, lane) in COLUMNS.iter().enumerate() {
-            at += sizes[c];
-            pack_lane(widths[c + 1], &held.rows[..n], *lane, &mut out[at..]);
+        let widths = plan.widths();
+        let sizes = column_bytes(widths, plan.updates);
+        let mut starts = [0; 13];
+        for c in 1..13 {
+            starts[c] = starts[c - 1] + sizes[c - 1];
         }
-        let (mut excepted, mut previous) = (held.excepted, 0);
-        while excepted != 0 {
-            let k = excepted.trailing_zeros() as usize;
-            excepted &= excepted - 1;
-            let (index, fields) = held.exceptions[k];
-            if let Some(entity) = new.get(index as usize) {
-                self.write_exceptions(exceptions, fields, (k - previous) as u64, entity);
-                previous = k;
+        let mut previous = 0;
+        for (c, chunk) in held.chunks().enumerate() {
+            let done = c * CHUNK;
+            let n = plan.updates.saturating_sub(done).min(CHUNK);
+            if n == 0 {
+                break;
+            }
+            // Each chunk's part of a column starts on a byte: `done` is a multiple of eight.
+            let at = |col: usize| starts[col] + done * widths[col] as usize / 8;
+            pack_values(widths[0], &chunk.gaps[..n], &mut out[at(0)..]);
+            for (col, lane) in COLUMNS.iter().enumerate() {
+                pack_lane(widths[col + 1], &chunk.rows[..n], *lane, &mut out[at(col + 1)..]);
+            }
+            let mut excepted = chunk.excepted;
+            while excepted != 0 {
+                let k = excepted.trailing_zeros() as usize;
+                excepted &= excepted - 1;
+                let (index, fields) = chunk.exceptions[k];
+                if let Some(entity) = new.get(index as usize) {
+                    let update = done + k;
+                    self.write_exceptions(exceptions, fields, (update - previous) as u64, entity);
+                    previous = update;
+                }
             }
         }
     }
