@@ -23,11 +23,11 @@ pub const FORMAT_DELTA_COLUMNS: u8 = 0x03;
 /// (`W` bytes of a `W`-bit column), so each chunk's part of a column starts on a byte.
 /// Eight-update chunks measured slower (more calls per column).
 const CHUNK: usize = 64;
-/// Chunks of updates the first pass holds, so that a delta of up to `CHUNK * HELD_CHUNKS`
-/// updates is packed from them rather than walked and diffed again: crossing 64 updates
-/// (a scene room's 94 moving entities) had tripled the encode's instructions. Bounded, so
-/// that a thread's rows stay a few pages whatever the room; past it, a second walk.
-const HELD_CHUNKS: usize = 4;
+/// Updates whose column values the encoder's first pass holds, so that a delta of up to this
+/// many is packed from them rather than walked and diffed again: past 64 (one `CHUNK`; a
+/// scene room's 94 moving entities) the second walk had tripled the encode's instructions.
+/// Whole chunks, so that packing them at once lays the columns out as chunk by chunk would.
+const HELD: usize = 4 * CHUNK;
 /// The widest gap column: indices are below [`ENTITIES_MAX_FORMAT`], 15 bits.
 const GAP_WIDTH_MAX: u32 = 15;
 /// The four fields, in wire order, as errors name them.
@@ -196,26 +196,26 @@ struct Plan {
 
 impl Plan {
     /// Walks the changes once, writing the edits into `edits` as it meets them; the first
-    /// updates' column values go to `held`, a chunk each `CHUNK` (the whole delta's, in the
-    /// common case, so that they need not be computed again).
+    /// [`HELD`] updates' column values go to `first` (the whole delta's, in the common case, so
+    /// that they need not be computed again).
     fn of<M: Fn(usize) -> u64, U: Fn(usize) -> bool>(
         config: &SnapshotConfig,
         changes: &Changes<'_, M, U>,
-        held: &mut Held,
+        first: &mut Held,
         edits: &mut BitWriter<'_>,
     ) -> Self {
         let mut plan = Plan::default();
         // A single call of `add` per loop, so that it is inlined into the common one.
         match &changes.moved {
             Some(moved) => for_each_moved(changes.old, changes.new, moved, |old, new, index| {
-                plan.add(config, held, old, new, index)
+                plan.add(config, first, old, new, index)
             }),
             None => {
                 let mut previous = None;
                 changes.for_each(|step| {
                     let (id, spawn) = match step {
                         Step::Update { old, new, index } => {
-                            return plan.add(config, held, old, new, index)
+                            return plan.add(config, first, old, new, index)
                         }
                         Step::Despawn { id } => (id, None),
                         Step::Spawn { new } => (new.id, Some(new)),
@@ -233,7 +233,7 @@ impl Plan {
     fn add(
         &mut self,
         config: &SnapshotConfig,
-        held: &mut Held,
+        first: &mut Held,
         old: &QuantizedEntity,
         new: &QuantizedEntity,
         index: usize,
@@ -248,29 +248,24 @@ impl Plan {
         }
         let gap = (index - self.next) as u32;
         self.gaps |= gap;
-        // The first chunk as a fixed array, so that the common delta pays no more than a
-        // bounds check per update; the later ones apart.
-        let k = self.updates;
-        if let (Some(held_row), Some(held_gap)) =
-            (held.first.rows.get_mut(k), held.first.gaps.get_mut(k))
+        if let (Some(held), Some(held_gap)) =
+            (first.rows.get_mut(self.updates), first.gaps.get_mut(self.updates))
         {
-            (*held_row, *held_gap) = (row, gap);
-        } else if let Some(chunk) = held.later_mut(k) {
-            (chunk.rows[k % CHUNK], chunk.gaps[k % CHUNK]) = (row, gap);
+            (*held, *held_gap) = (row, gap);
         }
         if fields != 0 {
-            self.add_exceptions(config, held, fields, new, index);
+            self.add_exceptions(config, first, fields, new, index);
         }
         self.next = index + 1;
         self.updates += 1;
     }
 
-    /// Counts the exceptions of the current update, and holds them if its chunk is held.
+    /// Counts the exceptions of the current update, and holds them if it is among the first.
     #[cold]
     fn add_exceptions(
         &mut self,
         config: &SnapshotConfig,
-        held: &mut Held,
+        first: &mut Held,
         fields: u32,
         new: &QuantizedEntity,
         index: usize,
@@ -282,11 +277,9 @@ impl Plan {
             self.last_exception = self.updates;
             self.exceptions += 1;
         }
-        let k = self.updates;
-        let chunk = if k < CHUNK { Some(&mut held.first) } else { held.later_mut(k) };
-        if let Some(chunk) = chunk {
-            chunk.exceptions[k % CHUNK] = (index as u32, fields);
-            chunk.excepted |= 1 << (k % CHUNK);
+        if let Some(held) = first.exceptions.get_mut(self.updates) {
+            *held = (index as u32, fields);
+            first.excepted[self.updates / 64] |= 1 << (self.updates % 64);
         }
     }
 
@@ -300,39 +293,21 @@ impl Plan {
     }
 }
 
-/// Up to `CHUNK` updates' column values: each row's zigzags (zero for an exception's field),
-/// its index gap, and for the updates with exceptions (bits of `excepted`) the entity's index
-/// in the current snapshot and their fields.
-struct Chunk {
-    rows: [[u32; 12]; CHUNK],
-    gaps: [u32; CHUNK],
-    exceptions: [(u32, u32); CHUNK],
-    excepted: u64,
-}
-
-impl Chunk {
-    const fn new() -> Self {
-        let exceptions = [(0, 0); CHUNK];
-        Self { rows: [[0; 12]; CHUNK], gaps: [0; CHUNK], exceptions, excepted: 0 }
-    }
-}
-
-/// The encoder's rows: the first `CHUNK` updates', and up to `HELD_CHUNKS - 1` chunks after.
+/// Up to [`HELD`] updates' column values: each row's zigzags (zero for an exception's field),
+/// its index gap, and for the updates with exceptions (bits of `excepted`, 64 to a word) the
+/// entity's index in the current snapshot and their fields.
 struct Held {
-    first: Chunk,
-    later: Vec<Chunk>,
+    rows: [[u32; 12]; HELD],
+    gaps: [u32; HELD],
+    exceptions: [(u32, u32); HELD],
+    excepted: [u64; HELD / 64],
 }
 
 impl Held {
-    /// The held chunk of update `k`, past the first chunk; `None` past the chunks held.
-    #[inline(always)]
-    fn later_mut(&mut self, k: usize) -> Option<&mut Chunk> {
-        self.later.get_mut((k / CHUNK).checked_sub(1)?)
-    }
-
-    /// Every held chunk, in update order.
-    fn chunks(&self) -> impl Iterator<Item = &Chunk> {
-        std::iter::once(&self.first).chain(&self.later)
+    fn new() -> Box<Self> {
+        let exceptions = [(0, 0); HELD];
+        let excepted = [0; HELD / 64];
+        Box::new(Self { rows: [[0; 12]; HELD], gaps: [0; HELD], exceptions, excepted })
     }
 }
 
@@ -346,10 +321,9 @@ struct Rows {
 thread_local! {
     // Each thread's rows, kept between calls rather than made on the stack for each: zeroing
     // their 3 KiB was 3% of an encode, and as much of a decode. Nothing is read from them that
-    // the same call did not write first. The encoder's chunks grow to what the largest
-    // snapshot encoded on the thread could change, `HELD_CHUNKS` at most, and stay.
-    static ENCODER_ROWS: RefCell<Held> =
-        const { RefCell::new(Held { first: Chunk::new(), later: Vec::new() }) };
+    // the same call did not write first. The encoder's 15 KiB are made on the thread's first
+    // encode, so that a thread that never encodes does not carry them.
+    static ENCODER_ROWS: RefCell<Option<Box<Held>>> = const { RefCell::new(None) };
     static DECODER_ROWS: RefCell<Rows> =
         const { RefCell::new(Rows { indices: [0; CHUNK], lanes: [[0; 12]; CHUNK] }) };
 }
@@ -392,35 +366,28 @@ impl SnapshotConfig {
         self.check_count(current)?;
         let changes =
             Changes { old: baseline.entities(), new: current.entities(), moved, unchanged };
-        // Updates are entities of the current snapshot: at most its length.
-        let chunks = current.entities().len().div_ceil(CHUNK).clamp(1, HELD_CHUNKS);
         ENCODER_ROWS.with_borrow_mut(|held| {
-            if held.later.len() + 1 < chunks {
-                held.later.resize_with(chunks - 1, Chunk::new);
-            }
-            self.encode_changes(baseline, current, out, &changes, held)
+            let first = held.get_or_insert_with(Held::new);
+            self.encode_changes(baseline, current, out, &changes, first)
         })
     }
 
-    /// [`SnapshotConfig::encode_columns_with`] with the thread's rows in `held`.
+    /// [`SnapshotConfig::encode_columns_with`] with the thread's rows in `first`.
     fn encode_changes<M: Fn(usize) -> u64, U: Fn(usize) -> bool>(
         &self,
         baseline: &Snapshot,
         current: &Snapshot,
         out: &mut [u8],
         changes: &Changes<'_, M, U>,
-        held: &mut Held,
+        first: &mut Held,
     ) -> Result<usize, EncodeError> {
-        held.first.excepted = 0;
-        for chunk in &mut held.later {
-            chunk.excepted = 0;
-        }
+        first.excepted = [0; HELD / 64];
         let capacity = out.len();
         // The edits are written as the walk meets them, after the header, which waits for
         // the counts the walk finds.
         let (header, rest) = out.split_at_mut(HEADER_BYTES.min(capacity));
         let mut edits = BitWriter::new(rest);
-        let plan = Plan::of(self, changes, held, &mut edits);
+        let plan = Plan::of(self, changes, first, &mut edits);
         let widths = plan.widths();
         // Every section's length is known before the columns are written, so that a short
         // buffer is reported with the whole length it needs.
@@ -452,8 +419,8 @@ impl SnapshotConfig {
         // which keeps its last words off the byte-by-byte path.
         let (columns, exceptions) = out[edits_end..].split_at_mut(columns_end - edits_end);
         let mut w = BitWriter::new(exceptions);
-        if plan.updates <= CHUNK * (1 + held.later.len()) {
-            self.write_held(&plan, held, current.entities(), columns, &mut w);
+        if plan.updates <= HELD {
+            self.write_held(&plan, first, current.entities(), columns, &mut w);
         } else {
             self.write_columns(&plan, changes, columns, &mut w);
         }
@@ -527,8 +494,9 @@ impl SnapshotConfig {
         }
     }
 
-    /// [`SnapshotConfig::write_columns`] for a delta whose updates were all held in `held`
-    /// by the first pass, `CHUNK` to a chunk.
+    /// [`SnapshotConfig::write_columns`] for a delta of at most [`HELD`] updates, all held in
+    /// `held` by the first pass. Packed at once, eight updates to a block as chunk by chunk:
+    /// a chunk is whole blocks, so each chunk's part of a column starts on a byte all the same.
     fn write_held(
         &self,
         plan: &Plan,
@@ -537,34 +505,23 @@ impl SnapshotConfig {
         out: &mut [u8],
         exceptions: &mut BitWriter<'_>,
     ) {
-        let widths = plan.widths();
-        let sizes = column_bytes(widths, plan.updates);
-        let mut starts = [0; 13];
-        for c in 1..13 {
-            starts[c] = starts[c - 1] + sizes[c - 1];
+        let (widths, n) = (plan.widths(), plan.updates);
+        let sizes = column_bytes(widths, n);
+        let mut at = 0;
+        pack_values(widths[0], &held.gaps[..n], &mut out[at..]);
+        for (c, lane) in COLUMNS.iter().enumerate() {
+            at += sizes[c];
+            pack_lane(widths[c + 1], &held.rows[..n], *lane, &mut out[at..]);
         }
         let mut previous = 0;
-        for (c, chunk) in held.chunks().enumerate() {
-            let done = c * CHUNK;
-            let n = plan.updates.saturating_sub(done).min(CHUNK);
-            if n == 0 {
-                break;
-            }
-            // Each chunk's part of a column starts on a byte: `done` is a multiple of eight.
-            let at = |col: usize| starts[col] + done * widths[col] as usize / 8;
-            pack_values(widths[0], &chunk.gaps[..n], &mut out[at(0)..]);
-            for (col, lane) in COLUMNS.iter().enumerate() {
-                pack_lane(widths[col + 1], &chunk.rows[..n], *lane, &mut out[at(col + 1)..]);
-            }
-            let mut excepted = chunk.excepted;
+        for (word, mut excepted) in held.excepted.into_iter().enumerate() {
             while excepted != 0 {
-                let k = excepted.trailing_zeros() as usize;
+                let k = 64 * word + excepted.trailing_zeros() as usize;
                 excepted &= excepted - 1;
-                let (index, fields) = chunk.exceptions[k];
+                let (index, fields) = held.exceptions[k];
                 if let Some(entity) = new.get(index as usize) {
-                    let update = done + k;
-                    self.write_exceptions(exceptions, fields, (update - previous) as u64, entity);
-                    previous = update;
+                    self.write_exceptions(exceptions, fields, (k - previous) as u64, entity);
+                    previous = k;
                 }
             }
         }
