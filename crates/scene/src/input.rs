@@ -42,11 +42,8 @@ impl XrPose {
         let placed = position.abs().cmple(Vec3::splat(POSITION_ABS_MAX_M)).all();
         // A client's float rounding leaves a unit quaternion within a few percent of 1. A
         // component that is not finite makes the length NaN or infinite: not near 1.
-        let length = rotation.length();
-        let unit = (0.8..=1.2).contains(&length);
-        // Divided by the length just measured: what `normalize` computes (each component over
-        // the same square root), without measuring it again.
-        (placed && unit).then(|| Transform { position, rotation: rotation / length })
+        let unit = (0.8..=1.2).contains(&rotation.length());
+        (placed && unit).then(|| Transform { position, rotation: rotation.normalize() })
     }
 }
 
