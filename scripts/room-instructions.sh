@@ -10,7 +10,10 @@
 # share of a tick is what `rally-bench room` times as "engine total": `Room::receive` (ingest:
 # decoding and applying every input on arrival, and the fast path) plus the room's ingest,
 # interact, replicate and transmit phases, all read inclusive; simulate (the game's physics) is
-# left out. Divided by the ticks run (warm-up included: it does the same work). The clients'
+# left out. Divided by the ticks run, warm-up included. The first ticks are not like the rest
+# (until a client acknowledges a snapshot it gets one of its own, encoded for it alone), and
+# the cases run different lengths, so for steady state count a case both with and without
+# --quick and divide the difference by the ticks between (docs/benchmarks.md). The clients'
 # and the network's instructions are in the process but not in these functions.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -38,9 +38,11 @@ impl XrPose {
     pub fn transform(&self) -> Option<Transform> {
         let position = Vec3::from_array(self.position);
         let rotation = Quat::from_array(self.rotation);
-        let placed = position.is_finite() && position.abs().max_element() <= POSITION_ABS_MAX_M;
-        // A client's float rounding leaves a unit quaternion within a few percent of 1.
-        let unit = rotation.is_finite() && (0.8..=1.2).contains(&rotation.length());
+        // Every compare with a NaN is false, so a position that is not finite is not placed.
+        let placed = position.abs().cmple(Vec3::splat(POSITION_ABS_MAX_M)).all();
+        // A client's float rounding leaves a unit quaternion within a few percent of 1. A
+        // component that is not finite makes the length NaN or infinite: not near 1.
+        let unit = (0.8..=1.2).contains(&rotation.length());
         (placed && unit).then(|| Transform { position, rotation: rotation.normalize() })
     }
 }

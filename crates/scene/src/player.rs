@@ -151,7 +151,9 @@ impl HandState {
             self.samples.pop();
         }
         let (then, old) = (self.samples.time(0), self.samples.pose(0));
-        let dt = now.saturating_sub(then) as f32 / 1e9;
+        // Through i64, whose conversion is one instruction (u64's is a branch and several): the
+        // same value, as nanoseconds since the room started are far below 2^63.
+        let dt = now.saturating_sub(then) as i64 as f32 / 1e9;
         if dt <= 0.0 {
             return None;
         }
@@ -415,14 +417,16 @@ impl Players {
         };
         let player = &mut self.players[row].1;
         let stats = &mut self.stats;
-        if let Some(entity) = world.get_mut(player.avatar.head) {
+        // The avatar's entities spawned one after the other: one look-up finds all three.
+        let [head, left_entity, right_entity] = world.get_many_mut(player.avatar.entities());
+        if let Some(entity) = head {
             place(entity, &input.head, &mut stats.bad_poses);
         }
         // Each hand by name rather than in a loop: the loop's exit was a mispredicted branch
         // an input.
         let [left, right] = &mut player.hands;
-        move_hand(world, left, &input.hands[0], now, stats);
-        move_hand(world, right, &input.hands[1], now, stats);
+        move_hand(left_entity, left, &input.hands[0], now, stats);
+        move_hand(right_entity, right, &input.hands[1], now, stats);
         // Both hands are placed before either grips, so that a handoff between them sees both
         // where the input put them. A grip held or left as it was (nearly every input) does
         // nothing: checked here, before a grip is set up and called.
@@ -498,15 +502,16 @@ impl Grip<'_> {
     }
 }
 
-/// Moves a hand to `xr`'s pose and, given the input's arrival time, sets its velocity.
+/// Moves a hand (its `entity`, if the world holds it) to `xr`'s pose and, given the input's
+/// arrival time, sets its velocity.
 fn move_hand(
-    world: &mut World,
+    entity: Option<&mut Entity>,
     state: &mut HandState,
     xr: &XrHand,
     now: Option<Instant>,
     stats: &mut SceneStats,
 ) {
-    let Some(entity) = world.get_mut(state.id) else { return };
+    let Some(entity) = entity else { return };
     place(entity, &xr.pose, &mut stats.bad_poses);
     // A bad pose is a sample too: the hand stood still for it.
     let Some(now) = now else { return };
@@ -548,8 +553,16 @@ fn reach(
 ) -> Option<EntityId> {
     let mut nearest: Option<(f32, f32, EntityId)> = None;
     let mut refused = false;
+    // The bodies ascend by id, as the world's rows do: one walk over both, not a look-up each.
+    let mut rows = world.iter().peekable();
     for body in bodies {
-        let Some(entity) = world.get(body.id) else { continue };
+        let Some(entity) = seek(&mut rows, body.id) else { continue };
+        // Further from the hand than the radius and the body's extent: out of reach, without
+        // the exact distance. A NaN is not further, and goes on to be refused below.
+        let bound = (radius + body.extent) * (1.0 + 1e-3) + 1e-3;
+        if (entity.transform.position - at).length_squared() > bound * bound {
+            continue;
+        }
         let gap = distance(body.shape, &entity.transform, at);
         // A NaN (a broken simulation) is never within reach.
         if gap.is_nan() || gap > radius {
@@ -575,6 +588,20 @@ fn reach(
         }
     }
     nearest.map(|n| n.2)
+}
+
+/// The entity of `id` among `rows` (ascending by id), skipping the rows before it; `None`, and
+/// no row after it taken, if `rows` do not hold it.
+fn seek<'a>(
+    rows: &mut std::iter::Peekable<impl Iterator<Item = (EntityId, &'a Entity)>>,
+    id: EntityId,
+) -> Option<&'a Entity> {
+    while let Some((row, entity)) = rows.next_if(|(row, _)| *row <= id) {
+        if row == id {
+            return Some(entity);
+        }
+    }
+    None
 }
 
 /// How far `point` is from `shape` placed at `pose`: 0 inside it, metres; NaN if either is
@@ -611,6 +638,38 @@ mod tests {
         assert!((distance(capsule, &at, Vec3::new(1.0, 0.5, 0.0)) - 0.25).abs() < 1e-6);
         assert!((distance(capsule, &at, Vec3::new(1.15, 0.1, 0.0)) - 0.1).abs() < 1e-6);
         assert!(distance(ball, &at, Vec3::NAN).is_nan());
+    }
+
+    #[test]
+    fn reach_finds_what_the_exact_distance_finds_around_every_shape() {
+        // A body of each shape, turned, and hands on a grid all around them: skipping far
+        // bodies by their extent must never skip one in reach, nor take one out of it.
+        let mut world = World::new(64);
+        let shapes = [
+            BodyShape::Box { half_extents: Vec3::new(0.3, 0.05, 0.2) },
+            BodyShape::Sphere { radius: 0.1 },
+            BodyShape::Capsule { half_height: 0.25, radius: 0.05 },
+        ];
+        let mut bodies = Vec::new();
+        for (k, shape) in shapes.into_iter().enumerate() {
+            let turn = Quat::from_euler(glam::EulerRot::XYZ, 0.3, 0.7 * k as f32, 1.1);
+            let pose = Transform { position: Vec3::new(2.0 * k as f32, 1.0, 0.0), rotation: turn };
+            let id = world.spawn(Entity::at(pose)).unwrap();
+            bodies.push(Placed::for_test(id, shape, Grab::Yes { takeable: true }));
+        }
+        let (radius, mut stats, mut hits) = (0.1, SceneStats::default(), 0);
+        for (x, y, z) in
+            (-20..90).flat_map(|x| (0..40).flat_map(move |y| (-12..12).map(move |z| (x, y, z))))
+        {
+            let at = Vec3::new(0.025 * x as f32, 0.5 + 0.025 * y as f32, 0.025 * z as f32);
+            let exact = bodies.iter().find_map(|b| {
+                let pose = world.get(b.id).unwrap().transform;
+                (distance(b.shape, &pose, at) <= radius).then_some(b.id)
+            });
+            assert_eq!(reach(&world, &bodies, at, radius, &mut stats), exact, "{at}");
+            hits += usize::from(exact.is_some());
+        }
+        assert!(hits > 500, "{hits} hands in reach");
     }
 
     #[test]

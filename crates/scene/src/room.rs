@@ -40,7 +40,26 @@ pub(crate) struct Placed {
     respawn: Option<Respawn>,
     pub(crate) grab: Grab,
     pub(crate) shape: BodyShape,
+    /// How far the shape reaches from its centre, metres: a hand further than this and the
+    /// grab radius is out of reach.
+    pub(crate) extent: f32,
     class: crate::scene::Name,
+}
+
+#[cfg(test)]
+impl Placed {
+    /// A body of `shape` at entity `id`, for the players' tests.
+    pub(crate) fn for_test(id: EntityId, shape: BodyShape, grab: Grab) -> Self {
+        Self {
+            id,
+            start: Entity::at(rally_engine::Transform::IDENTITY),
+            respawn: None,
+            grab,
+            shape,
+            extent: shape.extent(),
+            class: crate::scene::Name::for_test("test"),
+        }
+    }
 }
 
 /// Contacts reported to hooks per physics step at most (past it they are counted by
@@ -143,6 +162,7 @@ impl SceneRoom {
             respawn: body.respawn,
             grab: body.grab,
             shape: body.shape,
+            extent: body.shape.extent(),
             class: body.class.clone(),
         });
         Ok(())

@@ -33,6 +33,11 @@ impl Name {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    #[cfg(test)]
+    pub(crate) fn for_test(name: &str) -> Self {
+        Self(name.to_string())
+    }
 }
 
 impl std::fmt::Display for Name {
@@ -119,6 +124,15 @@ impl BodyShape {
             Self::Capsule { half_height, radius } => {
                 ball(radius) + std::f32::consts::PI * radius * radius * 2.0 * half_height
             }
+        }
+    }
+
+    /// How far the shape reaches from its centre, metres: the distance to its furthest point.
+    pub fn extent(&self) -> f32 {
+        match *self {
+            Self::Box { half_extents } => half_extents.length(),
+            Self::Sphere { radius } => radius,
+            Self::Capsule { half_height, radius } => half_height + radius,
         }
     }
 

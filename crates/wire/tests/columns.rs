@@ -131,24 +131,36 @@ fn a_sum_out_of_range_names_the_field_and_bound() {
 
 #[test]
 fn deltas_of_more_updates_than_a_chunk_round_trip() {
-    // Every one of 256 bodies changes, with a rotation of another layout every 50th and a
-    // teleport every 70th: four chunks of updates, exceptions in several of them.
+    // Every body changes, with a rotation of another layout every 50th and a teleport every
+    // 70th, exceptions in several chunks: 256 updates (four chunks, all held by the encoder's
+    // first pass), and 512 (past what it holds: the rest walked again).
     let config = common::config();
-    let (baseline, _) = rally_wire::reference::snapshots(&config, 2, 1000);
-    let mut entities = baseline.entities().to_vec();
-    for (k, e) in entities.iter_mut().enumerate() {
-        e.position[0] = (e.position[0] + 1 + k as u32 % 5).min(config.position.steps()[0]);
-        e.position[1] = e.position[1].saturating_sub(1);
-        if k % 50 == 0 {
-            e.rotation.largest = (e.rotation.largest + 1) % 4;
+    let (reference, _) = rally_wire::reference::snapshots(&config, 2, 1000);
+    for copies in [1, 2] {
+        let copy = |c: u32| reference.entities().iter().map(move |e| (c, *e));
+        let mut entities: Vec<_> = (0..copies)
+            .flat_map(copy)
+            .map(|(c, mut e)| {
+                e.id += c * 100_000;
+                e
+            })
+            .collect();
+        let baseline = common::build(1000, entities.clone());
+        for (k, e) in entities.iter_mut().enumerate() {
+            e.position[0] = (e.position[0] + 1 + k as u32 % 5).min(config.position.steps()[0]);
+            e.position[1] = e.position[1].saturating_sub(1);
+            if k % 50 == 0 {
+                e.rotation.largest = (e.rotation.largest + 1) % 4;
+            }
+            if k % 70 == 0 {
+                e.position[2] = config.position.steps()[2] - e.position[2];
+            }
         }
-        if k % 70 == 0 {
-            e.position[2] = config.position.steps()[2] - e.position[2];
-        }
+        let current = common::build(1001, entities);
+        let bytes = round_trip(&baseline, &current);
+        let listing = config.list_columns(&bytes).unwrap();
+        assert_eq!(listing.updates.len(), 256 * copies as usize);
+        let exceptions = listing.exceptions.len();
+        assert!(exceptions >= 6 * copies as usize, "{exceptions} exceptions");
     }
-    let current = common::build(1001, entities);
-    let bytes = round_trip(&baseline, &current);
-    let listing = config.list_columns(&bytes).unwrap();
-    assert_eq!(listing.updates.len(), 256);
-    assert!(listing.exceptions.len() >= 6, "{} exceptions", listing.exceptions.len());
 }

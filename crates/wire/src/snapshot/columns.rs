@@ -23,6 +23,11 @@ pub const FORMAT_DELTA_COLUMNS: u8 = 0x03;
 /// (`W` bytes of a `W`-bit column), so each chunk's part of a column starts on a byte.
 /// Eight-update chunks measured slower (more calls per column).
 const CHUNK: usize = 64;
+/// Updates whose column values the encoder's first pass holds, so that a delta of up to this
+/// many is packed from them rather than walked and diffed again: past 64 (one `CHUNK`; a
+/// scene room's 94 moving entities) the second walk had tripled the encode's instructions.
+/// Whole chunks, so that packing them at once lays the columns out as chunk by chunk would.
+const HELD: usize = 4 * CHUNK;
 /// The widest gap column: indices are below [`ENTITIES_MAX_FORMAT`], 15 bits.
 const GAP_WIDTH_MAX: u32 = 15;
 /// The four fields, in wire order, as errors name them.
@@ -191,12 +196,12 @@ struct Plan {
 
 impl Plan {
     /// Walks the changes once, writing the edits into `edits` as it meets them; the first
-    /// `CHUNK` updates' column values go to `first` (the whole delta's, in the common case, so
+    /// [`HELD`] updates' column values go to `first` (the whole delta's, in the common case, so
     /// that they need not be computed again).
     fn of<M: Fn(usize) -> u64, U: Fn(usize) -> bool>(
         config: &SnapshotConfig,
         changes: &Changes<'_, M, U>,
-        first: &mut Chunk,
+        first: &mut Held,
         edits: &mut BitWriter<'_>,
     ) -> Self {
         let mut plan = Plan::default();
@@ -228,7 +233,7 @@ impl Plan {
     fn add(
         &mut self,
         config: &SnapshotConfig,
-        first: &mut Chunk,
+        first: &mut Held,
         old: &QuantizedEntity,
         new: &QuantizedEntity,
         index: usize,
@@ -260,7 +265,7 @@ impl Plan {
     fn add_exceptions(
         &mut self,
         config: &SnapshotConfig,
-        first: &mut Chunk,
+        first: &mut Held,
         fields: u32,
         new: &QuantizedEntity,
         index: usize,
@@ -274,7 +279,7 @@ impl Plan {
         }
         if let Some(held) = first.exceptions.get_mut(self.updates) {
             *held = (index as u32, fields);
-            first.excepted |= 1 << self.updates;
+            first.excepted[self.updates / 64] |= 1 << (self.updates % 64);
         }
     }
 
@@ -288,20 +293,21 @@ impl Plan {
     }
 }
 
-/// Up to `CHUNK` updates' column values: each row's zigzags (zero for an exception's field),
-/// its index gap, and for the updates with exceptions (bits of `excepted`) the entity's index
-/// in the current snapshot and their fields.
-struct Chunk {
-    rows: [[u32; 12]; CHUNK],
-    gaps: [u32; CHUNK],
-    exceptions: [(u32, u32); CHUNK],
-    excepted: u64,
+/// Up to [`HELD`] updates' column values: each row's zigzags (zero for an exception's field),
+/// its index gap, and for the updates with exceptions (bits of `excepted`, 64 to a word) the
+/// entity's index in the current snapshot and their fields.
+struct Held {
+    rows: [[u32; 12]; HELD],
+    gaps: [u32; HELD],
+    exceptions: [(u32, u32); HELD],
+    excepted: [u64; HELD / 64],
 }
 
-impl Chunk {
-    const fn new() -> Self {
-        let exceptions = [(0, 0); CHUNK];
-        Self { rows: [[0; 12]; CHUNK], gaps: [0; CHUNK], exceptions, excepted: 0 }
+impl Held {
+    fn new() -> Box<Self> {
+        let exceptions = [(0, 0); HELD];
+        let excepted = [0; HELD / 64];
+        Box::new(Self { rows: [[0; 12]; HELD], gaps: [0; HELD], exceptions, excepted })
     }
 }
 
@@ -315,8 +321,9 @@ struct Rows {
 thread_local! {
     // Each thread's rows, kept between calls rather than made on the stack for each: zeroing
     // their 3 KiB was 3% of an encode, and as much of a decode. Nothing is read from them that
-    // the same call did not write first.
-    static ENCODER_ROWS: RefCell<Chunk> = const { RefCell::new(Chunk::new()) };
+    // the same call did not write first. The encoder's 15 KiB are made on the thread's first
+    // encode, so that a thread that never encodes does not carry them.
+    static ENCODER_ROWS: RefCell<Option<Box<Held>>> = const { RefCell::new(None) };
     static DECODER_ROWS: RefCell<Rows> =
         const { RefCell::new(Rows { indices: [0; CHUNK], lanes: [[0; 12]; CHUNK] }) };
 }
@@ -359,8 +366,10 @@ impl SnapshotConfig {
         self.check_count(current)?;
         let changes =
             Changes { old: baseline.entities(), new: current.entities(), moved, unchanged };
-        ENCODER_ROWS
-            .with_borrow_mut(|first| self.encode_changes(baseline, current, out, &changes, first))
+        ENCODER_ROWS.with_borrow_mut(|held| {
+            let first = held.get_or_insert_with(Held::new);
+            self.encode_changes(baseline, current, out, &changes, first)
+        })
     }
 
     /// [`SnapshotConfig::encode_columns_with`] with the thread's rows in `first`.
@@ -370,9 +379,9 @@ impl SnapshotConfig {
         current: &Snapshot,
         out: &mut [u8],
         changes: &Changes<'_, M, U>,
-        first: &mut Chunk,
+        first: &mut Held,
     ) -> Result<usize, EncodeError> {
-        first.excepted = 0;
+        first.excepted = [0; HELD / 64];
         let capacity = out.len();
         // The edits are written as the walk meets them, after the header, which waits for
         // the counts the walk finds.
@@ -410,7 +419,7 @@ impl SnapshotConfig {
         // which keeps its last words off the byte-by-byte path.
         let (columns, exceptions) = out[edits_end..].split_at_mut(columns_end - edits_end);
         let mut w = BitWriter::new(exceptions);
-        if plan.updates <= CHUNK {
+        if plan.updates <= HELD {
             self.write_held(&plan, first, current.entities(), columns, &mut w);
         } else {
             self.write_columns(&plan, changes, columns, &mut w);
@@ -485,12 +494,13 @@ impl SnapshotConfig {
         }
     }
 
-    /// [`SnapshotConfig::write_columns`] for a delta of at most `CHUNK` updates, all held in
-    /// `held` by the first pass.
+    /// [`SnapshotConfig::write_columns`] for a delta of at most [`HELD`] updates, all held in
+    /// `held` by the first pass. Packed at once, eight updates to a block as chunk by chunk:
+    /// a chunk is whole blocks, so each chunk's part of a column starts on a byte all the same.
     fn write_held(
         &self,
         plan: &Plan,
-        held: &Chunk,
+        held: &Held,
         new: &[QuantizedEntity],
         out: &mut [u8],
         exceptions: &mut BitWriter<'_>,
@@ -503,14 +513,16 @@ impl SnapshotConfig {
             at += sizes[c];
             pack_lane(widths[c + 1], &held.rows[..n], *lane, &mut out[at..]);
         }
-        let (mut excepted, mut previous) = (held.excepted, 0);
-        while excepted != 0 {
-            let k = excepted.trailing_zeros() as usize;
-            excepted &= excepted - 1;
-            let (index, fields) = held.exceptions[k];
-            if let Some(entity) = new.get(index as usize) {
-                self.write_exceptions(exceptions, fields, (k - previous) as u64, entity);
-                previous = k;
+        let mut previous = 0;
+        for (word, mut excepted) in held.excepted.into_iter().enumerate() {
+            while excepted != 0 {
+                let k = 64 * word + excepted.trailing_zeros() as usize;
+                excepted &= excepted - 1;
+                let (index, fields) = held.exceptions[k];
+                if let Some(entity) = new.get(index as usize) {
+                    self.write_exceptions(exceptions, fields, (k - previous) as u64, entity);
+                    previous = k;
+                }
             }
         }
     }
