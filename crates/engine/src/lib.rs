@@ -159,7 +159,9 @@ pub mod world;
 pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
 pub use config::ConfigError;
 pub use grab::{GrabError, GrabRule};
-pub use interpolation::{Interpolated, InterpolationConfig, Interpolator, ObjectClass};
+pub use interpolation::{
+    Interpolated, InterpolationConfig, Interpolator, ObjectClass, RenderFrame, Resting,
+};
 pub use latency::{LatencyMeter, LatencyModel, LatencySample};
 pub use protocol::{connection_config, SessionTicket, FAST, RELIABLE, STATE, UNRELIABLE};
 pub use room::{

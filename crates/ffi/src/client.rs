@@ -357,10 +357,10 @@ impl Client {
             return false;
         }
         view.interpolator.clone_from(self.session.interpolator());
-        view.shown.clear();
-        view.shown.extend_from_slice(self.session.entity_states());
-        view.tags.clear();
-        view.tags.extend_from_slice(self.roster.tags(&self.scene));
+        let mut tagger = Tagger::over(self.roster.tags(&self.scene));
+        let shown = self.session.entity_states();
+        let resting = self.session.interpolator().resting(shown);
+        view.fill_rows(shown, resting, |state| tagged(&mut tagger, state));
         view.status = self.pumping().map(drop);
         view.live = self.live().map(drop);
         view.arrived_by = self.arrived_by;
@@ -639,22 +639,7 @@ fn happening(event: SceneEvent) -> Option<Happening> {
     })
 }
 
-/// [`Client::entities`] from a copy the I/O thread published: the same states, sampled the
-/// same way, at the frame's own time.
-pub(crate) fn view_entities(
-    view: &mut View,
-    at_us: Option<u64>,
-    mut write: impl FnMut(usize, RallyEntity),
-) {
-    let mut tagger = Tagger::over(&view.tags);
-    let mut put = |(i, state)| write(i, tagged(&mut tagger, state));
-    match at_us.map(instant) {
-        Some(at) => view.interpolator.sample_each(at, &view.shown).enumerate().for_each(&mut put),
-        None => view.shown.iter().copied().enumerate().for_each(&mut put),
-    }
-}
-
-fn instant(us: u64) -> Instant {
+pub(crate) fn instant(us: u64) -> Instant {
     Instant::from_nanos(us.saturating_mul(1000))
 }
 
@@ -664,7 +649,7 @@ fn tagged(tagger: &mut Tagger<'_>, state: EntityState) -> RallyEntity {
     shown
 }
 
-fn entity(e: EntityState) -> RallyEntity {
+pub(crate) fn entity(e: EntityState) -> RallyEntity {
     RallyEntity {
         id: e.id,
         position: e.position.into(),

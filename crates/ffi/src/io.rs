@@ -14,10 +14,9 @@
 //! `Disconnected` event carrying what happened; it never unwinds out of the thread or aborts
 //! the game.
 
-use crate::client::{check_input, view_entities, Client, Command, Happening, Input};
+use crate::client::{check_input, instant, Client, Command, Happening, Input};
 use crate::error::FfiError;
-use crate::publish::{triple, Publisher, Reader, View};
-use crate::types::RallyEntity;
+use crate::publish::{triple, EntitiesOut, Publisher, Reader, View};
 use crate::types::{RallyConfig, RallyConnectionStats, RallyIoThread};
 use rally_driver::Clock;
 use std::net::UdpSocket;
@@ -113,23 +112,23 @@ impl Driven {
     /// How many entities a read gives now.
     pub(crate) fn entity_count(&mut self) -> Result<usize, FfiError> {
         match self {
-            Self::Threaded(io) if io.running() => Ok(io.reader.latest().shown.len()),
+            Self::Threaded(io) if io.running() => Ok(io.reader.latest().rows.len()),
             _ => self.with(|client| client.entity_count()),
         }
     }
 
-    /// The entities [`Driven::entity_count`] counted, newest or at `at_us`, to `write`.
+    /// The entities [`Driven::entity_count`] counted, newest or at `at_us`, into `out`.
     pub(crate) fn entities(
         &mut self,
         at_us: Option<u64>,
-        write: impl FnMut(usize, RallyEntity),
+        out: &mut EntitiesOut<'_>,
     ) -> Result<(), FfiError> {
         match self {
             Self::Threaded(io) if io.running() => {
-                view_entities(io.reader.current(), at_us, write);
+                io.reader.current().read(at_us.map(instant), out);
                 Ok(())
             }
-            _ => self.with(|client| client.entities(at_us, write)),
+            _ => self.with(|client| client.entities(at_us, |i, entity| out.put(i, entity))),
         }
     }
 
@@ -604,7 +603,7 @@ mod tests {
             driven.update(now).unwrap();
             driven.poll_event(|_| Ok(true)).unwrap();
             let count = driven.entity_count().unwrap();
-            driven.entities(Some(now), |_, _| ()).unwrap();
+            driven.entities(Some(now), &mut EntitiesOut::new(&mut [])).unwrap();
             assert_eq!(count, 0, "a handshake shows no entity");
             driven.present(now).unwrap();
         }
