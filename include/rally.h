@@ -239,17 +239,20 @@ typedef struct RallyLatency {
   uint64_t mean_us;
   // 99th percentile of the samples kept, microseconds.
   uint64_t p99_us;
-  // Share (0 to 1) of the samples kept within [L_best, L_worst] of the model for each
-  // sample's own round trip, with 1 ms of slack.
+  // Share (0 to 1) of the samples kept within the model for each sample's own round trip,
+  // with 1 ms of slack, on the frames the game presented (`rally_client_present`'s times):
+  // shown no sooner than the first frame presented a round trip after the input was
+  // sampled, and no later than the first frame a round trip and a tick after. (On a steady
+  // frame that is [L_best, L_worst]; a frame that starts late does not count against it.)
   double within_model;
   // The model's L_best for the newest sample's round trip, the frame and the room's tick,
   // microseconds (0 before the first sample).
   uint64_t best_us;
   // The model's L_worst for the newest sample, microseconds.
   uint64_t worst_us;
-  // Share (0 to 1) of the samples kept above L_worst and the slack: the late ones. The rest
-  // outside the model came early: with the I/O thread a state that arrives during the
-  // frame's work shows in that frame, sooner than the model's one frame.
+  // Share (0 to 1) of the samples kept after the model's worst frame and the slack: the
+  // late ones. The rest outside came sooner than their round trip allows (a round trip
+  // over-estimated).
   double above_model;
 } RallyLatency;
 

@@ -162,7 +162,7 @@ pub use grab::{GrabError, GrabRule};
 pub use interpolation::{
     Interpolated, InterpolationConfig, Interpolator, ObjectClass, RenderFrame, Resting,
 };
-pub use latency::{LatencyMeter, LatencyModel, LatencySample};
+pub use latency::{LatencyMeter, LatencyModel, LatencySample, PresentedFrames, Verdict};
 pub use protocol::{connection_config, SessionTicket, FAST, RELIABLE, STATE, UNRELIABLE};
 pub use room::{
     ClientId, Phase, PhaseObserver, Pipeline, Room, RoomConfig, RoomEvent, RoomStats, RpcError,
