@@ -199,6 +199,11 @@ impl Client {
         self.driver.now().as_nanos() / 1000
     }
 
+    /// The display's frame time the game gave.
+    pub(crate) fn frame(&self) -> Duration {
+        self.frame
+    }
+
     pub(crate) fn open(&self) -> Result<(), FfiError> {
         match self.phase {
             Phase::Closed => Err(FfiError::Closed),

@@ -14,6 +14,7 @@
 //! `Disconnected` event carrying what happened; it never unwinds out of the thread or aborts
 //! the game.
 
+use crate::bell::{Bell, InputWindow};
 use crate::client::{check_input, instant, Client, Command, Happening, Input};
 use crate::error::FfiError;
 use crate::publish::{triple, EntitiesOut, Publisher, Reader, View};
@@ -161,7 +162,7 @@ impl Driven {
     ) -> Result<R, FfiError> {
         let out = self.with(body)?;
         if let Self::Threaded(io) = self {
-            io.shared.waker.wake();
+            io.shared.bell.ring();
         }
         Ok(out)
     }
@@ -228,7 +229,7 @@ enum InputPath {
 #[derive(Debug)]
 struct Shared {
     client: Mutex<Client>,
-    waker: Waker,
+    bell: Bell,
     stop: AtomicBool,
     /// A test's way to make the I/O thread's next turn panic.
     #[cfg(test)]
@@ -278,10 +279,10 @@ impl IoThread {
     fn start(client: Client, path: InputPath) -> Result<Self, FfiError> {
         let socket = client.socket()?;
         let clock = client.clock();
-        let waker = Waker::new()?;
+        let bell = Bell::new()?;
         let shared = Arc::new(Shared {
             client: Mutex::new(client),
-            waker,
+            bell,
             stop: AtomicBool::new(false),
             #[cfg(test)]
             panic_next: AtomicBool::new(false),
@@ -337,7 +338,7 @@ impl IoThread {
         self.reader.latest().live.clone()?;
         check_input(&input)?;
         self.command(Command::Input(now_us, input))?;
-        self.shared.waker.wake();
+        self.shared.bell.ring();
         Ok(())
     }
 
@@ -375,7 +376,7 @@ impl IoThread {
             InputPath::Now => client.send_now()?,
             InputPath::Wake => {
                 drop(client);
-                self.shared.waker.wake();
+                self.shared.bell.ring();
             }
         }
         Ok(out)
@@ -383,8 +384,8 @@ impl IoThread {
 
     /// Stops the I/O thread and waits for it; the client is the caller's alone after.
     fn stop(&mut self) {
-        self.shared.stop.store(true, Ordering::Release);
-        self.shared.waker.wake();
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.bell.wake();
         if let Some(thread) = self.thread.take() {
             // The thread catches its own panics: it ends normally.
             let _ = thread.join();
@@ -402,6 +403,7 @@ impl Drop for IoThread {
 /// failed. After each turn it publishes what changed and hands over the events.
 fn run(shared: &Shared, socket: &UdpSocket, hands: &mut Hands) {
     rally_driver::precise_timers();
+    let mut window = InputWindow::new(shared.lock().frame());
     loop {
         let wait = {
             let mut client = shared.lock();
@@ -414,6 +416,10 @@ fn run(shared: &Shared, socket: &UdpSocket, hands: &mut Hands) {
                     panic!("a test's panic on the I/O thread");
                 }
                 for command in hands.commands.try_iter() {
+                    if let Command::Input(sampled_us, _) = command {
+                        let ago = client.now_us().saturating_sub(sampled_us);
+                        window.input(Duration::from_micros(ago));
+                    }
                     // A command refused here (the connection ended meanwhile) has nobody to
                     // tell: the game learns the end from the view and the event.
                     let _ = client.apply(command);
@@ -442,68 +448,7 @@ fn run(shared: &Shared, socket: &UdpSocket, hands: &mut Hands) {
                 None => return,
             }
         };
-        shared.waker.wait(socket, wait);
-    }
-}
-
-/// The game thread's way to wake the I/O thread: an `eventfd` it waits on with the socket.
-#[cfg(target_os = "linux")]
-#[derive(Debug)]
-struct Waker {
-    fd: std::os::fd::OwnedFd,
-}
-
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-impl Waker {
-    fn new() -> Result<Self, FfiError> {
-        use std::os::fd::FromRawFd;
-        // SAFETY: eventfd takes two integers and touches no memory.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            let error = std::io::Error::last_os_error();
-            return Err(FfiError::Io(format!("an eventfd for the I/O thread: {error}")));
-        }
-        // SAFETY: a new descriptor, owned by nothing else.
-        Ok(Self { fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) } })
-    }
-
-    fn wake(&self) {
-        use std::os::fd::AsRawFd;
-        let one = 1u64;
-        // SAFETY: writes the 8 bytes of `one`, which outlives the call. A full counter (never,
-        // at 2^64 - 1) would only fail the write: the thread is awake then anyway.
-        unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    /// Waits for the socket, a wake or `timeout`, and clears the wake.
-    fn wait(&self, socket: &UdpSocket, timeout: Duration) {
-        use std::os::fd::AsRawFd;
-        // An error from ppoll (none is expected) is a short spin: the next turn goes on.
-        let _ = rally_driver::readable_fds(&[socket.as_raw_fd(), self.fd.as_raw_fd()], timeout);
-        let mut count = 0u64;
-        // SAFETY: reads at most 8 bytes into `count`, which outlives the call; the descriptor
-        // is non-blocking, so an unwoken one returns EAGAIN at once.
-        unsafe { libc::read(self.fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
-    }
-}
-
-/// Elsewhere than on Linux the I/O thread looks every 200 us (`rally_driver::readable`):
-/// nothing to wake.
-#[cfg(not(target_os = "linux"))]
-#[derive(Debug)]
-struct Waker;
-
-#[cfg(not(target_os = "linux"))]
-impl Waker {
-    fn new() -> Result<Self, FfiError> {
-        Ok(Self)
-    }
-
-    fn wake(&self) {}
-
-    fn wait(&self, socket: &UdpSocket, timeout: Duration) {
-        let _ = rally_driver::readable(socket, timeout);
+        shared.bell.wait(socket, wait, &window, &shared.stop);
     }
 }
 
@@ -530,7 +475,7 @@ mod tests {
         let mut driven = threaded(RallyIoThread::On);
         let Driven::Threaded(io) = &driven else { panic!("no I/O thread") };
         io.shared.panic_next.store(true, Ordering::Release);
-        io.shared.waker.wake();
+        io.shared.bell.wake();
         let why = loop {
             let mut event = None;
             driven.poll_event(|e| Ok((event = e.cloned(), true).1)).unwrap();
