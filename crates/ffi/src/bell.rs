@@ -23,10 +23,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 /// How long before an input is due the I/O thread starts looking for it.
-pub(crate) const LOOK_BEFORE: Duration = Duration::from_micros(30);
+pub(crate) const LOOK_BEFORE: Duration = Duration::from_micros(120);
 /// How long after an input was due it keeps looking: frames start late by 0.05 to 0.1 ms at
 /// the median on a loaded machine (docs/ffi.md).
-pub(crate) const LOOK_AFTER: Duration = Duration::from_micros(200);
+pub(crate) const LOOK_AFTER: Duration = Duration::from_micros(130);
 /// How often a looking I/O thread checks the socket: a datagram waits this long at most.
 const SOCKET_EVERY: Duration = Duration::from_micros(20);
 
@@ -73,10 +73,16 @@ impl InputWindow {
         Self { frame, next: None, after: LOOK_AFTER }
     }
 
-    /// An input sampled `ago` before now arrived: the next is due a frame after it.
-    pub(crate) fn input(&mut self, ago: Duration) {
-        let now = Instant::now();
-        self.next = Some(now.checked_sub(ago).unwrap_or(now) + self.frame);
+    /// An input sampled at `sampled` arrived: the next is due a frame after the game's
+    /// frame grid. A game's frames start on a grid and late now and then (a busy machine), so
+    /// an input earlier than due moves the grid to it, and a later one only an eighth of the
+    /// way (a frame slower than `frame` still moves it on, a late start hardly).
+    pub(crate) fn input(&mut self, sampled: Instant) {
+        let on_grid = match self.next {
+            Some(due) if sampled >= due => due + (sampled - due) / 8,
+            _ => sampled,
+        };
+        self.next = Some(on_grid + self.frame);
     }
 
     /// How to wait at `now` for at most `timeout` (the endpoint's next timer).
@@ -270,6 +276,24 @@ mod tests {
     }
 
     const MICRO: Duration = Duration::from_micros(1);
+
+    #[test]
+    fn the_window_follows_the_games_frame_grid_not_its_late_frames() {
+        // Goal: a frame that starts late does not move the next window by its lateness; an
+        // early one moves it at once, and frames steadily slower than `frame` move it on.
+        let frame = Duration::from_millis(10);
+        let mut window = InputWindow::new(frame);
+        window.input(Instant::now());
+        let due = window.next.unwrap();
+        // The next input 400 us late: the window after it opens 50 us later than the grid's
+        // next frame, not 400.
+        window.input(due + 400 * MICRO);
+        assert_eq!(window.next.unwrap(), due + frame + 50 * MICRO);
+        // One 100 us early: the grid is there from now on.
+        let early = window.next.unwrap() - 100 * MICRO;
+        window.input(early);
+        assert_eq!(window.next.unwrap(), early + frame);
+    }
 
     #[cfg(target_os = "linux")]
     #[test]

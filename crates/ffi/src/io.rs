@@ -418,7 +418,8 @@ fn run(shared: &Shared, socket: &UdpSocket, hands: &mut Hands) {
                 for command in hands.commands.try_iter() {
                     if let Command::Input(sampled_us, _) = command {
                         let ago = client.now_us().saturating_sub(sampled_us);
-                        window.input(Duration::from_micros(ago));
+                        let now = std::time::Instant::now();
+                        window.input(now.checked_sub(Duration::from_micros(ago)).unwrap_or(now));
                     }
                     // A command refused here (the connection ended meanwhile) has nobody to
                     // tell: the game learns the end from the view and the event.
