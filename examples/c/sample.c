@@ -410,11 +410,11 @@ int main(int argc, char **argv) {
     RallyLatency latency;
     CHECK(rally_client_latency(client, &latency));
     printf("latency: %llu samples, mean %.2f ms, p99 %.2f ms, %.0f%% within the model "
-           "[%.2f, %.2f] ms, %.0f%% above it\n",
+           "[%.2f, %.2f] ms, %.0f%% above it, %.0f%% at L_best\n",
            (unsigned long long)latency.samples, (double)latency.mean_us / 1000.0,
            (double)latency.p99_us / 1000.0, latency.within_model * 100.0,
            (double)latency.best_us / 1000.0, (double)latency.worst_us / 1000.0,
-           latency.above_model * 100.0);
+           latency.above_model * 100.0, latency.at_best * 100.0);
     CHECK(rally_client_close(client));
     RallyStatus after = rally_client_update(client, 0);
     CHECK(rally_client_destroy(client));

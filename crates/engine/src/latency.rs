@@ -94,7 +94,10 @@ pub struct PresentedFrames {
 pub enum Verdict {
     /// Shown before its best frame, by more than the slack (a round trip over-estimated).
     Early,
-    /// Shown from its best frame to its worst, give or take the slack.
+    /// Shown by its best frame, give or take the slack: the fast path's every sample.
+    AtBest,
+    /// Shown after its best frame and by its worst, give or take the slack (the server held
+    /// it up to a tick).
     Within,
     /// Shown after its worst frame, by more than the slack.
     Late,
@@ -140,10 +143,12 @@ impl PresentedFrames {
         let worst = first_from(sampled + round_trip + tick);
         Some(if presented + slack < best {
             Verdict::Early
-        } else if presented > worst + slack {
-            Verdict::Late
-        } else {
+        } else if presented <= best + slack {
+            Verdict::AtBest
+        } else if presented <= worst + slack {
             Verdict::Within
+        } else {
+            Verdict::Late
         })
     }
 }
@@ -348,10 +353,10 @@ mod tests {
         };
         // Sampled at 10, shown at the late frame (25): 15 ms, over a steady model's 10 + 1.
         let steady = LatencyModel::new(ms(2.0), ms(10.0), ms(5.0));
-        assert_eq!(judge(10.0, 25.0, 2.0), Some(Verdict::Within));
+        assert_eq!(judge(10.0, 25.0, 2.0), Some(Verdict::AtBest));
         assert!(!steady.contains(ms(15.0), ms(1.0)));
         // The next, sampled at 25 and shown at 30: 5 ms, under a steady model, yet its best.
-        assert_eq!(judge(25.0, 30.0, 2.0), Some(Verdict::Within));
+        assert_eq!(judge(25.0, 30.0, 2.0), Some(Verdict::AtBest));
         assert!(!steady.contains(ms(5.0), ms(1.0)));
         // Held a tick (back past 30 ms): shown at 40 from 25 is the worst frame; from 10
         // (worst 25) it is late.
@@ -361,7 +366,7 @@ mod tests {
         assert_eq!(judge(25.0, 25.0, 2.0), Some(Verdict::Early));
         // A millisecond past the worst frame is the slack; sampled before the frames kept,
         // not judged.
-        assert_eq!(judge(0.0, 11.0, 2.0), Some(Verdict::Within));
+        assert_eq!(judge(0.0, 11.0, 2.0), Some(Verdict::AtBest));
         assert_eq!(judge(0.0, 12.0, 2.0), Some(Verdict::Late));
         let two = presented(2, &[10.0, 25.0, 30.0, 40.0, 50.0]);
         let sample = LatencySample { total: ms(20.0), ..judged_sample(ms(2.0)) };

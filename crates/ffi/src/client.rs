@@ -583,16 +583,21 @@ impl Client {
             // starts late (a busy machine) lengthens one sample and shortens the next, and
             // the pipeline lost nothing. A millisecond of slack, as the engine's tests allow.
             let slack = Duration::from_millis(1);
-            let (mut judged, mut within, mut late) = (0usize, 0usize, 0usize);
+            let (mut judged, mut at_best, mut within, mut late) = (0usize, 0, 0, 0);
             for (presented, sample) in &self.latency {
                 let verdict =
                     self.frames.judge(*presented, sample, round_trip(sample), tick, slack);
                 judged += usize::from(verdict.is_some());
-                within += usize::from(verdict == Some(Verdict::Within));
-                late += usize::from(verdict == Some(Verdict::Late));
+                match verdict {
+                    Some(Verdict::AtBest) => at_best += 1,
+                    Some(Verdict::Within) => within += 1,
+                    Some(Verdict::Late) => late += 1,
+                    Some(Verdict::Early) | None => {}
+                }
             }
             let share = |n: usize| if judged == 0 { 0.0 } else { n as f64 / judged as f64 };
-            (out.within_model, out.above_model) = (share(within), share(late));
+            out.within_model = share(at_best + within);
+            (out.at_best, out.above_model) = (share(at_best), share(late));
             let newest = self
                 .latency
                 .back()

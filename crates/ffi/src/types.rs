@@ -255,6 +255,11 @@ pub struct RallyLatency {
     /// late ones. The rest outside came sooner than their round trip allows (a round trip
     /// over-estimated).
     pub above_model: f64,
+    /// Share (0 to 1) of the samples kept shown by the first frame presented a round trip
+    /// after their input was sampled, with 1 ms of slack: at L_best. A fast-path room's
+    /// target is every sample (the server holds no input); a greedy room's lie between this
+    /// and `within_model`.
+    pub at_best: f64,
 }
 
 /// The connection's figures and the session's counters.

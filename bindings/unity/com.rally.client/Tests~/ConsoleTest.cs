@@ -245,9 +245,10 @@ static class ConsoleTest
     {
         Latency latency = client.Latency();
         Console.WriteLine("latency: {0} samples, mean {1:F2} ms, p99 {2:F2} ms, {3:F0}% within " +
-            "the model [{4:F2}, {5:F2}] ms, {6:F0}% above it", latency.Samples,
-            latency.MeanUs / 1000.0, latency.P99Us / 1000.0, latency.WithinModel * 100,
-            latency.BestUs / 1000.0, latency.WorstUs / 1000.0, latency.AboveModel * 100);
+            "the model [{4:F2}, {5:F2}] ms, {6:F0}% above it, {7:F0}% at L_best",
+            latency.Samples, latency.MeanUs / 1000.0, latency.P99Us / 1000.0,
+            latency.WithinModel * 100, latency.BestUs / 1000.0, latency.WorstUs / 1000.0,
+            latency.AboveModel * 100, latency.AtBest * 100);
         if (latency.Samples == 0)
             throw new Exception("no latency samples: the room never answered");
     }
@@ -417,6 +418,7 @@ static class ConsoleTest
             { "RallyEntity.angular_velocity", "AngularVelocity" },
             { "RallyEntity.class_index", "Class" }, { "RallyEntity.hand", "Hand" },
             { "RallyConfig.io_thread", "IoThread" }, { "RallyLatency.above_model", "AboveModel" },
+            { "RallyLatency.at_best", "AtBest" },
             { "RallyConnectionStats.io_lock_waits", "IoLockWaits" },
         };
         int checkedLines = 0;
