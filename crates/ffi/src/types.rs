@@ -63,10 +63,11 @@ pub enum RallyIoThread {
     /// waits for the I/O thread to be scheduled; that send needs the session, and can wait
     /// while the I/O thread decodes.
     On = 1,
-    /// As `On`, but an input is handed to the I/O thread, which is woken to send it (an
-    /// `eventfd` write on the caller's thread instead of the datagram's send): less CPU on
-    /// the game thread, no call of a frame ever waits for the I/O thread, and each input waits
-    /// for that thread to run.
+    /// As `On`, but an input is handed to the I/O thread, which sends it: less CPU on the
+    /// game thread, no call of a frame ever waits for the I/O thread, and each input waits for
+    /// that thread to run. The I/O thread expects an input once a frame (`frame_us`) and looks
+    /// for it around its due time (about 2% of a core at 90 Hz), so that most inputs need no
+    /// wake; one outside that window is woken for (an `eventfd` write on the caller's thread).
     Wake = 2,
 }
 
