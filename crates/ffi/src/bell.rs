@@ -18,9 +18,11 @@
 //! the bump and takes its turn, or the game thread sees it gone and wakes it.
 
 use crate::error::FfiError;
+use rally_driver::Clock;
+use rally_proto::Instant;
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long before an input is due the I/O thread starts looking for it.
 pub(crate) const LOOK_BEFORE: Duration = Duration::from_micros(120);
@@ -73,7 +75,7 @@ impl InputWindow {
         Self { frame, next: None, after: LOOK_AFTER }
     }
 
-    /// An input sampled at `sampled` arrived: the next is due a frame after the game's
+    /// An input sampled at `sampled` (the library's clock) arrived: the next is due a frame after the game's
     /// frame grid. A game's frames start on a grid and late now and then (a busy machine), so
     /// an input earlier than due moves the grid to it, and a later one only an eighth of the
     /// way (a frame slower than `frame` still moves it on, a late start hardly).
@@ -88,7 +90,7 @@ impl InputWindow {
     /// How to wait at `now` for at most `timeout` (the endpoint's next timer).
     fn plan(&self, now: Instant, timeout: Duration) -> Wait {
         let Some(due) = self.next else { return Wait::Sleep(timeout) };
-        let start = due.checked_sub(LOOK_BEFORE).unwrap_or(due);
+        let start = Instant::from_nanos(due.as_nanos().saturating_sub(nanos(LOOK_BEFORE)));
         let end = due + self.after;
         if now >= end {
             Wait::Sleep(timeout)
@@ -120,17 +122,18 @@ impl Bell {
     }
 
     /// The I/O thread waits for the socket, a ring, `stop` or `timeout`: by looking inside
-    /// `window`, else asleep.
+    /// `window` (on `clock`, the library's), else asleep.
     pub(crate) fn wait(
         &self,
         socket: &UdpSocket,
         timeout: Duration,
         window: &InputWindow,
         stop: &AtomicBool,
+        clock: &Clock,
     ) -> Woke {
-        let now = Instant::now();
+        let now = clock.now();
         match window.plan(now, timeout) {
-            Wait::Look(span) if Waker::CAN_LOOK => self.look(socket, now + span, stop),
+            Wait::Look(span) if Waker::CAN_LOOK => self.look(socket, now + span, stop, clock),
             Wait::Look(span) | Wait::Sleep(span) => {
                 self.waker.wait(socket, span);
                 Woke::Other
@@ -138,17 +141,17 @@ impl Bell {
         }
     }
 
-    fn look(&self, socket: &UdpSocket, until: Instant, stop: &AtomicBool) -> Woke {
+    fn look(&self, socket: &UdpSocket, until: Instant, stop: &AtomicBool, clock: &Clock) -> Woke {
         self.looking.store(true, SeqCst);
         let seen = self.rung.load(SeqCst);
-        let mut socket_at = Instant::now();
+        let mut socket_at = clock.now();
         let mut woke = Woke::Other;
         loop {
             if self.rung.load(SeqCst) != seen {
                 woke = Woke::Rung;
                 break;
             }
-            let now = Instant::now();
+            let now = clock.now();
             if now >= until || stop.load(SeqCst) {
                 break;
             }
@@ -167,6 +170,10 @@ impl Bell {
         }
         woke
     }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// An `eventfd` the I/O thread waits on with the socket.
@@ -260,7 +267,7 @@ mod tests {
     #[test]
     fn the_window_opens_around_the_next_input_and_a_timer_still_ends_the_wait() {
         let mut window = InputWindow::new(Duration::from_millis(10));
-        let now = Instant::now();
+        let now = Instant::from_millis(1_000);
         let long = Duration::from_secs(1);
         assert_eq!(window.plan(now, long), Wait::Sleep(long), "no input yet: no window");
         window.next = Some(now + Duration::from_millis(10));
@@ -283,14 +290,14 @@ mod tests {
         // early one moves it at once, and frames steadily slower than `frame` move it on.
         let frame = Duration::from_millis(10);
         let mut window = InputWindow::new(frame);
-        window.input(Instant::now());
+        window.input(Instant::from_millis(1_000));
         let due = window.next.unwrap();
         // The next input 400 us late: the window after it opens 50 us later than the grid's
         // next frame, not 400.
         window.input(due + 400 * MICRO);
         assert_eq!(window.next.unwrap(), due + frame + 50 * MICRO);
         // One 100 us early: the grid is there from now on.
-        let early = window.next.unwrap() - 100 * MICRO;
+        let early = Instant::from_nanos(window.next.unwrap().as_nanos() - 100_000);
         window.input(early);
         assert_eq!(window.next.unwrap(), early + frame);
     }
@@ -303,13 +310,15 @@ mod tests {
         // Method: a thread looks (a window now, a long span); ring when it says it looks.
         let bell = std::sync::Arc::new(Bell::new().unwrap());
         let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let clock = Clock::start();
         let mut window = InputWindow::new(Duration::from_secs(60));
         // Looking from now on, for longer than the test takes.
-        (window.next, window.after) = (Some(Instant::now()), Duration::from_secs(60));
+        (window.next, window.after) = (Some(clock.now()), Duration::from_secs(60));
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let looker = {
             let (bell, stop) = (bell.clone(), stop.clone());
-            std::thread::spawn(move || bell.wait(&socket, Duration::from_secs(60), &window, &stop))
+            let long = Duration::from_secs(60);
+            std::thread::spawn(move || bell.wait(&socket, long, &window, &stop, &clock))
         };
         while !bell.looking.load(SeqCst) {
             std::thread::yield_now();

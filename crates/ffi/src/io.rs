@@ -403,7 +403,11 @@ impl Drop for IoThread {
 /// failed. After each turn it publishes what changed and hands over the events.
 fn run(shared: &Shared, socket: &UdpSocket, hands: &mut Hands) {
     rally_driver::precise_timers();
-    let mut window = InputWindow::new(shared.lock().frame());
+    let (frame, clock) = {
+        let client = shared.lock();
+        (client.frame(), client.clock())
+    };
+    let mut window = InputWindow::new(frame);
     loop {
         let wait = {
             let mut client = shared.lock();
@@ -417,9 +421,7 @@ fn run(shared: &Shared, socket: &UdpSocket, hands: &mut Hands) {
                 }
                 for command in hands.commands.try_iter() {
                     if let Command::Input(sampled_us, _) = command {
-                        let ago = client.now_us().saturating_sub(sampled_us);
-                        let now = std::time::Instant::now();
-                        window.input(now.checked_sub(Duration::from_micros(ago)).unwrap_or(now));
+                        window.input(instant(sampled_us));
                     }
                     // A command refused here (the connection ended meanwhile) has nobody to
                     // tell: the game learns the end from the view and the event.
@@ -449,7 +451,7 @@ fn run(shared: &Shared, socket: &UdpSocket, hands: &mut Hands) {
                 None => return,
             }
         };
-        shared.bell.wait(socket, wait, &window, &shared.stop);
+        shared.bell.wait(socket, wait, &window, &shared.stop, &clock);
     }
 }
 
