@@ -3,14 +3,15 @@
 //!
 //! With the I/O thread, the [`Client`] sits behind a mutex. The thread waits on the socket
 //! (`ppoll`, woken at once by a datagram, the endpoint's next timer or an `eventfd` the game
-//! thread writes), takes the client, runs the inputs and presents the game handed over, reads
+//! thread writes; around the time the game's next input is due, by looking for it instead:
+//! [`crate::bell`]), takes the client, runs the inputs and presents the game handed over, reads
 //! every datagram waiting, decodes, updates the session, and before letting go publishes a
 //! copy of what a frame reads ([`crate::publish`]) and hands the events over a channel. A
 //! frame's calls use only those: none takes the lock, so a preempted I/O thread never stalls
 //! the game. The calls outside the frame (connect, stats, latency, writes, close) take the
 //! client for as long as they need it. An input leaves at once either way: written to the
-//! socket by the thread that sends it (`On`, under the lock), or handed over with a wake
-//! (`Wake`, no lock). A panic or a socket error on the I/O thread stops it and becomes a
+//! socket by the thread that sends it (`On`, under the lock), or handed over (`Wake`, no
+//! lock; a wake only when the I/O thread is not looking for it). A panic or a socket error on the I/O thread stops it and becomes a
 //! `Disconnected` event carrying what happened; it never unwinds out of the thread or aborts
 //! the game.
 
