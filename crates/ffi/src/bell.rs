@@ -10,7 +10,7 @@
 //! the socket every [`SOCKET_EVERY`]), and the game thread, seeing it look, skips the wake: an
 //! input handed in that window costs the game thread an atomic add and a load. One handed
 //! outside it (a frame that started late, the first input) wakes the thread as before. The
-//! window costs the I/O thread 230 us of looking a frame, about 2% of a core at 90 Hz.
+//! window costs the I/O thread 250 us of looking a frame, about 2% of a core at 90 Hz.
 //!
 //! No hand-off is ever lost: the game thread bumps the counter and then reads whether the I/O
 //! thread looks; the I/O thread stops looking and then reads the counter (both sequentially
@@ -24,7 +24,9 @@ use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::time::Duration;
 
-/// How long before an input is due the I/O thread starts looking for it.
+/// How long before an input is due the I/O thread starts looking for it: its own sleep to the
+/// window overruns about as much as the game's sleep to its frame (tens to a hundred us on a
+/// loaded machine), so a shorter lead starts looking after the input came.
 pub(crate) const LOOK_BEFORE: Duration = Duration::from_micros(120);
 /// How long after an input was due it keeps looking: frames start late by 0.05 to 0.1 ms at
 /// the median on a loaded machine (docs/ffi.md).
