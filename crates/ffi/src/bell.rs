@@ -118,24 +118,33 @@ impl Bell {
         }
     }
 
+    /// The hand-offs so far: the I/O thread reads it before it takes what was handed, and
+    /// gives it to [`Bell::wait`], so that a ring after that read is looked for.
+    pub(crate) fn rings(&self) -> u64 {
+        self.rung.load(SeqCst)
+    }
+
     /// Wakes the I/O thread whatever it does (to stop it).
     pub(crate) fn wake(&self) {
         self.waker.wake();
     }
 
-    /// The I/O thread waits for the socket, a ring, `stop` or `timeout`: by looking inside
-    /// `window` (on `clock`, the library's), else asleep.
+    /// The I/O thread waits for the socket, a ring after the `seen`th ([`Bell::rings`]),
+    /// `stop` or `timeout`: by looking inside `window` (on `clock`, the library's), else
+    /// asleep.
     pub(crate) fn wait(
         &self,
         socket: &UdpSocket,
         timeout: Duration,
-        window: &InputWindow,
+        (window, seen): (&InputWindow, u64),
         stop: &AtomicBool,
         clock: &Clock,
     ) -> Woke {
         let now = clock.now();
         match window.plan(now, timeout) {
-            Wait::Look(span) if Waker::CAN_LOOK => self.look(socket, now + span, stop, clock),
+            Wait::Look(span) if Waker::CAN_LOOK => {
+                self.look(socket, (now + span, seen), stop, clock)
+            }
             Wait::Look(span) | Wait::Sleep(span) => {
                 self.waker.wait(socket, span);
                 Woke::Other
@@ -143,9 +152,17 @@ impl Bell {
         }
     }
 
-    fn look(&self, socket: &UdpSocket, until: Instant, stop: &AtomicBool, clock: &Clock) -> Woke {
+    /// Looks until `until` for a ring after the `seen`th. `seen` comes from before the I/O
+    /// thread took what was handed: read here, after `looking` is set, a ring between that
+    /// store and the read would write no wake and count as seen, and wait for the window's end.
+    fn look(
+        &self,
+        socket: &UdpSocket,
+        (until, seen): (Instant, u64),
+        stop: &AtomicBool,
+        clock: &Clock,
+    ) -> Woke {
         self.looking.store(true, SeqCst);
-        let seen = self.rung.load(SeqCst);
         let mut socket_at = clock.now();
         let mut woke = Woke::Other;
         loop {
@@ -320,7 +337,8 @@ mod tests {
         let looker = {
             let (bell, stop) = (bell.clone(), stop.clone());
             let long = Duration::from_secs(60);
-            std::thread::spawn(move || bell.wait(&socket, long, &window, &stop, &clock))
+            let seen = bell.rings();
+            std::thread::spawn(move || bell.wait(&socket, long, (&window, seen), &stop, &clock))
         };
         while !bell.looking.load(SeqCst) {
             std::thread::yield_now();

@@ -410,11 +410,13 @@ fn run(shared: &Shared, socket: &UdpSocket, hands: &mut Hands) {
     };
     let mut window = InputWindow::new(frame);
     loop {
-        let wait = {
+        let (wait, seen) = {
             let mut client = shared.lock();
             if shared.stop.load(Ordering::Acquire) {
                 return;
             }
+            // Before the commands: a ring after this read is one the wait must look for.
+            let seen = shared.bell.rings();
             let turn = catch_unwind(AssertUnwindSafe(|| {
                 #[cfg(test)]
                 if shared.panic_next.swap(false, Ordering::AcqRel) {
@@ -448,11 +450,11 @@ fn run(shared: &Shared, socket: &UdpSocket, hands: &mut Hands) {
             }
             client.hand_events(&hands.events, &hands.in_flight);
             match wait {
-                Some(wait) => wait,
+                Some(wait) => (wait, seen),
                 None => return,
             }
         };
-        shared.bell.wait(socket, wait, &window, &shared.stop, &clock);
+        shared.bell.wait(socket, wait, (&window, seen), &shared.stop, &clock);
     }
 }
 
