@@ -34,7 +34,7 @@ package=bindings/unity/com.rally.client
 mkdir -p "$out"
 mcs -nologo -warnaserror -unsafe -target:library -out:"$out/Rally.Runtime.dll" \
     "$package/Runtime/Native.cs" "$package/Runtime/RallyConnection.cs"
-mcs -nologo -warnaserror -r:"$out/Rally.Runtime.dll" -out:"$out/ConsoleTest.exe" \
+mcs -nologo -warnaserror -unsafe -r:"$out/Rally.Runtime.dll" -out:"$out/ConsoleTest.exe" \
     "$package/Tests~/ConsoleTest.cs"
 cc -std=c11 -Wall -Wextra -Werror -Iinclude "$package/Tests~/layout.c" -o "$out/layout"
 "$out/layout" > "$out/layout.txt"
