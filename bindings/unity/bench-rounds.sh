@@ -28,15 +28,18 @@ target="${CARGO_TARGET_DIR:-target}"
 out="$target/bench-rounds"
 mkdir -p "$out"
 
-# Runs one benchmark into its log, or shows the log's end and stops.
+# Runs one benchmark into its log, once more if it fails (on a loaded machine a room now and
+# then does not accept the client within the 5 s the programs wait), or shows the log's end
+# and stops.
 run() {
     local log=$1
     shift
-    if ! "$@" > "$log" 2>&1; then
-        echo "bench-rounds.sh: failed, $log ends:" >&2
-        tail -20 "$log" >&2
-        exit 1
-    fi
+    "$@" > "$log" 2>&1 && return
+    echo "bench-rounds.sh: failed once, again ($log: $(grep -m1 -E 'did not|failed' "$log"))" >&2
+    "$@" > "$log" 2>&1 && return
+    echo "bench-rounds.sh: failed, $log ends:" >&2
+    tail -20 "$log" >&2
+    exit 1
 }
 
 table="$out/table.txt"
