@@ -4,8 +4,10 @@
 # `rally server --scene scenes/sandbox.toml` over UDP: join, grab, carry, check the room, print
 # the latency meter (Tests~/ConsoleTest.cs says what it asserts).
 #
-#   bash bindings/unity/run-mono.sh [--release] [--bench FRAMES] [-- TEST ARGS...]
+#   bash bindings/unity/run-mono.sh [--release] [--bench FRAMES] [--scene TOML] [-- TEST ARGS...]
 #
+# --scene hosts another scene than the sandbox (one with the sandbox's block at the grab point,
+# such as a copy with another `pipeline`).
 # --bench FRAMES also times FRAMES steady-state frames in a room of 256 entities (the sandbox
 # with kinematic crates added), reporting CPU per frame and managed bytes allocated
 # (`-- --interpolate 0` measures it without the library's interpolation buffers). Needs
@@ -14,10 +16,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 profile=debug
 bench=0
+scene=scenes/sandbox.toml
 while [ $# -gt 0 ]; do
     case "$1" in
         --release) profile=release ;;
         --bench) bench=$2; shift ;;
+        --scene) scene=$2; shift ;;
         --) shift; break ;;
         *) echo "run-mono.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -30,16 +34,15 @@ package=bindings/unity/com.rally.client
 mkdir -p "$out"
 mcs -nologo -warnaserror -unsafe -target:library -out:"$out/Rally.Runtime.dll" \
     "$package/Runtime/Native.cs" "$package/Runtime/RallyConnection.cs"
-mcs -nologo -warnaserror -r:"$out/Rally.Runtime.dll" -out:"$out/ConsoleTest.exe" \
+mcs -nologo -warnaserror -unsafe -r:"$out/Rally.Runtime.dll" -out:"$out/ConsoleTest.exe" \
     "$package/Tests~/ConsoleTest.cs"
 cc -std=c11 -Wall -Wextra -Werror -Iinclude "$package/Tests~/layout.c" -o "$out/layout"
 "$out/layout" > "$out/layout.txt"
 
-scene=scenes/sandbox.toml
 if [ "$bench" -gt 0 ]; then
     # The sandbox's 19 bodies and a player's 3 avatar entities, plus 234 crates: 256.
+    cp "$scene" "$out/bench-256.toml"
     scene="$out/bench-256.toml"
-    cp scenes/sandbox.toml "$scene"
     for i in $(seq 0 233); do
         printf '\n[[bodies]]\nname = "crate-%d"\nclass = "crate"\nkind = "kinematic"\n' "$i"
         printf 'box = [0.1, 0.1, 0.1]\nposition = [%d.0, 0.05, %d.0]\n' \

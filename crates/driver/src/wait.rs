@@ -67,7 +67,15 @@ pub fn precise_timers() {
     // SAFETY: PR_SET_TIMERSLACK takes a plain integer (nanoseconds) and touches no memory; a
     // failure leaves the default slack, which is still correct, only less precise.
     unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong);
+        // prctl is variadic: pass every argument the option reads as unsigned long, the unused
+        // ones 0 (valgrind reads five).
+        libc::prctl(
+            libc::PR_SET_TIMERSLACK,
+            1_000 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        );
     }
 }
 

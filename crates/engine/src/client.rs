@@ -372,6 +372,17 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
         seq
     }
 
+    /// [`ClientSession::send_input`] for an input sampled at `sampled` on another thread and
+    /// handed to the thread that owns the session, which sends it at `now`: the meter counts
+    /// the hand-off as the client's send wait, not as part of the network's round trip.
+    pub fn send_input_handed(&mut self, sampled: Instant, now: Instant, input: I) -> u32 {
+        let seq = self.send_input(sampled, input);
+        if !self.config.defer_inputs {
+            self.meter.sent_at(seq, now);
+        }
+        seq
+    }
+
     /// The game presents a frame at `now` showing [`ClientSession::entities`]: every input
     /// whose effect this is the first frame to show gets its total latency measured. With
     /// `defer_inputs`, the inputs sampled before this frame go out at the next `transmit`.

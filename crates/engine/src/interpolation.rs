@@ -255,8 +255,13 @@ impl Interpolator {
     /// Where `id`'s track is (`Ok`), or where it would go (`Err`): at the hint when the calls
     /// come in id order, else by a search.
     fn find(&self, id: EntityId) -> Result<usize, usize> {
-        match self.tracks.get(self.hint) {
-            Some(track) if track.id == id => Ok(self.hint),
+        self.find_from(self.hint, id)
+    }
+
+    /// [`Interpolator::find`] from the hint `hint`.
+    fn find_from(&self, hint: usize, id: EntityId) -> Result<usize, usize> {
+        match self.tracks.get(hint) {
+            Some(track) if track.id == id => Ok(hint),
             // Past the last track and above it: a new entity at the end.
             None if self.tracks.last().is_some_and(|last| last.id < id) => Err(self.tracks.len()),
             _ => self.tracks.binary_search_by_key(&id, |track| track.id),
@@ -368,16 +373,59 @@ impl Interpolator {
         })
     }
 
-    /// The frame at `now`: the server time it shows per class, and how far it may extrapolate.
-    fn frame(&self, now: Instant) -> Frame {
+    /// What a reader needs to show each of `states` (ids ascending, as
+    /// [`Interpolator::sample_each`] takes them) without sampling it, in their order: see
+    /// [`Resting`]. Worked out once per update by the thread that owns the interpolator, so
+    /// that a frame copies the newest states and samples only the entities in motion.
+    pub fn resting<'a>(&'a self, states: &'a [EntityState]) -> impl Iterator<Item = Resting> + 'a {
+        let mut hint = 0;
+        states.iter().map(move |state| {
+            let found = self.find_from(hint, state.id).ok();
+            hint = found.map_or(hint, |at| at + 1);
+            let newest = found.and_then(|at| Some((at, self.tracks[at].updates.back()?)));
+            let Some((at, &(time, newest))) = newest else {
+                // No track (or none with an update): the state itself, whatever the frame.
+                return Resting {
+                    state: *state,
+                    track: u32::MAX,
+                    class: 0,
+                    from: f64::NEG_INFINITY,
+                };
+            };
+            let track = &self.tracks[at];
+            // `sample_track` shows the newest as it is from its time on when the entity
+            // rested since (or has one update); a moving one extrapolates past it.
+            let rests = track.updates.len() < 2 || track.confirmed > time;
+            Resting {
+                state: newest,
+                track: at as u32,
+                class: track.class.index() as u8,
+                from: if rests { time } else { f64::INFINITY },
+            }
+        })
+    }
+
+    /// The state of the entity of track `track` (a [`Resting::track`] of this interpolator)
+    /// for `frame`: what [`Interpolator::sample`] gives, without counting it in the class's
+    /// stats (a reader's copy is replaced at the next update anyway).
+    pub fn sample_track(&self, frame: &RenderFrame, track: u32) -> Option<EntityState> {
+        let track = self.tracks.get(track as usize)?;
+        let newest = track.confirmed.max(track.updates.back()?.0);
+        let t = frame.times[track.class.index()].unwrap_or(newest);
+        sample_track(track, t, frame.extrapolation_max).map(|sampled| sampled.state)
+    }
+
+    /// The frame at `now`: the server time it shows per class, and how far it may extrapolate
+    /// (for [`Interpolator::sample_track`] and [`Resting`]).
+    pub fn frame(&self, now: Instant) -> RenderFrame {
         let now = now.as_secs_f64();
-        Frame {
+        RenderFrame {
             times: self.timelines.each_ref().map(|timeline| timeline.render_time(now)),
             extrapolation_max: self.config.extrapolation_max.as_secs_f64(),
         }
     }
 
-    fn sample_at(&mut self, frame: &Frame, id: EntityId) -> Option<Interpolated> {
+    fn sample_at(&mut self, frame: &RenderFrame, id: EntityId) -> Option<Interpolated> {
         let at = self.find(id).ok()?;
         self.hint = at + 1;
         let track = &self.tracks[at];
@@ -396,12 +444,42 @@ impl Interpolator {
 /// The state at server time `t` in `track`: interpolated between the two updates around it,
 /// past the newest held if the entity has rested since, else extrapolated from the last two
 /// for at most `extrapolation_max`.
+/// How one entity shows, for a reader that copies the newest states and samples only the
+/// entities in motion ([`Interpolator::resting`]): a frame whose server time for the entity's
+/// class ([`RenderFrame::time`]) is at or past `from` shows `state` as it is; an earlier one samples
+/// track `track` ([`Interpolator::sample_track`]). Exactly what [`Interpolator::sample_each`]
+/// shows, either way.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Resting {
+    /// The newest state the interpolator holds (the state itself without a track).
+    pub state: EntityState,
+    /// The entity's track, `u32::MAX` for none.
+    pub track: u32,
+    /// Its class's index, for [`RenderFrame::time`].
+    pub class: u8,
+    /// The server time from which the frame shows `state` as it is: its update's time for an
+    /// entity at rest, infinity for one in motion (always sampled), minus infinity without a
+    /// track (never sampled).
+    pub from: f64,
+}
+
 /// What every entity of a frame is sampled with, worked out once per frame.
-struct Frame {
+#[derive(Debug, Clone, Copy)]
+pub struct RenderFrame {
     /// The server time the frame shows, per class (`None` for a class not yet updated).
     times: [Option<f64>; 3],
     /// [`InterpolationConfig::extrapolation_max`], seconds.
     extrapolation_max: f64,
+}
+
+impl RenderFrame {
+    /// The server time the frame shows for class `class` (a [`Resting::class`]): minus
+    /// infinity for a class with no update yet, whose entities are always sampled (they show
+    /// their own newest time).
+    pub fn time(&self, class: u8) -> f64 {
+        let time = self.times.get(usize::from(class)).copied().flatten();
+        time.unwrap_or(f64::NEG_INFINITY)
+    }
 }
 
 /// `track` at server time `t`, extrapolating `extrapolation_max` seconds at most.
@@ -520,6 +598,60 @@ mod tests {
             let ours: Vec<_> = copy.sample_each(now, &states).collect();
             assert_eq!(ours, theirs, "update {k}");
         }
+    }
+
+    #[test]
+    fn copying_the_resting_states_and_sampling_the_rest_shows_what_sample_each_shows() {
+        // Goal: a reader that takes `resting`'s states as they are and samples only the
+        // entities a frame is before (`from`) shows, bit for bit, what `sample_each` shows:
+        // entities moving, at rest, with one update, repeating a pose with new velocities,
+        // in a class with no update yet, and one without a track, at frames before, among and
+        // past the updates, with jittered arrivals (a buffer, so frames show the past).
+        let mut interpolator = Interpolator::default();
+        // Entity 4 goes in a class whose timeline has had no update when it is read.
+        interpolator.set_class(4, ObjectClass::Hand);
+        for k in 0..40u32 {
+            let server = ms(f64::from(k) * 8.0);
+            let arrived = Instant::ZERO + server + ms(20.0 + f64::from(k % 5) * 1.5);
+            let x = k as f32;
+            let mut shown = vec![
+                EntityState { id: 1, ..at(x) },
+                // At rest from update 10 on, its velocity still changing (a repeated pose).
+                EntityState { id: 2, linear_velocity: Vec3::splat(x), ..at(x.min(10.0)) },
+                // One update only, then the same pose.
+                EntityState { id: 3, ..at(3.0) },
+                EntityState {
+                    id: 5,
+                    rotation: Quat::from_rotation_y(x * 0.1),
+                    angular_velocity: Vec3::Y,
+                    ..at(-x)
+                },
+                // Never fed to the interpolator: no track.
+                EntityState { id: 6, ..at(6.0) },
+            ];
+            let fed: Vec<_> = shown.iter().copied().filter(|s| s.id != 6).collect();
+            interpolator.update(arrived, server, fed.clone());
+            if k == 39 {
+                interpolator.update(arrived, server, [EntityState { id: 4, ..at(4.0) }]);
+            }
+            shown.insert(3, EntityState { id: 4, ..at(4.0) });
+            let resting: Vec<_> = interpolator.resting(&shown).collect();
+            for dt in [-40.0, -12.0, -3.0, 0.0, 2.5, 7.0, 30.0, 400.0] {
+                let nanos = arrived.as_nanos() as f64 + dt * 1e6;
+                let now = Instant::from_nanos(nanos.max(0.0) as u64);
+                let frame = interpolator.frame(now);
+                let ours: Vec<_> = resting
+                    .iter()
+                    .map(|r| match frame.time(r.class) < r.from {
+                        true => interpolator.sample_track(&frame, r.track).unwrap(),
+                        false => r.state,
+                    })
+                    .collect();
+                let theirs: Vec<_> = interpolator.sample_each(now, &shown).collect();
+                assert_eq!(ours, theirs, "update {k}, frame {dt} ms");
+            }
+        }
+        assert!(interpolator.stats(ObjectClass::Free).buffer > 0.001, "no buffer: no past");
     }
 
     #[test]

@@ -74,7 +74,86 @@ impl LatencyModel {
     }
 }
 
-/// An input between sampling and presentation.
+/// The times of the frames a client presented, the newest kept: the clock to judge latency
+/// samples on when frames are not steady.
+///
+/// [`LatencyModel`] assumes a frame every `frame`, the input sampled at one: a frame that
+/// starts late lengthens one sample and shortens the next, and both fall outside it though
+/// the pipeline lost nothing. Judged on the real frames, a state reflecting an input sampled
+/// at `t` shows at best on the first frame presented at or after `t + round_trip`, and at
+/// worst (the server held it a tick) on the first at or after `t + round_trip + tick`: the
+/// model, with the frames the game presented in place of multiples of `frame`.
+#[derive(Debug, Clone)]
+pub struct PresentedFrames {
+    times: VecDeque<Instant>,
+    kept: usize,
+}
+
+/// Where a sample lies on [`PresentedFrames`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Shown before its best frame, by more than the slack (a round trip over-estimated).
+    Early,
+    /// Shown by its best frame, give or take the slack: the fast path's every sample.
+    AtBest,
+    /// Shown after its best frame and by its worst, give or take the slack (the server held
+    /// it up to a tick).
+    Within,
+    /// Shown after its worst frame, by more than the slack.
+    Late,
+}
+
+impl PresentedFrames {
+    /// Keeps the newest `kept` frames (at least one).
+    pub fn new(kept: usize) -> Self {
+        Self { times: VecDeque::new(), kept: kept.max(1) }
+    }
+
+    /// A frame was presented at `at` (times ascending).
+    pub fn presented(&mut self, at: Instant) {
+        if self.times.len() >= self.kept {
+            self.times.pop_front();
+        }
+        self.times.push_back(at);
+    }
+
+    /// The verdict on `sample`, presented at `presented`, for its `round_trip` and the
+    /// server's `tick`, give or take `slack`; `None` when it was sampled before the oldest
+    /// frame kept (its best frame may be gone).
+    pub fn judge(
+        &self,
+        presented: Instant,
+        sample: &LatencySample,
+        round_trip: Duration,
+        tick: Duration,
+        slack: Duration,
+    ) -> Option<Verdict> {
+        let sampled = presented.as_nanos().checked_sub(sample.total.as_nanos() as u64)?;
+        let sampled = Instant::from_nanos(sampled);
+        if self.times.front().is_none_or(|&oldest| sampled < oldest) {
+            return None;
+        }
+        // The first frame at or after `t`; with none kept yet, the frame the model would
+        // name is not yet presented: `t` itself, or the sample's own frame if later.
+        let first_from = |t: Instant| {
+            let at = self.times.partition_point(|&frame| frame < t);
+            self.times.get(at).copied().unwrap_or(t.max(presented))
+        };
+        let best = first_from(sampled + round_trip);
+        let worst = first_from(sampled + round_trip + tick);
+        Some(if presented + slack < best {
+            Verdict::Early
+        } else if presented <= best + slack {
+            Verdict::AtBest
+        } else if presented <= worst + slack {
+            Verdict::Within
+        } else {
+            Verdict::Late
+        })
+    }
+}
+
+/// An input between sampling and presentation./// An input between sampling and presentation.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     seq: u32,
@@ -126,6 +205,14 @@ impl LatencyMeter {
     pub(crate) fn released(&mut self, seq: u32, now: Instant) {
         for pending in self.pending.iter_mut().filter(|p| !seq32_newer(p.seq, seq)) {
             pending.sent.get_or_insert(now);
+        }
+    }
+
+    /// Input `seq` went out at `now`, later than it was marked sent (handed to another
+    /// thread first).
+    pub(crate) fn sent_at(&mut self, seq: u32, now: Instant) {
+        if let Some(pending) = self.pending.iter_mut().rev().find(|p| p.seq == seq) {
+            pending.sent = Some(now);
         }
     }
 
@@ -231,6 +318,73 @@ mod tests {
             meter.record(sample);
         }
         assert_eq!((meter.samples.len(), meter.count), (SAMPLES_MAX, SAMPLES_MAX as u64 + 10));
+    }
+
+    fn presented(kept: usize, times_ms: &[f64]) -> PresentedFrames {
+        let mut frames = PresentedFrames::new(kept);
+        for t in times_ms {
+            frames.presented(Instant::ZERO + ms(*t));
+        }
+        frames
+    }
+
+    fn judged_sample(round_trip: Duration) -> LatencySample {
+        LatencySample {
+            seq: 0,
+            total: Duration::ZERO,
+            round_trip: Some(round_trip),
+            server_hold: None,
+            frame_wait: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn samples_are_judged_on_the_frames_presented_not_on_a_steady_frame() {
+        // Goal: a frame that starts late neither makes its own sample late nor the next one
+        // early, while a state that really missed its frame, or came a frame before its round
+        // trip allowed, is counted so. Method: frames at 0, 10, 25 (late), 30, 40 ms, 10 ms
+        // apart when steady; a 5 ms tick; a 2 ms round trip, sample by sample.
+        let frames = presented(16, &[0.0, 10.0, 25.0, 30.0, 40.0]);
+        let judge = |sampled: f64, presented: f64, round_trip: f64| {
+            let sample =
+                LatencySample { total: ms(presented - sampled), ..judged_sample(ms(round_trip)) };
+            let (presented, slack) = (Instant::ZERO + ms(presented), ms(1.0));
+            frames.judge(presented, &sample, ms(round_trip), ms(5.0), slack)
+        };
+        // Sampled at 10, shown at the late frame (25): 15 ms, over a steady model's 10 + 1.
+        let steady = LatencyModel::new(ms(2.0), ms(10.0), ms(5.0));
+        assert_eq!(judge(10.0, 25.0, 2.0), Some(Verdict::AtBest));
+        assert!(!steady.contains(ms(15.0), ms(1.0)));
+        // The next, sampled at 25 and shown at 30: 5 ms, under a steady model, yet its best.
+        assert_eq!(judge(25.0, 30.0, 2.0), Some(Verdict::AtBest));
+        assert!(!steady.contains(ms(5.0), ms(1.0)));
+        // Held a tick (back past 30 ms): shown at 40 from 25 is the worst frame; from 10
+        // (worst 25) it is late.
+        assert_eq!(judge(25.0, 40.0, 2.0), Some(Verdict::Within));
+        assert_eq!(judge(10.0, 40.0, 2.0), Some(Verdict::Late));
+        // Shown by its own frame with a 2 ms round trip: sooner than the state could come.
+        assert_eq!(judge(25.0, 25.0, 2.0), Some(Verdict::Early));
+        // A millisecond past the worst frame is the slack; sampled before the frames kept,
+        // not judged.
+        assert_eq!(judge(0.0, 11.0, 2.0), Some(Verdict::AtBest));
+        assert_eq!(judge(0.0, 12.0, 2.0), Some(Verdict::Late));
+        let two = presented(2, &[10.0, 25.0, 30.0, 40.0, 50.0]);
+        let sample = LatencySample { total: ms(20.0), ..judged_sample(ms(2.0)) };
+        let old = two.judge(Instant::ZERO + ms(50.0), &sample, ms(2.0), ms(5.0), ms(1.0));
+        assert_eq!(old, None, "sampled at 30, before the two frames kept (40, 50)");
+    }
+
+    #[test]
+    fn an_input_handed_to_another_thread_counts_the_hand_off_outside_the_round_trip() {
+        // Goal: an input sampled on the game thread and sent by the I/O thread 3 ms later has
+        // a round trip from its send, so that a slow hand-off shows as the client's wait.
+        let mut meter = LatencyMeter::default();
+        meter.sampled(1, Instant::ZERO, true);
+        meter.sent_at(1, Instant::ZERO + ms(3.0));
+        meter.arrived(Instant::ZERO + ms(10.0), 1, |_| Some(Duration::ZERO));
+        meter.presented(Instant::ZERO + ms(12.0));
+        let sample = meter.take_samples()[0];
+        assert_eq!((sample.total, sample.round_trip), (ms(12.0), Some(ms(7.0))));
     }
 
     #[test]

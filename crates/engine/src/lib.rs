@@ -159,8 +159,10 @@ pub mod world;
 pub use client::{ClientConfig, ClientEvent, ClientSession, ClientStats};
 pub use config::ConfigError;
 pub use grab::{GrabError, GrabRule};
-pub use interpolation::{Interpolated, InterpolationConfig, Interpolator, ObjectClass};
-pub use latency::{LatencyMeter, LatencyModel, LatencySample};
+pub use interpolation::{
+    Interpolated, InterpolationConfig, Interpolator, ObjectClass, RenderFrame, Resting,
+};
+pub use latency::{LatencyMeter, LatencyModel, LatencySample, PresentedFrames, Verdict};
 pub use protocol::{connection_config, SessionTicket, FAST, RELIABLE, STATE, UNRELIABLE};
 pub use room::{
     ClientId, Phase, PhaseObserver, Pipeline, Room, RoomConfig, RoomEvent, RoomStats, RpcError,

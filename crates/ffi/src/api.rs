@@ -6,10 +6,12 @@
 use crate::client::{Client, Happening, Input};
 use crate::error::{last_error, panic_text, set_last_error, FfiError};
 use crate::io::Driven;
+use crate::publish::EntitiesOut;
 use crate::types::*;
 use rally_proto::DisconnectReason;
 use rally_scene::{GameBytes, RelayTarget, XrHand, XrInput, XrPose};
 use std::ffi::CStr;
+use std::mem::MaybeUninit;
 use std::os::raw::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -134,13 +136,10 @@ unsafe fn read_entities(
     if out.is_null() {
         return Err(FfiError::Null("out"));
     }
-    client.entities(at_us, |i, entity| {
-        // SAFETY: `out` holds `capacity` >= `needed` writable entities (the caller's contract)
-        // and the read hands out `needed` of them, indices below it; checked all the same.
-        if i < needed {
-            unsafe { out.add(i).write(entity) };
-        }
-    })
+    // SAFETY: `out` holds `capacity` >= `needed` writable entities (the caller's contract),
+    // viewed as possibly uninitialised: the read only writes them.
+    let out = unsafe { std::slice::from_raw_parts_mut(out.cast::<MaybeUninit<_>>(), needed) };
+    client.entities(at_us, &mut EntitiesOut::new(out))
 }
 
 /// The library's version, "major.minor.patch", a static NUL-terminated string.

@@ -11,7 +11,7 @@ use crate::types::{
 use rally_driver::UdpDriver;
 use rally_engine::{
     connection_config, ClientConfig, ClientEvent, ClientSession, Delivery, LatencyModel,
-    LatencySample,
+    LatencySample, PresentedFrames, Verdict,
 };
 use rally_proto::{
     ConnectToken, ConnectionHandle, DisconnectReason, EndpointConfig, Event, Instant,
@@ -124,7 +124,10 @@ pub struct Client {
     joined: bool,
     events: VecDeque<Happening>,
     events_dropped: u64,
-    latency: VecDeque<LatencySample>,
+    /// The newest latency samples, each with the time of the frame that presented it.
+    latency: VecDeque<(Instant, LatencySample)>,
+    /// The frames presented, to judge those samples on.
+    frames: PresentedFrames,
     frame: Duration,
     /// Why the I/O thread stopped, if it did.
     failure: Option<String>,
@@ -182,6 +185,7 @@ impl Client {
             events: VecDeque::new(),
             events_dropped: 0,
             latency: VecDeque::new(),
+            frames: PresentedFrames::new(RALLY_LATENCY_SAMPLES_KEPT),
             frame: Duration::from_micros(config.frame_us.into()),
             failure: None,
             end_told: false,
@@ -193,6 +197,11 @@ impl Client {
     /// The library's clock, microseconds: the time every `now_us` argument is on.
     pub fn now_us(&self) -> u64 {
         self.driver.now().as_nanos() / 1000
+    }
+
+    /// The display's frame time the game gave.
+    pub(crate) fn frame(&self) -> Duration {
+        self.frame
     }
 
     pub(crate) fn open(&self) -> Result<(), FfiError> {
@@ -299,10 +308,6 @@ impl Client {
                 }
             }
         }
-        self.latency.extend(self.session.latency_mut().take_samples());
-        while self.latency.len() > RALLY_LATENCY_SAMPLES_KEPT {
-            self.latency.pop_front();
-        }
         if let Some(reason) = ended {
             self.changed = true;
             self.phase = Phase::Ended(reason, server, self.joined);
@@ -357,10 +362,10 @@ impl Client {
             return false;
         }
         view.interpolator.clone_from(self.session.interpolator());
-        view.shown.clear();
-        view.shown.extend_from_slice(self.session.entity_states());
-        view.tags.clear();
-        view.tags.extend_from_slice(self.roster.tags(&self.scene));
+        let mut tagger = Tagger::over(self.roster.tags(&self.scene));
+        let shown = self.session.entity_states();
+        let resting = self.session.interpolator().resting(shown);
+        view.fill_rows(shown, resting, |state| tagged(&mut tagger, state));
         view.status = self.pumping().map(drop);
         view.live = self.live().map(drop);
         view.arrived_by = self.arrived_by;
@@ -381,11 +386,15 @@ impl Client {
     /// Does what the game thread handed over.
     pub(crate) fn apply(&mut self, command: Command) -> Result<(), FfiError> {
         match command {
-            Command::Input(now_us, input) => self.send_input(now_us, input).map(drop),
+            Command::Input(sampled_us, input) => {
+                let now = self.driver.now();
+                self.send_input_at(instant(sampled_us), Some(now), input).map(drop)
+            }
             Command::Present(now_us, arrived_by) => {
                 self.open()?;
-                let now = Instant::from_nanos(now_us.saturating_mul(1000));
+                let now = instant(now_us);
                 self.session.present_through(now, arrived_by);
+                self.presented(now);
                 Ok(())
             }
         }
@@ -451,10 +460,23 @@ impl Client {
 
     /// Sends an input sampled at `now_us`, at once.
     pub fn send_input(&mut self, now_us: u64, input: Input) -> Result<u32, FfiError> {
+        self.send_input_at(instant(now_us), None, input)
+    }
+
+    /// Sends an input sampled at `sampled`, on this thread (`handed_at` `None`) or handed
+    /// over by the game thread and sent at `handed_at`.
+    fn send_input_at(
+        &mut self,
+        sampled: Instant,
+        handed_at: Option<Instant>,
+        input: Input,
+    ) -> Result<u32, FfiError> {
         self.live()?;
         check_input(&input)?;
-        let now = Instant::from_nanos(now_us.saturating_mul(1000));
-        let seq = self.session.send_input(now, input);
+        let seq = match handed_at {
+            None => self.session.send_input(sampled, input),
+            Some(now) => self.session.send_input_handed(sampled, now, input),
+        };
         self.session.transmit(self.driver.endpoint());
         Ok(seq)
     }
@@ -462,8 +484,20 @@ impl Client {
     /// Tells the latency meter a frame showing the newest state was presented at `now_us`.
     pub fn present(&mut self, now_us: u64) -> Result<(), FfiError> {
         self.open()?;
-        self.session.present(Instant::from_nanos(now_us.saturating_mul(1000)));
+        self.session.present(instant(now_us));
+        self.presented(instant(now_us));
         Ok(())
+    }
+
+    /// Keeps a frame presented at `now` and the samples it closed, to judge them on the
+    /// frames the game really presented.
+    fn presented(&mut self, now: Instant) {
+        self.frames.presented(now);
+        let samples = self.session.latency_mut().take_samples();
+        self.latency.extend(samples.into_iter().map(|sample| (now, sample)));
+        while self.latency.len() > RALLY_LATENCY_SAMPLES_KEPT {
+            self.latency.pop_front();
+        }
     }
 
     /// How many entities a read gives.
@@ -528,7 +562,7 @@ impl Client {
     /// The latency meter's figures over the samples kept.
     pub fn latency(&mut self) -> Result<RallyLatency, FfiError> {
         self.open()?;
-        let mut totals: Vec<Duration> = self.latency.iter().map(|s| s.total).collect();
+        let mut totals: Vec<Duration> = self.latency.iter().map(|(_, s)| s.total).collect();
         totals.sort_unstable();
         let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
         let mut out = RallyLatency { samples: self.session.latency().count, ..Default::default() };
@@ -544,17 +578,30 @@ impl Client {
             // Each sample against the model of its own round trip (as measured by the session:
             // sent to the update that took the answer, less the room's hold), as the engine's
             // latency tests do; the connection's smoothed RTT stands in where it is missing.
-            let model = |s: &LatencySample| {
-                LatencyModel::new(s.round_trip.unwrap_or(rtt), self.frame, tick)
-            };
-            // A millisecond of slack for the clock's and the scheduler's jitter, as those
-            // tests allow.
+            let round_trip = |s: &LatencySample| s.round_trip.unwrap_or(rtt);
+            // Judged on the frames the game presented, not on a steady frame: a frame that
+            // starts late (a busy machine) lengthens one sample and shortens the next, and
+            // the pipeline lost nothing. A millisecond of slack, as the engine's tests allow.
             let slack = Duration::from_millis(1);
-            let within = self.latency.iter().filter(|s| model(s).contains(s.total, slack)).count();
-            out.within_model = within as f64 / self.latency.len() as f64;
-            let late = self.latency.iter().filter(|s| s.total > model(s).worst + slack).count();
-            out.above_model = late as f64 / self.latency.len() as f64;
-            let newest = self.latency.back().map(model);
+            let (mut judged, mut at_best, mut within, mut late) = (0usize, 0, 0, 0);
+            for (presented, sample) in &self.latency {
+                let verdict =
+                    self.frames.judge(*presented, sample, round_trip(sample), tick, slack);
+                judged += usize::from(verdict.is_some());
+                match verdict {
+                    Some(Verdict::AtBest) => at_best += 1,
+                    Some(Verdict::Within) => within += 1,
+                    Some(Verdict::Late) => late += 1,
+                    Some(Verdict::Early) | None => {}
+                }
+            }
+            let share = |n: usize| if judged == 0 { 0.0 } else { n as f64 / judged as f64 };
+            out.within_model = share(at_best + within);
+            (out.at_best, out.above_model) = (share(at_best), share(late));
+            let newest = self
+                .latency
+                .back()
+                .map(|(_, s)| LatencyModel::new(round_trip(s), self.frame, tick));
             out.best_us = newest.map_or(0, |m| us(m.best));
             out.worst_us = newest.map_or(0, |m| us(m.worst));
         }
@@ -639,22 +686,7 @@ fn happening(event: SceneEvent) -> Option<Happening> {
     })
 }
 
-/// [`Client::entities`] from a copy the I/O thread published: the same states, sampled the
-/// same way, at the frame's own time.
-pub(crate) fn view_entities(
-    view: &mut View,
-    at_us: Option<u64>,
-    mut write: impl FnMut(usize, RallyEntity),
-) {
-    let mut tagger = Tagger::over(&view.tags);
-    let mut put = |(i, state)| write(i, tagged(&mut tagger, state));
-    match at_us.map(instant) {
-        Some(at) => view.interpolator.sample_each(at, &view.shown).enumerate().for_each(&mut put),
-        None => view.shown.iter().copied().enumerate().for_each(&mut put),
-    }
-}
-
-fn instant(us: u64) -> Instant {
+pub(crate) fn instant(us: u64) -> Instant {
     Instant::from_nanos(us.saturating_mul(1000))
 }
 
@@ -664,7 +696,7 @@ fn tagged(tagger: &mut Tagger<'_>, state: EntityState) -> RallyEntity {
     shown
 }
 
-fn entity(e: EntityState) -> RallyEntity {
+pub(crate) fn entity(e: EntityState) -> RallyEntity {
     RallyEntity {
         id: e.id,
         position: e.position.into(),

@@ -3,21 +3,22 @@
 //!
 //! With the I/O thread, the [`Client`] sits behind a mutex. The thread waits on the socket
 //! (`ppoll`, woken at once by a datagram, the endpoint's next timer or an `eventfd` the game
-//! thread writes), takes the client, runs the inputs and presents the game handed over, reads
+//! thread writes; around the time the game's next input is due, by looking for it instead:
+//! [`crate::bell`]), takes the client, runs the inputs and presents the game handed over, reads
 //! every datagram waiting, decodes, updates the session, and before letting go publishes a
 //! copy of what a frame reads ([`crate::publish`]) and hands the events over a channel. A
 //! frame's calls use only those: none takes the lock, so a preempted I/O thread never stalls
 //! the game. The calls outside the frame (connect, stats, latency, writes, close) take the
 //! client for as long as they need it. An input leaves at once either way: written to the
-//! socket by the thread that sends it (`On`, under the lock), or handed over with a wake
-//! (`Wake`, no lock). A panic or a socket error on the I/O thread stops it and becomes a
+//! socket by the thread that sends it (`On`, under the lock), or handed over (`Wake`, no
+//! lock; a wake only when the I/O thread is not looking for it). A panic or a socket error on the I/O thread stops it and becomes a
 //! `Disconnected` event carrying what happened; it never unwinds out of the thread or aborts
 //! the game.
 
-use crate::client::{check_input, view_entities, Client, Command, Happening, Input};
+use crate::bell::{Bell, InputWindow};
+use crate::client::{check_input, instant, Client, Command, Happening, Input};
 use crate::error::FfiError;
-use crate::publish::{triple, Publisher, Reader, View};
-use crate::types::RallyEntity;
+use crate::publish::{triple, EntitiesOut, Publisher, Reader, View};
 use crate::types::{RallyConfig, RallyConnectionStats, RallyIoThread};
 use rally_driver::Clock;
 use std::net::UdpSocket;
@@ -113,23 +114,23 @@ impl Driven {
     /// How many entities a read gives now.
     pub(crate) fn entity_count(&mut self) -> Result<usize, FfiError> {
         match self {
-            Self::Threaded(io) if io.running() => Ok(io.reader.latest().shown.len()),
+            Self::Threaded(io) if io.running() => Ok(io.reader.latest().rows.len()),
             _ => self.with(|client| client.entity_count()),
         }
     }
 
-    /// The entities [`Driven::entity_count`] counted, newest or at `at_us`, to `write`.
+    /// The entities [`Driven::entity_count`] counted, newest or at `at_us`, into `out`.
     pub(crate) fn entities(
         &mut self,
         at_us: Option<u64>,
-        write: impl FnMut(usize, RallyEntity),
+        out: &mut EntitiesOut<'_>,
     ) -> Result<(), FfiError> {
         match self {
             Self::Threaded(io) if io.running() => {
-                view_entities(io.reader.current(), at_us, write);
+                io.reader.current().read(at_us.map(instant), out);
                 Ok(())
             }
-            _ => self.with(|client| client.entities(at_us, write)),
+            _ => self.with(|client| client.entities(at_us, |i, entity| out.put(i, entity))),
         }
     }
 
@@ -162,7 +163,7 @@ impl Driven {
     ) -> Result<R, FfiError> {
         let out = self.with(body)?;
         if let Self::Threaded(io) = self {
-            io.shared.waker.wake();
+            io.shared.bell.ring();
         }
         Ok(out)
     }
@@ -229,7 +230,7 @@ enum InputPath {
 #[derive(Debug)]
 struct Shared {
     client: Mutex<Client>,
-    waker: Waker,
+    bell: Bell,
     stop: AtomicBool,
     /// A test's way to make the I/O thread's next turn panic.
     #[cfg(test)]
@@ -279,10 +280,10 @@ impl IoThread {
     fn start(client: Client, path: InputPath) -> Result<Self, FfiError> {
         let socket = client.socket()?;
         let clock = client.clock();
-        let waker = Waker::new()?;
+        let bell = Bell::new()?;
         let shared = Arc::new(Shared {
             client: Mutex::new(client),
-            waker,
+            bell,
             stop: AtomicBool::new(false),
             #[cfg(test)]
             panic_next: AtomicBool::new(false),
@@ -338,7 +339,7 @@ impl IoThread {
         self.reader.latest().live.clone()?;
         check_input(&input)?;
         self.command(Command::Input(now_us, input))?;
-        self.shared.waker.wake();
+        self.shared.bell.ring();
         Ok(())
     }
 
@@ -376,7 +377,7 @@ impl IoThread {
             InputPath::Now => client.send_now()?,
             InputPath::Wake => {
                 drop(client);
-                self.shared.waker.wake();
+                self.shared.bell.ring();
             }
         }
         Ok(out)
@@ -384,8 +385,8 @@ impl IoThread {
 
     /// Stops the I/O thread and waits for it; the client is the caller's alone after.
     fn stop(&mut self) {
-        self.shared.stop.store(true, Ordering::Release);
-        self.shared.waker.wake();
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.bell.wake();
         if let Some(thread) = self.thread.take() {
             // The thread catches its own panics: it ends normally.
             let _ = thread.join();
@@ -403,18 +404,28 @@ impl Drop for IoThread {
 /// failed. After each turn it publishes what changed and hands over the events.
 fn run(shared: &Shared, socket: &UdpSocket, hands: &mut Hands) {
     rally_driver::precise_timers();
+    let (frame, clock) = {
+        let client = shared.lock();
+        (client.frame(), client.clock())
+    };
+    let mut window = InputWindow::new(frame);
     loop {
-        let wait = {
+        let (wait, seen) = {
             let mut client = shared.lock();
             if shared.stop.load(Ordering::Acquire) {
                 return;
             }
+            // Before the commands: a ring after this read is one the wait must look for.
+            let seen = shared.bell.rings();
             let turn = catch_unwind(AssertUnwindSafe(|| {
                 #[cfg(test)]
                 if shared.panic_next.swap(false, Ordering::AcqRel) {
                     panic!("a test's panic on the I/O thread");
                 }
                 for command in hands.commands.try_iter() {
+                    if let Command::Input(sampled_us, _) = command {
+                        window.input(instant(sampled_us));
+                    }
                     // A command refused here (the connection ended meanwhile) has nobody to
                     // tell: the game learns the end from the view and the event.
                     let _ = client.apply(command);
@@ -439,72 +450,11 @@ fn run(shared: &Shared, socket: &UdpSocket, hands: &mut Hands) {
             }
             client.hand_events(&hands.events, &hands.in_flight);
             match wait {
-                Some(wait) => wait,
+                Some(wait) => (wait, seen),
                 None => return,
             }
         };
-        shared.waker.wait(socket, wait);
-    }
-}
-
-/// The game thread's way to wake the I/O thread: an `eventfd` it waits on with the socket.
-#[cfg(target_os = "linux")]
-#[derive(Debug)]
-struct Waker {
-    fd: std::os::fd::OwnedFd,
-}
-
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-impl Waker {
-    fn new() -> Result<Self, FfiError> {
-        use std::os::fd::FromRawFd;
-        // SAFETY: eventfd takes two integers and touches no memory.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            let error = std::io::Error::last_os_error();
-            return Err(FfiError::Io(format!("an eventfd for the I/O thread: {error}")));
-        }
-        // SAFETY: a new descriptor, owned by nothing else.
-        Ok(Self { fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) } })
-    }
-
-    fn wake(&self) {
-        use std::os::fd::AsRawFd;
-        let one = 1u64;
-        // SAFETY: writes the 8 bytes of `one`, which outlives the call. A full counter (never,
-        // at 2^64 - 1) would only fail the write: the thread is awake then anyway.
-        unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    /// Waits for the socket, a wake or `timeout`, and clears the wake.
-    fn wait(&self, socket: &UdpSocket, timeout: Duration) {
-        use std::os::fd::AsRawFd;
-        // An error from ppoll (none is expected) is a short spin: the next turn goes on.
-        let _ = rally_driver::readable_fds(&[socket.as_raw_fd(), self.fd.as_raw_fd()], timeout);
-        let mut count = 0u64;
-        // SAFETY: reads at most 8 bytes into `count`, which outlives the call; the descriptor
-        // is non-blocking, so an unwoken one returns EAGAIN at once.
-        unsafe { libc::read(self.fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
-    }
-}
-
-/// Elsewhere than on Linux the I/O thread looks every 200 us (`rally_driver::readable`):
-/// nothing to wake.
-#[cfg(not(target_os = "linux"))]
-#[derive(Debug)]
-struct Waker;
-
-#[cfg(not(target_os = "linux"))]
-impl Waker {
-    fn new() -> Result<Self, FfiError> {
-        Ok(Self)
-    }
-
-    fn wake(&self) {}
-
-    fn wait(&self, socket: &UdpSocket, timeout: Duration) {
-        let _ = rally_driver::readable(socket, timeout);
+        shared.bell.wait(socket, wait, (&window, seen), &shared.stop, &clock);
     }
 }
 
@@ -531,7 +481,7 @@ mod tests {
         let mut driven = threaded(RallyIoThread::On);
         let Driven::Threaded(io) = &driven else { panic!("no I/O thread") };
         io.shared.panic_next.store(true, Ordering::Release);
-        io.shared.waker.wake();
+        io.shared.bell.wake();
         let why = loop {
             let mut event = None;
             driven.poll_event(|e| Ok((event = e.cloned(), true).1)).unwrap();
@@ -604,7 +554,7 @@ mod tests {
             driven.update(now).unwrap();
             driven.poll_event(|_| Ok(true)).unwrap();
             let count = driven.entity_count().unwrap();
-            driven.entities(Some(now), |_, _| ()).unwrap();
+            driven.entities(Some(now), &mut EntitiesOut::new(&mut [])).unwrap();
             assert_eq!(count, 0, "a handshake shows no entity");
             driven.present(now).unwrap();
         }

@@ -111,6 +111,7 @@
 //! themselves (rally-engine, rally-scene).
 
 mod api;
+mod bell;
 pub mod client;
 mod error;
 mod io;

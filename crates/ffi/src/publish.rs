@@ -8,8 +8,8 @@
 //! through another. None of these takes a lock.
 
 use crate::error::FfiError;
-use crate::roster::Tag;
-use rally_engine::Interpolator;
+use crate::types::RallyEntity;
+use rally_engine::{Interpolator, Resting};
 use rally_proto::Instant;
 use rally_wire::EntityState;
 use std::cell::UnsafeCell;
@@ -19,12 +19,16 @@ use std::sync::Arc;
 /// What a frame reads, as the I/O thread last left it.
 #[derive(Debug, Clone)]
 pub(crate) struct View {
-    /// The session's interpolator, sampled by the reader at the frame's time.
+    /// The session's interpolator, for the entities a frame samples.
     pub(crate) interpolator: Interpolator,
-    /// The newest state of every entity, ids ascending.
-    pub(crate) shown: Vec<EntityState>,
-    /// Each entity's class and holder, ids ascending.
-    pub(crate) tags: Vec<Tag>,
+    /// Every entity as the read gives it, ids ascending: its newest state, class and holder.
+    pub(crate) rows: Vec<RallyEntity>,
+    /// How each row shows at a frame's time, as columns (one pass, nothing else in the
+    /// cache): a frame before `from` samples `track`, in the timeline of `class`; one at or
+    /// past it shows the row as it is ([`Resting`]).
+    pub(crate) from: Vec<f64>,
+    pub(crate) class: Vec<u8>,
+    pub(crate) track: Vec<u32>,
     /// What `rally_client_update` says: fine, or why the connection is over.
     pub(crate) status: Result<(), FfiError>,
     /// Whether an input can be sent: connecting or connected, or why not.
@@ -37,12 +41,96 @@ impl Default for View {
     fn default() -> Self {
         Self {
             interpolator: Interpolator::default(),
-            shown: Vec::new(),
-            tags: Vec::new(),
+            rows: Vec::new(),
+            from: Vec::new(),
+            class: Vec::new(),
+            track: Vec::new(),
             status: Ok(()),
             live: Err(FfiError::NotConnected),
             arrived_by: Instant::ZERO,
         }
+    }
+}
+
+impl View {
+    /// Fills the rows and columns from `shown` (the newest states, ids ascending) and the
+    /// interpolator's [`Resting`] of each, which `tag` fills the class and holder of. The
+    /// buffers are reused: nothing is allocated in a steady room.
+    pub(crate) fn fill_rows(
+        &mut self,
+        shown: &[EntityState],
+        resting: impl Iterator<Item = Resting>,
+        mut entity: impl FnMut(EntityState) -> RallyEntity,
+    ) {
+        self.rows.clear();
+        self.from.clear();
+        self.class.clear();
+        self.track.clear();
+        for (state, rest) in shown.iter().zip(resting) {
+            self.rows.push(entity(*state));
+            // The interpolator's newest can differ from the session's (a repeated pose keeps
+            // the older update's velocities): a frame samples such an entity.
+            let same = rest.state == *state;
+            self.from.push(if same { rest.from } else { f64::INFINITY });
+            self.class.push(rest.class.min(3));
+            self.track.push(rest.track);
+        }
+    }
+
+    /// Every entity into `out`: the rows as they are, or (`at`) as a frame at that time shows
+    /// them, sampling only the entities that frame is before the rest of.
+    pub(crate) fn read(&self, at: Option<Instant>, out: &mut EntitiesOut<'_>) {
+        out.put_all(&self.rows);
+        let Some(at) = at else { return };
+        let frame = self.interpolator.frame(at);
+        let times = [0, 1, 2, 3].map(|class| frame.time(class));
+        let columns = self.from.iter().zip(&self.class).zip(&self.track);
+        for (i, ((&from, &class), &track)) in columns.enumerate() {
+            if times[usize::from(class)] < from {
+                if let Some(state) = self.interpolator.sample_track(&frame, track) {
+                    out.put_motion(i, &state);
+                }
+            }
+        }
+    }
+}
+
+/// The caller's array of entities, as the read writes it.
+pub(crate) struct EntitiesOut<'a> {
+    out: &'a mut [std::mem::MaybeUninit<RallyEntity>],
+}
+
+impl<'a> EntitiesOut<'a> {
+    /// Over `out`.
+    pub(crate) fn new(out: &'a mut [std::mem::MaybeUninit<RallyEntity>]) -> Self {
+        Self { out }
+    }
+
+    /// Entity `i` (ignored past the array's end: a read hands out the count it checked).
+    pub(crate) fn put(&mut self, i: usize, entity: RallyEntity) {
+        if let Some(slot) = self.out.get_mut(i) {
+            slot.write(entity);
+        }
+    }
+
+    /// The first `rows.len()` entities (as many as fit).
+    fn put_all(&mut self, rows: &[RallyEntity]) {
+        for (slot, row) in self.out.iter_mut().zip(rows) {
+            slot.write(*row);
+        }
+    }
+
+    /// Entity `i`'s motion, its other fields as `put_all` left them.
+    fn put_motion(&mut self, i: usize, state: &EntityState) {
+        let Some(slot) = self.out.get_mut(i) else { return };
+        // SAFETY: `put_all` wrote every slot it reaches before any motion is put; `i` is one
+        // of its rows (the columns are as long as the rows).
+        #[allow(unsafe_code)]
+        let entity = unsafe { slot.assume_init_mut() };
+        entity.position = state.position.into();
+        entity.rotation = state.rotation.into();
+        entity.linear_velocity = state.linear_velocity.into();
+        entity.angular_velocity = state.angular_velocity.into();
     }
 }
 
@@ -127,6 +215,55 @@ impl<T> Reader<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_read_from_rows_and_columns_is_the_interpolators_own_sample() {
+        // Goal: the game thread's read of a published view gives, for every entity, what the
+        // session's interpolator samples for the same frame (and the newest states without a
+        // time), with the rows' other fields (class, holder) kept. Method: moving entities,
+        // resting ones, one whose velocity changes while its pose repeats (the interpolator
+        // keeps the older update) and one it never saw, jittered arrivals; frames around the
+        // newest update.
+        use crate::client::entity;
+        use glam::{Quat, Vec3};
+        let mut interpolator = Interpolator::default();
+        let mut view = View::default();
+        for k in 0..30u32 {
+            let server = std::time::Duration::from_millis(u64::from(k) * 8);
+            let arrived = Instant::ZERO
+                + server
+                + std::time::Duration::from_micros(20_000 + u64::from(k % 4) * 1_700);
+            let x = k as f32;
+            let state = |id, position: f32| EntityState {
+                id,
+                position: Vec3::new(position, 1.0, 0.0),
+                rotation: Quat::from_rotation_z(position * 0.05),
+                linear_velocity: Vec3::splat(x),
+                angular_velocity: Vec3::ZERO,
+            };
+            let shown = [state(1, x), state(2, x.min(5.0)), state(3, 3.0), state(9, -x)];
+            interpolator.update(arrived, server, shown[..3].iter().copied());
+            view.interpolator.clone_from(&interpolator);
+            let tag = |state| RallyEntity { holder: 7, ..entity(state) };
+            view.fill_rows(&shown, interpolator.resting(&shown), tag);
+            for dt_us in [0u64, 3_000, 9_000, 40_000] {
+                let at = arrived + std::time::Duration::from_micros(dt_us);
+                for time in [Some(at), None] {
+                    // Filled with a sentinel, so that a row the read skipped shows.
+                    let mut out = [std::mem::MaybeUninit::new(RallyEntity::default()); 4];
+                    view.read(time, &mut EntitiesOut::new(&mut out));
+                    // SAFETY: made initialised above.
+                    #[allow(unsafe_code)]
+                    let ours = out.map(|e| unsafe { e.assume_init() });
+                    let theirs: Vec<_> = match time {
+                        Some(at) => interpolator.sample_each(at, &shown).map(tag).collect(),
+                        None => shown.iter().copied().map(tag).collect(),
+                    };
+                    assert_eq!(ours.as_slice(), theirs, "update {k}, {dt_us} us, {time:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_reader_sees_the_newest_whole_copy_and_keeps_its_own_until_then() {

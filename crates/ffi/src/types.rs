@@ -63,10 +63,11 @@ pub enum RallyIoThread {
     /// waits for the I/O thread to be scheduled; that send needs the session, and can wait
     /// while the I/O thread decodes.
     On = 1,
-    /// As `On`, but an input is handed to the I/O thread, which is woken to send it (an
-    /// `eventfd` write on the caller's thread instead of the datagram's send): less CPU on
-    /// the game thread, no call of a frame ever waits for the I/O thread, and each input waits
-    /// for that thread to run.
+    /// As `On`, but an input is handed to the I/O thread, which sends it: less CPU on the
+    /// game thread, no call of a frame ever waits for the I/O thread, and each input waits for
+    /// that thread to run. The I/O thread expects an input once a frame (`frame_us`) and looks
+    /// for it around its due time (about 2% of a core at 90 Hz), so that most inputs need no
+    /// wake; one outside that window is woken for (an `eventfd` write on the caller's thread).
     Wake = 2,
 }
 
@@ -240,18 +241,26 @@ pub struct RallyLatency {
     pub mean_us: u64,
     /// 99th percentile of the samples kept, microseconds.
     pub p99_us: u64,
-    /// Share (0 to 1) of the samples kept within [L_best, L_worst] of the model for each
-    /// sample's own round trip, with 1 ms of slack.
+    /// Share (0 to 1) of the samples kept within the model for each sample's own round trip,
+    /// with 1 ms of slack, on the frames the game presented (`rally_client_present`'s times):
+    /// shown no sooner than the first frame presented a round trip after the input was
+    /// sampled, and no later than the first frame a round trip and a tick after. (On a steady
+    /// frame that is [L_best, L_worst]; a frame that starts late does not count against it.)
     pub within_model: f64,
     /// The model's L_best for the newest sample's round trip, the frame and the room's tick,
     /// microseconds (0 before the first sample).
     pub best_us: u64,
     /// The model's L_worst for the newest sample, microseconds.
     pub worst_us: u64,
-    /// Share (0 to 1) of the samples kept above L_worst and the slack: the late ones. The rest
-    /// outside the model came early: with the I/O thread a state that arrives during the
-    /// frame's work shows in that frame, sooner than the model's one frame.
+    /// Share (0 to 1) of the samples kept after the model's worst frame and the slack: the
+    /// late ones. The rest outside came sooner than their round trip allows (a round trip
+    /// over-estimated).
     pub above_model: f64,
+    /// Share (0 to 1) of the samples kept shown by the first frame presented a round trip
+    /// after their input was sampled, with 1 ms of slack: at L_best. A fast-path room's
+    /// target is every sample (the server holds no input); a greedy room's lie between this
+    /// and `within_model`.
+    pub at_best: f64,
 }
 
 /// The connection's figures and the session's counters.

@@ -175,12 +175,16 @@ namespace Rally
         public ulong Samples;
         public ulong MeanUs;
         public ulong P99Us;
-        /// <summary>Share (0 to 1) of the samples within the W2 model, 1 ms of slack.</summary>
+        /// <summary>Share (0 to 1) of the samples within the W2 model, 1 ms of slack, judged
+        /// on the frames presented.</summary>
         public double WithinModel;
         public ulong BestUs;
         public ulong WorstUs;
         /// <summary>Share (0 to 1) of the samples above the model and its slack: late.</summary>
         public double AboveModel;
+        /// <summary>Share (0 to 1) of the samples at L_best, 1 ms of slack (the fast path's
+        /// target).</summary>
+        public double AtBest;
     }
 
     /// <summary>

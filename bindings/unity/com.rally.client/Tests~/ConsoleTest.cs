@@ -8,11 +8,12 @@
 // in thread CPU time and counts the managed bytes they allocated; --json FILE writes those
 // figures (mean, p50, p99, max, per phase, bytes allocated) as JSON too. --io-thread on|wake
 // runs the library's I/O thread (Config.IoThread); the bench then also reports the process's
-// CPU per frame, that thread's included.
+// CPU per frame, that thread's included. The bench's frame figure reads the thread's CPU clock
+// only at the frame's edges (one read's cost taken out); a second pass times each call.
 //
 //   mono ConsoleTest.exe --rally PATH --key HEX --server IP:PORT --layout FILE
 //        [--grab X,Y,Z] [--seconds S] [--bench FRAMES] [--json FILE] [--interpolate 0|1]
-//        [--spin-us US] [--io-thread off|on|wake]
+//        [--spin-us US] [--io-thread off|on|wake] [--gap-us US]
 //
 // bindings/unity/run-mono.sh builds everything and runs it.
 using System;
@@ -49,6 +50,7 @@ static class ConsoleTest
         string ioName = Get(options, "--io-thread", "off");
         IoThread io = ioName == "on" ? IoThread.On : ioName == "wake" ? IoThread.Wake : IoThread.Off;
         SpinUs = ulong.Parse(Get(options, "--spin-us", "0"), CultureInfo.InvariantCulture);
+        GapUs = double.Parse(Get(options, "--gap-us", "0"), CultureInfo.InvariantCulture);
         Console.WriteLine("librally {0} under Mono {1}; I/O thread {2}", RallyConnection.Version,
             Environment.Version, io);
 
@@ -245,59 +247,77 @@ static class ConsoleTest
     {
         Latency latency = client.Latency();
         Console.WriteLine("latency: {0} samples, mean {1:F2} ms, p99 {2:F2} ms, {3:F0}% within " +
-            "the model [{4:F2}, {5:F2}] ms, {6:F0}% above it", latency.Samples,
-            latency.MeanUs / 1000.0, latency.P99Us / 1000.0, latency.WithinModel * 100,
-            latency.BestUs / 1000.0, latency.WorstUs / 1000.0, latency.AboveModel * 100);
+            "the model [{4:F2}, {5:F2}] ms, {6:F0}% above it, {7:F0}% at L_best",
+            latency.Samples, latency.MeanUs / 1000.0, latency.P99Us / 1000.0,
+            latency.WithinModel * 100, latency.BestUs / 1000.0, latency.WorstUs / 1000.0,
+            latency.AboveModel * 100, latency.AtBest * 100);
         if (latency.Samples == 0)
             throw new Exception("no latency samples: the room never answered");
     }
 
     /// <summary>
-    /// Times <paramref name="frames"/> frames of the steady state: the thread's CPU time around
-    /// the work of each (not its wait), split by phase, and the managed bytes the whole run
-    /// allocated.
+    /// Times <paramref name="frames"/> frames of the steady state twice. The first pass reads
+    /// the thread's CPU clock only at each frame's edges and takes one read's cost out of each
+    /// frame: the frame's figure, without the bench's own instrumentation. The second reads it
+    /// around each call (<see cref="Split"/>), each interval less one read, for the phases.
+    /// Also the managed bytes the first pass allocated.
     /// </summary>
     static void Bench(RallyConnection client, int frames, string json)
     {
         var entities = new Entity[1024];
         var data = new byte[EventBytesMax];
         var cpu = new double[frames];
-        var phases = new double[4];
         XrInput input = Input(Target, 255);
         int count = 0;
-        Frame(client, ref input, entities, data, phases, out count); // warm the JIT up
-        Array.Clear(phases, 0, phases.Length);
+        double clock = ClockReadUs();
+        var split = new Split(clock, 1);
+        Frame(client, ref input, entities, data, null, out count); // warm the JIT up
+        Frame(client, ref input, entities, data, split, out count);
+        split = new Split(clock, frames);
         long allocated = GC.GetAllocatedBytesForCurrentThread();
         int collections = GC.CollectionCount(0);
-        ulong start = client.NowUs();
         ConnectionStats statsBefore = client.Stats();
         double process = ProcessCpuUs();
+        ulong start = client.NowUs();
         for (int n = 0; n < frames; n++)
         {
             double before = ThreadCpuUs();
-            Frame(client, ref input, entities, data, phases, out count);
-            cpu[n] = ThreadCpuUs() - before;
+            Frame(client, ref input, entities, data, null, out count);
+            cpu[n] = ThreadCpuUs() - before - clock;
             WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
         }
         process = ProcessCpuUs() - process;
         allocated = GC.GetAllocatedBytesForCurrentThread() - allocated;
         collections = GC.CollectionCount(0) - collections;
+        ConnectionStats after = client.Stats();
+        start = client.NowUs();
+        for (int n = 0; n < frames; n++)
+        {
+            split.Frame = n;
+            Frame(client, ref input, entities, data, split, out count);
+            WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
+        }
         Array.Sort(cpu);
         double sum = 0;
         foreach (double c in cpu) sum += c;
+        Console.WriteLine("bench: one read of the thread's CPU clock {0:F3} us (taken out of " +
+            "every figure below)", clock);
         Console.WriteLine("bench: {0} frames reading {1} entities: CPU per frame mean {2:F1} us, " +
             "p50 {3:F1} us, p99 {4:F1} us, max {5:F1} us; managed bytes allocated {6} " +
             "({7:F2} per frame), gen-0 collections {8}", frames, count, sum / frames,
             cpu[frames / 2], cpu[Math.Min(frames - 1, frames * 99 / 100)], cpu[frames - 1],
             allocated, (double)allocated / frames, collections);
-        ConnectionStats after = client.Stats();
         ulong waits = after.IoLockWaits - statsBefore.IoLockWaits;
         Console.WriteLine("bench: the process's CPU per frame (every thread, waits included) " +
             "{0:F1} us; {1} calls waited for the I/O thread ({2} us in all)", process / frames,
             waits, after.IoLockWaitUs - statsBefore.IoLockWaitUs);
-        Console.WriteLine("bench: mean CPU per phase: clock and input {0:F1} us, update and " +
-            "events {1:F1} us, entities {2:F1} us, present {3:F1} us", phases[0] / frames,
-            phases[1] / frames, phases[2] / frames, phases[3] / frames);
+        double[] phases = split.Phases(frames);
+        Console.WriteLine("bench: mean CPU per phase (a second pass of {0} frames, the clock " +
+            "read around each call): clock and input {1:F1} us, update and events {2:F1} us, " +
+            "entities {3:F1} us, present {4:F1} us; sum {5:F1} us", frames, phases[0],
+            phases[1], phases[2], phases[3], phases[0] + phases[1] + phases[2] + phases[3]);
+        Console.WriteLine("bench: mean CPU per call: {0}; {1:F2} polls a frame",
+            split.Calls(frames), (double)split.Polls / frames);
         // What the binding adds to each call: Mono's transition to native code and back,
         // around the cheapest call there is.
         const int calls = 100000;
@@ -306,6 +326,13 @@ static class ConsoleTest
         double pinvoke = (ThreadCpuUs() - t) / calls;
         Console.WriteLine("bench: one P/Invoke call (rally_client_now_us) {0:F3} us of CPU",
             pinvoke);
+        var none = new byte[EventBytesMax];
+        t = ThreadCpuUs();
+        Event polled;
+        int polledLength;
+        for (int i = 0; i < calls; i++) client.PollEvent(out polled, none, out polledLength);
+        Console.WriteLine("bench: one rally_client_poll_event with nothing waiting, in a loop, " +
+            "{0:F3} us of CPU", (ThreadCpuUs() - t) / calls);
         if (json == null) return;
         var inv = CultureInfo.InvariantCulture;
         File.WriteAllText(json, string.Format(inv,
@@ -314,38 +341,133 @@ static class ConsoleTest
             "{{\"input\": {6:F2}, \"update_and_events\": {7:F2}, \"entities\": {8:F2}, " +
             "\"present\": {9:F2} }}, \"managed_bytes_allocated\": {10}, " +
             "\"gen0_collections\": {11}, \"pinvoke_us\": {12:F4}, " +
-            "\"process_cpu_us\": {13:F2}, \"io_lock_waits\": {14} }}\n",
+            "\"process_cpu_us\": {13:F2}, \"io_lock_waits\": {14}, " +
+            "\"clock_read_us\": {15:F4}, \"calls_us\": {{{16}}}, \"polls_per_frame\": {17:F2} }}\n",
             frames, count, sum / frames, cpu[frames / 2],
-            cpu[Math.Min(frames - 1, frames * 99 / 100)], cpu[frames - 1], phases[0] / frames,
-            phases[1] / frames, phases[2] / frames, phases[3] / frames, allocated, collections,
-            pinvoke, process / frames, waits));
+            cpu[Math.Min(frames - 1, frames * 99 / 100)], cpu[frames - 1], phases[0],
+            phases[1], phases[2], phases[3], allocated, collections,
+            pinvoke, process / frames, waits, clock, split.Json(frames),
+            (double)split.Polls / frames));
         Console.WriteLine("bench: wrote {0}", json);
     }
 
     /// <summary>
+    /// With --gap-us, the split pass spins this long (thread CPU) after the input's send, so
+    /// that what the hand-off makes land on this thread a few microseconds later (the
+    /// scheduler's interrupts) lands in the spin, not in the next call: a diagnostic.
+    /// </summary>
+    static double GapUs;
+
+    /// <summary>What one read of this thread's CPU clock costs it.</summary>
+    static double ClockReadUs()
+    {
+        const int reads = 20000;
+        double from = ThreadCpuUs();
+        for (int i = 0; i < reads - 1; i++) ThreadCpuUs();
+        return (ThreadCpuUs() - from) / reads;
+    }
+
+    /// <summary>
+    /// The thread's CPU time each of a frame's calls took, summed over frames: the interval
+    /// between the reads around a call, less one read's cost.
+    /// </summary>
+    sealed class Split
+    {
+        public static readonly string[] Names = {
+            "rally_client_now_us", "rally_client_send_xr_input", "rally_client_update",
+            "rally_client_poll_event", "rally_client_entities_at", "rally_client_present",
+        };
+        readonly double clock;
+        readonly double[] sums = new double[Names.Length];
+        /// <summary>Each call's time in each frame, for its median.</summary>
+        readonly double[][] each = new double[Names.Length][];
+        public long Polls;
+        /// <summary>The frame being timed (its slot in <see cref="each"/>).</summary>
+        public int Frame;
+
+        public Split(double clock, int frames)
+        {
+            this.clock = clock;
+            for (int i = 0; i < Names.Length; i++) each[i] = new double[Math.Max(1, frames)];
+        }
+
+        /// <summary>Adds the time since <paramref name="from"/> to call <paramref name="call"/>;
+        /// returns the clock's reading, the next call's start.</summary>
+        public double Lap(int call, double from)
+        {
+            double now = ThreadCpuUs();
+            sums[call] += now - from - clock;
+            each[call][Frame % each[call].Length] += now - from - clock;
+            return now;
+        }
+
+        /// <summary>Per frame: clock and input, update and events, entities, present.</summary>
+        public double[] Phases(int frames)
+        {
+            return new[] { (sums[0] + sums[1]) / frames, (sums[2] + sums[3]) / frames,
+                sums[4] / frames, sums[5] / frames };
+        }
+
+        public string Calls(int frames)
+        {
+            var parts = new string[Names.Length];
+            for (int i = 0; i < Names.Length; i++)
+                parts[i] = string.Format(CultureInfo.InvariantCulture,
+                    "{0} {1:F2} us (p50 {2:F2})", Names[i], sums[i] / frames, Median(each[i]));
+            return string.Join(", ", parts);
+        }
+
+        public string Json(int frames)
+        {
+            var parts = new string[Names.Length];
+            for (int i = 0; i < Names.Length; i++)
+                parts[i] = string.Format(CultureInfo.InvariantCulture,
+                    "\"{0}\": {{\"mean\": {1:F3}, \"p50\": {2:F3} }}", Names[i],
+                    sums[i] / frames, Median(each[i]));
+            return string.Join(", ", parts);
+        }
+
+        static double Median(double[] values)
+        {
+            var sorted = (double[])values.Clone();
+            Array.Sort(sorted);
+            return sorted[sorted.Length / 2];
+        }
+    }
+
+    /// <summary>
     /// One frame's work: sample and send, update, drain events, read every entity, present;
-    /// each phase's thread CPU time added to <paramref name="phases"/>.
+    /// with <paramref name="split"/>, each call's thread CPU time added to it.
     /// </summary>
     static void Frame(RallyConnection client, ref XrInput input, Entity[] entities, byte[] data,
-        double[] phases, out int count)
+        Split split, out int count)
     {
-        double t0 = ThreadCpuUs();
+        double t = split != null ? ThreadCpuUs() : 0;
         ulong now = client.NowUs();
+        if (split != null) t = split.Lap(0, t);
         client.SendXrInput(now, ref input);
-        double t1 = ThreadCpuUs();
+        if (split != null) t = split.Lap(1, t);
+        if (split != null && GapUs > 0)
+        {
+            while (ThreadCpuUs() - t < GapUs) { }
+            t = ThreadCpuUs();
+        }
         client.Update(now);
+        if (split != null) t = split.Lap(2, t);
         Event ev;
         int length;
-        while (client.PollEvent(out ev, data, out length)) { }
-        double t2 = ThreadCpuUs();
+        bool more;
+        do
+        {
+            more = client.PollEvent(out ev, data, out length);
+            if (split == null) continue;
+            t = split.Lap(3, t);
+            split.Polls++;
+        } while (more);
         client.TryReadEntitiesAt(now, entities, out count);
-        double t3 = ThreadCpuUs();
+        if (split != null) t = split.Lap(4, t);
         client.Present(now);
-        double t4 = ThreadCpuUs();
-        phases[0] += t1 - t0;
-        phases[1] += t2 - t1;
-        phases[2] += t3 - t2;
-        phases[3] += t4 - t3;
+        if (split != null) split.Lap(5, t);
     }
 
     [StructLayout(LayoutKind.Sequential)]
@@ -379,7 +501,7 @@ static class ConsoleTest
     }
 
     [DllImport("libc", EntryPoint = "clock_gettime")]
-    static extern int ClockGettime(int clock, out Timespec time);
+    static extern unsafe int ClockGettime(int clock, Timespec* time);
 
     /// <summary>This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), microseconds.</summary>
     static double ThreadCpuUs()
@@ -398,7 +520,10 @@ static class ConsoleTest
     static double CpuUs(int clock)
     {
         Timespec t;
-        ClockGettime(clock, out t);
+        unsafe
+        {
+            ClockGettime(clock, &t);
+        }
         return t.Seconds * 1e6 + t.Nanoseconds / 1e3;
     }
 
@@ -417,6 +542,7 @@ static class ConsoleTest
             { "RallyEntity.angular_velocity", "AngularVelocity" },
             { "RallyEntity.class_index", "Class" }, { "RallyEntity.hand", "Hand" },
             { "RallyConfig.io_thread", "IoThread" }, { "RallyLatency.above_model", "AboveModel" },
+            { "RallyLatency.at_best", "AtBest" },
             { "RallyConnectionStats.io_lock_waits", "IoLockWaits" },
         };
         int checkedLines = 0;

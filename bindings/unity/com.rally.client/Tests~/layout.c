@@ -26,6 +26,7 @@ int main(void) {
     OFFSET(RallyEntity, hand);
     OFFSET(RallyConfig, io_thread);
     OFFSET(RallyLatency, above_model);
+    OFFSET(RallyLatency, at_best);
     OFFSET(RallyConnectionStats, io_lock_waits);
     return 0;
 }
