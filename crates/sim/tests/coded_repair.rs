@@ -2,8 +2,8 @@
 //! message once, in order) under loss, reordering and duplication, and fills a lost message
 //! from the repair that follows it, sooner than any resend could.
 //! Method: sealed pairs in virtual time; the first test streams messages of mixed sizes
-//! (fragmented ones included, which repairs skip) over a link that loses, reorders and
-//! duplicates, and compares what arrived with what was sent; the second places one loss by
+//! (fragmented ones included, which repairs skip) over a link that loses (independently, in
+//! bursts of packets, and in outages of time), reorders and duplicates, and compares what arrived with what was sent; the second places one loss by
 //! hand on a fixed 10 ms link and times the delivery.
 
 use rally_netem::{LinkConfig, LossModel};
@@ -27,9 +27,13 @@ fn payload(k: usize) -> Vec<u8> {
 
 #[test]
 fn coded_delivery_is_exact_under_loss_reordering_and_duplication() {
-    for (seed, loss) in
-        [(1, LossModel::Bernoulli { probability: 0.1 }), (2, LossModel::bursts(0.1, 4.0))]
-    {
+    // Outages in time take whole runs of messages, their repairs and the resends with them.
+    let outages = LossModel::Outages { mean_loss: 0.1, mean_outage: Duration::from_millis(67) };
+    for (seed, loss) in [
+        (1, LossModel::Bernoulli { probability: 0.1 }),
+        (2, LossModel::bursts(0.1, 4.0)),
+        (3, outages),
+    ] {
         let link = LinkConfig {
             delay: Duration::from_millis(15),
             jitter: Duration::from_millis(4),
