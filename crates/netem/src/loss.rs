@@ -154,7 +154,7 @@ impl LossState {
         };
         while end <= at {
             self.bad = !self.bad;
-            end = end + span(self.bad, rng);
+            end += span(self.bad, rng);
         }
         self.span_end = Some(end);
         self.bad
