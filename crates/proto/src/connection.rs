@@ -914,7 +914,8 @@ impl Connection {
     }
 
     /// How long after its last send an unacknowledged unit goes out again: soon, as a copy,
-    /// while redundancy calls for more copies; otherwise when its resend timer expires.
+    /// while redundancy calls for more copies; otherwise when its resend timer expires, or
+    /// sooner for a message the repairs cover once a packet of it was declared lost.
     fn next_send_gap(&self, unit: &crate::channel::Unit, gate: Gate) -> Duration {
         if unit.round_sends < gate.copies && !gate.covers(unit) {
             self.config.repeat_interval
