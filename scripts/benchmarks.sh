@@ -68,7 +68,8 @@ section wire "Wire: snapshot serialization (W4)" \
 section transport "Transport: the reliable stream under loss (W1)" \
     "Rally's reliable-ordered channel against KCP (the original C ikcp.c, in both configurations the source used) through five emulated links in virtual time, beside the link's own round trip and, on the lossy links, the floor of any protocol that sends two copies of each payload (the most the 2.5x byte budget holds) and learns of a loss from its next payload's ack: where that floor itself misses a target, the output says so." \
     transport --profiles clean,netem-10-25,bernoulli-10,bursty-10,choked \
-    --profile clean,burst=10%/8 --profile clean,loss=20% --profile clean,burst=20%/8
+    --profile clean,burst=10%/8 --profile clean,loss=20% --profile clean,burst=20%/8 \
+    --profile clean,burst=10%/33ms --profile clean,burst=10%/67ms --profile clean,burst=20%/67ms
 section transport-real "Transport shootout on real sockets (W1)" \
     "The same workload on real sockets and the OS clock, every peer the real library (the kernel's TCP through two network namespaces, ENet from Debian's libenet, KCP's C source in both configurations, kcp-go with FEC, quinn), through one real-time link emulator per run, in rounds over every profile and peer; the baseline is a bare UDP echo through the same emulator. Needs root for TCP; a peer that cannot run is skipped with the reason." \
     transport --mode real

@@ -29,8 +29,10 @@
 //!    `queue_bytes_max` is dropped at the tail and counted, so a sender that outruns the link
 //!    sees loss, not unbounded delay beyond the queue's worth.
 //! 3. **Loss** on the wire: none, independent (Bernoulli), Linux netem's correlated `loss P C`
-//!    (its exact generator, so "10% 25%" gives about 1.75% effective loss, as on Linux), or
-//!    Gilbert-Elliott bursts.
+//!    (its exact generator, so "10% 25%" gives about 1.75% effective loss, as on Linux),
+//!    Gilbert-Elliott bursts (a count of packets), or outages in time (the wire is out for
+//!    spans of random length, and every packet leaving the bottleneck during one is lost: a
+//!    sender of more, smaller packets meets the same outages, not shorter ones).
 //! 4. **Delay**: a normal sample with the configured mean and standard deviation, truncated at
 //!    zero. Unless `reorder` is set, a packet is never delivered before one sent earlier
 //!    (jitter without reordering, as on a single path).

@@ -216,7 +216,8 @@ impl<T: Clone> Link<T> {
             self.stats.queue_dropped += 1;
             return;
         };
-        if self.loss.lose(&self.config.loss, &mut self.rng) {
+        // An outage in time hits the packets that cross the wire during it.
+        if self.loss.lose(&self.config.loss, departed, &mut self.rng) {
             self.stats.lost += 1;
             return;
         }

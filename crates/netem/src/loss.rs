@@ -1,6 +1,8 @@
 //! Loss models: which packets the wire drops.
 
+use rally_proto::Instant;
 use rand_core::RngCore;
+use std::time::Duration;
 
 /// How a link loses packets.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,6 +38,17 @@ pub enum LossModel {
         /// Loss probability in the bad state.
         loss_in_bad: f64,
     },
+    /// Outages in time: the wire alternates between spans that carry everything and spans that
+    /// lose everything, each of a random (exponential) length, so that a packet is lost when it
+    /// crosses during an outage. A burst is a span of time, not a count of packets: a sender of
+    /// small, frequent packets loses as much of its time as one of large, rare packets, where
+    /// [`LossModel::GilbertElliott`] (a count of packets) would shorten its bursts in time.
+    Outages {
+        /// Fraction of the time the wire is out, 0 to 1 (below 1).
+        mean_loss: f64,
+        /// Mean length of an outage.
+        mean_outage: Duration,
+    },
 }
 
 impl LossModel {
@@ -61,6 +74,8 @@ impl LossModel {
                 let bad = good_to_bad / (good_to_bad + bad_to_good);
                 Some(bad * loss_in_bad + (1.0 - bad) * loss_in_good)
             }
+            // Packets sample the wire at their own times, independently of its state.
+            LossModel::Outages { mean_loss, .. } => Some(mean_loss),
         }
     }
 }
@@ -70,13 +85,15 @@ impl LossModel {
 pub(crate) struct LossState {
     /// netem: the previous correlated number.
     last: u32,
-    /// Gilbert-Elliott: whether the chain is in the bad state.
+    /// Gilbert-Elliott: whether the chain is in the bad state; outages: whether the wire is out.
     bad: bool,
+    /// Outages: when the current span ends (`None` before the first packet).
+    span_end: Option<Instant>,
 }
 
 impl LossState {
-    /// Whether the next packet is lost.
-    pub(crate) fn lose(&mut self, model: &LossModel, rng: &mut impl RngCore) -> bool {
+    /// Whether the next packet, crossing the wire at `at`, is lost.
+    pub(crate) fn lose(&mut self, model: &LossModel, at: Instant, rng: &mut impl RngCore) -> bool {
         match *model {
             LossModel::None => false,
             LossModel::Bernoulli { probability } => unit(rng) < probability,
@@ -101,8 +118,54 @@ impl LossState {
                 self.bad ^= flip;
                 lost
             }
+            LossModel::Outages { mean_loss, mean_outage } => {
+                self.outage_at(at, mean_loss, mean_outage, rng)
+            }
         }
     }
+
+    /// Whether the wire is out at `at`: walks the alternating spans up to it. The first span
+    /// is an outage with the model's probability, as if the wire had run forever before; so
+    /// is one after a long silence.
+    fn outage_at(
+        &mut self,
+        at: Instant,
+        mean_loss: f64,
+        mean_outage: Duration,
+        rng: &mut impl RngCore,
+    ) -> bool {
+        let mean_loss = mean_loss.clamp(0.0, 0.999);
+        if mean_loss == 0.0 || mean_outage.is_zero() {
+            return false;
+        }
+        // Good spans are long enough that outages take `mean_loss` of the time.
+        let mean_good = mean_outage.mul_f64((1.0 - mean_loss) / mean_loss);
+        let span =
+            |bad: bool, rng: &mut _| exponential(if bad { mean_outage } else { mean_good }, rng);
+        // After a long silence the state is as random as at the start (the spans are
+        // memoryless), and walking every span up to `at` would cost time without end.
+        let forgotten = (mean_outage + mean_good) * 64;
+        let mut end = match self.span_end.filter(|end| at - *end <= forgotten) {
+            Some(end) => end,
+            None => {
+                self.bad = unit(rng) < mean_loss;
+                at + span(self.bad, rng)
+            }
+        };
+        while end <= at {
+            self.bad = !self.bad;
+            end += span(self.bad, rng);
+        }
+        self.span_end = Some(end);
+        self.bad
+    }
+}
+
+/// A span of exponentially distributed length with `mean` (memoryless, so the wire's state
+/// says nothing of how long it lasts), at least a nanosecond so that time always advances.
+fn exponential(mean: Duration, rng: &mut impl RngCore) -> Duration {
+    let draw = -(1.0 - unit(rng)).ln();
+    mean.mul_f64(draw).max(Duration::from_nanos(1))
 }
 
 /// A uniform number in [0, 1) with 53 bits of precision.

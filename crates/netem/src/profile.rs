@@ -12,6 +12,7 @@
 //! | `loss` | `10%` | independent loss |
 //! | `loss` | `10%/25%` | Linux netem's correlated loss `loss 10% 25%` |
 //! | `burst` | `10%/4` | Gilbert-Elliott: mean loss / mean burst length in packets |
+//! | `burst` | `10%/33ms` | outages in time: fraction of time out / mean outage length |
 //! | `dup` | `1%` | duplication |
 //! | `rate` | `1.05mbit`, `200kbit`, `5000000` (bit/s), `none` | bottleneck rate |
 //! | `queue` | `64kb`, `25000` (bytes) | bottleneck queue |
@@ -131,9 +132,16 @@ fn apply(config: &mut LinkConfig, key: &str, value: &str) -> Result<(), ProfileE
             config.loss = loss(value).ok_or_else(|| bad("a percentage like 10% or 10%/25%"))?
         }
         "burst" => {
-            let (mean, length) =
-                value.split_once('/').ok_or_else(|| bad("loss/length like 10%/4"))?;
-            let mean = percent(mean).ok_or_else(|| bad("loss/length like 10%/4"))?;
+            let expected = "loss/length like 10%/4 (packets) or 10%/33ms (time)";
+            let (mean, length) = value.split_once('/').ok_or_else(|| bad(expected))?;
+            let mean = percent(mean).ok_or_else(|| bad(expected))?;
+            if length.ends_with('s') {
+                let mean_outage =
+                    duration(length).filter(|d| !d.is_zero()).ok_or_else(|| bad(expected))?;
+                let mean_loss = Some(mean).filter(|m| *m < 1.0).ok_or_else(|| bad(expected))?;
+                config.loss = LossModel::Outages { mean_loss, mean_outage };
+                return Ok(());
+            }
             let length: f64 = length
                 .parse()
                 .ok()

@@ -11,10 +11,15 @@ const PACKETS: u64 = 100_000;
 
 /// Sends PACKETS one microsecond apart and returns, per packet, whether it arrived.
 fn arrivals(loss: LossModel, seed: u64) -> Vec<bool> {
+    arrivals_every(loss, seed, Duration::from_micros(1))
+}
+
+/// Sends PACKETS `gap` apart and returns, per packet, whether it arrived.
+fn arrivals_every(loss: LossModel, seed: u64, gap: Duration) -> Vec<bool> {
     let mut link = Link::new(LinkConfig { loss, ..LinkConfig::default() }, seed);
     let mut arrived = vec![false; PACKETS as usize];
     for i in 0..PACKETS {
-        let now = Instant::ZERO + Duration::from_micros(i);
+        let now = Instant::ZERO + gap * i as u32;
         link.send(now, i, 100);
         while let Some(n) = link.poll_deliver(now) {
             arrived[n as usize] = true;
@@ -54,9 +59,18 @@ fn gilbert_elliott_bursts_have_the_configured_mean_and_length() {
     let arrived = arrivals(LossModel::bursts(0.10, 4.0), 3);
     let rate = loss_rate(&arrived);
     assert!((rate - 0.10).abs() < 0.01, "effective loss {rate}");
+    let mean = mean_burst(&arrived);
+    assert!((mean - 4.0).abs() < 0.3, "mean burst length {mean}");
+    // Independent loss at the same rate would give bursts of about 1.1.
+    let independent = arrivals(LossModel::Bernoulli { probability: 0.10 }, 3);
+    assert_ne!(arrived, independent);
+}
+
+/// The mean run of consecutive lost packets.
+fn mean_burst(arrived: &[bool]) -> f64 {
     let mut bursts = Vec::new();
     let mut run = 0;
-    for a in &arrived {
+    for a in arrived {
         if *a {
             if run > 0 {
                 bursts.push(run);
@@ -66,11 +80,28 @@ fn gilbert_elliott_bursts_have_the_configured_mean_and_length() {
             run += 1;
         }
     }
-    let mean = bursts.iter().sum::<u32>() as f64 / bursts.len() as f64;
-    assert!((mean - 4.0).abs() < 0.3, "mean burst length {mean}");
-    // Independent loss at the same rate would give bursts of about 1.1.
-    let independent = arrivals(LossModel::Bernoulli { probability: 0.10 }, 3);
-    assert_ne!(arrived, independent);
+    bursts.iter().sum::<u32>() as f64 / bursts.len() as f64
+}
+
+/// Outages are spans of time: a sender eight times as dense loses the same share of its
+/// packets, in runs about eight times as long (a count-of-packets model would give both the
+/// same runs). With 20 ms outages, packets 1 ms apart see runs of 1 / (1 - e^(-1/20)) = 20.5
+/// on average, packets 8 ms apart 1 / (1 - e^(-8/20)) = 3.0.
+#[test]
+fn outages_take_a_share_of_time_whatever_the_packet_rate() {
+    let model = LossModel::Outages { mean_loss: 0.10, mean_outage: Duration::from_millis(20) };
+    let dense = arrivals_every(model, 5, Duration::from_millis(1));
+    let sparse = arrivals_every(model, 5, Duration::from_millis(8));
+    for arrived in [&dense, &sparse] {
+        // 100 s of 20 ms outages is about 500 of them: the share moves by a few percent.
+        let rate = loss_rate(arrived);
+        assert!((rate - 0.10).abs() < 0.02, "effective loss {rate}");
+    }
+    let (dense_run, sparse_run) = (mean_burst(&dense), mean_burst(&sparse));
+    assert!((16.0..25.0).contains(&dense_run), "1 ms apart: mean run {dense_run}");
+    assert!((2.5..3.6).contains(&sparse_run), "8 ms apart: mean run {sparse_run}");
+    assert_eq!(model.expected_loss(), Some(0.10));
+    assert_eq!(arrivals_every(model, 5, Duration::from_millis(8)), sparse, "replays");
 }
 
 #[test]

@@ -34,6 +34,10 @@ fn specs_change_a_profile_or_build_one() {
     let p = LinkProfile::parse("burst=20%/3,rate=200kbit").unwrap();
     assert!((p.config.loss.expected_loss().unwrap() - 0.20).abs() < 1e-9);
     assert_eq!(p.config.rate_bits_per_sec, Some(200_000));
+    // A length with a unit is a span of time.
+    let p = LinkProfile::parse("clean,burst=10%/33ms").unwrap();
+    let outages = LossModel::Outages { mean_loss: 0.10, mean_outage: Duration::from_millis(33) };
+    assert_eq!(p.config.loss, outages);
 }
 
 #[test]
@@ -46,4 +50,7 @@ fn bad_specs_name_what_to_fix() {
     assert!(LinkProfile::parse("delay=-1ms").is_err());
     assert!(LinkProfile::parse("loss=150%").is_err());
     assert!(LinkProfile::parse("burst=10%/0").is_err());
+    assert!(LinkProfile::parse("burst=10%/0ms").is_err());
+    assert!(LinkProfile::parse("burst=100%/30ms").is_err());
+    assert!(LinkProfile::parse("burst=10%/30 parsecs").is_err());
 }

@@ -160,8 +160,8 @@ struct Gate {
     open: bool,
     /// Copies a reliable unit may have before its first ack could arrive.
     copies: u8,
-    /// Repairs cover this channel's losses: a unit declared lost waits for its resend timer
-    /// instead of going out at once.
+    /// Repairs cover this channel's losses: a unit declared lost waits for part of its resend
+    /// timer (`COVERED_LOST_RESEND`) instead of going out at once.
     repaired: bool,
 }
 
@@ -172,6 +172,12 @@ impl Gate {
         self.repaired && unit.count == 1
     }
 }
+
+/// The share of the resend timer after which a message the repairs cover, once its packet
+/// is declared lost, is resent: the repairs that follow it have had their round trip by then,
+/// and under bursts the full timer left it waiting on them (docs/benchmarks.md). A message
+/// merely unacknowledged, as in an outage of the acks' direction, waits for the full timer.
+const COVERED_LOST_RESEND: f64 = 0.6;
 
 /// Disconnect packets sent, so that one lost packet does not leave the peer waiting for the
 /// idle timeout.
@@ -908,10 +914,14 @@ impl Connection {
     }
 
     /// How long after its last send an unacknowledged unit goes out again: soon, as a copy,
-    /// while redundancy calls for more copies; otherwise when its resend timer expires.
+    /// while redundancy calls for more copies; otherwise when its resend timer expires, or
+    /// sooner for a message the repairs cover once a packet of it was declared lost.
     fn next_send_gap(&self, unit: &crate::channel::Unit, gate: Gate) -> Duration {
         if unit.round_sends < gate.copies && !gate.covers(unit) {
             self.config.repeat_interval
+        } else if unit.lost {
+            // Declared lost under repairs: the repairs had their chance by now.
+            self.resend_interval(unit.sends).mul_f64(COVERED_LOST_RESEND)
         } else {
             self.resend_interval(unit.sends)
         }
