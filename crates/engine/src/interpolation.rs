@@ -446,9 +446,9 @@ impl Interpolator {
 /// for at most `extrapolation_max`.
 /// How one entity shows, for a reader that copies the newest states and samples only the
 /// entities in motion ([`Interpolator::resting`]): a frame whose server time for the entity's
-/// class ([`RenderFrame::time`]) is at or past `from` shows `state` as it is; an earlier one samples
-/// track `track` ([`Interpolator::sample_track`]). Exactly what [`Interpolator::sample_each`]
-/// shows, either way.
+/// class ([`RenderFrame::time`]) is at or past `from` shows `state` as it is; an earlier one
+/// samples track `track` ([`Interpolator::sample_track`]). Exactly what
+/// [`Interpolator::sample_each`] shows, either way.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Resting {
     /// The newest state the interpolator holds (the state itself without a track).

@@ -77,8 +77,8 @@ impl InputWindow {
         Self { frame, next: None, after: LOOK_AFTER }
     }
 
-    /// An input sampled at `sampled` (the library's clock) arrived: the next is due a frame after the game's
-    /// frame grid. A game's frames start on a grid and late now and then (a busy machine), so
+    /// An input sampled at `sampled` (the library's clock) arrived: the next is due a frame
+    /// after the game's frame grid. A game's frames start on a grid and late now and then (a busy machine), so
     /// an input earlier than due moves the grid to it, and a later one only an eighth of the
     /// way (a frame slower than `frame` still moves it on, a late start hardly).
     pub(crate) fn input(&mut self, sampled: Instant) {

@@ -11,9 +11,9 @@
 //! the game. The calls outside the frame (connect, stats, latency, writes, close) take the
 //! client for as long as they need it. An input leaves at once either way: written to the
 //! socket by the thread that sends it (`On`, under the lock), or handed over (`Wake`, no
-//! lock; a wake only when the I/O thread is not looking for it). A panic or a socket error on the I/O thread stops it and becomes a
-//! `Disconnected` event carrying what happened; it never unwinds out of the thread or aborts
-//! the game.
+//! lock; a wake only when the I/O thread is not looking for it). A panic or a socket error on
+//! the I/O thread stops it and becomes a `Disconnected` event carrying what happened; it never
+//! unwinds out of the thread or aborts the game.
 
 use crate::bell::{Bell, InputWindow};
 use crate::client::{check_input, instant, Client, Command, Happening, Input};

@@ -3,8 +3,9 @@
 //! from the repair that follows it, sooner than any resend could.
 //! Method: sealed pairs in virtual time; the first test streams messages of mixed sizes
 //! (fragmented ones included, which repairs skip) over a link that loses (independently, in
-//! bursts of packets, and in outages of time), reorders and duplicates, and compares what arrived with what was sent; the second places one loss by
-//! hand on a fixed 10 ms link and times the delivery.
+//! bursts of packets, and in outages of time), reorders and duplicates, and compares what
+//! arrived with what was sent; the second places one loss by hand on a fixed 10 ms link and
+//! times the delivery.
 
 use rally_netem::{LinkConfig, LossModel};
 use rally_proto::{ConnectionConfig, ConnectionHandle, EndpointConfig, Repair, SendError};
