@@ -78,9 +78,10 @@ impl InputWindow {
     }
 
     /// An input sampled at `sampled` (the library's clock) arrived: the next is due a frame
-    /// after the game's frame grid. A game's frames start on a grid and late now and then (a busy machine), so
-    /// an input earlier than due moves the grid to it, and a later one only an eighth of the
-    /// way (a frame slower than `frame` still moves it on, a late start hardly).
+    /// after the game's frame grid. A game's frames start on a grid and late now and then (a
+    /// busy machine), so an input earlier than due moves the grid to it, and a later one only
+    /// an eighth of the way (a frame slower than `frame` still moves it on, a late start
+    /// hardly).
     pub(crate) fn input(&mut self, sampled: Instant) {
         let on_grid = match self.next {
             Some(due) if sampled >= due => due + (sampled - due) / 8,
