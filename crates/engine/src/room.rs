@@ -11,7 +11,9 @@ use crate::world::World;
 use rally_proto::{ConnectionHandle, DisconnectReason, Endpoint, Event, Instant};
 use rally_wire::seq::seq32_newer;
 use rally_wire::varint::write_varint;
-use rally_wire::{EntityState, MessageCodec, Snapshot, SnapshotConfig, SnapshotHistory};
+use rally_wire::{
+    EntityState, MessageCodec, NextSnapshot, Snapshot, SnapshotConfig, SnapshotHistory,
+};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::de::DeserializeOwned;
@@ -1131,52 +1133,21 @@ impl<S: Simulation> Room<S> {
     }
 
     /// Quantizes the world into this tick's snapshot, once for every client, straight into the
-    /// history's next slot.
+    /// history's next slot. `raw` holds last tick's states, parallel to the newest snapshot: an
+    /// entity whose state is bit for bit unchanged keeps its code (and its change tick) without
+    /// quantizing.
     fn quantize(&mut self) {
         let Self { world, weights, history, raw, raw_next, config, tick, .. } = self;
         weights.clear();
-        // While every entity so far sits at its own index in `raw` (no spawn or despawn yet),
-        // `raw` is updated in place, only where a state moved; from the first that does not,
-        // this tick's states are gathered in `raw_next` instead.
-        let (mut in_place, mut len) = (true, 0);
+        let mut in_place = true;
         // Ticks only increase (wrapping), so the push cannot fail.
         let pushed = history.push_with(*tick, |next| {
-            // Last tick's states, parallel to the newest snapshot: an entity whose state is
-            // bit-for-bit unchanged keeps its code (and its change tick) without quantizing.
-            let mut j = 0;
-            for (k, (id, entity)) in world.iter().enumerate() {
-                let bits = state_bits(id, entity);
-                while raw.get(j).is_some_and(|r| r[0] < id) {
-                    j += 1;
-                }
-                let same = raw.get(j).is_some_and(|old| same_bits(old, &bits));
-                let pushed = match next.previous().get(j) {
-                    Some(code) if same && code.id == id => next.keep(j),
-                    _ => next.push(config.snapshot.quantize(&entity_state(id, entity))),
-                };
-                // Ids ascend and the world holds at most entities_max.
-                debug_assert!(pushed.is_ok(), "world ids out of order");
-                weights.push(entity.priority);
-                len = k + 1;
-                if in_place && j == k && raw.get(k).is_some_and(|r| r[0] == id) {
-                    if !same {
-                        raw[k] = bits;
-                    }
-                    continue;
-                }
-                if in_place {
-                    // Entities before this one are in place already (the rest of `raw` is
-                    // last tick's, still read above: `j` never goes back below `k`).
-                    in_place = false;
-                    raw_next.clear();
-                    raw_next.extend_from_slice(&raw[..k]);
-                }
-                raw_next.push(bits);
-            }
+            let walked = walk_aligned(world, raw, weights, next, &config.snapshot);
+            in_place = walk_rest(world, walked, (raw, raw_next), weights, next, &config.snapshot);
         });
         debug_assert!(pushed.is_ok(), "snapshot history refused tick {tick}");
         if in_place {
-            raw.truncate(len);
+            raw.truncate(world.len());
         } else {
             std::mem::swap(raw, raw_next);
         }
@@ -1200,6 +1171,93 @@ impl<S: Simulation> Room<S> {
     pub fn next_deadline(&self) -> Option<Instant> {
         self.requests.earliest()
     }
+}
+
+/// The world walk of most ticks, while the world's ids are last tick's, entity for entity:
+/// compares each state with last tick's (`raw`) and keeps the unmoved entities a run at a time
+/// (one copy for the bodies at rest between two that moved); a moved one is quantized and its
+/// state updated in place. Stops at the first entity whose id differs (a spawn or despawn) and
+/// returns how many it took.
+fn walk_aligned(
+    world: &World,
+    raw: &mut [StateBits],
+    weights: &mut Vec<f32>,
+    next: &mut NextSnapshot<'_>,
+    config: &SnapshotConfig,
+) -> usize {
+    if raw.len() != next.previous().len() {
+        return 0;
+    }
+    // Entities `kept..k` are unmoved and not yet written out.
+    let (mut kept, mut k) = (0, 0);
+    for ((id, entity), old) in world.iter().zip(raw.iter_mut()) {
+        let bits = state_bits(id, entity);
+        if !same_bits(old, &bits) {
+            if old[0] != id {
+                break;
+            }
+            let code = config.quantize(&entity_state(id, entity));
+            let pushed = next.keep_run(kept..k).and_then(|()| next.push(code));
+            // Ids ascend and the world holds at most entities_max.
+            debug_assert!(pushed.is_ok(), "world ids out of order");
+            *old = bits;
+            kept = k + 1;
+        }
+        weights.push(entity.priority);
+        k += 1;
+    }
+    let pushed = next.keep_run(kept..k);
+    debug_assert!(pushed.is_ok(), "the kept run left the newest snapshot");
+    k
+}
+
+/// The world walk from entity `from` on, after a spawn or despawn: finds each entity's state of
+/// last tick by id. Entities before `from` sit at their own index in `raw` and were handled; so
+/// is each one here while no spawn or despawn came yet, and `raw` is updated in place. From the
+/// first that does, this tick's states are gathered in `raw_next` instead, and this returns
+/// false.
+fn walk_rest(
+    world: &World,
+    from: usize,
+    (raw, raw_next): (&mut [StateBits], &mut Vec<StateBits>),
+    weights: &mut Vec<f32>,
+    next: &mut NextSnapshot<'_>,
+    config: &SnapshotConfig,
+) -> bool {
+    if from == world.len() {
+        // Skipping to `from` would step through every entity.
+        return true;
+    }
+    let (mut in_place, mut j) = (true, from);
+    for (k, (id, entity)) in world.iter().enumerate().skip(from) {
+        let bits = state_bits(id, entity);
+        while raw.get(j).is_some_and(|r| r[0] < id) {
+            j += 1;
+        }
+        let same = raw.get(j).is_some_and(|old| same_bits(old, &bits));
+        let pushed = match next.previous().get(j) {
+            Some(code) if same && code.id == id => next.keep(j),
+            _ => next.push(config.quantize(&entity_state(id, entity))),
+        };
+        // Ids ascend and the world holds at most entities_max.
+        debug_assert!(pushed.is_ok(), "world ids out of order");
+        weights.push(entity.priority);
+        if in_place && j == k && raw.get(k).is_some_and(|r| r[0] == id) {
+            if !same {
+                raw[k] = bits;
+            }
+            continue;
+        }
+        if in_place {
+            // Entities before this one are in place already (the rest of `raw` is last tick's,
+            // still read above: `j` never goes back below `k`).
+            in_place = false;
+            raw_next.clear();
+            raw_next.extend_from_slice(&raw[..k]);
+        }
+        raw_next.push(bits);
+    }
+    in_place
 }
 
 /// An entity's id and state as bits ([`entity_state`]'s fields, in order): equal bits quantize

@@ -290,7 +290,15 @@ pub(crate) struct ReceiveChannel {
     newest: Option<u16>,
     /// Messages ready for the application.
     pub(crate) ready: VecDeque<Vec<u8>>,
+    /// Delivered messages' buffers given back ([`ReceiveChannel::recycle`]), for the next
+    /// messages in one piece to be copied into instead of new allocations.
+    spare: Vec<Vec<u8>>,
 }
+
+/// Buffers a channel keeps for its next messages: a client's datagram of a tick carries an
+/// input frame and often an acknowledgement on the same channel, both read before either is
+/// given back.
+const RECYCLED_MAX: usize = 2;
 
 impl ReceiveChannel {
     /// A channel of `kind` holding at most `window` messages, of at most `message_bytes_max`
@@ -315,7 +323,25 @@ impl ReceiveChannel {
             delivered,
             newest: None,
             ready: VecDeque::new(),
+            spare: Vec::new(),
         }
+    }
+
+    /// Keeps a delivered message's buffer for a next message in one piece: at most
+    /// `RECYCLED_MAX`, each no larger than a piece, so what a channel keeps stays within two
+    /// pieces.
+    pub(crate) fn recycle(&mut self, buffer: Vec<u8>) {
+        if self.spare.len() < RECYCLED_MAX && buffer.capacity() <= self.piece {
+            self.spare.push(buffer);
+        }
+    }
+
+    /// `payload` copied into a spare buffer if there is one, else into a new one.
+    fn copy(&mut self, payload: &[u8]) -> Vec<u8> {
+        let mut buffer = self.spare.pop().unwrap_or_default();
+        buffer.clear();
+        buffer.extend_from_slice(payload);
+        buffer
     }
 
     /// What the channel holds against the receive limit.
@@ -484,7 +510,7 @@ impl ReceiveChannel {
             if payload.len() > self.message_bytes_max {
                 return Assembled::Not(Received::Oversized);
             }
-            return Assembled::Complete(payload.to_vec());
+            return Assembled::Complete(self.copy(payload));
         }
         let existing = self.held.iter().position(|a| a.seq == seq && a.parts.len() > 1);
         let at = match existing {

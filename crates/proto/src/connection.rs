@@ -419,6 +419,14 @@ impl Connection {
         self.events.pop_front()
     }
 
+    /// Gives back the payload of a message of `channel` once read, for the channel's next
+    /// message (see [`Endpoint::recycle`](crate::Endpoint::recycle)).
+    pub fn recycle(&mut self, channel: u8, payload: Vec<u8>) {
+        if let Some(receive) = self.receive.get_mut(usize::from(channel)) {
+            receive.recycle(payload);
+        }
+    }
+
     /// Statistics and estimates.
     pub fn stats(&self) -> ConnectionStats {
         let mut stats = self.stats.clone();

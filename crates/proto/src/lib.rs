@@ -13,7 +13,8 @@
 //! - inputs: [`Endpoint::handle_datagram`], [`Endpoint::handle_timeout`], and the application's
 //!   [`Endpoint::connect`], [`Endpoint::send`], [`Endpoint::disconnect`];
 //! - outputs: [`Endpoint::poll_transmit`] (a datagram to send), [`Endpoint::poll_event`]
-//!   (connected, message, disconnected);
+//!   (connected, message, disconnected); a message's payload, once read, may go back through
+//!   [`Endpoint::recycle`], so that the next message on its channel needs no allocation;
 //! - the next deadline: [`Endpoint::poll_timeout`];
 //! - inspection: [`Endpoint::connection`] (statistics), [`Endpoint::stats`] (dropped input).
 //!

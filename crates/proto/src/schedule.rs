@@ -4,9 +4,13 @@
 //!
 //! A slot is *touched* when something happens to it (a datagram, a send, a close); at the end
 //! of the endpoint's method its deadline is recomputed and its events gathered later. Deadlines
-//! sit in a heap; an entry is current only while it equals the slot's recorded deadline, so a
-//! changed deadline just leaves a stale entry behind, skipped when it surfaces. Slots whose
-//! deadline has come move to the *due* queue, which `poll_transmit` works through in turn.
+//! sit in a heap, one live entry per slot (its *armed* time) at most: a deadline moving later
+//! leaves that entry where it is, and when it surfaces it is armed again at the slot's deadline
+//! then, so a slot that sends every tick and pushes its keepalive later each time costs the heap
+//! nothing until that entry comes round; a deadline moving earlier arms a new entry and leaves
+//! the old one stale, skipped when it surfaces. The earliest deadline read off the heap may
+//! therefore be early (an extra wake-up, never a late one). Slots whose deadline has come move
+//! to the *due* queue, which `poll_transmit` works through in turn.
 
 use crate::time::Instant;
 use std::cmp::Reverse;
@@ -19,7 +23,7 @@ pub(crate) struct Schedule {
     touched: Vec<usize>,
     /// Slots that may have events to gather, or may have drained.
     eventful: Vec<usize>,
-    /// Deadlines, earliest first, possibly stale.
+    /// Armed times, earliest first, possibly stale.
     heap: BinaryHeap<Reverse<(Instant, usize)>>,
     /// Slots whose deadline has come, in the order they are served.
     due: VecDeque<usize>,
@@ -30,6 +34,8 @@ pub(crate) struct Schedule {
 #[derive(Debug, Default, Clone, Copy)]
 struct SlotState {
     deadline: Option<Instant>,
+    /// The time of the slot's live heap entry, at or before `deadline` (if it has one).
+    armed: Option<Instant>,
     touched: bool,
     eventful: bool,
     due: bool,
@@ -103,8 +109,14 @@ impl Schedule {
             return;
         }
         state.deadline = deadline;
-        if let Some(at) = deadline {
-            self.heap.push(Reverse((at, slot)));
+        match deadline {
+            // The live entry surfaces first and is armed again then.
+            Some(at) if state.armed.is_some_and(|armed| armed <= at) => {}
+            Some(at) => {
+                state.armed = Some(at);
+                self.heap.push(Reverse((at, slot)));
+            }
+            None => {}
         }
         self.drop_stale();
     }
@@ -145,6 +157,7 @@ impl Schedule {
     pub(crate) fn forget(&mut self, slot: usize) {
         let state = self.state(slot);
         state.deadline = None;
+        state.armed = None;
         if state.due {
             state.due = false;
             self.due.retain(|s| *s != slot);
@@ -160,10 +173,22 @@ impl Schedule {
             }
             self.heap.pop();
             let state = &mut self.slots[slot];
-            if state.deadline == Some(at) && !state.due {
-                state.deadline = None;
-                state.due = true;
-                self.due.push_back(slot);
+            if state.armed != Some(at) {
+                continue;
+            }
+            state.armed = None;
+            match state.deadline {
+                _ if state.due => {}
+                Some(deadline) if deadline <= now => {
+                    state.deadline = None;
+                    state.due = true;
+                    self.due.push_back(slot);
+                }
+                Some(deadline) => {
+                    state.armed = Some(deadline);
+                    self.heap.push(Reverse((deadline, slot)));
+                }
+                None => {}
             }
         }
         self.drop_stale();
@@ -189,7 +214,8 @@ impl Schedule {
         Some(slot)
     }
 
-    /// The earliest deadline: now, if a slot is due or touched.
+    /// The earliest deadline, or an earlier time (an entry armed before its slot's deadline
+    /// moved later): now, if a slot is due or touched.
     pub(crate) fn earliest(&self) -> Option<Instant> {
         if !self.due.is_empty() || !self.touched.is_empty() {
             return Some(Instant::ZERO);
@@ -200,7 +226,7 @@ impl Schedule {
     /// Pops stale entries off the top, so that `earliest` reads a current one.
     fn drop_stale(&mut self) {
         while let Some(&Reverse((at, slot))) = self.heap.peek() {
-            if self.slots[slot].deadline == Some(at) {
+            if self.slots[slot].armed == Some(at) {
                 return;
             }
             self.heap.pop();
@@ -223,8 +249,12 @@ mod tests {
         s.set(0, Some(at(30)));
         s.set(1, Some(at(10)));
         s.set(2, Some(at(20)));
-        // Slot 1 moves later: its old entry is stale.
+        // Slot 1 moves later: its entry stays armed for 10 ms, an early wake-up that comes
+        // due nothing and arms it again for 40 ms.
         s.set(1, Some(at(40)));
+        assert_eq!(s.earliest(), Some(at(10)));
+        s.collect_due(at(10));
+        assert_eq!(s.next_due(), None, "slot 1's deadline moved to 40 ms");
         assert_eq!(s.earliest(), Some(at(20)));
         s.collect_due(at(30));
         assert_eq!((s.leave(), s.leave(), s.leave()), (Some(2), Some(0), None));
@@ -278,6 +308,34 @@ mod tests {
         assert_eq!((s.leave(), s.leave()), (Some(0), None));
         s.collect_due(at(25));
         assert_eq!(s.next_due(), None, "slot 0's entry for 20 ms was stale");
+        assert_eq!(s.earliest(), None);
+    }
+
+    #[test]
+    fn a_slot_pushed_later_each_turn_keeps_one_heap_entry_and_comes_due_at_its_deadline() {
+        // Goal: a slot made due and sent every tick, its deadline moving later each time,
+        // leaves one entry in the heap (not one a tick), and still comes due at its last
+        // deadline, not the time first armed.
+        let mut s = Schedule::default();
+        s.set(0, Some(at(100)));
+        for tick in 1..=50 {
+            s.make_due(0);
+            assert_eq!(s.leave(), Some(0));
+            s.set(0, Some(at(100 + tick)));
+        }
+        assert_eq!(s.heap.len(), 1);
+        s.collect_due(at(120));
+        assert_eq!(s.next_due(), None, "slot 0's deadline is 150 ms");
+        assert_eq!(s.earliest(), Some(at(150)));
+        s.collect_due(at(150));
+        assert_eq!(s.leave(), Some(0));
+        // Moving earlier arms a new entry; the old one surfaces stale and comes due nothing.
+        s.set(0, Some(at(300)));
+        s.set(0, Some(at(200)));
+        s.collect_due(at(200));
+        assert_eq!(s.leave(), Some(0));
+        s.collect_due(at(300));
+        assert_eq!(s.next_due(), None, "the entry for 300 ms was stale");
         assert_eq!(s.earliest(), None);
     }
 

@@ -211,11 +211,14 @@ pub const SAMPLE_NANOS_MAX: u64 = 50_000;
 pub(crate) struct Sampler {
     state: u64,
     one_in: u64,
+    /// The log of the chance that a run is not picked, for [`Sampler::gap`].
+    ln_pass: f64,
 }
 
 impl Sampler {
     pub(crate) fn new(one_in: u64) -> Self {
-        Self { state: 0x9e37_79b9_7f4a_7c15, one_in }
+        let ln_pass = (1.0 - 1.0 / one_in.max(1) as f64).ln();
+        Self { state: 0x9e37_79b9_7f4a_7c15, one_in, ln_pass }
     }
 
     /// Whether to time this run (xorshift64).
@@ -226,14 +229,16 @@ impl Sampler {
         self.state % self.one_in == 0
     }
 
-    /// How many runs [`Sampler::next`] would pass over before it picks one: the same draws,
-    /// taken at once, so a caller skips those runs without a call each.
+    /// How many runs to pass over before the next one picked, with the law of the gaps
+    /// between [`Sampler::next`]'s picks (geometric: each run picked with chance one in
+    /// `one_in`), in one draw: a caller skips those runs without a call each, and the draw
+    /// costs a logarithm instead of `one_in` steps of the generator.
     pub(crate) fn gap(&mut self) -> u64 {
-        let mut gap = 0;
-        while !self.next() {
-            gap += 1;
-        }
-        gap
+        self.next();
+        // Uniform in (0, 1]: 53 bits of the state, never zero.
+        let uniform = ((self.state >> 11) + 1) as f64 / (1u64 << 53) as f64;
+        // Inverse transform: P(gap >= k) = (1 - 1/one_in)^k. One in one: always 0.
+        (uniform.ln() / self.ln_pass).floor() as u64
     }
 }
 
@@ -792,20 +797,26 @@ mod tests {
     }
 
     #[test]
-    fn skipping_by_gaps_times_the_very_runs_the_sampler_would() {
-        // The endpoint skips the runs a gap says, instead of asking the sampler at each: the
-        // runs timed, and so the scopes' totals, must be the same.
-        let (mut one_by_one, mut by_gaps) =
-            (Sampler::new(STAGE_SAMPLING), Sampler::new(STAGE_SAMPLING));
-        let picked: Vec<u64> = (0..100_000u64).filter(|_| one_by_one.next()).collect();
-        let mut run = 0;
-        for expected in &picked {
-            run += by_gaps.gap();
-            assert_eq!(run, *expected);
-            run += 1;
-        }
-        let rate = picked.len() as f64 / 100_000.0;
-        assert!((rate * STAGE_SAMPLING as f64 - 1.0).abs() < 0.1, "one run in {}", 1.0 / rate);
+    fn skipping_by_gaps_times_one_run_in_the_sampling_factor_with_no_pattern() {
+        // The endpoint skips the runs a gap says, then times one: over many runs, one in
+        // STAGE_SAMPLING is timed (the scopes' totals are scaled by it), and a gap is
+        // memoryless as the sampler's own picks are (a fixed stride would fall in step with a
+        // pattern in the traffic): as many gaps of 0 as one in STAGE_SAMPLING, and gaps past
+        // STAGE_SAMPLING as often as the law says (about 1/e of them).
+        let mut sampler = Sampler::new(STAGE_SAMPLING);
+        let gaps: Vec<u64> = (0..100_000).map(|_| sampler.gap()).collect();
+        let runs: u64 = gaps.iter().map(|g| g + 1).sum();
+        let rate = gaps.len() as f64 / runs as f64;
+        assert!((rate * STAGE_SAMPLING as f64 - 1.0).abs() < 0.05, "one run in {}", 1.0 / rate);
+        let share = |f: &dyn Fn(u64) -> bool| {
+            gaps.iter().filter(|g| f(**g)).count() as f64 / gaps.len() as f64
+        };
+        let zero = share(&|g| g == 0) * STAGE_SAMPLING as f64;
+        assert!((zero - 1.0).abs() < 0.1, "gaps of 0: {zero} in {STAGE_SAMPLING}");
+        let long = share(&|g| g >= STAGE_SAMPLING);
+        let law = (1.0 - 1.0 / STAGE_SAMPLING as f64).powi(STAGE_SAMPLING as i32);
+        assert!((long - law).abs() < 0.02, "gaps past {STAGE_SAMPLING}: {long} (law {law})");
+        assert_eq!(Sampler::new(1).gap(), 0, "one in one times every run");
     }
 
     #[test]

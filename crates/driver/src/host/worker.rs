@@ -192,6 +192,8 @@ impl<G: Game> Rooms<G> {
                 if !ok {
                     self.fail(endpoint, id);
                 }
+                // The connection's next message is copied into it: no allocation per message.
+                endpoint.recycle(handle, channel, payload);
             }
             Event::Disconnected { reason } => {
                 self.resends_departed += self.resends_seen.remove(&handle).unwrap_or(0);

@@ -112,7 +112,9 @@ impl SnapshotHistory {
     /// Adds the snapshot of a new tick as [`SnapshotHistory::push`] does, but written by `fill`
     /// straight into the slot it will occupy: no copy, and an entity `fill` keeps from the
     /// newest snapshot ([`NextSnapshot::keep`]) keeps its change tick without a comparison.
-    /// Ticks must increase; `fill` is not called otherwise.
+    /// The slot is overwritten in place: an entity kept in a run ([`NextSnapshot::keep_run`])
+    /// that has not changed since the slot's own, older snapshot is there already and is not
+    /// written at all. Ticks must increase; `fill` is not called otherwise.
     pub fn push_with(
         &mut self,
         tick: u32,
@@ -125,11 +127,16 @@ impl SnapshotHistory {
         }
         let index = self.newest.map_or(0, |i| (i + 1) % self.slots.len());
         let mut slot = std::mem::take(&mut self.slots[index]);
-        slot.snapshot.clear(tick);
-        slot.changed.clear();
-        slot.moved.clear();
         let previous = self.newest.map(|i| &self.slots[i]);
-        let mut next = NextSnapshot { previous, slot: &mut slot, aligned: true, word: 0 };
+        let stale = previous.and_then(|previous| reusable(previous, &slot));
+        if stale.is_none() {
+            slot.snapshot.entities.clear();
+            slot.changed.clear();
+        }
+        slot.snapshot.tick = tick;
+        slot.moved.clear();
+        let mut next =
+            NextSnapshot { previous, slot: &mut slot, aligned: true, word: 0, len: 0, stale };
         fill(&mut next);
         next.finish();
         self.slots[index] = slot;
@@ -210,6 +217,21 @@ pub struct NextSnapshot<'a> {
     aligned: bool,
     /// The change bits of the current run of 64 entities, gathered in a register.
     word: u64,
+    /// Entities written so far; the slot's entities and change ticks past it are its old
+    /// snapshot's (or none), overwritten as the new one fills and cut off by `finish`.
+    len: usize,
+    /// The tick of the slot's old snapshot, when it holds the newest snapshot's ids entity for
+    /// entity: then an entity that has not changed since that tick is in place already.
+    stale: Option<u32>,
+}
+
+/// The tick of `slot`'s snapshot if it holds `previous`'s ids, entity for entity, with their
+/// change ticks: the ids have not changed since, and it is older (a ring slot coming round).
+fn reusable(previous: &Slot, slot: &Slot) -> Option<u32> {
+    let (old, tick) = (&slot.snapshot, slot.snapshot.tick);
+    let same_ids = old.len() == previous.snapshot.len() && slot.changed.len() == old.len();
+    let older = seq32_newer(previous.snapshot.tick, tick);
+    (same_ids && older && !seq32_newer(previous.ids_changed, tick)).then_some(tick)
 }
 
 impl NextSnapshot<'_> {
@@ -221,15 +243,22 @@ impl NextSnapshot<'_> {
 
     /// Appends a freshly quantized entity; ids must be strictly ascending.
     pub fn push(&mut self, entity: QuantizedEntity) -> Result<(), SnapshotError> {
-        let k = self.slot.snapshot.len();
-        self.slot.snapshot.push(entity)?;
+        let k = self.len;
+        self.check_ascending(entity.id)?;
         let old = self.previous.and_then(|p| Some((p.snapshot.entities().get(k)?, p.changed[k])));
         self.aligned &= old.is_some_and(|(o, _)| o.id == entity.id);
-        if self.aligned {
-            let kept = old.filter(|(o, _)| **o == entity).map(|(_, changed)| changed);
-            self.record(k, kept);
-        }
+        // Once not aligned, `finish` builds the change set again by id.
+        let kept = old.filter(|(o, _)| **o == entity).map(|(_, changed)| changed);
+        self.put(entity, kept);
         Ok(())
+    }
+
+    /// `id` ascends past the last entity written.
+    fn check_ascending(&self, id: u32) -> Result<(), SnapshotError> {
+        match self.len.checked_sub(1).map(|last| self.slot.snapshot.entities[last].id) {
+            Some(last) if id <= last => Err(SnapshotError::IdNotAscending { id, last }),
+            _ => Ok(()),
+        }
     }
 
     /// Appends entity `index` of the newest snapshot as it is (its state did not move): its
@@ -243,35 +272,78 @@ impl NextSnapshot<'_> {
             .entities()
             .get(index)
             .ok_or(SnapshotError::NoSuchEntity { index })?;
-        let k = self.slot.snapshot.len();
-        if self.aligned && index == k {
+        if self.aligned && index == self.len {
             // Entities 0..k hold the previous snapshot's ids, entity for entity, so entity k
             // (the previous one's k) ascends past them: the check `push` makes holds already.
-            self.slot.snapshot.entities.push(entity);
-            self.record(k, Some(previous.changed[k]));
+            self.put(entity, Some(previous.changed[index]));
             return Ok(());
         }
-        self.slot.snapshot.push(entity)?;
+        self.check_ascending(entity.id)?;
         self.aligned = false;
+        self.put(entity, None);
         Ok(())
     }
 
-    /// Records entity `k`'s change tick: `kept` (unchanged since then) or this tick.
+    /// Appends entities `range` of the newest snapshot as they are, as [`NextSnapshot::keep`]
+    /// does for each of them. While the ids line up and the run starts at the next index (a
+    /// room whose bodies mostly rest: long runs between the few that moved), an entity that
+    /// has not changed since the slot's old snapshot is left where it is, and the others are
+    /// written without a call each.
+    pub fn keep_run(&mut self, range: std::ops::Range<usize>) -> Result<(), SnapshotError> {
+        if range.is_empty() {
+            return Ok(());
+        }
+        let previous = self.previous.ok_or(SnapshotError::NoSuchEntity { index: range.start })?;
+        let aligned = self.aligned && range.start == self.len;
+        if !aligned || range.end > previous.snapshot.len() {
+            return range.into_iter().try_for_each(|index| self.keep(index));
+        }
+        let (entities, changed) = (previous.snapshot.entities(), &previous.changed);
+        for k in range {
+            let in_place = self.stale.is_some_and(|tick| !seq32_newer(changed[k], tick));
+            if in_place {
+                self.advance(false);
+            } else {
+                self.put(entities[k], Some(changed[k]));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes entity `len` and its change tick: `kept` (unchanged since then) or this tick.
     #[inline(always)]
-    fn record(&mut self, k: usize, kept: Option<u32>) {
-        self.slot.changed.push(kept.unwrap_or(self.slot.snapshot.tick));
-        self.word |= u64::from(kept.is_none()) << (k % 64);
+    fn put(&mut self, entity: QuantizedEntity, kept: Option<u32>) {
+        let changed = kept.unwrap_or(self.slot.snapshot.tick);
+        let (k, slot) = (self.len, &mut *self.slot);
+        if k < slot.snapshot.entities.len() {
+            // Overwrites the old snapshot's entity (the change ticks are as long).
+            slot.snapshot.entities[k] = entity;
+            slot.changed[k] = changed;
+        } else {
+            slot.snapshot.entities.push(entity);
+            slot.changed.push(changed);
+        }
+        self.advance(kept.is_none());
+    }
+
+    /// Counts entity `len` written, with its change bit.
+    #[inline(always)]
+    fn advance(&mut self, changed: bool) {
+        let k = self.len;
+        self.word |= u64::from(changed) << (k % 64);
         if k % 64 == 63 {
             self.slot.moved.push(std::mem::take(&mut self.word));
         }
+        self.len += 1;
     }
 
     /// Completes the change set; after a spawn or despawn, builds it by id as `push` does.
     fn finish(self) {
-        let slot = self.slot;
-        let len = slot.snapshot.len();
+        let (slot, len) = (self.slot, self.len);
+        slot.snapshot.entities.truncate(len);
+        slot.changed.truncate(len);
         let Some(previous) = self.previous else {
-            slot.changed.resize(len, slot.snapshot.tick);
+            // Every entity is new: `put` recorded each with this tick and its bit already.
             slot.moved.resize(len.div_ceil(64), u64::MAX);
             slot.ids_changed = slot.snapshot.tick;
             return;
