@@ -130,18 +130,15 @@ impl Schedule {
             return;
         }
         if deadline.is_some_and(|at| at <= now) {
-            // Its entry in the heap, if any, is stale from here on.
-            state.deadline = None;
-            state.due = true;
-            self.due.push_back(slot);
-            self.drop_stale();
+            self.make_due(slot);
             return;
         }
         self.set(slot, deadline);
     }
 
-    /// `slot` joins the due queue now, whatever its deadline (its entry in the heap, if any,
-    /// is stale from here on); a slot already due keeps its place.
+    /// `slot` joins the due queue now, whatever its deadline; a slot already due keeps its
+    /// place. Its armed entry, if any, stays armed: when it surfaces it finds the slot due and
+    /// is dropped (at most an early wake-up meanwhile).
     pub(crate) fn make_due(&mut self, slot: usize) {
         let state = self.state(slot);
         if state.due {
