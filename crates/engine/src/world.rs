@@ -80,6 +80,8 @@ pub enum WorldError {
 /// The entities of one room and the grab graph between them.
 pub struct World {
     entities: Entities,
+    /// Tells this world apart from every other one made in the process ([`World::serial`]).
+    serial: u64,
     next_id: EntityId,
     entities_max: usize,
     grabs: GrabGraph,
@@ -97,8 +99,10 @@ impl std::fmt::Debug for World {
 impl World {
     /// An empty world holding at most `entities_max` entities.
     pub fn new(entities_max: usize) -> Self {
+        static SERIALS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Self {
             entities: Entities::default(),
+            serial: SERIALS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             next_id: 1,
             entities_max,
             grabs: GrabGraph::default(),
@@ -131,6 +135,7 @@ impl World {
 
     /// The entity with `id`, to change. A grabbed entity's pose is overwritten by its grabber's
     /// at the next interact phase.
+    #[inline]
     pub fn get_mut(&mut self, id: EntityId) -> Option<&mut Entity> {
         self.entities.get_mut(&id)
     }
@@ -144,11 +149,15 @@ impl World {
         // The common case first: the ids are a run of consecutive rows, found by one look-up
         // and one compare each (the general walk below cost a player's input 90 instructions).
         if let Some(at) = self.entities.run(ids) {
+            (at..at + N).for_each(|row| self.entities.touched.mark(row));
             let mut run = self.entities.rows[at..at + N].iter_mut();
             return std::array::from_fn(|_| run.next().map(|(_, entity)| entity));
         }
         let mut found = [const { None }; N];
+        let touched = &mut self.entities.touched;
         let mut rest = self.entities.rows.as_mut_slice();
+        // The row in the whole world where `rest` starts.
+        let mut base = 0;
         let mut last = None;
         for (slot, id) in found.iter_mut().zip(ids) {
             if last.is_some_and(|last| id <= last) {
@@ -161,13 +170,16 @@ impl World {
             };
             // The rows from `id` on: the next id is above it.
             let tail = std::mem::take(&mut rest).split_at_mut(at).1;
+            base += at;
             if !hit {
                 rest = tail;
                 continue;
             }
             let Some(((_, entity), after)) = tail.split_first_mut() else { break };
+            touched.mark(base);
             *slot = Some(entity);
             rest = after;
+            base += 1;
         }
         found
     }
@@ -179,7 +191,37 @@ impl World {
 
     /// Every entity, ascending by id, to change.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (EntityId, &mut Entity)> {
-        self.entities.rows.iter_mut().map(|(id, e)| (*id, e))
+        let Entities { rows, touched } = &mut self.entities;
+        rows.iter_mut().enumerate().map(move |(row, (id, e))| {
+            touched.mark(row);
+            (*id, e)
+        })
+    }
+
+    /// The rows lent to change ([`World::get_mut`], [`World::get_many_mut`],
+    /// [`World::iter_mut`], a grab's propagation) since [`World::untouch`], ascending;
+    /// `None` if an entity was spawned or despawned since (rows moved). A row lent is not
+    /// necessarily changed: a reader compares what it kept. Replicate walks these rows
+    /// instead of the whole world.
+    pub(crate) fn touched_rows(&self) -> Option<impl Iterator<Item = usize> + '_> {
+        let touched = &self.entities.touched;
+        (!touched.reshaped).then(|| touched.rows())
+    }
+
+    /// Tells this world apart from any other made in the process: a reader that kept a view
+    /// of a world's rows knows by it whether [`World::touched_rows`] speaks of that world.
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// The entity in `row` (rows ascend by id), as [`World::touched_rows`] names it.
+    pub(crate) fn row(&self, row: usize) -> Option<(EntityId, &Entity)> {
+        self.entities.rows.get(row).map(|(id, e)| (*id, e))
+    }
+
+    /// Forgets the rows lent so far: [`World::touched_rows`] starts again from here.
+    pub(crate) fn untouch(&mut self) {
+        self.entities.touched.clear();
     }
 
     /// Number of entities.
@@ -270,6 +312,59 @@ impl World {
 #[derive(Debug, Default)]
 struct Entities {
     rows: Vec<(EntityId, Entity)>,
+    /// The rows lent to change since the reader last looked.
+    touched: Touched,
+}
+
+/// Which rows were lent mutably, a bit a row: setting one costs an `or` on a look-up that
+/// found the row already, and reading them skips 64 untouched rows a word.
+#[derive(Debug)]
+struct Touched {
+    words: Vec<u64>,
+    /// Rows were added or removed since the last clear: row numbers no longer name the rows
+    /// they named then.
+    reshaped: bool,
+}
+
+impl Default for Touched {
+    fn default() -> Self {
+        // A new world has no reader's view to compare with.
+        Self { words: Vec::new(), reshaped: true }
+    }
+}
+
+impl Touched {
+    /// Marks `row`, one the world holds ([`Touched::fit`] made room for it).
+    #[inline(always)]
+    fn mark(&mut self, row: usize) {
+        if let Some(word) = self.words.get_mut(row / 64) {
+            *word |= 1 << (row % 64);
+        }
+    }
+
+    /// Rows were added or removed: `rows` of them now, each with its bit.
+    fn fit(&mut self, rows: usize) {
+        self.words.resize(rows.div_ceil(64), 0);
+        self.reshaped = true;
+    }
+
+    fn rows(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(k, &word)| {
+            let mut word = word;
+            std::iter::from_fn(move || {
+                let bit = word.trailing_zeros() as usize;
+                (word != 0).then(|| {
+                    word &= word - 1;
+                    k * 64 + bit
+                })
+            })
+        })
+    }
+
+    fn clear(&mut self) {
+        self.words.fill(0);
+        self.reshaped = false;
+    }
 }
 
 impl Entities {
@@ -307,19 +402,25 @@ impl Entities {
     fn push(&mut self, id: EntityId, entity: Entity) {
         debug_assert!(self.rows.last().is_none_or(|(last, _)| *last < id));
         self.rows.push((id, entity));
+        self.touched.fit(self.rows.len());
     }
 
     fn remove(&mut self, id: &EntityId) -> Option<Entity> {
         let at = self.position(id).ok()?;
-        Some(self.rows.remove(at).1)
+        let entity = self.rows.remove(at).1;
+        self.touched.fit(self.rows.len());
+        Some(entity)
     }
 
     fn get(&self, id: &EntityId) -> Option<&Entity> {
         self.position(id).ok().map(|at| &self.rows[at].1)
     }
 
+    #[inline]
     fn get_mut(&mut self, id: &EntityId) -> Option<&mut Entity> {
-        self.position(id).ok().map(|at| &mut self.rows[at].1)
+        let at = self.position(id).ok()?;
+        self.touched.mark(at);
+        Some(&mut self.rows[at].1)
     }
 
     fn contains_key(&self, id: &EntityId) -> bool {
