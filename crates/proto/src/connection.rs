@@ -695,9 +695,14 @@ impl Connection {
         if let Some(at) = self.repair_timeout() {
             next = next.min(at);
         }
-        let all = self.gate();
+        // The gates weigh the window and the RTT: worked out only once a channel holds units
+        // (most calls find every channel empty: unreliable units go when sent).
+        let mut all = None;
         for (c, channel) in self.send.iter().enumerate() {
-            let gate = self.channel_gate(c, all);
+            if channel.units.is_empty() {
+                continue;
+            }
+            let gate = self.channel_gate(c, *all.get_or_insert_with(|| self.gate()));
             for unit in channel.units.iter().filter(|u| !u.acked) {
                 let due = match unit.last_sent {
                     None if gate.open => return Some(self.last_sent.min(next)),

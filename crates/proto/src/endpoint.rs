@@ -255,7 +255,7 @@ pub struct Endpoint {
     key: [u8; 16],
     nonces: u64,
     slots: Vec<Slot>,
-    by_peer: HashMap<SocketAddr, usize>,
+    by_peer: HashMap<PeerAddr, usize>,
     replies: VecDeque<(SocketAddr, Packet<'static>)>,
     events: VecDeque<(ConnectionHandle, Event)>,
     /// Which slots need a look, and when.
@@ -307,6 +307,28 @@ impl std::fmt::Debug for EndpointRandomness {
     }
 }
 
+/// A peer's address as the key of the endpoint's peer table, looked up for every datagram.
+/// Hashed (SipHash, randomly keyed, as `SocketAddr`) from one word for IPv4, where the
+/// derived hash feeds the variant, the address's bytes and the port as three writes, each
+/// paying SipHash's buffering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PeerAddr(SocketAddr);
+
+impl std::hash::Hash for PeerAddr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // Every field that `SocketAddr`'s equality compares, so equal addresses hash equal.
+        match self.0 {
+            SocketAddr::V4(a) => {
+                state.write_u64(u64::from(a.ip().to_bits()) << 16 | u64::from(a.port()))
+            }
+            SocketAddr::V6(a) => {
+                state.write_u128(a.ip().to_bits());
+                state.write_u64(u64::from(a.flowinfo()) << 16 | u64::from(a.port()));
+                state.write_u32(a.scope_id());
+            }
+        }
+    }
+}
 impl Endpoint {
     /// An endpoint with `config`, its secrets from `randomness`.
     ///
@@ -431,7 +453,7 @@ impl Endpoint {
         let nonce = self.next_nonce();
         let attempt = Attempt { server, nonce, cookie: None, started: now, last_sent: None, token };
         let index = self.allocate(Slot::Connecting(attempt));
-        self.by_peer.insert(server, index);
+        self.by_peer.insert(PeerAddr(server), index);
         self.touch(index);
         ConnectionHandle(index)
     }
@@ -559,7 +581,7 @@ impl Endpoint {
     /// none if it closed it).
     fn receive(&mut self, now: Instant, from: SocketAddr, bytes: &[u8]) -> Option<usize> {
         self.datagram_len = bytes.len();
-        let slot = self.by_peer.get(&from).copied();
+        let slot = self.by_peer.get(&PeerAddr(from)).copied();
         // Strangers are rate limited before anything else; a peer's packets are not, since a
         // spoofer could then starve it: they must authenticate instead (sealed connections).
         if slot.is_none() {
@@ -627,7 +649,7 @@ impl Endpoint {
             }
         }
         // A handshake packet may have opened or closed the peer's slot.
-        self.by_peer.get(&from).copied()
+        self.by_peer.get(&PeerAddr(from)).copied()
     }
 
     /// A data packet from the peer of slot `index`: opened if the connection is sealed; on a
@@ -765,7 +787,7 @@ impl Endpoint {
         }
         let Ok(sealed) = self.check_token(now, from, token, true) else { return };
         let index = self.allocate(Slot::Free);
-        self.by_peer.insert(from, index);
+        self.by_peer.insert(PeerAddr(from), index);
         let (keys, grant) = sealed.unzip();
         self.open(index, from, now, keys);
         self.stats.handshakes_completed += 1;
@@ -888,7 +910,7 @@ impl Endpoint {
     fn close_attempt(&mut self, index: usize, reason: DisconnectReason) {
         if let Slot::Connecting(attempt) = std::mem::replace(&mut self.slots[index], Slot::Free) {
             self.schedule.forget(index);
-            self.by_peer.remove(&attempt.server);
+            self.by_peer.remove(&PeerAddr(attempt.server));
             self.events.push_back((ConnectionHandle(index), Event::Disconnected { reason }));
         }
     }
@@ -954,7 +976,7 @@ impl Endpoint {
         for index in std::mem::take(&mut self.drain_check) {
             if let Slot::Open { peer, connection, .. } = &self.slots[index] {
                 if connection.is_drained() {
-                    self.by_peer.remove(peer);
+                    self.by_peer.remove(&PeerAddr(*peer));
                     self.slots[index] = Slot::Free;
                     self.schedule.forget(index);
                 }
