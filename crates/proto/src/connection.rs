@@ -945,9 +945,17 @@ impl Connection {
     fn fill(&mut self, now: Instant, w: &mut Writer<'_>, redundant: bool) -> Filled {
         let mut filled = Filled::default();
         let all = self.gate();
+        if redundant && all.copies <= 1 {
+            // A copy goes only below `copies` sends a round, and no channel's gate has more
+            // copies than `all`: without redundancy this pass has nothing to write.
+            return filled;
+        }
         let plan = self.repair_plan();
         for k in 0..self.channel_order.len() {
             let c = self.channel_order[k];
+            if self.send[c].units.is_empty() {
+                continue;
+            }
             let gate = self.channel_gate(c, all);
             let coded = self.is_coded(c);
             let copies = gate.copies;
@@ -1086,6 +1094,40 @@ mod tests {
         let reason = DisconnectReason::Closed;
         let events: Vec<Event> = std::iter::from_fn(|| connection.poll_event()).collect();
         assert!(events.contains(&Event::Disconnected { reason }), "{events:?}");
+    }
+
+    /// Goal: with redundancy on, a packet going out anyway carries a copy of a reliable
+    /// message sent before it (before `repeat_interval`, and before an ack could come);
+    /// without it, the packet carries only its own. Method: a reliable message, then an
+    /// unreliable one 1 ms later; the frames of the second packet, with and without copies.
+    #[test]
+    fn a_later_packet_carries_a_copy_of_a_reliable_message_only_with_redundancy() {
+        for (redundancy, expected) in [
+            (Redundancy::Always(2), vec![(1, &b"later"[..]), (0, b"first")]),
+            (Redundancy::Off, vec![(1, b"later")]),
+        ] {
+            let config = ConnectionConfig { redundancy, ..config() };
+            let mut connection = Connection::new(config, Instant::ZERO);
+            let mut buf = [0u8; 1500];
+            let mut observer = Observer::default();
+            connection.send(0, b"first").unwrap();
+            assert!(connection.poll_transmit(Instant::ZERO, &mut buf, &mut observer).is_some());
+            let later = Instant::ZERO + Duration::from_millis(1);
+            connection.send(1, b"later").unwrap();
+            let len = connection.poll_transmit(later, &mut buf, &mut observer).unwrap();
+            let Ok(crate::packet::Packet::Data { frames, .. }) =
+                crate::packet::Packet::decode(&buf[..len])
+            else {
+                panic!("a data packet");
+            };
+            let mut carried: Vec<(u8, &[u8])> = Vec::new();
+            for frame in Frames::new(frames) {
+                if let Ok(Frame::Message { channel, payload, .. }) = frame {
+                    carried.push((channel, payload));
+                }
+            }
+            assert_eq!(carried, expected, "{redundancy:?}");
+        }
     }
 
     /// Goal: a fragment announcing more than `message_bytes_max`, or pieces adding up to more
