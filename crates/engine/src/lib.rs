@@ -26,6 +26,12 @@
 //! client misses fits, it is sent the room's own snapshot, encoded once per baseline tick for
 //! every client on that baseline. See [`replication`].
 //!
+//! The world keeps track of the entities it lent to change ([`World::get_mut`],
+//! [`World::get_many_mut`], [`World::iter_mut`], grabs following their grabbers): between
+//! spawns and despawns, replicate compares only those with last tick's states, so bodies at
+//! rest cost nothing a tick. Change entities through these calls (every `&mut Entity` comes
+//! from one of them); one lent and left unchanged is simply found unmoved.
+//!
 //! ## Sessions
 //!
 //! A client joins with a hello on its connection and gets a [`SessionTicket`]. If its
