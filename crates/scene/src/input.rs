@@ -165,7 +165,10 @@ impl XrInput {
         Some((Self { head: pose_at(head), hands: [hand_at(left), hand_at(right)], game }, rest))
     }
 
-    /// [`XrInput::decode`] through serde.
+    /// [`XrInput::decode`] through serde. Out of line and cold: a forgery's path, kept from
+    /// growing the fixed-offset path's stack frame and saved registers.
+    #[cold]
+    #[inline(never)]
     fn decode_serde(bytes: &[u8]) -> Option<(Self, &[u8])> {
         postcard::take_from_bytes(bytes).ok()
     }

@@ -397,6 +397,7 @@ impl Players {
     }
 
     /// Moves `client`'s avatar to `input`'s poses and acts on its grips.
+    #[inline(always)]
     pub(crate) fn input(
         &mut self,
         world: &mut World,
