@@ -396,7 +396,9 @@ impl Players {
         Some(player.avatar)
     }
 
-    /// Moves `client`'s avatar to `input`'s poses and acts on its grips.
+    /// Moves `client`'s avatar to `input`'s poses and acts on its grips. Inlined into the
+    /// room's two callers: the call's arguments on the stack and its saved registers were 12
+    /// instructions an input (callgrind).
     #[inline(always)]
     pub(crate) fn input(
         &mut self,
@@ -722,7 +724,6 @@ mod tests {
         // the tiny turns of a still hand: within 4e-6 rad of the exact form, so within 0.002
         // rad/s (under half the snapshot's 0.01 rad/s step) over any span of 2 ms or more.
         let axes = [Vec3::X, Vec3::Y, Vec3::Z, Vec3::new(1.0, -2.0, 0.5).normalize()];
-        let mut worst = 0.0f64;
         for axis in axes {
             for k in 0..=7200 {
                 let angle = k as f32 * std::f32::consts::TAU / 7200.0;
@@ -730,12 +731,10 @@ mod tests {
                     let q = Quat::from_axis_angle(axis, turn);
                     let (got, exact) = (rotation_vector(q), exact_rotation_vector(q));
                     let error = (0..3).map(|i| (got[i] as f64 - exact[i]).powi(2)).sum::<f64>();
-                    worst = worst.max(error.sqrt());
                     assert!(error.sqrt() < 4e-6, "{axis} by {turn}: {}", error.sqrt());
                 }
             }
         }
-        assert!(worst > 0.0, "compared");
         assert_eq!(rotation_vector(Quat::IDENTITY), Vec3::ZERO);
         // A half turn either way is half a turn about the axis, one way or the other.
         let half = rotation_vector(Quat::from_axis_angle(Vec3::Y, std::f32::consts::PI));
