@@ -2,8 +2,9 @@
 # Instructions per room-tick of `rally-bench room`'s cases, counted by callgrind: repeatable
 # where wall time is not (a shared machine's other work moves every microsecond figure).
 #
-# Usage: scripts/room-instructions.sh [CASE...]   (default: reference sandbox-greedy)
-#        CASE is one of rally-bench room's --case values.
+# Usage: scripts/room-instructions.sh [--steady] [CASE...]   (default: reference sandbox-greedy)
+#        CASE is one of rally-bench room's --case values. RALLY_BENCH=PATH counts that
+#        rally-bench binary instead of building this tree's (to compare two builds).
 # Needs: valgrind (Debian: apt-get install valgrind).
 #
 # Each case runs alone (`rally-bench room --quick --case CASE`) under callgrind. The engine's
@@ -12,27 +13,35 @@
 # interact, replicate and transmit phases, all read inclusive; simulate (the game's physics) is
 # left out. Divided by the ticks run, warm-up included. The first ticks are not like the rest
 # (until a client acknowledges a snapshot it gets one of its own, encoded for it alone), and
-# the cases run different lengths, so for steady state count a case both with and without
-# --quick and divide the difference by the ticks between (docs/benchmarks.md). The clients'
-# and the network's instructions are in the process but not in these functions.
+# the cases run different lengths. --steady takes that out: it counts each case twice, with
+# and without --quick, and divides the difference by the ticks between (about 4 times as long).
+# The clients' and the network's instructions are in the process but not in these functions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=${CARGO_TARGET_DIR:-target}
-cargo build --release -q -p rally-bench
+steady=0
+if [ "${1:-}" = --steady ]; then
+    steady=1
+    shift
+fi
+bench=${RALLY_BENCH:-}
+if [ -z "$bench" ]; then
+    cargo build --release -q -p rally-bench
+    bench=${CARGO_TARGET_DIR:-target}/release/rally-bench
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-cases=("$@")
-[ ${#cases[@]} -gt 0 ] || cases=(reference sandbox-greedy)
-printf '%-16s %6s %10s %9s %9s %10s %9s %13s\n' case ticks receive ingest interact replicate \
-    transmit 'engine total'
-for c in "${cases[@]}"; do
-    valgrind --tool=callgrind --callgrind-out-file="$out/$c.cg" \
-        "$target/release/rally-bench" room --quick --case "$c" >/dev/null 2>"$out/$c.log"
+# Prints a run's ticks and its phases' instructions in all: `count NAME ARGS...` runs
+# `rally-bench room ARGS...` under callgrind.
+count() {
+    local name=$1
+    shift
+    valgrind --tool=callgrind --callgrind-out-file="$out/$name.cg" "$bench" room "$@" \
+        >/dev/null 2>"$out/$name.log"
     # Through a file: mawk has been seen to miscount a line of this output read from a pipe.
-    callgrind_annotate --inclusive=yes --tree=calling --threshold=100 "$out/$c.cg" \
-        >"$out/$c.txt" 2>/dev/null
-    awk -v name="$c" '
+    callgrind_annotate --inclusive=yes --tree=calling --threshold=100 "$out/$name.cg" \
+        >"$out/$name.txt" 2>/dev/null
+    awk -v name="$name" '
         # Under each caller ("*"), a callee line is "1,234 (0.1%)  >   file:function (Nx)
         # [binary]": the inclusive cost of its N calls from there. A function'"'"'s cost is the
         # sum over its callers: its own lines are split by the source file of the code the
@@ -49,11 +58,35 @@ for c in "${cases[@]}"; do
         }
         END {
             if (ticks == 0) { print name ": no ticks found" > "/dev/stderr"; exit 1 }
-            for (k in phases) total += cost[phases[k]]
-            printf "%-16s %6d %10.0f %9.0f %9.0f %10.0f %9.0f %13.0f\n", name, ticks,
-                cost["receive"] / ticks, cost["ingest"] / ticks, cost["interact"] / ticks,
-                cost["replicate"] / ticks, cost["transmit"] / ticks, total / ticks
-        }' "$out/$c.txt"
+            printf "%d %.0f %.0f %.0f %.0f %.0f\n", ticks, cost["receive"], cost["ingest"],
+                cost["interact"], cost["replicate"], cost["transmit"]
+        }' "$out/$name.txt"
+}
+
+cases=("$@")
+[ ${#cases[@]} -gt 0 ] || cases=(reference sandbox-greedy)
+printf '%-16s %6s %10s %9s %9s %10s %9s %13s\n' case ticks receive ingest interact replicate \
+    transmit 'engine total'
+for c in "${cases[@]}"; do
+    read -r -a quick <<<"$(count "$c-quick" --quick --case "$c")"
+    totals=("${quick[@]}")
+    if [ $steady = 1 ]; then
+        read -r -a full <<<"$(count "$c-full" --case "$c")"
+        for k in "${!full[@]}"; do totals[k]=$((full[k] - quick[k])); done
+    fi
+    ticks=${totals[0]}
+    awk -v name="$c" -v ticks="$ticks" -v phases="${totals[*]:1}" 'BEGIN {
+        n = split(phases, cost, " ")
+        for (k = 1; k <= n; k++) total += cost[k]
+        printf "%-16s %6d %10.0f %9.0f %9.0f %10.0f %9.0f %13.0f\n", name, ticks,
+            cost[1] / ticks, cost[2] / ticks, cost[3] / ticks, cost[4] / ticks,
+            cost[5] / ticks, total / ticks
+    }'
 done
-echo "(instructions per room-tick, warm-up included; simulate, the game's physics, is not in" \
-    "the total)"
+if [ $steady = 1 ]; then
+    echo "(instructions per room-tick past --quick's ticks: warm-up and start-up left out;" \
+        "simulate, the game's physics, is not in the total)"
+else
+    echo "(instructions per room-tick, warm-up included; simulate, the game's physics, is not" \
+        "in the total)"
+fi
