@@ -345,10 +345,12 @@ static class ConsoleTest
             "{0:F1} us; {1} calls waited for the I/O thread ({2} us in all)", process / frames,
             waits, after.IoLockWaitUs - statsBefore.IoLockWaitUs);
         double[] phases = split.Phases(frames);
-        if (!FrameCall) Console.WriteLine("bench: mean CPU per phase (a second pass of {0} frames, the clock " +
-            "read around each call): clock and input {1:F1} us, update and events {2:F1} us, " +
-            "entities {3:F1} us, present {4:F1} us; sum {5:F1} us", frames, phases[0],
-            phases[1], phases[2], phases[3], phases[0] + phases[1] + phases[2] + phases[3]);
+        if (!FrameCall)
+            Console.WriteLine("bench: mean CPU per phase (a second pass of {0} frames, the " +
+                "clock read around each call): clock and input {1:F1} us, update and events " +
+                "{2:F1} us, entities {3:F1} us, present {4:F1} us; sum {5:F1} us", frames,
+                phases[0], phases[1], phases[2], phases[3],
+                phases[0] + phases[1] + phases[2] + phases[3]);
         Console.WriteLine("bench: mean CPU per call: {0}; {1:F2} polls a frame",
             split.Calls(frames), (double)split.Polls / frames);
         double[] floor = Floor(client, Math.Max(1, frames / 3), clock);
