@@ -492,7 +492,7 @@ pub unsafe extern "C" fn rally_client_poll_event(
         }
         // SAFETY: the caller's contract on `client`.
         unsafe { live_client(client) }?.poll_event(|next| {
-            let (head, parts) = next.map_or((none(), [&[][..], &[]]), encode);
+            let (head, parts) = next.map_or((RallyEvent::default(), [&[][..], &[]]), encode);
             // SAFETY: the caller's contract on `data`, `capacity`, `data_len` and `event`.
             unsafe {
                 put(data_len, parts[0].len() + parts[1].len(), "data_len")?;
@@ -768,23 +768,10 @@ fn xr_input(input: &RallyXrInput) -> Result<XrInput, FfiError> {
     })
 }
 
-fn none() -> RallyEvent {
-    RallyEvent {
-        kind: RallyEventKind::None,
-        client: RALLY_ROOM,
-        resumed: false,
-        room_scope: false,
-        has_value: false,
-        key_len: 0,
-        data_len: 0,
-        reason: RallyDisconnectReason::NotDisconnected,
-    }
-}
-
 /// An event as C sees it, and its bytes in two parts (a key and its value; or the bytes and
 /// nothing): no copy, no allocation.
 fn encode(happening: &Happening) -> (RallyEvent, [&[u8]; 2]) {
-    let mut event = none();
+    let mut event = RallyEvent::default();
     let mut data: [&[u8]; 2] = [&[], &[]];
     match happening {
         Happening::Joined { client, resumed } => {

@@ -218,6 +218,22 @@ pub struct RallyEvent {
     pub reason: RallyDisconnectReason,
 }
 
+impl Default for RallyEvent {
+    /// No event: what `rally_client_poll_event` gives when none waits.
+    fn default() -> Self {
+        Self {
+            kind: RallyEventKind::None,
+            client: RALLY_ROOM,
+            resumed: false,
+            room_scope: false,
+            has_value: false,
+            key_len: 0,
+            data_len: 0,
+            reason: RallyDisconnectReason::NotDisconnected,
+        }
+    }
+}
+
 /// Who a relayed message goes to.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -531,17 +531,8 @@ struct Frames {
 
 impl Frames {
     fn new(io_thread: RallyIoThread) -> Self {
-        let none = RallyEvent {
-            kind: RallyEventKind::None,
-            client: 0,
-            resumed: false,
-            room_scope: false,
-            has_value: false,
-            key_len: 0,
-            data_len: 0,
-            reason: RallyDisconnectReason::NotDisconnected,
-        };
-        Self { io_thread, events: [none; 2], data: [0; 256], capacity: 4, needed: 0, more: false }
+        let events = [RallyEvent::default(); 2];
+        Self { io_thread, events, data: [0; 256], capacity: 4, needed: 0, more: false }
     }
 }
 
