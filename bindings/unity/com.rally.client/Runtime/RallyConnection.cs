@@ -26,7 +26,7 @@ namespace Rally
     /// One client of a Rally room. A frame, in the order that keeps latency at the model's
     /// floor: <c>NowUs</c>, sample the input and <c>SendXrInput</c> at once, <c>Update</c>,
     /// drain <c>PollEvent</c>, <c>TryReadEntitiesAt</c>, draw, <c>Present</c>; or all of it
-    /// in one call, <c>PlayFrame</c> (cheaper: one crossing into the library, not six).
+    /// in one call, <c>PlayFrame</c> (one crossing into the library, not six).
     /// One thread at a time; <c>Dispose</c> frees the native client.
     /// </summary>
     public sealed class RallyConnection : IDisposable
