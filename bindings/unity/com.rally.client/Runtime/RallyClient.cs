@@ -74,6 +74,9 @@ namespace Rally
         {
             if (Connection != null) Connection.Dispose();
             Connection = new RallyConnection((uint)(1e6 / Math.Max(1f, DisplayHz)), true, IoThread);
+            // A new client's clock: no present of the old one's frames.
+            readUs = 0;
+            presentedUs = 0;
             Connection.Connect(token, address);
         }
 
