@@ -10,11 +10,61 @@ use rally::*;
 use rally_driver::{backend, Host, HostConfig};
 use rally_proto::token::{self, Grant, TokenRandomness, USER_DATA_LEN};
 use rally_proto::TokenKey;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::net::{SocketAddr, UdpSocket};
 use std::ptr::{null, null_mut};
 use std::time::{Duration, Instant as WallInstant};
 
 const PROTOCOL: u64 = 7;
+
+/// The system's allocator, counting what the test thread that asks allocates.
+struct Counting;
+
+thread_local! {
+    /// Whether this thread counts its allocations, and how many it counted.
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: every call goes to the system's allocator as it is; counting touches only a
+// const-initialised thread-local, which allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_allocation();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_allocation();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn count_allocation() {
+    if COUNTING.with(Cell::get) {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+    }
+}
+
+/// The allocations `body` makes on this thread.
+fn allocations(body: impl FnOnce()) -> u64 {
+    ALLOCATIONS.with(|n| n.set(0));
+    COUNTING.with(|on| on.set(true));
+    body();
+    COUNTING.with(|on| on.set(false));
+    ALLOCATIONS.with(Cell::get)
+}
 
 fn last_error() -> String {
     let mut buffer = [0u8; 1024];
@@ -311,6 +361,49 @@ fn one_frame_call_gives_what_the_calls_one_by_one_give() {
     }
 }
 
+#[test]
+fn steady_frames_allocate_nothing_on_the_game_thread() {
+    // Goal: a game's frame through the library allocates nothing in steady play, with the I/O
+    // thread in `Wake` (the frame hands its input and present over, reads the published
+    // copy): in one call and one by one. Method: join a sandbox room, play until its every
+    // body is read, then count this thread's allocations over 100 frames of each way.
+    let (host, token, bodies) = sandbox();
+    let client = create_with(RallyIoThread::Wake);
+    let mut entities = vec![RallyEntity::default(); 256];
+    let mut frames = Frames::new(RallyIoThread::Wake);
+    frames.capacity = frames.data.len();
+    // SAFETY: a live client.
+    unsafe {
+        assert_eq!(
+            rally_client_connect(client, token.as_ptr(), token.len(), null()),
+            RallyStatus::Ok
+        );
+        let start = WallInstant::now();
+        let mut joined = false;
+        loop {
+            let seen = framed(client, &mut frames, joined, &mut entities);
+            joined |= seen.events.iter().any(|e| e.0 == RallyEventKind::Joined);
+            if joined && seen.count >= bodies + AVATAR {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "not joined in 20 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for calls in [Calls::Frame, Calls::OneByOne] {
+            let mut frame = |_| match calls {
+                Calls::Frame => drop(framed(client, &mut frames, true, &mut entities)),
+                Calls::OneByOne => drop(one_by_one(client, now_us(client), true, &mut entities)),
+            };
+            // The first frames of each way may still grow a buffer for good.
+            (0..10).for_each(&mut frame);
+            let made = allocations(|| (0..100).for_each(frame));
+            assert_eq!(made, 0, "{calls:?}: allocations in 100 steady frames");
+        }
+        assert_eq!(rally_client_destroy(client), RallyStatus::Ok);
+    }
+    host.shutdown(Duration::from_millis(100)).unwrap();
+}
+
 /// How a test client plays its frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Calls {
@@ -353,7 +446,9 @@ struct Seen {
     input_acked: bool,
 }
 
-fn join(io_thread: RallyIoThread, calls: Calls) -> Seen {
+/// An in-process host running scenes/sandbox.toml's room, a token for it, and the scene's
+/// bodies.
+fn sandbox() -> (Host, Vec<u8>, usize) {
     let text = include_str!("../../../scenes/sandbox.toml");
     let scene = rally_scene::Scene::parse("sandbox.toml", text).unwrap();
     let bodies = scene.bodies().len();
@@ -365,8 +460,12 @@ fn join(io_thread: RallyIoThread, calls: Calls) -> Seen {
         ..HostConfig::default()
     };
     let host = Host::start(config, SceneGame(scene)).unwrap();
-    let server = host.room_address(1);
-    let token = token_bytes(&key, server, 60, 5);
+    let token = token_bytes(&key, host.room_address(1), 60, 5);
+    (host, token, bodies)
+}
+
+fn join(io_thread: RallyIoThread, calls: Calls) -> Seen {
+    let (host, token, bodies) = sandbox();
     let client = create_with(io_thread);
     let mut frames = Frames::new(io_thread);
     let mut entities = vec![RallyEntity::default(); 256];
