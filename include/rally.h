@@ -37,6 +37,10 @@
 // The `client` of an event that comes from the room itself, not from a player.
 #define RALLY_ROOM UINT32_MAX
 
+// `RallyFrame::present_us`: the frame is presented when the call ends, on the library's
+// clock (read then).
+#define RALLY_PRESENT_NOW UINT64_MAX
+
 // What every call returns. `RALLY_STATUS_OK` is 0; on any other code,
 // `rally_last_error` gives the message.
 typedef enum RallyStatus {
@@ -230,6 +234,55 @@ typedef struct RallyEvent {
   // Disconnected: why.
   enum RallyDisconnectReason reason;
 } RallyEvent;
+
+// A whole frame for `rally_client_frame`, one call: what goes in (the time, the input, the
+// presents, the caller's arrays) and what comes out (the counts). Zero it, point the arrays
+// at the caller's own, and keep it from frame to frame; set the input and times each frame.
+typedef struct RallyFrame {
+  // In and out: the frame's time on the library's clock, the input's sampling time; 0 to
+  // have the call read the clock, which it writes back here.
+  uint64_t now_us;
+  // In: the time the read interpolates at; 0 for `now_us`.
+  uint64_t at_us;
+  // In: when the previous frame (the one the previous call read) was presented, told to
+  // the latency meter before anything else; 0 for none.
+  uint64_t presented_us;
+  // In: when this frame, showing what this call read, will be presented (XR's predicted
+  // display time, say), told at the call's end; `RALLY_PRESENT_NOW` for the call's end
+  // itself, 0 for none (the game tells it by `presented_us` or `rally_client_present`).
+  uint64_t present_us;
+  // In: the standard XR input to send, or null.
+  const struct RallyXrInput *xr_input;
+  // In: the room's own input bytes to send (as `rally_client_send_input_bytes`), or null;
+  // not with `xr_input`.
+  const uint8_t *input_bytes;
+  // In: the number of `input_bytes`.
+  size_t input_len;
+  // In: the caller's array for the events; null: none taken this frame.
+  struct RallyEvent *events;
+  // In: the events `events` has room for.
+  size_t events_capacity;
+  // Out: the events written, in the room's order.
+  size_t events_count;
+  // In: the caller's buffer for the events' bytes, one event's after another's (each
+  // event's `data_len` says its share); null with 0 takes only events without bytes.
+  uint8_t *event_data;
+  // In: the bytes `event_data` has room for.
+  size_t event_data_capacity;
+  // Out: the data bytes written; or, with `RALLY_STATUS_BUFFER_TOO_SMALL` and no event
+  // taken, the bytes the next event needs.
+  size_t event_data_len;
+  // In: the caller's array for the entities; null: no read this frame.
+  struct RallyEntity *entities;
+  // In: the entities `entities` has room for.
+  size_t entities_capacity;
+  // Out: the entities written, as `rally_client_entities_at` counts them (the number
+  // needed, with `RALLY_STATUS_BUFFER_TOO_SMALL`).
+  size_t entities_count;
+  // Out: whether events still wait (the arrays were full): the next frame takes them, or
+  // `rally_client_poll_event` now.
+  bool events_more;
+} RallyFrame;
 
 // The latency meter: input sampled to the frame presenting its effect, over the newest
 // samples kept (4096), against the W2 model for this link (docs/design.md).
@@ -441,6 +494,26 @@ enum RallyStatus rally_client_poll_event(struct RallyClient *client,
                                          uint8_t *data,
                                          size_t capacity,
                                          size_t *data_len);
+
+// A whole frame in one call, in the order that keeps latency lowest: tells the latency meter
+// the previous frame's present (`frame.presented_us`), reads the clock (`frame.now_us` 0),
+// sends the input (`frame.xr_input` or `frame.input_bytes`), runs `rally_client_update`,
+// takes the waiting events into `frame.events` and their bytes into `frame.event_data`,
+// reads the entities as a frame at `frame.at_us` shows them into `frame.entities`, and tells
+// this frame's present (`frame.present_us`). The same as those calls made one by one, for
+// one crossing into the library instead of six (docs/ffi.md has the cost of each).
+//
+// Every step runs even when one before it failed, so that a frame on a connection that just
+// ended still takes the `Disconnected` event; the call returns the first step's error. An
+// array too short is that step's `RALLY_STATUS_BUFFER_TOO_SMALL` with the size needed:
+// `entities_count` for the entities; for the events, an array that fills up leaves the rest
+// waiting (`events_more`), and only an event whose bytes do not fit an empty data buffer is an
+// error (`event_data_len` the bytes needed, the event left waiting).
+//
+// # Safety
+// `client` is a live client; `frame` points to a `RallyFrame` whose pointers are null or
+// point to what it says, of the capacities it gives.
+enum RallyStatus rally_client_frame(struct RallyClient *client, struct RallyFrame *frame);
 
 // Sets `key` (NUL-terminated UTF-8) to `len` bytes of `value` in the room's scope
 // (`room_scope` true) or this player's; a null `value` removes the key. The room checks the

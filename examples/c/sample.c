@@ -5,6 +5,7 @@
  *
  *   sample --rally PATH --key HEX --server IP:PORT [--input raw|xr] [--seconds S]
  *          [--grab X,Y,Z] [--class NAME] [--spin-us US] [--io-thread off|on|wake]
+ *          [--calls separate|frame] [--floor FRAMES]
  *
  * --input raw (the default) sends the hand as the built-in `reference` and `paddles` rooms
  * decode it: seven little-endian floats (position, then rotation x, y, z, w). --input xr sends
@@ -21,6 +22,11 @@
  * then do no socket work but an input's send (on) or a wake of that thread (wake). The sample
  * prints the CPU each frame's calls took on its own thread and the whole process's CPU per
  * frame (the I/O thread's included).
+ *
+ * --calls frame plays each frame in one rally_client_frame instead of the calls one by one
+ * (separate, the default). --floor FRAMES then times FRAMES frames of one call that does
+ * nothing (rally_version) and as many of no call, each after the same sleep: the floor of any
+ * frame's design on this machine.
  *
  * examples/c/run.sh builds the library and this file, starts a server and runs it. */
 #define _POSIX_C_SOURCE 200809L
@@ -182,67 +188,150 @@ static void put_f32(uint8_t *out, float value) {
     for (int i = 0; i < 4; i++) out[i] = (uint8_t)(bits >> (8 * i));
 }
 
-/* Sends the hand at `at` (and the grip) as the room expects it. */
-static void send_hand(RallyClient *client, uint64_t now, int xr, const float at[3],
-                      uint8_t grip) {
+/* The hand at `at` (and the grip) as the room expects it: the standard XR input (`xr`) or
+ * the built-in rooms' 28 bytes. */
+struct hand {
+    RallyXrInput xr;
+    uint8_t bytes[28];
+};
+
+static void make_hand(struct hand *hand, int xr, const float at[3], uint8_t grip) {
+    memset(hand, 0, sizeof *hand);
     if (xr) {
-        RallyXrInput input;
-        memset(&input, 0, sizeof input);
-        input.head.position[1] = 1.6f;
-        input.head.rotation[3] = 1.0f;
-        input.hands[0].pose.position[0] = -0.3f;
-        input.hands[0].pose.position[1] = 1.0f;
-        input.hands[0].pose.rotation[3] = 1.0f;
-        memcpy(input.hands[1].pose.position, at, sizeof(float) * 3);
-        input.hands[1].pose.rotation[3] = 1.0f;
-        input.hands[1].grip = grip;
-        CHECK(rally_client_send_xr_input(client, now, &input));
+        RallyXrInput *input = &hand->xr;
+        input->head.position[1] = 1.6f;
+        input->head.rotation[3] = 1.0f;
+        input->hands[0].pose.position[0] = -0.3f;
+        input->hands[0].pose.position[1] = 1.0f;
+        input->hands[0].pose.rotation[3] = 1.0f;
+        memcpy(input->hands[1].pose.position, at, sizeof(float) * 3);
+        input->hands[1].pose.rotation[3] = 1.0f;
+        input->hands[1].grip = grip;
     } else {
-        uint8_t bytes[28];
         const float pose[7] = {at[0], at[1], at[2], 0.0f, 0.0f, 0.0f, 1.0f};
-        for (int i = 0; i < 7; i++) put_f32(bytes + 4 * i, pose[i]);
-        CHECK(rally_client_send_input_bytes(client, now, bytes, sizeof bytes));
+        for (int i = 0; i < 7; i++) put_f32(hand->bytes + 4 * i, pose[i]);
     }
+}
+
+/* Sends the hand at once. */
+static void send_hand(RallyClient *client, uint64_t now, int xr, const struct hand *hand) {
+    if (xr) CHECK(rally_client_send_xr_input(client, now, &hand->xr));
+    else CHECK(rally_client_send_input_bytes(client, now, hand->bytes, sizeof hand->bytes));
+}
+
+/* An event's bytes at most: a key (256 bytes at most) and its value (16 KiB at most: the
+ * room's class table of a scene of many bodies is kilobytes). */
+#define EVENT_BYTES_MAX (256 + 16384)
+
+/* Prints an event whose bytes are at `data`; returns 1 if it was this client's join, whose id
+ * goes to *me. */
+static int print_event(const RallyEvent *event, const uint8_t *data, uint32_t *me) {
+    switch (event->kind) {
+    case RALLY_EVENT_KIND_NONE:
+        break;
+    case RALLY_EVENT_KIND_JOINED:
+        printf("joined as client %u\n", event->client);
+        *me = event->client;
+        return 1;
+    case RALLY_EVENT_KIND_PLAYER_JOINED:
+        printf("player %u is in the room\n", event->client);
+        break;
+    case RALLY_EVENT_KIND_PLAYER_LEFT:
+        printf("player %u left\n", event->client);
+        break;
+    case RALLY_EVENT_KIND_RELAYED:
+        printf("relay from %u: %u bytes\n", event->client, event->data_len);
+        break;
+    case RALLY_EVENT_KIND_CHANGED:
+        printf("value %.*s changed (%u bytes)\n", (int)event->key_len, (const char *)data,
+               event->data_len - event->key_len);
+        break;
+    case RALLY_EVENT_KIND_DISCONNECTED:
+        printf("disconnected, reason %d\n", (int)event->reason);
+        break;
+    }
+    return 0;
 }
 
 /* Prints the events waiting; returns 1 if one was this client's join, whose id goes to *me. */
 static int print_events(RallyClient *client, uint32_t *me) {
     int joined = 0;
     RallyEvent event;
-    /* A key (256 bytes at most) and its value (16 KiB at most: the room's class table of a
-     * scene of many bodies is kilobytes). */
-    static uint8_t data[256 + 16384];
+    static uint8_t data[EVENT_BYTES_MAX];
     size_t len;
-    for (;;) {
+    do {
         CHECK(rally_client_poll_event(client, &event, data, sizeof data, &len));
-        switch (event.kind) {
-        case RALLY_EVENT_KIND_NONE:
-            return joined;
-        case RALLY_EVENT_KIND_JOINED:
-            printf("joined as client %u\n", event.client);
-            *me = event.client;
-            joined = 1;
-            break;
-        case RALLY_EVENT_KIND_PLAYER_JOINED:
-            printf("player %u is in the room\n", event.client);
-            break;
-        case RALLY_EVENT_KIND_PLAYER_LEFT:
-            printf("player %u left\n", event.client);
-            break;
-        case RALLY_EVENT_KIND_RELAYED:
-            printf("relay from %u: %u bytes\n", event.client, event.data_len);
-            break;
-        case RALLY_EVENT_KIND_CHANGED:
-            printf("value %.*s changed (%u bytes)\n", (int)event.key_len, (const char *)data,
-                   event.data_len - event.key_len);
-            break;
-        case RALLY_EVENT_KIND_DISCONNECTED:
-            printf("disconnected, reason %d\n", (int)event.reason);
-            break;
-        }
-    }
+        joined |= print_event(&event, data, me);
+    } while (event.kind != RALLY_EVENT_KIND_NONE);
+    return joined;
 }
 
+/* One frame in one call: the hand sent at `now`, the events printed (those the array had no
+ * room for polled after), the entities read at `now` into `entities`, presented at the call's
+ * end as the separate calls present once read. Returns the entities read. */
+static size_t play_frame(RallyClient *client, uint64_t now, int xr, const struct hand *hand,
+                         RallyEntity *entities, uint32_t *me) {
+    static RallyEvent events[16];
+    static uint8_t data[EVENT_BYTES_MAX];
+    RallyFrame frame;
+    memset(&frame, 0, sizeof frame);
+    frame.now_us = now;
+    if (xr) frame.xr_input = &hand->xr;
+    else {
+        frame.input_bytes = hand->bytes;
+        frame.input_len = sizeof hand->bytes;
+    }
+    frame.events = events;
+    frame.events_capacity = sizeof events / sizeof events[0];
+    frame.event_data = data;
+    frame.event_data_capacity = sizeof data;
+    frame.entities = entities;
+    frame.entities_capacity = ENTITIES_MAX;
+    frame.present_us = RALLY_PRESENT_NOW;
+    CHECK(rally_client_frame(client, &frame));
+    const uint8_t *bytes = data;
+    for (size_t i = 0; i < frame.events_count; i++) {
+        print_event(&events[i], bytes, me);
+        bytes += events[i].data_len;
+    }
+    if (frame.events_more) print_events(client, me);
+    return frame.entities_count;
+}
+
+/* The floor of any frame's design here: `frames` frames, each after the same sleep as the
+ * play's, of one call that does nothing (rally_version), then as many of no call (two clock
+ * reads less one: what the measurement leaves). Prints mean, p50 and p99 of each. */
+static void print_floor(RallyClient *client, int frames, double clock_us) {
+    double *call = calloc((size_t)frames, sizeof *call);
+    double *none = calloc((size_t)frames, sizeof *none);
+    if (!call || !none) {
+        fprintf(stderr, "sample: out of memory\n");
+        exit(1);
+    }
+    uint64_t start;
+    CHECK(rally_client_now_us(client, &start));
+    for (int n = 0; n < frames; n++) {
+        double before = cpu_us(CLOCK_THREAD_CPUTIME_ID);
+        if (!rally_version()) exit(1);
+        call[n] = cpu_us(CLOCK_THREAD_CPUTIME_ID) - before - clock_us;
+        wait_until(client, start + (uint64_t)(2 * n + 1) * FRAME_US);
+        before = cpu_us(CLOCK_THREAD_CPUTIME_ID);
+        none[n] = cpu_us(CLOCK_THREAD_CPUTIME_ID) - before - clock_us;
+        wait_until(client, start + (uint64_t)(2 * n + 2) * FRAME_US);
+    }
+    double *each[2] = {call, none};
+    double sums[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        for (int n = 0; n < frames; n++) sums[k] += each[k][n];
+        qsort(each[k], (size_t)frames, sizeof *call, compare_doubles);
+    }
+    printf("floor, %d frames after the same sleep: one call that does nothing (rally_version) "
+           "mean %.2f us, p50 %.2f, p99 %.2f; no call mean %.2f us, p50 %.2f, p99 %.2f\n",
+           frames, sums[0] / frames, call[frames / 2], call[frames * 99 / 100],
+           sums[1] / frames, none[frames / 2], none[frames * 99 / 100]);
+    free(call);
+    free(none);
+}
 /* How long the room may take to accept the client, in frames (5 s at 90 Hz). */
 #define JOIN_FRAMES_MAX 450
 
@@ -276,6 +365,7 @@ int main(int argc, char **argv) {
     float grab_at[3] = {0};
     const char *grab_class = "block";
     uint32_t io_thread = RALLY_IO_THREAD_OFF;
+    int one_call = 0, floor_frames = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--rally")) rally = argv[i + 1];
         else if (!strcmp(argv[i], "--key")) key = argv[i + 1];
@@ -284,6 +374,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--class")) grab_class = argv[i + 1];
         else if (!strcmp(argv[i], "--spin-us")) spin_us = (uint64_t)atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--calls")) one_call = !strcmp(argv[i + 1], "frame");
+        else if (!strcmp(argv[i], "--floor")) floor_frames = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--io-thread")) {
             io_thread = !strcmp(argv[i + 1], "on")     ? RALLY_IO_THREAD_ON
                         : !strcmp(argv[i + 1], "wake") ? RALLY_IO_THREAD_WAKE
@@ -296,12 +388,16 @@ int main(int argc, char **argv) {
     if (!rally || !key || !server || (grab && !xr)) {
         fprintf(stderr, "usage: sample --rally PATH --key HEX --server IP:PORT "
                         "[--input raw|xr] [--seconds S] [--grab X,Y,Z (xr only)] "
-                        "[--class NAME] [--spin-us US] [--io-thread off|on|wake]\n");
+                        "[--class NAME] [--spin-us US] [--io-thread off|on|wake] "
+                        "[--calls separate|frame] [--floor FRAMES]\n");
         return 2;
     }
-    printf("librally %s; %s input%s; I/O thread %s\n", rally_version(), xr ? "XR" : "raw hand",
-           grab ? ", grabbing" : "",
-           io_thread == RALLY_IO_THREAD_OFF ? "off" : io_thread == RALLY_IO_THREAD_ON ? "on" : "wake");
+    printf("librally %s; %s input%s; I/O thread %s; %s\n", rally_version(),
+           xr ? "XR" : "raw hand", grab ? ", grabbing" : "",
+           io_thread == RALLY_IO_THREAD_OFF  ? "off"
+           : io_thread == RALLY_IO_THREAD_ON ? "on"
+                                             : "wake",
+           one_call ? "one call a frame" : "the calls one by one");
 
     static uint8_t token[TOKEN_BYTES_MAX];
     size_t token_len = issue_token(rally, key, server, token);
@@ -355,15 +451,21 @@ int main(int argc, char **argv) {
             memcpy(at, TARGET, sizeof at);
             grip = grab ? 255 : 0;
         }
-        send_hand(client, now, xr, at, grip);
-        CHECK(rally_client_update(client, now));
-        print_events(client, &me);
-        CHECK(rally_client_entities_at(client, now, entities, ENTITIES_MAX, &count));
-        /* Presented once read: with the I/O thread a state that came during the frame's work
-         * is shown too, and was not there at the frame's start. */
-        uint64_t shown;
-        CHECK(rally_client_now_us(client, &shown));
-        CHECK(rally_client_present(client, shown));
+        struct hand hand;
+        make_hand(&hand, xr, at, grip);
+        if (one_call) {
+            count = play_frame(client, now, xr, &hand, entities, &me);
+        } else {
+            send_hand(client, now, xr, &hand);
+            CHECK(rally_client_update(client, now));
+            print_events(client, &me);
+            CHECK(rally_client_entities_at(client, now, entities, ENTITIES_MAX, &count));
+            /* Presented once read: with the I/O thread a state that came during the frame's
+             * work is shown too, and was not there at the frame's start. */
+            uint64_t shown;
+            CHECK(rally_client_now_us(client, &shown));
+            CHECK(rally_client_present(client, shown));
+        }
         cpu[k] = cpu_us(CLOCK_THREAD_CPUTIME_ID) - cpu_from - clock_us;
         if (k % 90 == 89) {
             RallyConnectionStats stats;
@@ -381,6 +483,7 @@ int main(int argc, char **argv) {
     RallyConnectionStats stats;
     CHECK(rally_client_stats(client, &stats));
     print_cpu(cpu, frames, process_us, &stats);
+    if (floor_frames > 0) print_floor(client, floor_frames, clock_us);
     free(late_ms);
     free(cpu);
 

@@ -112,6 +112,34 @@ unsafe fn fill<T: Copy>(
     Ok(())
 }
 
+/// Copies an event's bytes, `parts` one after the other, to `out` (room for `capacity`);
+/// their number, or the error with the number needed.
+///
+/// # Safety
+/// A non-null `out` points to `capacity` writable bytes.
+unsafe fn put_parts(
+    parts: [&[u8]; 2],
+    out: *mut u8,
+    capacity: usize,
+    what: &'static str,
+) -> Result<usize, FfiError> {
+    let needed = parts[0].len() + parts[1].len();
+    if needed > capacity {
+        return Err(FfiError::BufferTooSmall { what, capacity, needed });
+    }
+    if needed > 0 && out.is_null() {
+        return Err(FfiError::Null(what));
+    }
+    let mut at = 0;
+    for part in parts.into_iter().filter(|part| !part.is_empty()) {
+        // SAFETY: `out` holds `capacity` >= `needed` writable bytes (the caller's contract),
+        // and the library's own bytes cannot overlap the caller's buffer.
+        unsafe { std::ptr::copy_nonoverlapping(part.as_ptr(), out.add(at), part.len()) };
+        at += part.len();
+    }
+    Ok(needed)
+}
+
 /// The entities of `client` (newest, or as shown at `at_us`) written straight into `out`, as
 /// [`fill`] would copy them.
 ///
@@ -464,18 +492,155 @@ pub unsafe extern "C" fn rally_client_poll_event(
         }
         // SAFETY: the caller's contract on `client`.
         unsafe { live_client(client) }?.poll_event(|next| {
-            let (head, bytes) = match next {
-                Some(happening) => encode(happening),
-                None => (none(), Vec::new()),
-            };
+            let (head, parts) = next.map_or((RallyEvent::default(), [&[][..], &[]]), encode);
             // SAFETY: the caller's contract on `data`, `capacity`, `data_len` and `event`.
             unsafe {
-                fill(&bytes, data, capacity, data_len, "data")?;
+                put(data_len, parts[0].len() + parts[1].len(), "data_len")?;
+                put_parts(parts, data, capacity, "data")?;
                 put(event, head, "event")?;
             }
             Ok(head.kind != RallyEventKind::None)
         })
     })
+}
+
+/// A whole frame in one call, in the order that keeps latency lowest: tells the latency meter
+/// the previous frame's present (`frame.presented_us`), reads the clock (`frame.now_us` 0),
+/// sends the input (`frame.xr_input` or `frame.input_bytes`), runs `rally_client_update`,
+/// takes the waiting events into `frame.events` and their bytes into `frame.event_data`,
+/// reads the entities as a frame at `frame.at_us` shows them into `frame.entities`, and tells
+/// this frame's present (`frame.present_us`). The same as those calls made one by one, for
+/// one crossing into the library instead of six (docs/ffi.md has the cost of each).
+///
+/// Every step runs even when one before it failed, so that a frame on a connection that just
+/// ended still takes the `Disconnected` event; the call returns the first step's error. An
+/// array too short is that step's `RALLY_STATUS_BUFFER_TOO_SMALL` with the size needed:
+/// `entities_count` for the entities; for the events, an array that fills up leaves the rest
+/// waiting (`events_more`), and only an event whose bytes do not fit an empty data buffer is an
+/// error (`event_data_len` the bytes needed, the event left waiting).
+///
+/// # Safety
+/// `client` is a live client; `frame` points to a `RallyFrame` whose pointers are null or
+/// point to what it says, of the capacities it gives.
+#[no_mangle]
+pub unsafe extern "C" fn rally_client_frame(
+    client: *mut RallyClient,
+    frame: *mut RallyFrame,
+) -> RallyStatus {
+    call("rally_client_frame", || {
+        // SAFETY: the caller's contract on each pointer.
+        let (client, frame) =
+            unsafe { (live_client(client)?, frame.as_mut().ok_or(FfiError::Null("frame"))?) };
+        // SAFETY: the caller's contract on the frame's pointers.
+        unsafe { play_frame(client, frame) }
+    })
+}
+
+/// The steps of `rally_client_frame`, each run whatever the one before gave; the first error.
+///
+/// # Safety
+/// As `rally_client_frame` on `frame`'s pointers.
+unsafe fn play_frame(client: &mut Driven, frame: &mut RallyFrame) -> Result<(), FfiError> {
+    let mut first = Ok(());
+    let mut step = |result: Result<(), FfiError>| {
+        if first.is_ok() {
+            first = result;
+        }
+    };
+    if frame.presented_us != 0 {
+        step(client.present(frame.presented_us));
+    }
+    if frame.now_us == 0 {
+        step(client.now_us().map(|now| frame.now_us = now));
+    }
+    let now = frame.now_us;
+    // SAFETY: the caller's contract on the input's pointers.
+    match unsafe { frame_input(frame) } {
+        Ok(Some(input)) => step(client.send_input(now, input)),
+        Ok(None) => {}
+        Err(error) => step(Err(error)),
+    }
+    step(client.update(now));
+    // SAFETY: the caller's contract on the events' pointers.
+    step(unsafe { take_events(client, frame) });
+    frame.entities_count = 0;
+    if !frame.entities.is_null() {
+        let at = if frame.at_us == 0 { now } else { frame.at_us };
+        let (out, capacity) = (frame.entities, frame.entities_capacity);
+        // SAFETY: the caller's contract on `entities`; the count is the frame's own field.
+        step(unsafe { read_entities(client, Some(at), out, capacity, &mut frame.entities_count) });
+    }
+    match frame.present_us {
+        0 => {}
+        RALLY_PRESENT_NOW => step(client.now_us().and_then(|end| client.present(end))),
+        at => step(client.present(at)),
+    }
+    first
+}
+
+/// The frame's input: XR, bytes, or none.
+///
+/// # Safety
+/// A non-null `frame.xr_input` points to a `RallyXrInput`, a non-null `frame.input_bytes` to
+/// `frame.input_len` bytes.
+unsafe fn frame_input(frame: &RallyFrame) -> Result<Option<Input>, FfiError> {
+    // SAFETY: the caller's contract.
+    let xr = unsafe { frame.xr_input.as_ref() };
+    match (xr, frame.input_bytes.is_null()) {
+        (Some(_), false) => Err(FfiError::Invalid(
+            "frame.xr_input and frame.input_bytes: one input a frame, not both".into(),
+        )),
+        (Some(input), true) => xr_input(input).map(|input| Some(Input::Xr(input))),
+        // SAFETY: the caller's contract.
+        (None, false) => Ok(Some(Input::Raw(
+            unsafe { bytes(frame.input_bytes, frame.input_len, "frame.input_bytes") }?.to_vec(),
+        ))),
+        (None, true) => Ok(None),
+    }
+}
+
+/// Takes the waiting events into the frame's arrays, while both have room; says whether more
+/// wait.
+///
+/// # Safety
+/// A non-null `frame.events` points to `frame.events_capacity` writable events, a non-null
+/// `frame.event_data` to `frame.event_data_capacity` writable bytes.
+unsafe fn take_events(client: &mut Driven, frame: &mut RallyFrame) -> Result<(), FfiError> {
+    (frame.events_count, frame.event_data_len, frame.events_more) = (0, 0, false);
+    loop {
+        let room = !frame.events.is_null() && frame.events_count < frame.events_capacity;
+        let mut taken = false;
+        client.poll_event(|next| {
+            let Some(happening) = next else { return Ok(false) };
+            let (head, parts) = encode(happening);
+            let left = frame.event_data_capacity - frame.event_data_len;
+            let needed = parts[0].len() + parts[1].len();
+            if !room || needed > left {
+                frame.events_more = true;
+                if room && frame.events_count == 0 {
+                    frame.event_data_len = needed;
+                    let capacity = frame.event_data_capacity;
+                    let what = "frame.event_data";
+                    return Err(FfiError::BufferTooSmall { what, capacity, needed });
+                }
+                return Ok(false);
+            }
+            // SAFETY: the caller's contract on both arrays, each written below its capacity:
+            // `left` bytes from `event_data_len`, the event at `events_count`.
+            unsafe {
+                let data = frame.event_data.wrapping_add(frame.event_data_len);
+                put_parts(parts, data, left, "frame.event_data")?;
+                frame.events.add(frame.events_count).write(head);
+            }
+            (frame.event_data_len, frame.events_count) =
+                (frame.event_data_len + needed, frame.events_count + 1);
+            taken = true;
+            Ok(true)
+        })?;
+        if !taken {
+            return Ok(());
+        }
+    }
 }
 
 /// Sets `key` (NUL-terminated UTF-8) to `len` bytes of `value` in the room's scope
@@ -603,23 +768,11 @@ fn xr_input(input: &RallyXrInput) -> Result<XrInput, FfiError> {
     })
 }
 
-fn none() -> RallyEvent {
-    RallyEvent {
-        kind: RallyEventKind::None,
-        client: RALLY_ROOM,
-        resumed: false,
-        room_scope: false,
-        has_value: false,
-        key_len: 0,
-        data_len: 0,
-        reason: RallyDisconnectReason::NotDisconnected,
-    }
-}
-
-/// An event as C sees it, and its bytes.
-fn encode(happening: &Happening) -> (RallyEvent, Vec<u8>) {
-    let mut event = none();
-    let mut data = Vec::new();
+/// An event as C sees it, and its bytes in two parts (a key and its value; or the bytes and
+/// nothing): no copy, no allocation.
+fn encode(happening: &Happening) -> (RallyEvent, [&[u8]; 2]) {
+    let mut event = RallyEvent::default();
+    let mut data: [&[u8]; 2] = [&[], &[]];
     match happening {
         Happening::Joined { client, resumed } => {
             event.kind = RallyEventKind::Joined;
@@ -637,7 +790,7 @@ fn encode(happening: &Happening) -> (RallyEvent, Vec<u8>) {
         Happening::Relayed { from, bytes } => {
             event.kind = RallyEventKind::Relayed;
             event.client = from.unwrap_or(RALLY_ROOM);
-            data.extend_from_slice(bytes);
+            data[0] = bytes;
         }
         Happening::Changed { player, key, value } => {
             event.kind = RallyEventKind::Changed;
@@ -646,13 +799,12 @@ fn encode(happening: &Happening) -> (RallyEvent, Vec<u8>) {
             event.has_value = value.is_some();
             // Keys and values are bounded by the room's limits (kilobytes), far below u32.
             event.key_len = u32::try_from(key.len()).unwrap_or(u32::MAX);
-            data.extend_from_slice(key.as_bytes());
-            data.extend_from_slice(value.as_deref().unwrap_or_default());
+            data = [key.as_bytes(), value.as_deref().unwrap_or_default()];
         }
         Happening::Failed(why) => {
             event.kind = RallyEventKind::Disconnected;
             event.reason = RallyDisconnectReason::Failed;
-            data.extend_from_slice(why.as_bytes());
+            data[0] = why.as_bytes();
         }
         Happening::Disconnected(reason) => {
             event.kind = RallyEventKind::Disconnected;
@@ -667,6 +819,7 @@ fn encode(happening: &Happening) -> (RallyEvent, Vec<u8>) {
             };
         }
     }
-    event.data_len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+    // Relayed bytes and key-values are bounded by the session's message size, far below u32.
+    event.data_len = u32::try_from(data[0].len() + data[1].len()).unwrap_or(u32::MAX);
     (event, data)
 }

@@ -24,7 +24,7 @@ use rally_driver::Clock;
 use std::net::UdpSocket;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -32,6 +32,11 @@ use std::time::Duration;
 /// The longest the I/O thread sleeps with nothing to do, so that it notices a stop even if a
 /// wake were lost.
 const WAIT_MAX: Duration = Duration::from_millis(50);
+
+/// Inputs and presents handed to the I/O thread and not yet taken, at most: two a frame, so
+/// more than two seconds of a stalled I/O thread at 90 Hz. The channel's slots are allocated
+/// once, at the start: a hand-off writes a slot and allocates nothing.
+const COMMANDS_MAX: usize = 512;
 
 /// A client as the C functions drive it.
 // Each lives in the `RallyClient` box already: a second box for the plain client would only
@@ -263,7 +268,7 @@ pub(crate) struct IoThread {
     next_event: Option<Happening>,
     in_flight: Arc<AtomicUsize>,
     /// Inputs and presents to the I/O thread.
-    commands: Sender<Command>,
+    commands: SyncSender<Command>,
     /// Whether `update` has returned once since the connection ended.
     end_told: bool,
 }
@@ -291,7 +296,7 @@ impl IoThread {
         let theirs = Arc::clone(&shared);
         let (view, reader) = triple();
         let (events_in, events) = channel();
-        let (commands, commands_out) = channel();
+        let (commands, commands_out) = sync_channel(COMMANDS_MAX);
         let in_flight = Arc::new(AtomicUsize::new(0));
         let mut hands = Hands {
             view,
@@ -344,11 +349,17 @@ impl IoThread {
     }
 
     fn command(&mut self, command: Command) -> Result<(), FfiError> {
-        // The receiver goes only with the thread, which ends only by failing (the view says
-        // so) or by close.
-        self.commands
-            .send(command)
-            .map_err(|_| FfiError::Disconnected("the library's I/O thread stopped".into()))
+        self.commands.try_send(command).map_err(|error| match error {
+            TrySendError::Full(_) => FfiError::Refused(format!(
+                "the library's I/O thread has not taken the last {COMMANDS_MAX} inputs and \
+                 presents: it is not running (a machine that starves it of CPU)"
+            )),
+            // The receiver goes only with the thread, which ends only by failing (the view
+            // says so) or by close.
+            TrySendError::Disconnected(_) => {
+                FfiError::Disconnected("the library's I/O thread stopped".into())
+            }
+        })
     }
 
     /// The client, counting the times the I/O thread had it.

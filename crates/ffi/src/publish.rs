@@ -54,27 +54,31 @@ impl Default for View {
 
 impl View {
     /// Fills the rows and columns from `shown` (the newest states, ids ascending) and the
-    /// interpolator's [`Resting`] of each, which `tag` fills the class and holder of. The
-    /// buffers are reused: nothing is allocated in a steady room.
+    /// interpolator's [`Resting`] of each, which `tag` fills the class and holder of. Only what
+    /// changed is written: in a room mostly at rest most rows are as the copy already holds
+    /// them, and a row left alone stays clean in the game thread's cache. The buffers are
+    /// reused: nothing is allocated in a steady room.
     pub(crate) fn fill_rows(
         &mut self,
         shown: &[EntityState],
         resting: impl Iterator<Item = Resting>,
         mut entity: impl FnMut(EntityState) -> RallyEntity,
     ) {
-        self.rows.clear();
-        self.from.clear();
-        self.class.clear();
-        self.track.clear();
-        for (state, rest) in shown.iter().zip(resting) {
-            self.rows.push(entity(*state));
+        let mut count = 0;
+        for (i, (state, rest)) in shown.iter().zip(resting).enumerate() {
+            set(&mut self.rows, i, entity(*state));
             // The interpolator's newest can differ from the session's (a repeated pose keeps
             // the older update's velocities): a frame samples such an entity.
             let same = rest.state == *state;
-            self.from.push(if same { rest.from } else { f64::INFINITY });
-            self.class.push(rest.class.min(3));
-            self.track.push(rest.track);
+            set(&mut self.from, i, if same { rest.from } else { f64::INFINITY });
+            set(&mut self.class, i, rest.class.min(3));
+            set(&mut self.track, i, rest.track);
+            count = i + 1;
         }
+        self.rows.truncate(count);
+        self.from.truncate(count);
+        self.class.truncate(count);
+        self.track.truncate(count);
     }
 
     /// Every entity into `out`: the rows as they are, or (`at`) as a frame at that time shows
@@ -92,6 +96,15 @@ impl View {
                 }
             }
         }
+    }
+}
+
+/// Puts `value` at `i` of `column` (`i` at most its length), writing only if it differs.
+fn set<T: PartialEq>(column: &mut Vec<T>, i: usize, value: T) {
+    match column.get_mut(i) {
+        Some(old) if *old == value => {}
+        Some(old) => *old = value,
+        None => column.push(value),
     }
 }
 
@@ -241,11 +254,13 @@ mod tests {
                 linear_velocity: Vec3::splat(x),
                 angular_velocity: Vec3::ZERO,
             };
-            let shown = [state(1, x), state(2, x.min(5.0)), state(3, 3.0), state(9, -x)];
-            interpolator.update(arrived, server, shown[..3].iter().copied());
+            let all = [state(1, x), state(2, x.min(5.0)), state(3, 3.0), state(9, -x)];
+            interpolator.update(arrived, server, all[..3].iter().copied());
+            // Entity 9 comes and goes: the view's rows grow and shrink.
+            let shown = &all[..if k % 5 == 4 { 3 } else { 4 }];
             view.interpolator.clone_from(&interpolator);
             let tag = |state| RallyEntity { holder: 7, ..entity(state) };
-            view.fill_rows(&shown, interpolator.resting(&shown), tag);
+            view.fill_rows(shown, interpolator.resting(shown), tag);
             for dt_us in [0u64, 3_000, 9_000, 40_000] {
                 let at = arrived + std::time::Duration::from_micros(dt_us);
                 for time in [Some(at), None] {
@@ -256,10 +271,12 @@ mod tests {
                     #[allow(unsafe_code)]
                     let ours = out.map(|e| unsafe { e.assume_init() });
                     let theirs: Vec<_> = match time {
-                        Some(at) => interpolator.sample_each(at, &shown).map(tag).collect(),
+                        Some(at) => interpolator.sample_each(at, shown).map(tag).collect(),
                         None => shown.iter().copied().map(tag).collect(),
                     };
-                    assert_eq!(ours.as_slice(), theirs, "update {k}, {dt_us} us, {time:?}");
+                    assert_eq!(view.rows.len(), shown.len(), "update {k}");
+                    let ours = &ours[..shown.len()];
+                    assert_eq!(ours, theirs, "update {k}, {dt_us} us, {time:?}");
                 }
             }
         }

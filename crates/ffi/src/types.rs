@@ -218,6 +218,22 @@ pub struct RallyEvent {
     pub reason: RallyDisconnectReason,
 }
 
+impl Default for RallyEvent {
+    /// No event: what `rally_client_poll_event` gives when none waits.
+    fn default() -> Self {
+        Self {
+            kind: RallyEventKind::None,
+            client: RALLY_ROOM,
+            resumed: false,
+            room_scope: false,
+            has_value: false,
+            key_len: 0,
+            data_len: 0,
+            reason: RallyDisconnectReason::NotDisconnected,
+        }
+    }
+}
+
 /// Who a relayed message goes to.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,4 +308,84 @@ pub struct RallyConnectionStats {
     pub io_lock_waits: u64,
     /// With the I/O thread on: the time those calls waited, microseconds in all.
     pub io_lock_wait_us: u64,
+}
+
+/// `RallyFrame::present_us`: the frame is presented when the call ends, on the library's
+/// clock (read then).
+pub const RALLY_PRESENT_NOW: u64 = u64::MAX;
+
+/// A whole frame for `rally_client_frame`, one call: what goes in (the time, the input, the
+/// presents, the caller's arrays) and what comes out (the counts). Zero it, point the arrays
+/// at the caller's own, and keep it from frame to frame; set the input and times each frame.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RallyFrame {
+    /// In and out: the frame's time on the library's clock, the input's sampling time; 0 to
+    /// have the call read the clock, which it writes back here.
+    pub now_us: u64,
+    /// In: the time the read interpolates at; 0 for `now_us`.
+    pub at_us: u64,
+    /// In: when the previous frame (the one the previous call read) was presented, told to
+    /// the latency meter before anything else; 0 for none.
+    pub presented_us: u64,
+    /// In: when this frame, showing what this call read, will be presented (XR's predicted
+    /// display time, say), told at the call's end; `RALLY_PRESENT_NOW` for the call's end
+    /// itself, 0 for none (the game tells it by `presented_us` or `rally_client_present`).
+    pub present_us: u64,
+    /// In: the standard XR input to send, or null.
+    pub xr_input: *const RallyXrInput,
+    /// In: the room's own input bytes to send (as `rally_client_send_input_bytes`), or null;
+    /// not with `xr_input`.
+    pub input_bytes: *const u8,
+    /// In: the number of `input_bytes`.
+    pub input_len: usize,
+    /// In: the caller's array for the events; null: none taken this frame.
+    pub events: *mut RallyEvent,
+    /// In: the events `events` has room for.
+    pub events_capacity: usize,
+    /// Out: the events written, in the room's order.
+    pub events_count: usize,
+    /// In: the caller's buffer for the events' bytes, one event's after another's (each
+    /// event's `data_len` says its share); null with 0 takes only events without bytes.
+    pub event_data: *mut u8,
+    /// In: the bytes `event_data` has room for.
+    pub event_data_capacity: usize,
+    /// Out: the data bytes written; or, with `RALLY_STATUS_BUFFER_TOO_SMALL` and no event
+    /// taken, the bytes the next event needs.
+    pub event_data_len: usize,
+    /// In: the caller's array for the entities; null: no read this frame.
+    pub entities: *mut RallyEntity,
+    /// In: the entities `entities` has room for.
+    pub entities_capacity: usize,
+    /// Out: the entities written, as `rally_client_entities_at` counts them (the number
+    /// needed, with `RALLY_STATUS_BUFFER_TOO_SMALL`).
+    pub entities_count: usize,
+    /// Out: whether events still wait (the arrays were full): the next frame takes them, or
+    /// `rally_client_poll_event` now.
+    pub events_more: bool,
+}
+
+impl Default for RallyFrame {
+    /// No input, no arrays, every time 0: the clock read, nothing presented.
+    fn default() -> Self {
+        Self {
+            now_us: 0,
+            at_us: 0,
+            presented_us: 0,
+            present_us: 0,
+            xr_input: std::ptr::null(),
+            input_bytes: std::ptr::null(),
+            input_len: 0,
+            events: std::ptr::null_mut(),
+            events_capacity: 0,
+            events_count: 0,
+            event_data: std::ptr::null_mut(),
+            event_data_capacity: 0,
+            event_data_len: 0,
+            entities: std::ptr::null_mut(),
+            entities_capacity: 0,
+            entities_count: 0,
+            events_more: false,
+        }
+    }
 }

@@ -10,11 +10,61 @@ use rally::*;
 use rally_driver::{backend, Host, HostConfig};
 use rally_proto::token::{self, Grant, TokenRandomness, USER_DATA_LEN};
 use rally_proto::TokenKey;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::net::{SocketAddr, UdpSocket};
 use std::ptr::{null, null_mut};
 use std::time::{Duration, Instant as WallInstant};
 
 const PROTOCOL: u64 = 7;
+
+/// The system's allocator, counting what the test thread that asks allocates.
+struct Counting;
+
+thread_local! {
+    /// Whether this thread counts its allocations, and how many it counted.
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: every call goes to the system's allocator as it is; counting touches only a
+// const-initialised thread-local, which allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_allocation();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_allocation();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn count_allocation() {
+    if COUNTING.with(Cell::get) {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+    }
+}
+
+/// The allocations `body` makes on this thread.
+fn allocations(body: impl FnOnce()) -> u64 {
+    ALLOCATIONS.with(|n| n.set(0));
+    COUNTING.with(|on| on.set(true));
+    body();
+    COUNTING.with(|on| on.set(false));
+    ALLOCATIONS.with(Cell::get)
+}
 
 fn last_error() -> String {
     let mut buffer = [0u8; 1024];
@@ -117,6 +167,17 @@ fn null_pointers_are_refused_with_a_message() {
             RallyStatus::Ok
         );
         assert_eq!(event.assume_init().kind, RallyEventKind::None);
+        assert_eq!(rally_client_frame(client, null_mut()), RallyStatus::NullPointer);
+        assert!(last_error().contains("frame is null"), "{}", last_error());
+        // A frame of a client not connecting: the clock read, nothing else.
+        let mut frame = RallyFrame::default();
+        assert_eq!(rally_client_frame(client, &mut frame), RallyStatus::Ok, "{}", last_error());
+        assert!(frame.now_us > 0 && !frame.events_more && frame.entities_count == 0);
+        let (input, bytes) = (RallyXrInput::default(), [1u8; 4]);
+        frame.xr_input = &input;
+        (frame.input_bytes, frame.input_len) = (bytes.as_ptr(), bytes.len());
+        assert_eq!(rally_client_frame(client, &mut frame), RallyStatus::InvalidArgument);
+        assert!(last_error().contains("one input a frame"), "{}", last_error());
         assert_eq!(rally_client_destroy(client), RallyStatus::Ok);
     }
 }
@@ -272,13 +333,103 @@ fn a_client_joins_a_scene_room_over_udp_and_reads_its_entities() {
     // scenes/sandbox.toml's room; the client sends inputs and updates until it has joined and
     // holds every body and its avatar; the entities (id, class, holder) and the events before
     // then (kind, client) must be the same each way.
-    let plain = join(RallyIoThread::Off);
+    let plain = join(RallyIoThread::Off, Calls::OneByOne);
     assert!(plain.events.iter().any(|e| e.0 == RallyEventKind::Joined), "{:?}", plain.events);
     for io_thread in [RallyIoThread::On, RallyIoThread::Wake] {
-        let threaded = join(io_thread);
+        let threaded = join(io_thread, Calls::OneByOne);
         assert_eq!(threaded.entities, plain.entities, "{io_thread:?}");
         assert_eq!(threaded.events, plain.events, "{io_thread:?}");
         assert!(threaded.input_acked, "{io_thread:?}: no input reached the room");
+    }
+}
+
+#[test]
+fn one_frame_call_gives_what_the_calls_one_by_one_give() {
+    // Goal: `rally_client_frame` is the frame's calls in one: the same events in the same
+    // order, the same entities, an input that reaches the room and a meter that times it; its
+    // event arrays take several events a call, leave the rest waiting when full, and say the
+    // bytes needed when an event's do not fit. Method: join a fresh sandbox room each way,
+    // with the frame call's event array two long and its data buffer four bytes until it says
+    // what it needs; on the caller's thread, every frame's entities must also be bit for bit
+    // what `rally_client_entities_at` gives right after it at the same time.
+    let plain = join(RallyIoThread::Off, Calls::OneByOne);
+    for io_thread in [RallyIoThread::Off, RallyIoThread::Wake] {
+        let framed = join(io_thread, Calls::Frame);
+        assert_eq!(framed.entities, plain.entities, "{io_thread:?}");
+        assert_eq!(framed.events, plain.events, "{io_thread:?}");
+        assert!(framed.input_acked, "{io_thread:?}: no input reached the room");
+    }
+}
+
+#[test]
+fn steady_frames_allocate_nothing_on_the_game_thread() {
+    // Goal: a game's frame through the library allocates nothing in steady play, with the I/O
+    // thread in `Wake` (the frame hands its input and present over, reads the published
+    // copy): in one call and one by one. Method: join a sandbox room, play until its every
+    // body is read, then count this thread's allocations over 100 frames of each way.
+    let (host, token, bodies) = sandbox();
+    let client = create_with(RallyIoThread::Wake);
+    let mut entities = vec![RallyEntity::default(); 256];
+    let mut frames = Frames::new(RallyIoThread::Wake);
+    frames.capacity = frames.data.len();
+    // SAFETY: a live client.
+    unsafe {
+        assert_eq!(
+            rally_client_connect(client, token.as_ptr(), token.len(), null()),
+            RallyStatus::Ok
+        );
+        let start = WallInstant::now();
+        let mut joined = false;
+        loop {
+            let seen = framed(client, &mut frames, joined, &mut entities);
+            joined |= seen.events.iter().any(|e| e.0 == RallyEventKind::Joined);
+            if joined && seen.count >= bodies + AVATAR {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "not joined in 20 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for calls in [Calls::Frame, Calls::OneByOne] {
+            let mut frame = |_| match calls {
+                Calls::Frame => drop(framed(client, &mut frames, true, &mut entities)),
+                Calls::OneByOne => drop(one_by_one(client, now_us(client), true, &mut entities)),
+            };
+            // The first frames of each way may still grow a buffer for good.
+            (0..10).for_each(&mut frame);
+            let made = allocations(|| (0..100).for_each(frame));
+            assert_eq!(made, 0, "{calls:?}: allocations in 100 steady frames");
+        }
+        assert_eq!(rally_client_destroy(client), RallyStatus::Ok);
+    }
+    host.shutdown(Duration::from_millis(100)).unwrap();
+}
+
+/// How a test client plays its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Calls {
+    /// Clock, input, update, events, entities, present: one call each.
+    OneByOne,
+    /// `rally_client_frame`.
+    Frame,
+}
+
+/// A scene's rooms as `rally server --scene` hosts them: relays and key-value writes go to the
+/// scene's state.
+struct SceneGame(rally_scene::Scene);
+
+impl rally_driver::host::Game for SceneGame {
+    type Simulation = rally_scene::SceneRoom;
+
+    fn open(&self, room_id: u64) -> rally_engine::Room<Self::Simulation> {
+        rally_scene::scene_room(&self.0, room_id).unwrap()
+    }
+
+    fn on_event(
+        &self,
+        room: &mut rally_engine::Room<Self::Simulation>,
+        event: rally_driver::host::GameEvent<Self>,
+    ) {
+        rally_scene::handle_event(room, event);
     }
 }
 
@@ -295,7 +446,9 @@ struct Seen {
     input_acked: bool,
 }
 
-fn join(io_thread: RallyIoThread) -> Seen {
+/// An in-process host running scenes/sandbox.toml's room, a token for it, and the scene's
+/// bodies.
+fn sandbox() -> (Host, Vec<u8>, usize) {
     let text = include_str!("../../../scenes/sandbox.toml");
     let scene = rally_scene::Scene::parse("sandbox.toml", text).unwrap();
     let bodies = scene.bodies().len();
@@ -306,13 +459,15 @@ fn join(io_thread: RallyIoThread) -> Seen {
         protocol_id: PROTOCOL,
         ..HostConfig::default()
     };
-    let host = Host::start(config, move |id| rally_scene::scene_room(&scene, id).unwrap()).unwrap();
-    let server = host.room_address(1);
-    let token = token_bytes(&key, server, 60, 5);
+    let host = Host::start(config, SceneGame(scene)).unwrap();
+    let token = token_bytes(&key, host.room_address(1), 60, 5);
+    (host, token, bodies)
+}
+
+fn join(io_thread: RallyIoThread, calls: Calls) -> Seen {
+    let (host, token, bodies) = sandbox();
     let client = create_with(io_thread);
-    let mut event = std::mem::MaybeUninit::<RallyEvent>::uninit();
-    let mut data = [0u8; 256];
-    let mut len = 0usize;
+    let mut frames = Frames::new(io_thread);
     let mut entities = vec![RallyEntity::default(); 256];
     let mut count = 0usize;
     let mut joined = None;
@@ -325,7 +480,15 @@ fn join(io_thread: RallyIoThread) -> Seen {
             RallyStatus::Ok
         );
         let start = WallInstant::now();
-        while joined.is_none() || count < bodies + AVATAR || latency.samples == 0 {
+        let relayed = |events: &[(RallyEventKind, u32)]| {
+            events.iter().filter(|e| e.0 == RallyEventKind::Relayed).count()
+        };
+        let mut written = false;
+        while joined.is_none()
+            || count < bodies + AVATAR
+            || latency.samples == 0
+            || relayed(&events) < 2
+        {
             assert!(
                 start.elapsed() < Duration::from_secs(20),
                 "{io_thread:?}: not joined with every body and an input timed in 20 s: \
@@ -333,35 +496,24 @@ fn join(io_thread: RallyIoThread) -> Seen {
                 latency.samples
             );
             let now = now_us(client);
-            if joined.is_some() {
-                let input = RallyXrInput::default();
-                assert_eq!(rally_client_send_xr_input(client, now, &input), RallyStatus::Ok);
-            }
-            assert_eq!(rally_client_update(client, now), RallyStatus::Ok, "{}", last_error());
-            loop {
-                let status = rally_client_poll_event(
-                    client,
-                    event.as_mut_ptr(),
-                    data.as_mut_ptr(),
-                    data.len(),
-                    &mut len,
-                );
-                assert_eq!(status, RallyStatus::Ok);
-                let event = event.assume_init();
-                match event.kind {
-                    RallyEventKind::None => break,
-                    RallyEventKind::Joined => joined = Some(event.client),
-                    RallyEventKind::Disconnected => panic!("disconnected: {:?}", event.reason),
+            let seen = match calls {
+                Calls::OneByOne => one_by_one(client, now, joined.is_some(), &mut entities),
+                Calls::Frame => framed(client, &mut frames, joined.is_some(), &mut entities),
+            };
+            count = seen.count;
+            for (kind, from) in seen.events {
+                match kind {
+                    RallyEventKind::Joined => joined = Some(from),
+                    RallyEventKind::Disconnected => panic!("{io_thread:?}: disconnected"),
                     _ => {}
                 }
-                if event.kind != RallyEventKind::Changed {
-                    events.push((event.kind, event.client));
+                if kind != RallyEventKind::Changed {
+                    events.push((kind, from));
                 }
             }
-            let status =
-                rally_client_entities(client, entities.as_mut_ptr(), entities.len(), &mut count);
-            assert_eq!(status, RallyStatus::Ok);
-            assert_eq!(rally_client_present(client, now_us(client)), RallyStatus::Ok);
+            if joined.is_some() && !std::mem::replace(&mut written, true) {
+                write_and_relay(client);
+            }
             assert_eq!(rally_client_latency(client, &mut latency), RallyStatus::Ok);
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -369,6 +521,10 @@ fn join(io_thread: RallyIoThread) -> Seen {
         let status = rally_client_entities(client, one.as_mut_ptr(), 1, &mut count);
         assert_eq!(status, RallyStatus::BufferTooSmall);
         assert!(count >= bodies, "the count needed: {count}");
+        if calls == Calls::Frame {
+            assert!(frames.needed > 4, "the frame never said an event's bytes did not fit");
+            assert!(frames.more, "the frame's events never filled its array");
+        }
         assert_eq!(one[0], RallyEntity::default(), "a short array is left alone");
         let status = rally_client_entities_at(
             client,
@@ -391,4 +547,142 @@ fn join(io_thread: RallyIoThread) -> Seen {
         entities[..count].iter().map(|e| (e.id, e.class_index, e.holder)).collect();
     entities.sort_unstable();
     Seen { entities, events, input_acked: latency.samples > 0 }
+}
+
+/// Events with bytes, in one turn: a key written in this player's scope (a `Changed` event
+/// for every player) and two messages relayed to everyone (a `Relayed` event each).
+///
+/// # Safety
+/// A live, joined client.
+unsafe fn write_and_relay(client: *mut RallyClient) {
+    let value = *b"a value of 16 by";
+    // SAFETY: a live client (the caller's contract), a NUL-terminated key, bytes of the
+    // lengths given.
+    unsafe {
+        let key = c"test.note".as_ptr();
+        let status = rally_client_set_value(client, false, key, value.as_ptr(), value.len());
+        assert_eq!(status, RallyStatus::Ok, "{}", last_error());
+        for _ in 0..2 {
+            let all = RallyRelayTarget::All as u32;
+            let status = rally_client_relay(client, all, 0, true, value.as_ptr(), value.len());
+            assert_eq!(status, RallyStatus::Ok, "{}", last_error());
+        }
+    }
+}
+
+/// What one frame took: the entities read and the events, each's kind and client.
+struct Frame {
+    count: usize,
+    events: Vec<(RallyEventKind, u32)>,
+}
+
+/// One frame in separate calls: input (once joined), update, every event, the newest
+/// entities, present.
+///
+/// # Safety
+/// A live client.
+unsafe fn one_by_one(
+    client: *mut RallyClient,
+    now: u64,
+    joined: bool,
+    entities: &mut [RallyEntity],
+) -> Frame {
+    let mut event = std::mem::MaybeUninit::<RallyEvent>::uninit();
+    let (mut data, mut len, mut count) = ([0u8; 256], 0usize, 0usize);
+    let mut events = Vec::new();
+    // SAFETY: a live client (the caller's contract) and buffers of the capacities given.
+    unsafe {
+        if joined {
+            let input = RallyXrInput::default();
+            assert_eq!(rally_client_send_xr_input(client, now, &input), RallyStatus::Ok);
+        }
+        assert_eq!(rally_client_update(client, now), RallyStatus::Ok, "{}", last_error());
+        loop {
+            let (out, capacity) = (data.as_mut_ptr(), data.len());
+            let status =
+                rally_client_poll_event(client, event.as_mut_ptr(), out, capacity, &mut len);
+            assert_eq!(status, RallyStatus::Ok);
+            let event = event.assume_init();
+            if event.kind == RallyEventKind::None {
+                break;
+            }
+            events.push((event.kind, event.client));
+        }
+        let status =
+            rally_client_entities(client, entities.as_mut_ptr(), entities.len(), &mut count);
+        assert_eq!(status, RallyStatus::Ok);
+        assert_eq!(rally_client_present(client, now_us(client)), RallyStatus::Ok);
+    }
+    Frame { count, events }
+}
+
+/// The frame call's event arrays, kept from frame to frame, and what they showed.
+struct Frames {
+    io_thread: RallyIoThread,
+    events: [RallyEvent; 2],
+    data: [u8; 256],
+    /// The data buffer's capacity as given: 4 until a frame says an event needs more.
+    capacity: usize,
+    /// The bytes a frame said an event needed, and whether one said more events waited.
+    needed: usize,
+    more: bool,
+}
+
+impl Frames {
+    fn new(io_thread: RallyIoThread) -> Self {
+        let events = [RallyEvent::default(); 2];
+        Self { io_thread, events, data: [0; 256], capacity: 4, needed: 0, more: false }
+    }
+}
+
+/// One frame in one `rally_client_frame`: input (once joined), update, events, the entities
+/// at the frame's time, presented at the call's end.
+///
+/// # Safety
+/// A live client.
+unsafe fn framed(
+    client: *mut RallyClient,
+    frames: &mut Frames,
+    joined: bool,
+    entities: &mut [RallyEntity],
+) -> Frame {
+    let input = RallyXrInput::default();
+    let mut frame = RallyFrame {
+        xr_input: if joined { &input as *const _ } else { null() },
+        events: frames.events.as_mut_ptr(),
+        events_capacity: frames.events.len(),
+        event_data: frames.data.as_mut_ptr(),
+        event_data_capacity: frames.capacity,
+        entities: entities.as_mut_ptr(),
+        entities_capacity: entities.len(),
+        present_us: RALLY_PRESENT_NOW,
+        ..RallyFrame::default()
+    };
+    // SAFETY: a live client (the caller's contract) and arrays of the capacities given.
+    let status = unsafe { rally_client_frame(client, &mut frame) };
+    match status {
+        RallyStatus::Ok => {}
+        RallyStatus::BufferTooSmall => {
+            assert_eq!(frame.events_count, 0, "an event did not fit an empty data buffer");
+            assert!(frame.events_more && frame.event_data_len > frames.capacity);
+            assert!(frame.event_data_len <= frames.data.len(), "{}", frame.event_data_len);
+            (frames.needed, frames.capacity) = (frame.event_data_len, frames.data.len());
+        }
+        other => panic!("{other:?}: {}", last_error()),
+    }
+    frames.more |= frame.events_more && frame.events_count == frames.events.len();
+    let count = frame.entities_count;
+    if frames.io_thread == RallyIoThread::Off {
+        // Nothing arrives between two calls on the caller's thread: the same read.
+        let mut again = vec![RallyEntity::default(); count];
+        let mut n = 0;
+        // SAFETY: as above.
+        let status = unsafe {
+            rally_client_entities_at(client, frame.now_us, again.as_mut_ptr(), count, &mut n)
+        };
+        assert_eq!(status, RallyStatus::Ok);
+        assert_eq!(again, entities[..count], "the frame's read differs from entities_at");
+    }
+    let events = frames.events[..frame.events_count].iter().map(|e| (e.kind, e.client)).collect();
+    Frame { count, events }
 }

@@ -224,6 +224,37 @@ namespace Rally
     }
 
     /// <summary>The P/Invoke layer: one declaration per function of rally.h.</summary>
+    /// <summary>
+    /// A whole frame for <c>Native.Frame</c> (RallyFrame): the time, the input and presents,
+    /// the caller's arrays (pinned for the call), and what the call wrote. Pointers, so that
+    /// Mono passes it as it is (blittable): <c>RallyConnection.PlayFrame</c> pins and fills
+    /// them.
+    /// </summary>
+    [StructLayout(LayoutKind.Sequential)]
+    public unsafe struct Frame
+    {
+        /// <summary><c>PresentUs</c>: presented when the call ends (RALLY_PRESENT_NOW).</summary>
+        public const ulong PresentNow = ulong.MaxValue;
+
+        public ulong NowUs;
+        public ulong AtUs;
+        public ulong PresentedUs;
+        public ulong PresentUs;
+        public XrInput* XrInput;
+        public byte* InputBytes;
+        public UIntPtr InputLength;
+        public Event* Events;
+        public UIntPtr EventsCapacity;
+        public UIntPtr EventsCount;
+        public byte* EventData;
+        public UIntPtr EventDataCapacity;
+        public UIntPtr EventDataLength;
+        public Entity* Entities;
+        public UIntPtr EntitiesCapacity;
+        public UIntPtr EntitiesCount;
+        public byte EventsMore;
+    }
+
     public static class Native
     {
         // iOS (and consoles) link librally.a into the game: its symbols are the game's own.
@@ -279,6 +310,9 @@ namespace Rally
         [DllImport(Library, EntryPoint = "rally_client_entities_at")]
         public static extern unsafe Status EntitiesAt(
             IntPtr client, ulong atUs, Entity* entities, UIntPtr capacity, UIntPtr* count);
+
+        [DllImport(Library, EntryPoint = "rally_client_frame")]
+        public static extern unsafe Status PlayFrame(IntPtr client, Frame* frame);
 
         [DllImport(Library, EntryPoint = "rally_client_class_count")]
         public static extern Status ClassCount(IntPtr client, out UIntPtr count);

@@ -13,8 +13,10 @@ namespace Rally
     /// <summary>
     /// Add it to a GameObject, give it the rig's transforms and a prefab, and call
     /// <c>Connect</c> with the token your backend issued (or paste one from
-    /// <c>rally token issue</c> into <c>DevelopmentToken</c> while developing). Each frame:
-    /// sample the rig, send at once, update, drain events, place entities, present.
+    /// <c>rally token issue</c> into <c>DevelopmentToken</c> while developing). Each frame, in
+    /// one call into the library (<c>RallyConnection.PlayFrame</c>): the previous frame's
+    /// present, the rig sampled and sent at once, update, the events, the entities at the
+    /// frame's time; then the entities placed.
     /// </summary>
     [DefaultExecutionOrder(-100)]
     public sealed class RallyClient : MonoBehaviour
@@ -52,9 +54,15 @@ namespace Rally
         readonly Dictionary<uint, Shown> shown = new Dictionary<uint, Shown>();
         readonly List<uint> gone = new List<uint>();
         Entity[] entities = new Entity[256];
-        readonly byte[] eventData = new byte[64 * 1024];
+        readonly Event[] events = new Event[32];
+        byte[] eventData = new byte[64 * 1024];
         XrInput input;
         int frame;
+        /// <summary>The library's clock when this frame's call read it, and Unity's then.</summary>
+        ulong readUs;
+        double readAt;
+        /// <summary>When the previous frame was presented, for the next call (0: none).</summary>
+        ulong presentedUs;
 
         void Start()
         {
@@ -66,36 +74,75 @@ namespace Rally
         {
             if (Connection != null) Connection.Dispose();
             Connection = new RallyConnection((uint)(1e6 / Math.Max(1f, DisplayHz)), true, IoThread);
+            // A new client's clock: no present of the old one's frames.
+            readUs = 0;
+            presentedUs = 0;
             Connection.Connect(token, address);
         }
 
         void Update()
         {
             if (Connection == null) return;
-            ulong now = Connection.NowUs();
-            if (ClientId.HasValue)
+            bool send = ClientId.HasValue;
+            if (send) Sample(ref input);
+            // The clock read by the call (NowUs 0), the entities at its time (AtUs 0).
+            var call = new Frame { PresentedUs = presentedUs };
+            readAt = Time.realtimeSinceStartupAsDouble;
+            bool fits;
+            try
             {
-                Sample(ref input);
-                Connection.SendXrInput(now, ref input);
+                fits = Connection.PlayFrame(ref call, ref input, send, events, eventData,
+                    entities);
             }
-            Connection.Update(now);
-            DrainEvents();
-            int count;
-            while (!Connection.TryReadEntitiesAt(now, entities, out count))
-                entities = new Entity[count * 2];
+            catch (RallyException)
+            {
+                // Every step ran: the events taken (a Disconnected among them) still count.
+                Dispatch((int)call.EventsCount);
+                throw;
+            }
+            readUs = call.NowUs;
+            presentedUs = 0;
+            int count = (int)call.EntitiesCount;
+            if (!fits)
+            {
+                // Every other step ran: read again into room for what the call counted.
+                if (count > entities.Length) entities = new Entity[count * 2];
+                if ((int)call.EventDataLength > eventData.Length)
+                    eventData = new byte[(int)call.EventDataLength * 2];
+                while (!Connection.TryReadEntitiesAt(readUs, entities, out count))
+                    entities = new Entity[count * 2];
+            }
+            Dispatch((int)call.EventsCount);
+            if (call.EventsMore != 0) DrainEvents();
             Place(count);
         }
 
         void LateUpdate()
         {
-            // Everything read this frame is drawn next: the latency meter's "presented".
-            if (Connection != null) Connection.Present(Connection.NowUs());
+            // Everything read this frame is drawn next: the latency meter's "presented", told
+            // with the next frame's call (no call of its own), on the library's clock.
+            if (Connection == null || readUs == 0) return;
+            presentedUs = readUs + (ulong)((Time.realtimeSinceStartupAsDouble - readAt) * 1e6);
         }
 
         void OnDestroy()
         {
             if (Connection != null) Connection.Dispose();
             Connection = null;
+        }
+
+        /// <summary>The frame call's events, each with its share of the bytes.</summary>
+        void Dispatch(int count)
+        {
+            int at = 0;
+            for (int i = 0; i < count; i++)
+            {
+                Event ev = events[i];
+                if (ev.Kind == EventKind.Joined) ClientId = ev.Client;
+                if (EventReceived != null)
+                    EventReceived(ev, new ArraySegment<byte>(eventData, at, (int)ev.DataLength));
+                at += (int)ev.DataLength;
+            }
         }
 
         void DrainEvents()

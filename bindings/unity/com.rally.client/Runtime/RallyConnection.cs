@@ -25,7 +25,8 @@ namespace Rally
     /// <summary>
     /// One client of a Rally room. A frame, in the order that keeps latency at the model's
     /// floor: <c>NowUs</c>, sample the input and <c>SendXrInput</c> at once, <c>Update</c>,
-    /// drain <c>PollEvent</c>, <c>TryReadEntitiesAt</c>, draw, <c>Present</c>.
+    /// drain <c>PollEvent</c>, <c>TryReadEntitiesAt</c>, draw, <c>Present</c>; or all of it
+    /// in one call, <c>PlayFrame</c> (one crossing into the library, not six).
     /// One thread at a time; <c>Dispose</c> frees the native client.
     /// </summary>
     public sealed class RallyConnection : IDisposable
@@ -118,6 +119,51 @@ namespace Rally
         public void Present(ulong nowUs)
         {
             Check("rally_client_present", Native.Present(Live(), nowUs));
+        }
+
+        /// <summary>
+        /// A whole frame in one call (rally_client_frame), in the order that keeps latency
+        /// lowest: the previous frame's present (<c>frame.PresentedUs</c>, 0 for none), the
+        /// clock (<c>frame.NowUs</c> 0: read, and written back), <paramref name="input"/> sent
+        /// if <paramref name="send"/>, <c>Update</c>, the waiting events into
+        /// <paramref name="events"/> with their bytes one after another in
+        /// <paramref name="eventData"/> (each event's <c>DataLength</c> its share), every entity
+        /// as a frame at <c>frame.AtUs</c> (0: <c>NowUs</c>) shows it into
+        /// <paramref name="entities"/>, and this frame's present (<c>frame.PresentUs</c>:
+        /// <c>Frame.PresentNow</c> for the call's end, 0 for none). The same as those calls
+        /// one by one, for one crossing into the library instead of six. The counts come back
+        /// in <paramref name="frame"/> (<c>EventsCount</c>, <c>EntitiesCount</c>; <c>EventsMore</c>
+        /// when events still wait). False when an array is too short (its count says the size
+        /// needed); any other error throws after every step ran, so the events taken (a
+        /// Disconnected one among them) are still in the arrays. Allocates nothing.
+        /// </summary>
+        public unsafe bool PlayFrame(ref Frame frame, ref XrInput input, bool send,
+            Event[] events, byte[] eventData, Entity[] entities)
+        {
+            Status status;
+            fixed (XrInput* pinnedInput = &input)
+            fixed (Event* pinnedEvents = events)
+            fixed (byte* pinnedData = eventData)
+            fixed (Entity* pinnedEntities = entities)
+            fixed (Frame* pinned = &frame)
+            {
+                pinned->XrInput = send ? pinnedInput : null;
+                pinned->Events = pinnedEvents;
+                pinned->EventsCapacity = Capacity(events);
+                pinned->EventData = pinnedData;
+                pinned->EventDataCapacity = Capacity(eventData);
+                pinned->Entities = pinnedEntities;
+                pinned->EntitiesCapacity = Capacity(entities);
+                status = Native.PlayFrame(Live(), pinned);
+                // Pinned only for the call: no pointer outlives it.
+                pinned->XrInput = null;
+                pinned->Events = null;
+                pinned->EventData = null;
+                pinned->Entities = null;
+            }
+            if (status == Status.BufferTooSmall) return false;
+            Check("rally_client_frame", status);
+            return true;
         }
 
         /// <summary>

@@ -9,11 +9,14 @@
 // figures (mean, p50, p99, max, per phase, bytes allocated) as JSON too. --io-thread on|wake
 // runs the library's I/O thread (Config.IoThread); the bench then also reports the process's
 // CPU per frame, that thread's included. The bench's frame figure reads the thread's CPU clock
-// only at the frame's edges (one read's cost taken out); a second pass times each call.
+// only at the frame's edges (one read's cost taken out); a second pass times each call; a third
+// times the floor: a frame of one call that does nothing (rally_version), and one of none.
+// --calls frame (the default) plays each frame in one call (RallyConnection.PlayFrame,
+// rally_client_frame); --calls separate in the six calls one by one.
 //
 //   mono ConsoleTest.exe --rally PATH --key HEX --server IP:PORT --layout FILE
 //        [--grab X,Y,Z] [--seconds S] [--bench FRAMES] [--json FILE] [--interpolate 0|1]
-//        [--spin-us US] [--io-thread off|on|wake] [--gap-us US]
+//        [--spin-us US] [--io-thread off|on|wake] [--gap-us US] [--calls frame|separate]
 //
 // bindings/unity/run-mono.sh builds everything and runs it.
 using System;
@@ -51,8 +54,10 @@ static class ConsoleTest
         IoThread io = ioName == "on" ? IoThread.On : ioName == "wake" ? IoThread.Wake : IoThread.Off;
         SpinUs = ulong.Parse(Get(options, "--spin-us", "0"), CultureInfo.InvariantCulture);
         GapUs = double.Parse(Get(options, "--gap-us", "0"), CultureInfo.InvariantCulture);
-        Console.WriteLine("librally {0} under Mono {1}; I/O thread {2}", RallyConnection.Version,
-            Environment.Version, io);
+        FrameCall = Get(options, "--calls", "frame") != "separate";
+        Console.WriteLine("librally {0} under Mono {1}; I/O thread {2}; {3}",
+            RallyConnection.Version, Environment.Version, io,
+            FrameCall ? "one call a frame" : "the calls one by one");
 
         PreciseTimers();
         CheckLayouts(options["--layout"]);
@@ -110,19 +115,47 @@ static class ConsoleTest
             ulong now = client.NowUs();
             late[k] = (now - (start + (ulong)n * FrameUs)) / 1000.0;
             XrInput input = Input(Reach(k, frames, grab), (byte)(k > 20 ? 255 : 0));
-            client.SendXrInput(now, ref input);
-            client.Update(now);
-            PrintEvents(client, data);
-            if (!client.TryReadEntitiesAt(now, entities, out count))
-                throw new Exception(count + " entities: more than the test's array");
-            // Presented once read: with the I/O thread a state that came during the frame's
-            // work is shown too, and was not there at the frame's start.
-            client.Present(client.NowUs());
+            if (FrameCall) count = PlayOne(client, now, ref input, entities, data);
+            else
+            {
+                client.SendXrInput(now, ref input);
+                client.Update(now);
+                PrintEvents(client, data);
+                if (!client.TryReadEntitiesAt(now, entities, out count))
+                    throw new Exception(count + " entities: more than the test's array");
+                // Presented once read: with the I/O thread a state that came during the
+                // frame's work is shown too, and was not there at the frame's start.
+                client.Present(client.NowUs());
+            }
             if (k % 90 == 89) PrintStats(client, k, count);
             WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
         }
         PrintLateness(late);
         return count;
+    }
+
+    /// <summary>Whether frames go in one call (--calls frame) or one by one.</summary>
+    static bool FrameCall = true;
+
+    /// <summary>The frame call's events: more wait for the next frame (or a poll).</summary>
+    static readonly Event[] FrameEvents = new Event[16];
+
+    /// <summary>
+    /// A frame of the play in one call: the input sent, the events noted (those the array had
+    /// no room for polled), the entities read at the frame's time, presented at the call's end
+    /// as the separate path presents once read; the entities read.
+    /// </summary>
+    static int PlayOne(RallyConnection client, ulong now, ref XrInput input, Entity[] entities,
+        byte[] data)
+    {
+        var frame = new Frame { NowUs = now, PresentUs = Frame.PresentNow };
+        if (!client.PlayFrame(ref frame, ref input, true, FrameEvents, data, entities))
+            throw new Exception(string.Format("rally_client_frame: {0} entities, an event of " +
+                "{1} bytes: more than the test's arrays", frame.EntitiesCount,
+                frame.EventDataLength));
+        for (int i = 0; i < (int)frame.EventsCount; i++) Note(FrameEvents[i]);
+        if (frame.EventsMore != 0) PrintEvents(client, data);
+        return (int)frame.EntitiesCount;
     }
 
     /// <summary>
@@ -196,18 +229,18 @@ static class ConsoleTest
         bool joined = false;
         Event ev;
         int length;
-        while (client.PollEvent(out ev, data, out length))
-        {
-            if (ev.Kind == EventKind.Joined)
-            {
-                Console.WriteLine("joined as client {0}", ev.Client);
-                Me = ev.Client;
-                joined = true;
-            }
-            else if (ev.Kind == EventKind.Disconnected)
-                throw new Exception("disconnected: " + ev.Reason);
-        }
+        while (client.PollEvent(out ev, data, out length)) joined |= Note(ev);
         return joined;
+    }
+
+    /// <summary>Notes an event: this client's join (true), or a disconnection (throws).</summary>
+    static bool Note(Event ev)
+    {
+        if (ev.Kind == EventKind.Disconnected) throw new Exception("disconnected: " + ev.Reason);
+        if (ev.Kind != EventKind.Joined) return false;
+        Console.WriteLine("joined as client {0}", ev.Client);
+        Me = ev.Client;
+        return true;
     }
 
     static void PrintStats(RallyConnection client, int n, int count)
@@ -271,8 +304,8 @@ static class ConsoleTest
         int count = 0;
         double clock = ClockReadUs();
         var split = new Split(clock, 1);
-        Frame(client, ref input, entities, data, null, out count); // warm the JIT up
-        Frame(client, ref input, entities, data, split, out count);
+        OneFrame(client, ref input, entities, data, null, out count); // warm the JIT up
+        OneFrame(client, ref input, entities, data, split, out count);
         split = new Split(clock, frames);
         long allocated = GC.GetAllocatedBytesForCurrentThread();
         int collections = GC.CollectionCount(0);
@@ -282,7 +315,7 @@ static class ConsoleTest
         for (int n = 0; n < frames; n++)
         {
             double before = ThreadCpuUs();
-            Frame(client, ref input, entities, data, null, out count);
+            OneFrame(client, ref input, entities, data, null, out count);
             cpu[n] = ThreadCpuUs() - before - clock;
             WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
         }
@@ -294,7 +327,7 @@ static class ConsoleTest
         for (int n = 0; n < frames; n++)
         {
             split.Frame = n;
-            Frame(client, ref input, entities, data, split, out count);
+            OneFrame(client, ref input, entities, data, split, out count);
             WaitUntil(client, start + (ulong)(n + 1) * FrameUs);
         }
         Array.Sort(cpu);
@@ -312,12 +345,19 @@ static class ConsoleTest
             "{0:F1} us; {1} calls waited for the I/O thread ({2} us in all)", process / frames,
             waits, after.IoLockWaitUs - statsBefore.IoLockWaitUs);
         double[] phases = split.Phases(frames);
-        Console.WriteLine("bench: mean CPU per phase (a second pass of {0} frames, the clock " +
-            "read around each call): clock and input {1:F1} us, update and events {2:F1} us, " +
-            "entities {3:F1} us, present {4:F1} us; sum {5:F1} us", frames, phases[0],
-            phases[1], phases[2], phases[3], phases[0] + phases[1] + phases[2] + phases[3]);
+        if (!FrameCall)
+            Console.WriteLine("bench: mean CPU per phase (a second pass of {0} frames, the " +
+                "clock read around each call): clock and input {1:F1} us, update and events " +
+                "{2:F1} us, entities {3:F1} us, present {4:F1} us; sum {5:F1} us", frames,
+                phases[0], phases[1], phases[2], phases[3],
+                phases[0] + phases[1] + phases[2] + phases[3]);
         Console.WriteLine("bench: mean CPU per call: {0}; {1:F2} polls a frame",
             split.Calls(frames), (double)split.Polls / frames);
+        double[] floor = Floor(client, Math.Max(1, frames / 3), clock);
+        Console.WriteLine("bench: the floor, {0} frames after the same sleep: one call that " +
+            "does nothing (rally_version) mean {1:F2} us, p50 {2:F2}, p99 {3:F2}; no call " +
+            "(the clock's reads less one) mean {4:F2} us, p50 {5:F2}, p99 {6:F2}",
+            Math.Max(1, frames / 3), floor[0], floor[1], floor[2], floor[3], floor[4], floor[5]);
         // What the binding adds to each call: Mono's transition to native code and back,
         // around the cheapest call there is.
         const int calls = 100000;
@@ -342,13 +382,53 @@ static class ConsoleTest
             "\"present\": {9:F2} }}, \"managed_bytes_allocated\": {10}, " +
             "\"gen0_collections\": {11}, \"pinvoke_us\": {12:F4}, " +
             "\"process_cpu_us\": {13:F2}, \"io_lock_waits\": {14}, " +
-            "\"clock_read_us\": {15:F4}, \"calls_us\": {{{16}}}, \"polls_per_frame\": {17:F2} }}\n",
+            "\"clock_read_us\": {15:F4}, \"calls_us\": {{{16}}}, \"polls_per_frame\": {17:F2}, " +
+            "\"calls\": \"{18}\", \"floor_call_us\": {{\"mean\": {19:F3}, \"p50\": {20:F3}, " +
+            "\"p99\": {21:F3} }}, \"floor_none_us\": {{\"mean\": {22:F3}, \"p50\": {23:F3}, " +
+            "\"p99\": {24:F3} }} }}\n",
             frames, count, sum / frames, cpu[frames / 2],
             cpu[Math.Min(frames - 1, frames * 99 / 100)], cpu[frames - 1], phases[0],
             phases[1], phases[2], phases[3], allocated, collections,
             pinvoke, process / frames, waits, clock, split.Json(frames),
-            (double)split.Polls / frames));
+            (double)split.Polls / frames, FrameCall ? "frame" : "separate", floor[0],
+            floor[1], floor[2], floor[3], floor[4], floor[5]));
         Console.WriteLine("bench: wrote {0}", json);
+    }
+
+    /// <summary>
+    /// The floor of any frame's design on this machine: <paramref name="frames"/> frames, each
+    /// after the bench's sleep (and its clock polls), of one call into the library that does
+    /// nothing (rally_version: Mono's transition and the first touch of the library's code),
+    /// then as many of no call at all (two reads of the clock less one read's cost: what the
+    /// measurement itself leaves). Mean, p50 and p99 of each, us.
+    /// </summary>
+    static double[] Floor(RallyConnection client, int frames, double clock)
+    {
+        var call = new double[frames];
+        var none = new double[frames];
+        ulong start = client.NowUs();
+        for (int n = 0; n < frames; n++)
+        {
+            double before = ThreadCpuUs();
+            Native.Version();
+            call[n] = ThreadCpuUs() - before - clock;
+            WaitUntil(client, start + (ulong)(2 * n + 1) * FrameUs);
+            before = ThreadCpuUs();
+            none[n] = ThreadCpuUs() - before - clock;
+            WaitUntil(client, start + (ulong)(2 * n + 2) * FrameUs);
+        }
+        double[] a = Summary(call), b = Summary(none);
+        return new[] { a[0], a[1], a[2], b[0], b[1], b[2] };
+    }
+
+    /// <summary>Mean, p50 and p99 of <paramref name="values"/> (sorts them).</summary>
+    static double[] Summary(double[] values)
+    {
+        Array.Sort(values);
+        double sum = 0;
+        foreach (double v in values) sum += v;
+        int n = values.Length;
+        return new[] { sum / n, values[n / 2], values[Math.Min(n - 1, n * 99 / 100)] };
     }
 
     /// <summary>
@@ -376,6 +456,7 @@ static class ConsoleTest
         public static readonly string[] Names = {
             "rally_client_now_us", "rally_client_send_xr_input", "rally_client_update",
             "rally_client_poll_event", "rally_client_entities_at", "rally_client_present",
+            "rally_client_frame",
         };
         readonly double clock;
         readonly double[] sums = new double[Names.Length];
@@ -408,23 +489,25 @@ static class ConsoleTest
                 sums[4] / frames, sums[5] / frames };
         }
 
+        /// <summary>Each call the frames made: mean and p50.</summary>
         public string Calls(int frames)
         {
-            var parts = new string[Names.Length];
-            for (int i = 0; i < Names.Length; i++)
-                parts[i] = string.Format(CultureInfo.InvariantCulture,
-                    "{0} {1:F2} us (p50 {2:F2})", Names[i], sums[i] / frames, Median(each[i]));
-            return string.Join(", ", parts);
+            return Each(frames, "{0} {1:F2} us (p50 {2:F2})");
         }
 
         public string Json(int frames)
         {
-            var parts = new string[Names.Length];
+            return Each(frames, "\"{0}\": {{\"mean\": {1:F3}, \"p50\": {2:F3} }}");
+        }
+
+        string Each(int frames, string format)
+        {
+            var parts = new List<string>();
             for (int i = 0; i < Names.Length; i++)
-                parts[i] = string.Format(CultureInfo.InvariantCulture,
-                    "\"{0}\": {{\"mean\": {1:F3}, \"p50\": {2:F3} }}", Names[i],
-                    sums[i] / frames, Median(each[i]));
-            return string.Join(", ", parts);
+                if (sums[i] != 0)
+                    parts.Add(string.Format(CultureInfo.InvariantCulture, format, Names[i],
+                        sums[i] / frames, Median(each[i])));
+            return string.Join(", ", parts.ToArray());
         }
 
         static double Median(double[] values)
@@ -439,10 +522,19 @@ static class ConsoleTest
     /// One frame's work: sample and send, update, drain events, read every entity, present;
     /// with <paramref name="split"/>, each call's thread CPU time added to it.
     /// </summary>
-    static void Frame(RallyConnection client, ref XrInput input, Entity[] entities, byte[] data,
-        Split split, out int count)
+    static void OneFrame(RallyConnection client, ref XrInput input, Entity[] entities,
+        byte[] data, Split split, out int count)
     {
         double t = split != null ? ThreadCpuUs() : 0;
+        if (FrameCall)
+        {
+            // The clock read in the call, the frame presented at its end.
+            var frame = new Frame { PresentUs = Frame.PresentNow };
+            client.PlayFrame(ref frame, ref input, true, FrameEvents, data, entities);
+            if (split != null) split.Lap(6, t);
+            count = (int)frame.EntitiesCount;
+            return;
+        }
         ulong now = client.NowUs();
         if (split != null) t = split.Lap(0, t);
         client.SendXrInput(now, ref input);
@@ -534,6 +626,7 @@ static class ConsoleTest
             { "RallyXrInput", typeof(XrInput) }, { "RallyEntity", typeof(Entity) },
             { "RallyEvent", typeof(Event) }, { "RallyLatency", typeof(Latency) },
             { "RallyConnectionStats", typeof(ConnectionStats) }, { "RallyConfig", typeof(Config) },
+            { "RallyFrame", typeof(Frame) },
         };
         var fields = new Dictionary<string, string> {
             { "RallyXrInput.game", "Game" }, { "RallyXrInput.game_len", "GameLength" },
@@ -544,6 +637,9 @@ static class ConsoleTest
             { "RallyConfig.io_thread", "IoThread" }, { "RallyLatency.above_model", "AboveModel" },
             { "RallyLatency.at_best", "AtBest" },
             { "RallyConnectionStats.io_lock_waits", "IoLockWaits" },
+            { "RallyFrame.xr_input", "XrInput" }, { "RallyFrame.events_count", "EventsCount" },
+            { "RallyFrame.entities_count", "EntitiesCount" },
+            { "RallyFrame.events_more", "EventsMore" },
         };
         int checkedLines = 0;
         foreach (string line in File.ReadAllLines(path))

@@ -15,6 +15,7 @@ int main(void) {
     SIZE(RallyLatency);
     SIZE(RallyConnectionStats);
     SIZE(RallyConfig);
+    SIZE(RallyFrame);
     OFFSET(RallyXrInput, hands);
     OFFSET(RallyXrInput, game);
     OFFSET(RallyXrInput, game_len);
@@ -28,5 +29,9 @@ int main(void) {
     OFFSET(RallyLatency, above_model);
     OFFSET(RallyLatency, at_best);
     OFFSET(RallyConnectionStats, io_lock_waits);
+    OFFSET(RallyFrame, xr_input);
+    OFFSET(RallyFrame, events_count);
+    OFFSET(RallyFrame, entities_count);
+    OFFSET(RallyFrame, events_more);
     return 0;
 }
