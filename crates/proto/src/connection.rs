@@ -469,8 +469,10 @@ impl Connection {
                 return Err(DisconnectReason::PeerMisbehaved);
             };
             // A repair ack rides on acks and asks for none, or two repairing peers would
-            // ack each other's acks forever.
-            let eliciting = !matches!(frame, Frame::RepairAck { .. });
+            // ack each other's acks forever. Nor does a repair: most fill no hole, and an ack
+            // packet of its own is one more packet that may hold back the data behind it; one
+            // that delivers a message owes the ack itself (`deliver_decoded`).
+            let eliciting = !matches!(frame, Frame::RepairAck { .. } | Frame::Repair { .. });
             if eliciting && self.ack_owed_since.is_none() {
                 self.ack_owed_since = Some(now);
             }
