@@ -278,6 +278,7 @@ impl Connection {
         channel_order.sort_by_key(|i| std::cmp::Reverse(config.channels[*i].priority));
         let mut events = VecDeque::new();
         events.push_back(Event::Connected);
+        let repair_start = config.repair.start_loss();
         Self {
             channel_order,
             head_reserve,
@@ -295,7 +296,7 @@ impl Connection {
             ack_owed_since: None,
             ack_now: false,
             stats: ConnectionStats::default(),
-            redundancy_loss: 0.0,
+            redundancy_loss: repair_start,
             copying: false,
             lost: Vec::new(),
             units: Vec::new(),
@@ -308,7 +309,7 @@ impl Connection {
             keys: None,
             encoders: (0..channels).map(|_| Default::default()).collect(),
             decoders: (0..channels).map(|_| Default::default()).collect(),
-            repairing: false,
+            repairing: repair_start > 0.0,
             loss_burst: 1.0,
         }
     }

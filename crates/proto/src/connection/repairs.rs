@@ -374,6 +374,25 @@ mod tests {
         assert_eq!(c.ack_owed_since, Some(Instant::ZERO), "the delivering repair owes one");
     }
 
+    /// Goal: repairs start on, so that the first losses of a lossy path are repaired before
+    /// any is measured, and a clean path switches them off soon. Method: a new connection's
+    /// plan, then its plan after 60 packets acked without loss, then after losses return.
+    #[test]
+    fn repairs_start_on_and_a_clean_path_switches_them_off() {
+        let mut c = Connection::new(coded(), Instant::ZERO);
+        assert!(c.repair_plan().0 > 0.0, "on before any loss is measured");
+        for _ in 0..60 {
+            c.record_fate(false);
+        }
+        assert_eq!(c.repair_plan().0, 0.0, "off after 60 clean packets");
+        for k in 0..20 {
+            c.record_fate(k % 10 == 0);
+        }
+        assert!(c.repair_plan().0 > 0.0, "on again at 10% loss");
+        let plain = Connection::new(ConnectionConfig::default(), Instant::ZERO);
+        assert_eq!(plain.repair_plan().0, 0.0, "never without repairs configured");
+    }
+
     /// Goal: a repair on a connection or channel without repairs, and a repair ack claiming
     /// messages never sent, are counted drops that leave the connection open.
     #[test]
