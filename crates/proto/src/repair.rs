@@ -232,7 +232,8 @@ pub struct Decoder {
     newest: Option<u16>,
     /// What `rows` and `known` count against the receive limit.
     bytes: usize,
-    /// Whether a repair has arrived: only then are recent messages kept, and repair acks sent.
+    /// Whether a repair has arrived: only then are recent messages kept, and repair acks sent
+    /// (when owed: `report_until`, or a shortfall).
     pub(crate) active: bool,
     /// Until when packets carry a repair ack after a message was decoded: only a decoded
     /// message needs one, the packet acks tell the sender of every other.
