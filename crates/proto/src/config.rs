@@ -137,6 +137,18 @@ impl Repair {
     pub fn adaptive() -> Self {
         Repair::Adaptive { loss_threshold: 0.005, interval: Duration::from_millis(2) }
     }
+
+    /// The slow loss estimate a new connection starts from: repairs start on, and a clean
+    /// path switches them off after about 50 acked packets (below half the threshold,
+    /// `record_fate`). Starting off would leave the first losses of a lossy path to the
+    /// resend timer, before any round trip is measured: they set the p99 of a minute's run
+    /// (`rally-bench transport`, bernoulli-10 p99 69.3 ms to 65.6; docs/benchmarks.md).
+    pub(crate) fn start_loss(&self) -> f64 {
+        match self {
+            Repair::Off => 0.0,
+            Repair::Adaptive { loss_threshold, .. } => loss_threshold * 0.6,
+        }
+    }
 }
 
 impl Default for ConnectionConfig {

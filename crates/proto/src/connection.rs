@@ -278,6 +278,7 @@ impl Connection {
         channel_order.sort_by_key(|i| std::cmp::Reverse(config.channels[*i].priority));
         let mut events = VecDeque::new();
         events.push_back(Event::Connected);
+        let repair_start = config.repair.start_loss();
         Self {
             channel_order,
             head_reserve,
@@ -295,7 +296,7 @@ impl Connection {
             ack_owed_since: None,
             ack_now: false,
             stats: ConnectionStats::default(),
-            redundancy_loss: 0.0,
+            redundancy_loss: repair_start,
             copying: false,
             lost: Vec::new(),
             units: Vec::new(),
@@ -308,7 +309,7 @@ impl Connection {
             keys: None,
             encoders: (0..channels).map(|_| Default::default()).collect(),
             decoders: (0..channels).map(|_| Default::default()).collect(),
-            repairing: false,
+            repairing: repair_start > 0.0,
             loss_burst: 1.0,
         }
     }
@@ -469,8 +470,10 @@ impl Connection {
                 return Err(DisconnectReason::PeerMisbehaved);
             };
             // A repair ack rides on acks and asks for none, or two repairing peers would
-            // ack each other's acks forever.
-            let eliciting = !matches!(frame, Frame::RepairAck { .. });
+            // ack each other's acks forever. Nor does a repair: most fill no hole, and an ack
+            // packet of its own is one more packet that may hold back the data behind it; one
+            // that delivers a message owes the ack itself (`deliver_decoded`).
+            let eliciting = !matches!(frame, Frame::RepairAck { .. } | Frame::Repair { .. });
             if eliciting && self.ack_owed_since.is_none() {
                 self.ack_owed_since = Some(now);
             }

@@ -255,7 +255,8 @@ pub enum Frame<'a> {
         payload: &'a [u8],
     },
     /// A random linear combination of the messages `start .. start + count` of a
-    /// reliable-ordered channel (see [`crate::repair`]).
+    /// reliable-ordered channel (see [`crate::repair`]). Not ack-eliciting, unless it
+    /// delivers a message.
     Repair {
         /// The channel index.
         channel: u8,

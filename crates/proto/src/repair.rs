@@ -9,7 +9,9 @@
 //! recovers it one send interval later instead of after a round trip. The receiver reports in
 //! a repair ack (frame `0x05`) the next message it must deliver (which acknowledges what it
 //! decoded) and its **shortfall**, the holes its repairs do not yet cover; a shortfall makes the
-//! sender send that many repairs at once. Repairs stop when the measured loss falls to zero.
+//! sender send that many repairs at once. It sends one only for a round trip after it decoded
+//! a message and while it is short: the packet acks tell the sender of every other message.
+//! Repairs start on, and stop when the measured loss falls to zero.
 //!
 //! **Symbols.** Message `seq` is coded as the symbol `len u16 || check u32 || payload`, where
 //! `check` is [`checksum`] of the payload; a repair's data is `sum(c_seq * symbol_seq)` over its
@@ -230,8 +232,12 @@ pub struct Decoder {
     newest: Option<u16>,
     /// What `rows` and `known` count against the receive limit.
     bytes: usize,
-    /// Whether a repair has arrived: only then are recent messages kept, and repair acks sent.
+    /// Whether a repair has arrived: only then are recent messages kept, and repair acks sent
+    /// (when owed: `report_until`, or a shortfall).
     pub(crate) active: bool,
+    /// Until when packets carry a repair ack after a message was decoded: only a decoded
+    /// message needs one, the packet acks tell the sender of every other.
+    pub(crate) report_until: Option<crate::time::Instant>,
     /// Buffers of forgotten messages, for the next ones: a steady stream would otherwise
     /// allocate one per message.
     spare: Vec<Vec<u8>>,
