@@ -130,18 +130,33 @@ impl Simulation for Reference {
 /// `MOVING - CLIENTS` orbit; each client that joins adds its controller.
 /// `seed` makes the room's session secrets.
 pub fn reference_room(
-    mut config: RoomConfig,
+    config: RoomConfig,
     seed: u64,
 ) -> Result<Room<Reference>, rally_engine::WorldError> {
+    reference_room_sized(config, seed, BODIES, MOVING)
+}
+
+/// The reference room with `bodies` entities, `moving` of them moving every tick, its
+/// `CLIENTS` controllers included in both (`moving - CLIENTS` orbit; `bodies` clamped to
+/// `CLIENTS..=BODIES`, `moving` to `CLIENTS..=bodies`): the reference room's work for another
+/// room's shape (the sandbox scene has 110 entities and moves 94 a tick).
+pub fn reference_room_sized(
+    mut config: RoomConfig,
+    seed: u64,
+    bodies: usize,
+    moving: usize,
+) -> Result<Room<Reference>, rally_engine::WorldError> {
+    let bodies = bodies.clamp(CLIENTS, BODIES);
+    let moving = moving.clamp(CLIENTS, bodies);
     config.snapshot.entities_max = config.snapshot.entities_max.max(BODIES);
     let mut game = Reference::default();
     // Callers pass a validated config (the server checks it at start), and the raised entity
     // limit is far below the engine's.
     let mut room = Room::new(config, Reference::default(), seed).expect("a valid room config");
-    for k in 0..BODIES - CLIENTS {
+    for k in 0..bodies - CLIENTS {
         let at = Transform::from_position(Vec3::new(k as f32 * 0.1 - 10.0, 0.5, -3.0));
         let id = room.world_mut().spawn(Entity::at(at))?;
-        if k < MOVING - CLIENTS {
+        if k < moving - CLIENTS {
             game.orbiting.push(id);
         }
     }
