@@ -240,3 +240,38 @@ impl rally_driver::host::Game for SceneGame {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How many of `room`'s entities one step of its game moves.
+    fn moved_by_one_step(room: &mut Room<Reference>) -> usize {
+        let before: Vec<_> = room.world().iter().map(|(id, e)| (id, e.transform)).collect();
+        let mut game = std::mem::take(room.simulation_mut());
+        game.step(room.world_mut(), Duration::from_millis(8));
+        *room.simulation_mut() = game;
+        let after = room.world().iter().map(|(id, e)| (id, e.transform));
+        after.zip(&before).filter(|(now, then)| now != *then).count()
+    }
+
+    #[test]
+    fn a_sized_reference_room_has_the_bodies_and_motion_asked_for() {
+        // The sandbox scene's shape: 110 entities, 94 moving, the 10 controllers among both.
+        let mut room = reference_room_sized(RoomConfig::default(), 1, 110, 94).unwrap();
+        assert_eq!(room.world().len(), 110 - CLIENTS);
+        assert_eq!(moved_by_one_step(&mut room), 94 - CLIENTS);
+        let mut room = reference_room(RoomConfig::default(), 1).unwrap();
+        assert_eq!(room.world().len(), BODIES - CLIENTS);
+        assert_eq!(moved_by_one_step(&mut room), MOVING - CLIENTS);
+    }
+
+    #[test]
+    fn a_sized_reference_room_clamps_what_it_cannot_build() {
+        let mut room = reference_room_sized(RoomConfig::default(), 1, 10_000, 10_000).unwrap();
+        assert_eq!(room.world().len(), BODIES - CLIENTS);
+        assert_eq!(moved_by_one_step(&mut room), BODIES - CLIENTS);
+        let room = reference_room_sized(RoomConfig::default(), 1, 0, 0).unwrap();
+        assert_eq!(room.world().len(), 0);
+    }
+}
