@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The scene CPU target's floor (docs/benchmarks.md, "The scene target's floor over every
-# design"): instructions an item of the least code for each job the sandbox scene's room does
-# beyond the W3 reference room's, counted by callgrind. The code is scripts/scene-floor.rs,
-# not the engine's: see its header for each kernel.
+# The scene CPU target's floor (docs/benchmarks.md, "Equal motion, and the scene target's floor
+# over every design"): instructions an item of the least code for each job the sandbox scene's
+# room does beyond the W3 reference room's, counted by callgrind. The code is
+# scripts/scene-floor.rs, not the engine's: see its header for each kernel.
 #
 # Usage: scripts/scene-floor.sh
 # Needs: rustc, valgrind (Debian: apt-get install valgrind).

@@ -91,7 +91,7 @@ pub enum Case {
     #[value(name = "reference-94")]
     Reference94,
     /// The reference room in the sandbox scene's shape: `SCENE_ENTITIES` entities,
-    /// `SCENE_MOVING` moving. Against reference-94, what its still entities cost.
+    /// `SCENE_MOVING` moving: reference-94 less this is what 146 still entities cost.
     #[value(name = "reference-110")]
     Reference110,
     /// The sandbox with 64 moving bodies on the fast pipeline.
