@@ -130,18 +130,33 @@ impl Simulation for Reference {
 /// `MOVING - CLIENTS` orbit; each client that joins adds its controller.
 /// `seed` makes the room's session secrets.
 pub fn reference_room(
-    mut config: RoomConfig,
+    config: RoomConfig,
     seed: u64,
 ) -> Result<Room<Reference>, rally_engine::WorldError> {
+    reference_room_sized(config, seed, BODIES, MOVING)
+}
+
+/// The reference room with `bodies` entities, `moving` of them moving every tick, its
+/// `CLIENTS` controllers included in both (`moving - CLIENTS` orbit; `bodies` clamped to
+/// `CLIENTS..=BODIES`, `moving` to `CLIENTS..=bodies`): the reference room's work for another
+/// room's shape (the sandbox scene has 110 entities and moves 94 a tick).
+pub fn reference_room_sized(
+    mut config: RoomConfig,
+    seed: u64,
+    bodies: usize,
+    moving: usize,
+) -> Result<Room<Reference>, rally_engine::WorldError> {
+    let bodies = bodies.clamp(CLIENTS, BODIES);
+    let moving = moving.clamp(CLIENTS, bodies);
     config.snapshot.entities_max = config.snapshot.entities_max.max(BODIES);
     let mut game = Reference::default();
     // Callers pass a validated config (the server checks it at start), and the raised entity
     // limit is far below the engine's.
     let mut room = Room::new(config, Reference::default(), seed).expect("a valid room config");
-    for k in 0..BODIES - CLIENTS {
+    for k in 0..bodies - CLIENTS {
         let at = Transform::from_position(Vec3::new(k as f32 * 0.1 - 10.0, 0.5, -3.0));
         let id = room.world_mut().spawn(Entity::at(at))?;
-        if k < MOVING - CLIENTS {
+        if k < moving - CLIENTS {
             game.orbiting.push(id);
         }
     }
@@ -223,5 +238,40 @@ impl rally_driver::host::Game for SceneGame {
         if let Some(stats) = &self.stats {
             *stats.lock().unwrap_or_else(|p| p.into_inner()) = room.simulation().stats();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How many of `room`'s entities one step of its game moves.
+    fn moved_by_one_step(room: &mut Room<Reference>) -> usize {
+        let before: Vec<_> = room.world().iter().map(|(id, e)| (id, e.transform)).collect();
+        let mut game = std::mem::take(room.simulation_mut());
+        game.step(room.world_mut(), Duration::from_millis(8));
+        *room.simulation_mut() = game;
+        let after = room.world().iter().map(|(id, e)| (id, e.transform));
+        after.zip(&before).filter(|(now, then)| now != *then).count()
+    }
+
+    #[test]
+    fn a_sized_reference_room_has_the_bodies_and_motion_asked_for() {
+        // The sandbox scene's shape: 110 entities, 94 moving, the 10 controllers among both.
+        let mut room = reference_room_sized(RoomConfig::default(), 1, 110, 94).unwrap();
+        assert_eq!(room.world().len(), 110 - CLIENTS);
+        assert_eq!(moved_by_one_step(&mut room), 94 - CLIENTS);
+        let mut room = reference_room(RoomConfig::default(), 1).unwrap();
+        assert_eq!(room.world().len(), BODIES - CLIENTS);
+        assert_eq!(moved_by_one_step(&mut room), MOVING - CLIENTS);
+    }
+
+    #[test]
+    fn a_sized_reference_room_clamps_what_it_cannot_build() {
+        let mut room = reference_room_sized(RoomConfig::default(), 1, 10_000, 10_000).unwrap();
+        assert_eq!(room.world().len(), BODIES - CLIENTS);
+        assert_eq!(moved_by_one_step(&mut room), BODIES - CLIENTS);
+        let room = reference_room_sized(RoomConfig::default(), 1, 0, 0).unwrap();
+        assert_eq!(room.world().len(), 0);
     }
 }

@@ -24,8 +24,9 @@ pub enum BenchCommand {
     Wire(WireArgs),
     /// W1: reliable echo latency against KCP (sim) or every peer (real) through the W1 links.
     Transport(transport::TransportArgs),
-    /// W3 (the engine's part): CPU per reference room-tick, by phase; and the scene cases
-    /// (the sandbox with 64 moving bodies beside it, 256 settled bodies' bytes per client).
+    /// W3 (the engine's part): CPU per reference room-tick, by phase; the reference room with
+    /// the sandbox's motion and shape; and the scene cases (the sandbox with 64 moving bodies
+    /// beside it, 256 settled bodies' bytes per client).
     Room(room::RoomArgs),
     /// W2: total latency of each pipeline against the latency model.
     Latency(latency::LatencyArgs),

@@ -35,7 +35,7 @@
 
 use super::room_scene;
 use crate::alloc_counter;
-use crate::game::{reference_room, BODIES, CLIENTS, MOVING};
+use crate::game::{reference_room_sized, BODIES, CLIENTS, MOVING};
 use crate::machine::Machine;
 use crate::plot::{self, Panel};
 use crate::stats::{summary, Summary};
@@ -55,6 +55,10 @@ use std::time::Duration;
 
 /// The host's target for a whole room-tick (all phases but physics).
 const TARGET_US: f64 = 25.0;
+/// Entities the sandbox scene moves a tick: its 64 balls and its 10 players' heads and hands.
+const SCENE_MOVING: usize = 64 + CLIENTS * 3;
+/// The sandbox scene's entities: those and its 16 bodies at rest.
+const SCENE_ENTITIES: usize = SCENE_MOVING + 16;
 
 /// Options of `rally-bench room`.
 #[derive(Debug, clap::Args)]
@@ -82,6 +86,14 @@ pub struct RoomArgs {
 pub enum Case {
     /// The W3 reference room.
     Reference,
+    /// The reference room moving as many entities a tick as the sandbox scene does
+    /// (`SCENE_MOVING` of its 256): the same replicated motion.
+    #[value(name = "reference-94")]
+    Reference94,
+    /// The reference room in the sandbox scene's shape: `SCENE_ENTITIES` entities,
+    /// `SCENE_MOVING` moving: reference-94 less this is what 146 still entities cost.
+    #[value(name = "reference-110")]
+    Reference110,
     /// The sandbox with 64 moving bodies on the fast pipeline.
     SandboxFast,
     /// The sandbox with 64 moving bodies on the greedy pipeline.
@@ -234,14 +246,22 @@ impl<S: Simulation> Bench<S> {
 /// Runs the benchmark.
 pub fn run(args: &RoomArgs) -> Result<(), Box<dyn Error>> {
     let ticks = if args.quick { 1280 } else { 7680 };
-    let mut reference = None;
-    if args.runs(Case::Reference) {
-        let room = reference_room(RoomConfig::default(), 1)?;
-        let mut bench = Bench::new(room, CLIENTS, HandInput::on_circle)?;
-        let samples = measure(&mut bench, ticks, 256)?;
-        let report = report("reference", 128, &samples, ticks, (CLIENTS, BODIES, MOVING));
-        print(&report);
-        reference = Some(report);
+    // The reference room, then as it would be with the sandbox scene's motion and shape.
+    let shapes = [
+        (Case::Reference, "reference", BODIES, MOVING),
+        (Case::Reference94, "reference-94", BODIES, SCENE_MOVING),
+        (Case::Reference110, "reference-110", SCENE_ENTITIES, SCENE_MOVING),
+    ];
+    let mut references = Vec::new();
+    for (case, name, bodies, moving) in shapes {
+        if args.runs(case) {
+            let room = reference_room_sized(RoomConfig::default(), 1, bodies, moving)?;
+            let mut bench = Bench::new(room, CLIENTS, HandInput::on_circle)?;
+            let samples = measure(&mut bench, ticks, 256)?;
+            let report = report(name, 128, &samples, ticks, (CLIENTS, bodies, moving));
+            print(&report);
+            references.push((case, report));
+        }
     }
     let seconds = if args.quick { 5 } else { 20 };
     // The reference room drives no entity, so it has no fast path to pay for: the greedy
@@ -251,7 +271,7 @@ pub fn run(args: &RoomArgs) -> Result<(), Box<dyn Error>> {
         if args.runs(case) {
             let sandbox = room_scene::sandbox_64(seconds, pipeline)?;
             print(&sandbox);
-            if let Some(reference) = &reference {
+            for (_, reference) in &references {
                 compare(reference, &sandbox);
             }
             sandboxes.push((case, sandbox));
@@ -269,8 +289,13 @@ pub fn run(args: &RoomArgs) -> Result<(), Box<dyn Error>> {
             "quick": args.quick,
             "machine": Machine::detect(),
         });
-        if let Some(reference) = &reference {
-            json["report"] = serde_json::to_value(reference)?;
+        for (case, reference) in &references {
+            let key = match case {
+                Case::Reference => "report",
+                Case::Reference94 => "reference_94",
+                _ => "reference_110",
+            };
+            json[key] = serde_json::to_value(reference)?;
         }
         for (case, sandbox) in &sandboxes {
             let key = match case {
@@ -284,8 +309,8 @@ pub fn run(args: &RoomArgs) -> Result<(), Box<dyn Error>> {
         }
         super::write_json(path, &json)?;
     }
-    if let (Some(dir), Some(reference)) = (&args.plot, &reference) {
-        let rooms: Vec<&Report> = sandboxes.iter().map(|(_, r)| r).collect();
+    if let (Some(dir), Some(((_, reference), others))) = (&args.plot, references.split_first()) {
+        let rooms: Vec<&Report> = others.iter().chain(&sandboxes).map(|(_, r)| r).collect();
         draw(dir, reference, &rooms)?;
     }
     Ok(())
@@ -441,10 +466,10 @@ fn compare(reference: &Report, scene: &Report) {
     let physics = &scene.micros["2 simulate"];
     let verdict = if s.mean <= r.mean { "at most" } else { "OVER" };
     println!(
-        "scene target: engine CPU per room-tick, {} {:.2} us mean (p99 {:.2}) vs reference \
-         {:.2} us (p99 {:.2}): {verdict} the reference room's; the scene's physics adds {:.1} us \
+        "scene target: engine CPU per room-tick, {} {:.2} us mean (p99 {:.2}) vs {} \
+         {:.2} us (p99 {:.2}): {verdict} that room's; the scene's physics adds {:.1} us \
          mean (p99 {:.1}), the game's share, budgeted apart",
-        scene.room, s.mean, s.p99, r.mean, r.p99, physics.mean, physics.p99
+        scene.room, s.mean, s.p99, reference.room, r.mean, r.p99, physics.mean, physics.p99
     );
     println!();
 }
