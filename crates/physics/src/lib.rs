@@ -430,12 +430,22 @@ impl Physics {
     }
 
     /// Dynamic bodies that nothing holds write their pose and velocities to the world.
+    ///
+    /// Only a body that moved is written: the world marks every row it lends for change, and
+    /// replicate compares each marked row with the last snapshot, so a body at rest (asleep,
+    /// or a still stack) lent every tick would be paid for as if it moved.
     fn write_back(&self, world: &mut World) {
         for (id, (handle, motion)) in &self.handles {
             if *motion != Motion::Dynamic || world.grabber_of(*id).is_some() {
                 continue;
             }
-            let (Some(body), Some(entity)) = (self.bodies.get(*handle), world.get_mut(*id)) else {
+            let Some(body) = self.bodies.get(*handle) else {
+                continue;
+            };
+            if !world.get(*id).is_some_and(|entity| moved(body, entity)) {
+                continue;
+            }
+            let Some(entity) = world.get_mut(*id) else {
                 continue;
             };
             let pose = body.position();
