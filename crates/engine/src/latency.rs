@@ -83,9 +83,17 @@ impl LatencyModel {
 /// at `t` shows at best on the first frame presented at or after `t + round_trip`, and at
 /// worst (the server held it a tick) on the first at or after `t + round_trip + tick`: the
 /// model, with the frames the game presented in place of multiples of `frame`.
+///
+/// A frame can show only what its read of the state held, not all that arrived by its present:
+/// each frame is kept with the time of that read, and a sample's best frame is the first whose
+/// read came a round trip or more after the input was sampled. A frame that sends its input
+/// and then reads (an I/O thread decoding the answer meanwhile) may show the input itself, and
+/// that frame is then its best; one whose answer came after the read but before the present
+/// could not show it, and the next frame is its best.
 #[derive(Debug, Clone)]
 pub struct PresentedFrames {
-    times: VecDeque<Instant>,
+    /// Each frame's read of the state and its present, ascending.
+    times: VecDeque<(Instant, Instant)>,
     kept: usize,
 }
 
@@ -103,18 +111,39 @@ pub enum Verdict {
     Late,
 }
 
+impl Verdict {
+    /// Whether the sample took no longer than its best frame allowed. An early sample did:
+    /// shown sooner than its round trip allows, the round trip it was judged by was longer
+    /// than its own (the smoothed RTT standing in), not the pipeline slower.
+    pub fn at_best(self) -> bool {
+        matches!(self, Self::Early | Self::AtBest)
+    }
+
+    /// Whether the sample took no longer than the model's worst frame (early ones included,
+    /// as in [`Verdict::at_best`]).
+    pub fn within_model(self) -> bool {
+        self != Self::Late
+    }
+}
+
 impl PresentedFrames {
     /// Keeps the newest `kept` frames (at least one).
     pub fn new(kept: usize) -> Self {
         Self { times: VecDeque::new(), kept: kept.max(1) }
     }
 
-    /// A frame was presented at `at` (times ascending).
+    /// A frame was presented at `at` showing all that had arrived by then (times ascending).
     pub fn presented(&mut self, at: Instant) {
+        self.presented_after_read(at, at);
+    }
+
+    /// A frame was presented at `at` showing what its read of the state at `read` held
+    /// (`read` at or before `at`; times ascending).
+    pub fn presented_after_read(&mut self, at: Instant, read: Instant) {
         if self.times.len() >= self.kept {
             self.times.pop_front();
         }
-        self.times.push_back(at);
+        self.times.push_back((read.min(at), at));
     }
 
     /// The verdict on `sample`, presented at `presented`, for its `round_trip` and the
@@ -128,20 +157,34 @@ impl PresentedFrames {
         tick: Duration,
         slack: Duration,
     ) -> Option<Verdict> {
+        self.judge_with_best(presented, sample, round_trip, tick, slack).map(|(verdict, _)| verdict)
+    }
+
+    /// As [`PresentedFrames::judge`], with the present time of the sample's best frame (to
+    /// tell a sample one frame late from one held longer).
+    pub fn judge_with_best(
+        &self,
+        presented: Instant,
+        sample: &LatencySample,
+        round_trip: Duration,
+        tick: Duration,
+        slack: Duration,
+    ) -> Option<(Verdict, Instant)> {
         let sampled = presented.as_nanos().checked_sub(sample.total.as_nanos() as u64)?;
         let sampled = Instant::from_nanos(sampled);
-        if self.times.front().is_none_or(|&oldest| sampled < oldest) {
+        if self.times.front().is_none_or(|&(_, oldest)| sampled < oldest) {
             return None;
         }
-        // The first frame at or after `t`; with none kept yet, the frame the model would
-        // name is not yet presented: `t` itself, or the sample's own frame if later.
+        // The present of the first frame whose read came at or after `t`; with none kept
+        // yet, the frame the model would name is not yet presented: `t` itself, or the
+        // sample's own frame if later.
         let first_from = |t: Instant| {
-            let at = self.times.partition_point(|&frame| frame < t);
-            self.times.get(at).copied().unwrap_or(t.max(presented))
+            let at = self.times.partition_point(|&(read, _)| read < t);
+            self.times.get(at).map_or(t.max(presented), |&(_, shown)| shown)
         };
         let best = first_from(sampled + round_trip);
         let worst = first_from(sampled + round_trip + tick);
-        Some(if presented + slack < best {
+        let verdict = if presented + slack < best {
             Verdict::Early
         } else if presented <= best + slack {
             Verdict::AtBest
@@ -149,11 +192,12 @@ impl PresentedFrames {
             Verdict::Within
         } else {
             Verdict::Late
-        })
+        };
+        Some((verdict, best))
     }
 }
 
-/// An input between sampling and presentation./// An input between sampling and presentation.
+/// An input between sampling and presentation.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     seq: u32,
@@ -372,6 +416,50 @@ mod tests {
         let sample = LatencySample { total: ms(20.0), ..judged_sample(ms(2.0)) };
         let old = two.judge(Instant::ZERO + ms(50.0), &sample, ms(2.0), ms(5.0), ms(1.0));
         assert_eq!(old, None, "sampled at 30, before the two frames kept (40, 50)");
+    }
+
+    #[test]
+    fn a_samples_best_frame_is_the_first_whose_read_could_hold_its_answer() {
+        // Goal: with an I/O thread, a frame sends its input, reads the state, presents; the
+        // answer (a 0.3 ms round trip) comes before the present but after the read, or before
+        // the read. Either is at its best: the next frame, or the frame itself. Judged on the
+        // presents alone (the old rule), the first case was a frame late. Method: frames
+        // sampled at 0, 10, 20 ms, each read 0.2 ms after, presented 1 ms after.
+        let mut frames = PresentedFrames::new(16);
+        for start in [0.0, 10.0, 20.0] {
+            let at = |after: f64| Instant::ZERO + ms(start + after);
+            frames.presented_after_read(at(1.0), at(0.2));
+        }
+        let judge = |presented: f64, round_trip: f64| {
+            let sample = LatencySample { total: ms(presented - 10.0), ..judged_sample(ms(0.3)) };
+            let presented = Instant::ZERO + ms(presented);
+            frames.judge_with_best(presented, &sample, ms(round_trip), ms(8.0), Duration::ZERO)
+        };
+        let at = |t: f64| Instant::ZERO + ms(t);
+        // Sampled at 10; the answer after the read (0.3 > 0.2): shown at 21, its best.
+        assert_eq!(judge(21.0, 0.3), Some((Verdict::AtBest, at(21.0))));
+        // Its answer before the read (0.1 ms): shown by its own frame, at 11, its best.
+        assert_eq!(judge(11.0, 0.1), Some((Verdict::AtBest, at(11.0))));
+        // That one shown a frame later is within the model, a frame after its best.
+        assert_eq!(judge(21.0, 0.1), Some((Verdict::Within, at(11.0))));
+        // A frame read at its present is the old rule: `presented` keeps it.
+        let plain = presented(4, &[0.0, 10.0, 20.0]);
+        let sample = LatencySample { total: ms(10.0), ..judged_sample(ms(0.3)) };
+        let shown = plain.judge(at(20.0), &sample, ms(0.3), ms(8.0), Duration::ZERO);
+        assert_eq!(shown, Some(Verdict::AtBest));
+    }
+
+    #[test]
+    fn an_early_sample_counts_at_best_and_within_the_model() {
+        // Goal: a sample shown before its best frame (its round trip over-estimated, as when
+        // the smoothed RTT stands in) did not wait longer than the floor: at best, within the
+        // model; only a late one is outside it, and only a sample past its best frame is not
+        // at best.
+        let verdicts = [Verdict::Early, Verdict::AtBest, Verdict::Within, Verdict::Late];
+        let at_best = verdicts.map(Verdict::at_best);
+        let within = verdicts.map(Verdict::within_model);
+        assert_eq!(at_best, [true, true, false, false]);
+        assert_eq!(within, [true, true, true, false]);
     }
 
     #[test]

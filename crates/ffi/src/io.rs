@@ -107,10 +107,10 @@ impl Driven {
     pub(crate) fn present(&mut self, now_us: u64) -> Result<(), FfiError> {
         match self {
             Self::Threaded(io) if io.running() => {
-                let arrived_by = io.reader.current().arrived_by;
+                let (arrived_by, read_at) = (io.reader.current().arrived_by, io.taken_at);
                 // Nothing to wake for: the meter closes the frame at the thread's next turn,
                 // with the frame's own times.
-                io.command(Command::Present(now_us, arrived_by))
+                io.command(Command::Present(now_us, arrived_by, read_at))
             }
             _ => self.with(|client| client.present(now_us)),
         }
@@ -119,7 +119,7 @@ impl Driven {
     /// How many entities a read gives now.
     pub(crate) fn entity_count(&mut self) -> Result<usize, FfiError> {
         match self {
-            Self::Threaded(io) if io.running() => Ok(io.reader.latest().rows.len()),
+            Self::Threaded(io) if io.running() => Ok(io.latest().rows.len()),
             _ => self.with(|client| client.entity_count()),
         }
     }
@@ -262,6 +262,9 @@ pub(crate) struct IoThread {
     waited_ns: u64,
     /// What the frame reads: the I/O thread's newest copy.
     reader: Reader<View>,
+    /// When the game thread took the copy it reads: the frame shows what that copy held
+    /// then, and the latency meter judges it so (not on what arrived by its present).
+    taken_at: rally_proto::Instant,
     /// Events from the I/O thread, the next one taken out to peek at, and how many are
     /// sent and not yet taken.
     events: Receiver<Happening>,
@@ -316,12 +319,19 @@ impl IoThread {
             waits: 0,
             waited_ns: 0,
             reader,
+            taken_at: rally_proto::Instant::ZERO,
             events,
             next_event: None,
             in_flight,
             commands,
             end_told: false,
         })
+    }
+
+    /// The newest copy the I/O thread published, taken now.
+    fn latest(&mut self) -> &mut View {
+        self.taken_at = self.clock.now();
+        self.reader.latest()
     }
 
     /// Whether the I/O thread is there to publish (it is until `close`).
@@ -331,7 +341,8 @@ impl IoThread {
 
     /// `update`'s answer from the newest copy, without the client.
     fn game_turn(&mut self) -> Result<(), FfiError> {
-        match &self.reader.latest().status {
+        self.latest();
+        match &self.reader.current().status {
             Err(FfiError::Disconnected(_)) if !std::mem::replace(&mut self.end_told, true) => {
                 Ok(())
             }
@@ -341,7 +352,7 @@ impl IoThread {
 
     /// An input for the I/O thread to send, refused here as the client would refuse it.
     fn hand_input(&mut self, now_us: u64, input: Input) -> Result<(), FfiError> {
-        self.reader.latest().live.clone()?;
+        self.latest().live.clone()?;
         check_input(&input)?;
         self.command(Command::Input(now_us, input))?;
         self.shared.bell.ring();
@@ -532,7 +543,7 @@ mod tests {
         let mut driven = threaded(io_thread);
         driven.waking(|c| c.connect(&token, None, 1_001)).unwrap();
         let Driven::Threaded(io) = &mut driven else { panic!("no I/O thread") };
-        while io.reader.latest().live.is_err() {
+        while io.latest().live.is_err() {
             std::thread::sleep(Duration::from_millis(1));
         }
         driven
