@@ -147,22 +147,10 @@ impl PresentedFrames {
     }
 
     /// The verdict on `sample`, presented at `presented`, for its `round_trip` and the
-    /// server's `tick`, give or take `slack`; `None` when it was sampled before the oldest
-    /// frame kept (its best frame may be gone).
+    /// server's `tick`, give or take `slack`, with the present time of its best frame (to tell
+    /// a sample that missed a frame from one held longer); `None` when it was sampled before
+    /// the oldest frame kept (its best frame may be gone).
     pub fn judge(
-        &self,
-        presented: Instant,
-        sample: &LatencySample,
-        round_trip: Duration,
-        tick: Duration,
-        slack: Duration,
-    ) -> Option<Verdict> {
-        self.judge_with_best(presented, sample, round_trip, tick, slack).map(|(verdict, _)| verdict)
-    }
-
-    /// As [`PresentedFrames::judge`], with the present time of the sample's best frame (to
-    /// tell a sample one frame late from one held longer).
-    pub fn judge_with_best(
         &self,
         presented: Instant,
         sample: &LatencySample,
@@ -393,7 +381,7 @@ mod tests {
             let sample =
                 LatencySample { total: ms(presented - sampled), ..judged_sample(ms(round_trip)) };
             let (presented, slack) = (Instant::ZERO + ms(presented), ms(1.0));
-            frames.judge(presented, &sample, ms(round_trip), ms(5.0), slack)
+            frames.judge(presented, &sample, ms(round_trip), ms(5.0), slack).map(|(v, _)| v)
         };
         // Sampled at 10, shown at the late frame (25): 15 ms, over a steady model's 10 + 1.
         let steady = LatencyModel::new(ms(2.0), ms(10.0), ms(5.0));
@@ -415,6 +403,7 @@ mod tests {
         let two = presented(2, &[10.0, 25.0, 30.0, 40.0, 50.0]);
         let sample = LatencySample { total: ms(20.0), ..judged_sample(ms(2.0)) };
         let old = two.judge(Instant::ZERO + ms(50.0), &sample, ms(2.0), ms(5.0), ms(1.0));
+        let old = old.map(|(verdict, _)| verdict);
         assert_eq!(old, None, "sampled at 30, before the two frames kept (40, 50)");
     }
 
@@ -433,7 +422,7 @@ mod tests {
         let judge = |presented: f64, round_trip: f64| {
             let sample = LatencySample { total: ms(presented - 10.0), ..judged_sample(ms(0.3)) };
             let presented = Instant::ZERO + ms(presented);
-            frames.judge_with_best(presented, &sample, ms(round_trip), ms(8.0), Duration::ZERO)
+            frames.judge(presented, &sample, ms(round_trip), ms(8.0), Duration::ZERO)
         };
         let at = |t: f64| Instant::ZERO + ms(t);
         // Sampled at 10; the answer after the read (0.3 > 0.2): shown at 21, its best.
@@ -446,7 +435,7 @@ mod tests {
         let plain = presented(4, &[0.0, 10.0, 20.0]);
         let sample = LatencySample { total: ms(10.0), ..judged_sample(ms(0.3)) };
         let shown = plain.judge(at(20.0), &sample, ms(0.3), ms(8.0), Duration::ZERO);
-        assert_eq!(shown, Some(Verdict::AtBest));
+        assert_eq!(shown, Some((Verdict::AtBest, at(20.0))));
     }
 
     #[test]

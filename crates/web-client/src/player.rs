@@ -286,7 +286,7 @@ impl Player {
 /// takes what its pixels take), so here those frames are found among the frames the page
 /// presented: the same model, with the real frame times in place of multiples of `F`. Samples
 /// older than the kept frames are not judged; none judged gives 0. The verdicts are
-/// `rally_engine::PresentedFrames::judge_with_best`'s, as the C ABI's meter gives them: a sample
+/// `rally_engine::PresentedFrames::judge`'s, as the C ABI's meter gives them: a sample
 /// shown before its best frame (its round trip over-estimated) counts at best and within.
 fn judge<'a>(
     samples: impl IntoIterator<Item = &'a (Instant, LatencySample)>,
@@ -299,7 +299,7 @@ fn judge<'a>(
     let mut late = Late::default();
     for (presented, sample) in samples {
         let Some((verdict, best)) =
-            frames.judge_with_best(*presented, sample, round_trip(sample), tick, slack)
+            frames.judge(*presented, sample, round_trip(sample), tick, slack)
         else {
             continue;
         };
