@@ -84,15 +84,17 @@ impl LatencyModel {
 /// worst (the server held it a tick) on the first at or after `t + round_trip + tick`: the
 /// model, with the frames the game presented in place of multiples of `frame`.
 ///
-/// A frame can show only what its read of the state held, not all that arrived by its present:
-/// each frame is kept with the time of that read, and a sample's best frame is the first whose
-/// read came a round trip or more after the input was sampled. A frame that sends its input
-/// and then reads (an I/O thread decoding the answer meanwhile) may show the input itself, and
-/// that frame is then its best; one whose answer came after the read but before the present
-/// could not show it, and the next frame is its best.
+/// The model's frame takes its input and its state at one instant, its start, and the state
+/// reflecting that input shows at the earliest on the next frame: each frame is kept with its
+/// start, and a sample's best frame is the first that started a round trip or more after the
+/// input was sampled. A frame that sends its input and reads the state after (an I/O thread
+/// decoding the answer meanwhile, on loopback) may show its own input, sooner than the model
+/// allows: early, which counts at best ([`Verdict::at_best`]). Judged on the presents alone,
+/// the frame that sampled the input was its best whenever the answer came before that frame's
+/// present, and a sample shown by the next frame, the model's L_best, counted a frame late.
 #[derive(Debug, Clone)]
 pub struct PresentedFrames {
-    /// Each frame's read of the state and its present, ascending.
+    /// Each frame's start and its present, ascending.
     times: VecDeque<(Instant, Instant)>,
     kept: usize,
 }
@@ -132,18 +134,18 @@ impl PresentedFrames {
         Self { times: VecDeque::new(), kept: kept.max(1) }
     }
 
-    /// A frame was presented at `at` showing all that had arrived by then (times ascending).
+    /// A frame was presented at `at`, its start taken as its present (times ascending).
     pub fn presented(&mut self, at: Instant) {
-        self.presented_after_read(at, at);
+        self.presented_from(at, at);
     }
 
-    /// A frame was presented at `at` showing what its read of the state at `read` held
-    /// (`read` at or before `at`; times ascending).
-    pub fn presented_after_read(&mut self, at: Instant, read: Instant) {
+    /// A frame that started (took its input and state) at `started` was presented at `at`
+    /// (`started` at or before `at`; times ascending).
+    pub fn presented_from(&mut self, at: Instant, started: Instant) {
         if self.times.len() >= self.kept {
             self.times.pop_front();
         }
-        self.times.push_back((read.min(at), at));
+        self.times.push_back((started.min(at), at));
     }
 
     /// The verdict on `sample`, presented at `presented`, for its `round_trip` and the
@@ -163,11 +165,11 @@ impl PresentedFrames {
         if self.times.front().is_none_or(|&(_, oldest)| sampled < oldest) {
             return None;
         }
-        // The present of the first frame whose read came at or after `t`; with none kept
-        // yet, the frame the model would name is not yet presented: `t` itself, or the
-        // sample's own frame if later.
+        // The present of the first frame that started at or after `t`; with none kept yet,
+        // the frame the model would name is not yet presented: `t` itself, or the sample's
+        // own frame if later.
         let first_from = |t: Instant| {
-            let at = self.times.partition_point(|&(read, _)| read < t);
+            let at = self.times.partition_point(|&(started, _)| started < t);
             self.times.get(at).map_or(t.max(presented), |&(_, shown)| shown)
         };
         let best = first_from(sampled + round_trip);
@@ -408,34 +410,28 @@ mod tests {
     }
 
     #[test]
-    fn a_samples_best_frame_is_the_first_whose_read_could_hold_its_answer() {
-        // Goal: with an I/O thread, a frame sends its input, reads the state, presents; the
-        // answer (a 0.3 ms round trip) comes before the present but after the read, or before
-        // the read. Either is at its best: the next frame, or the frame itself. Judged on the
-        // presents alone (the old rule), the first case was a frame late. Method: frames
-        // sampled at 0, 10, 20 ms, each read 0.2 ms after, presented 1 ms after.
+    fn a_samples_best_frame_is_the_first_to_start_a_round_trip_after_it() {
+        // Goal: with an I/O thread a frame sends its input, reads the state, presents; the
+        // answer (a 0.3 ms round trip on loopback) comes before that frame's present. Shown by
+        // the next frame, the model's L_best, it is at best; shown by its own frame, early
+        // (better than the model), which counts at best too. Judged on the presents alone,
+        // the first was a frame late: the bug that put the share at L_best at 25 to 44%.
+        // Method: frames started at 0, 10, 20 ms and presented 1 ms after; sampled at 10.
         let mut frames = PresentedFrames::new(16);
         for start in [0.0, 10.0, 20.0] {
-            let at = |after: f64| Instant::ZERO + ms(start + after);
-            frames.presented_after_read(at(1.0), at(0.2));
+            frames.presented_from(Instant::ZERO + ms(start + 1.0), Instant::ZERO + ms(start));
         }
-        let judge = |presented: f64, round_trip: f64| {
-            let sample = LatencySample { total: ms(presented - 10.0), ..judged_sample(ms(0.3)) };
-            let presented = Instant::ZERO + ms(presented);
-            frames.judge(presented, &sample, ms(round_trip), ms(8.0), Duration::ZERO)
-        };
         let at = |t: f64| Instant::ZERO + ms(t);
-        // Sampled at 10; the answer after the read (0.3 > 0.2): shown at 21, its best.
-        assert_eq!(judge(21.0, 0.3), Some((Verdict::AtBest, at(21.0))));
-        // Its answer before the read (0.1 ms): shown by its own frame, at 11, its best.
-        assert_eq!(judge(11.0, 0.1), Some((Verdict::AtBest, at(11.0))));
-        // That one shown a frame later is within the model, a frame after its best.
-        assert_eq!(judge(21.0, 0.1), Some((Verdict::Within, at(11.0))));
-        // A frame read at its present is the old rule: `presented` keeps it.
-        let plain = presented(4, &[0.0, 10.0, 20.0]);
-        let sample = LatencySample { total: ms(10.0), ..judged_sample(ms(0.3)) };
-        let shown = plain.judge(at(20.0), &sample, ms(0.3), ms(8.0), Duration::ZERO);
-        assert_eq!(shown, Some((Verdict::AtBest, at(20.0))));
+        let judge = |frames: &PresentedFrames, presented: f64| {
+            let sample = LatencySample { total: ms(presented - 10.0), ..judged_sample(ms(0.3)) };
+            frames.judge(at(presented), &sample, ms(0.3), ms(8.0), Duration::ZERO)
+        };
+        assert_eq!(judge(&frames, 21.0), Some((Verdict::AtBest, at(21.0))));
+        assert_eq!(judge(&frames, 11.0), Some((Verdict::Early, at(21.0))));
+        assert!(Verdict::Early.at_best());
+        // The old rule, the presents taken as the frames' starts: a frame late.
+        let presents = presented(4, &[1.0, 11.0, 21.0]);
+        assert_eq!(judge(&presents, 21.0), Some((Verdict::Within, at(11.0))));
     }
 
     #[test]

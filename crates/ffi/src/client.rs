@@ -135,9 +135,9 @@ pub struct Client {
     end_told: bool,
     /// The newest arrival time the session handled: what a frame reading it now can show.
     arrived_by: Instant,
-    /// When the last update took what had arrived: a frame reading the session then shows
-    /// what arrived by that time, not what arrives before its present.
-    read_at: Instant,
+    /// The frame's start, as the last `update` was told: the latency meter judges the frame
+    /// from it (the model's frame takes its input and its state then).
+    frame_start: Instant,
     /// Whether anything a [`View`] holds changed since the last publish.
     changed: bool,
 }
@@ -147,8 +147,8 @@ pub struct Client {
 pub(crate) enum Command {
     /// An input sampled at this time (us).
     Input(u64, Input),
-    /// A frame presented at this time (us) showing what had arrived by the first instant, from
-    /// a copy the game thread took at the second.
+    /// A frame presented at this time (us) showing what had arrived by the first instant, the
+    /// frame started at the second.
     Present(u64, Instant, Instant),
 }
 
@@ -194,7 +194,7 @@ impl Client {
             failure: None,
             end_told: false,
             arrived_by: Instant::ZERO,
-            read_at: Instant::ZERO,
+            frame_start: Instant::ZERO,
             changed: true,
         })
     }
@@ -283,7 +283,7 @@ impl Client {
     pub fn update(&mut self, now_us: u64) -> Result<(), FfiError> {
         let Some((ours, server)) = self.pumping()? else { return Ok(()) };
         let now = Instant::from_nanos(now_us.saturating_mul(1000));
-        self.read_at = self.driver.now();
+        self.frame_start = now;
         let session = &mut self.session;
         let mut ended = None;
         let (arrived_by, changed) = (&mut self.arrived_by, &mut self.changed);
@@ -396,11 +396,11 @@ impl Client {
                 let now = self.driver.now();
                 self.send_input_at(instant(sampled_us), Some(now), input).map(drop)
             }
-            Command::Present(now_us, arrived_by, read_at) => {
+            Command::Present(now_us, arrived_by, started) => {
                 self.open()?;
                 let now = instant(now_us);
                 self.session.present_through(now, arrived_by);
-                self.presented(now, read_at);
+                self.presented(now, started);
                 Ok(())
             }
         }
@@ -491,14 +491,14 @@ impl Client {
     pub fn present(&mut self, now_us: u64) -> Result<(), FfiError> {
         self.open()?;
         self.session.present(instant(now_us));
-        self.presented(instant(now_us), self.read_at);
+        self.presented(instant(now_us), self.frame_start);
         Ok(())
     }
 
-    /// Keeps a frame presented at `now`, showing what the session had taken at `read_at`, and
-    /// the samples it closed, to judge them on the frames the game really presented.
-    fn presented(&mut self, now: Instant, read_at: Instant) {
-        self.frames.presented_after_read(now, read_at);
+    /// Keeps a frame started at `started` and presented at `now`, and the samples it closed,
+    /// to judge them on the frames the game really presented.
+    fn presented(&mut self, now: Instant, started: Instant) {
+        self.frames.presented_from(now, started);
         let samples = self.session.latency_mut().take_samples();
         self.latency.extend(samples.into_iter().map(|sample| (now, sample)));
         while self.latency.len() > RALLY_LATENCY_SAMPLES_KEPT {

@@ -107,10 +107,10 @@ impl Driven {
     pub(crate) fn present(&mut self, now_us: u64) -> Result<(), FfiError> {
         match self {
             Self::Threaded(io) if io.running() => {
-                let (arrived_by, read_at) = (io.reader.current().arrived_by, io.taken_at);
+                let (arrived_by, started) = (io.reader.current().arrived_by, io.frame_start);
                 // Nothing to wake for: the meter closes the frame at the thread's next turn,
                 // with the frame's own times.
-                io.command(Command::Present(now_us, arrived_by, read_at))
+                io.command(Command::Present(now_us, arrived_by, started))
             }
             _ => self.with(|client| client.present(now_us)),
         }
@@ -119,7 +119,7 @@ impl Driven {
     /// How many entities a read gives now.
     pub(crate) fn entity_count(&mut self) -> Result<usize, FfiError> {
         match self {
-            Self::Threaded(io) if io.running() => Ok(io.latest().rows.len()),
+            Self::Threaded(io) if io.running() => Ok(io.reader.latest().rows.len()),
             _ => self.with(|client| client.entity_count()),
         }
     }
@@ -178,7 +178,10 @@ impl Driven {
     pub(crate) fn update(&mut self, now_us: u64) -> Result<(), FfiError> {
         match self {
             Self::Plain(client) => client.update(now_us),
-            Self::Threaded(io) if io.running() => io.game_turn(),
+            Self::Threaded(io) if io.running() => {
+                io.frame_start = instant(now_us);
+                io.game_turn()
+            }
             Self::Threaded(io) => io.lock().game_turn(),
         }
     }
@@ -262,9 +265,8 @@ pub(crate) struct IoThread {
     waited_ns: u64,
     /// What the frame reads: the I/O thread's newest copy.
     reader: Reader<View>,
-    /// When the game thread took the copy it reads: the frame shows what that copy held
-    /// then, and the latency meter judges it so (not on what arrived by its present).
-    taken_at: rally_proto::Instant,
+    /// The frame's start, as `update` was told: the latency meter judges the frame from it.
+    frame_start: rally_proto::Instant,
     /// Events from the I/O thread, the next one taken out to peek at, and how many are
     /// sent and not yet taken.
     events: Receiver<Happening>,
@@ -319,19 +321,13 @@ impl IoThread {
             waits: 0,
             waited_ns: 0,
             reader,
-            taken_at: rally_proto::Instant::ZERO,
+            frame_start: rally_proto::Instant::ZERO,
             events,
             next_event: None,
             in_flight,
             commands,
             end_told: false,
         })
-    }
-
-    /// The newest copy the I/O thread published, taken now.
-    fn latest(&mut self) -> &mut View {
-        self.taken_at = self.clock.now();
-        self.reader.latest()
     }
 
     /// Whether the I/O thread is there to publish (it is until `close`).
@@ -341,8 +337,7 @@ impl IoThread {
 
     /// `update`'s answer from the newest copy, without the client.
     fn game_turn(&mut self) -> Result<(), FfiError> {
-        self.latest();
-        match &self.reader.current().status {
+        match &self.reader.latest().status {
             Err(FfiError::Disconnected(_)) if !std::mem::replace(&mut self.end_told, true) => {
                 Ok(())
             }
@@ -352,7 +347,7 @@ impl IoThread {
 
     /// An input for the I/O thread to send, refused here as the client would refuse it.
     fn hand_input(&mut self, now_us: u64, input: Input) -> Result<(), FfiError> {
-        self.latest().live.clone()?;
+        self.reader.latest().live.clone()?;
         check_input(&input)?;
         self.command(Command::Input(now_us, input))?;
         self.shared.bell.ring();
@@ -543,7 +538,7 @@ mod tests {
         let mut driven = threaded(io_thread);
         driven.waking(|c| c.connect(&token, None, 1_001)).unwrap();
         let Driven::Threaded(io) = &mut driven else { panic!("no I/O thread") };
-        while io.latest().live.is_err() {
+        while io.reader.latest().live.is_err() {
             std::thread::sleep(Duration::from_millis(1));
         }
         driven
