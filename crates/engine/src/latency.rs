@@ -80,8 +80,8 @@ impl LatencyModel {
 /// [`LatencyModel`] assumes a frame every `frame`, the input sampled at one: a frame that
 /// starts late lengthens one sample and shortens the next, and both fall outside it though
 /// the pipeline lost nothing. Judged on the real frames, a state reflecting an input sampled
-/// at `t` shows at best on the first frame presented at or after `t + round_trip`, and at
-/// worst (the server held it a tick) on the first at or after `t + round_trip + tick`: the
+/// at `t` shows at best on the first frame started at or after `t + round_trip`, and at worst
+/// (the server held it a tick) on the first started at or after `t + round_trip + tick`: the
 /// model, with the frames the game presented in place of multiples of `frame`.
 ///
 /// The model's frame takes its input and its state at one instant, its start, and the state
@@ -415,7 +415,7 @@ mod tests {
         // answer (a 0.3 ms round trip on loopback) comes before that frame's present. Shown by
         // the next frame, the model's L_best, it is at best; shown by its own frame, early
         // (better than the model), which counts at best too. Judged on the presents alone,
-        // the first was a frame late: the bug that put the share at L_best at 25 to 44%.
+        // the first was a frame late: the bug that put the share at L_best at 27 to 44%.
         // Method: frames started at 0, 10, 20 ms and presented 1 ms after; sampled at 10.
         let mut frames = PresentedFrames::new(16);
         for start in [0.0, 10.0, 20.0] {
