@@ -102,7 +102,8 @@ pub struct PresentedFrames {
 /// Where a sample lies on [`PresentedFrames`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// Shown before its best frame, by more than the slack (a round trip over-estimated).
+    /// Shown before its best frame, by more than the slack: by the frame that sampled it (the
+    /// answer read after the send), or on a round trip over-estimated. Counts at best.
     Early,
     /// Shown by its best frame, give or take the slack: the fast path's every sample.
     AtBest,
@@ -115,8 +116,8 @@ pub enum Verdict {
 
 impl Verdict {
     /// Whether the sample took no longer than its best frame allowed. An early sample did:
-    /// shown sooner than its round trip allows, the round trip it was judged by was longer
-    /// than its own (the smoothed RTT standing in), not the pipeline slower.
+    /// its own frame read the answer after sending (sooner than the model's next frame), or
+    /// the round trip it was judged by was longer than its own (the smoothed RTT standing in).
     pub fn at_best(self) -> bool {
         matches!(self, Self::Early | Self::AtBest)
     }

@@ -591,9 +591,8 @@ impl Client {
             let slack = Duration::from_millis(1);
             let (mut judged, mut at_best, mut within, mut late) = (0usize, 0, 0, 0);
             for (presented, sample) in &self.latency {
-                let judged_at =
-                    self.frames.judge(*presented, sample, round_trip(sample), tick, slack);
-                let verdict = judged_at.map(|(verdict, _)| verdict);
+                let found = self.frames.judge(*presented, sample, round_trip(sample), tick, slack);
+                let verdict = found.map(|(verdict, _)| verdict);
                 judged += usize::from(verdict.is_some());
                 at_best += usize::from(verdict.is_some_and(Verdict::at_best));
                 within += usize::from(verdict.is_some_and(Verdict::within_model));
