@@ -91,13 +91,14 @@ step "C sample" bash examples/c/run.sh --release -- --input xr --grab 0.9,0.25,-
 # The same with the library's I/O thread (RallyConfig.io_thread = RALLY_IO_THREAD_ON): the
 # socket and the session on that thread, the frame's calls doing no socket work.
 step "C sample, I/O thread" bash examples/c/run.sh --release -- --input xr --grab 0.9,0.25,-1.0 \
-    --seconds 3 --io-thread on
+    --seconds 3 --io-thread on --calls frame
 # The C# binding (bindings/unity/com.rally.client) without Unity: its plain assembly and a
 # console test compiled by Mono's mcs, run under Mono against the same room for 3 s: struct
 # layouts checked against the C compiler's, a malformed token refused, then join, grab, carry,
 # and the room must show the hand at its target and the block held; prints the latency meter.
 step "C# binding under Mono" bash bindings/unity/run-mono.sh --release
-step "C# binding under Mono, I/O thread" bash bindings/unity/run-mono.sh --release -- --io-thread on
+step "C# binding under Mono, I/O thread" bash bindings/unity/run-mono.sh --release -- --io-thread on \
+    --calls separate
 # The conformance client: Python written from docs/protocol.md, docs/wire.md and
 # docs/security.md, against `rally echo server` and `rally server` through `rally-bench relay`
 # (5% loss each way), with the release binaries the steps above built. It needs python3 and

@@ -80,19 +80,30 @@ impl LatencyModel {
 /// [`LatencyModel`] assumes a frame every `frame`, the input sampled at one: a frame that
 /// starts late lengthens one sample and shortens the next, and both fall outside it though
 /// the pipeline lost nothing. Judged on the real frames, a state reflecting an input sampled
-/// at `t` shows at best on the first frame presented at or after `t + round_trip`, and at
-/// worst (the server held it a tick) on the first at or after `t + round_trip + tick`: the
+/// at `t` shows at best on the first frame started at or after `t + round_trip`, and at worst
+/// (the server held it a tick) on the first started at or after `t + round_trip + tick`: the
 /// model, with the frames the game presented in place of multiples of `frame`.
+///
+/// The model's frame takes its input and its state at one instant, its start, and the state
+/// reflecting that input shows at the earliest on the next frame: each frame is kept with its
+/// start, and a sample's best frame is the first that started a round trip or more after the
+/// input was sampled. A frame that sends its input and reads the state after (an I/O thread
+/// decoding the answer meanwhile, on loopback) may show its own input, sooner than the model
+/// allows: early, which counts at best ([`Verdict::at_best`]). Judged on the presents alone,
+/// the frame that sampled the input was its best whenever the answer came before that frame's
+/// present, and a sample shown by the next frame, the model's L_best, counted a frame late.
 #[derive(Debug, Clone)]
 pub struct PresentedFrames {
-    times: VecDeque<Instant>,
+    /// Each frame's start and its present, ascending.
+    times: VecDeque<(Instant, Instant)>,
     kept: usize,
 }
 
 /// Where a sample lies on [`PresentedFrames`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// Shown before its best frame, by more than the slack (a round trip over-estimated).
+    /// Shown before its best frame, by more than the slack: by the frame that sampled it (the
+    /// answer read after the send), or on a round trip over-estimated. Counts at best.
     Early,
     /// Shown by its best frame, give or take the slack: the fast path's every sample.
     AtBest,
@@ -103,23 +114,45 @@ pub enum Verdict {
     Late,
 }
 
+impl Verdict {
+    /// Whether the sample took no longer than its best frame allowed. An early sample did:
+    /// its own frame read the answer after sending (sooner than the model's next frame), or
+    /// the round trip it was judged by was longer than its own (the smoothed RTT standing in).
+    pub fn at_best(self) -> bool {
+        matches!(self, Self::Early | Self::AtBest)
+    }
+
+    /// Whether the sample took no longer than the model's worst frame (early ones included,
+    /// as in [`Verdict::at_best`]).
+    pub fn within_model(self) -> bool {
+        self != Self::Late
+    }
+}
+
 impl PresentedFrames {
     /// Keeps the newest `kept` frames (at least one).
     pub fn new(kept: usize) -> Self {
         Self { times: VecDeque::new(), kept: kept.max(1) }
     }
 
-    /// A frame was presented at `at` (times ascending).
+    /// A frame was presented at `at`, its start taken as its present (times ascending).
     pub fn presented(&mut self, at: Instant) {
+        self.presented_from(at, at);
+    }
+
+    /// A frame that started (took its input and state) at `started` was presented at `at`
+    /// (`started` at or before `at`; times ascending).
+    pub fn presented_from(&mut self, at: Instant, started: Instant) {
         if self.times.len() >= self.kept {
             self.times.pop_front();
         }
-        self.times.push_back(at);
+        self.times.push_back((started.min(at), at));
     }
 
     /// The verdict on `sample`, presented at `presented`, for its `round_trip` and the
-    /// server's `tick`, give or take `slack`; `None` when it was sampled before the oldest
-    /// frame kept (its best frame may be gone).
+    /// server's `tick`, give or take `slack`, with the present time of its best frame (to tell
+    /// a sample that missed a frame from one held longer); `None` when it was sampled before
+    /// the oldest frame kept (its best frame may be gone).
     pub fn judge(
         &self,
         presented: Instant,
@@ -127,21 +160,22 @@ impl PresentedFrames {
         round_trip: Duration,
         tick: Duration,
         slack: Duration,
-    ) -> Option<Verdict> {
+    ) -> Option<(Verdict, Instant)> {
         let sampled = presented.as_nanos().checked_sub(sample.total.as_nanos() as u64)?;
         let sampled = Instant::from_nanos(sampled);
-        if self.times.front().is_none_or(|&oldest| sampled < oldest) {
+        if self.times.front().is_none_or(|&(_, oldest)| sampled < oldest) {
             return None;
         }
-        // The first frame at or after `t`; with none kept yet, the frame the model would
-        // name is not yet presented: `t` itself, or the sample's own frame if later.
+        // The present of the first frame that started at or after `t`; with none kept yet,
+        // the frame the model would name is not yet presented: `t` itself, or the sample's
+        // own frame if later.
         let first_from = |t: Instant| {
-            let at = self.times.partition_point(|&frame| frame < t);
-            self.times.get(at).copied().unwrap_or(t.max(presented))
+            let at = self.times.partition_point(|&(started, _)| started < t);
+            self.times.get(at).map_or(t.max(presented), |&(_, shown)| shown)
         };
         let best = first_from(sampled + round_trip);
         let worst = first_from(sampled + round_trip + tick);
-        Some(if presented + slack < best {
+        let verdict = if presented + slack < best {
             Verdict::Early
         } else if presented <= best + slack {
             Verdict::AtBest
@@ -149,11 +183,12 @@ impl PresentedFrames {
             Verdict::Within
         } else {
             Verdict::Late
-        })
+        };
+        Some((verdict, best))
     }
 }
 
-/// An input between sampling and presentation./// An input between sampling and presentation.
+/// An input between sampling and presentation.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     seq: u32,
@@ -349,7 +384,7 @@ mod tests {
             let sample =
                 LatencySample { total: ms(presented - sampled), ..judged_sample(ms(round_trip)) };
             let (presented, slack) = (Instant::ZERO + ms(presented), ms(1.0));
-            frames.judge(presented, &sample, ms(round_trip), ms(5.0), slack)
+            frames.judge(presented, &sample, ms(round_trip), ms(5.0), slack).map(|(v, _)| v)
         };
         // Sampled at 10, shown at the late frame (25): 15 ms, over a steady model's 10 + 1.
         let steady = LatencyModel::new(ms(2.0), ms(10.0), ms(5.0));
@@ -371,7 +406,46 @@ mod tests {
         let two = presented(2, &[10.0, 25.0, 30.0, 40.0, 50.0]);
         let sample = LatencySample { total: ms(20.0), ..judged_sample(ms(2.0)) };
         let old = two.judge(Instant::ZERO + ms(50.0), &sample, ms(2.0), ms(5.0), ms(1.0));
+        let old = old.map(|(verdict, _)| verdict);
         assert_eq!(old, None, "sampled at 30, before the two frames kept (40, 50)");
+    }
+
+    #[test]
+    fn a_samples_best_frame_is_the_first_to_start_a_round_trip_after_it() {
+        // Goal: with an I/O thread a frame sends its input, reads the state, presents; the
+        // answer (a 0.3 ms round trip on loopback) comes before that frame's present. Shown by
+        // the next frame, the model's L_best, it is at best; shown by its own frame, early
+        // (better than the model), which counts at best too. Judged on the presents alone,
+        // the first was a frame late: the bug that put the share at L_best at 27 to 44%.
+        // Method: frames started at 0, 10, 20 ms and presented 1 ms after; sampled at 10.
+        let mut frames = PresentedFrames::new(16);
+        for start in [0.0, 10.0, 20.0] {
+            frames.presented_from(Instant::ZERO + ms(start + 1.0), Instant::ZERO + ms(start));
+        }
+        let at = |t: f64| Instant::ZERO + ms(t);
+        let judge = |frames: &PresentedFrames, presented: f64| {
+            let sample = LatencySample { total: ms(presented - 10.0), ..judged_sample(ms(0.3)) };
+            frames.judge(at(presented), &sample, ms(0.3), ms(8.0), Duration::ZERO)
+        };
+        assert_eq!(judge(&frames, 21.0), Some((Verdict::AtBest, at(21.0))));
+        assert_eq!(judge(&frames, 11.0), Some((Verdict::Early, at(21.0))));
+        assert!(Verdict::Early.at_best());
+        // The old rule, the presents taken as the frames' starts: a frame late.
+        let presents = presented(4, &[1.0, 11.0, 21.0]);
+        assert_eq!(judge(&presents, 21.0), Some((Verdict::Within, at(11.0))));
+    }
+
+    #[test]
+    fn an_early_sample_counts_at_best_and_within_the_model() {
+        // Goal: a sample shown before its best frame (its round trip over-estimated, as when
+        // the smoothed RTT stands in) did not wait longer than the floor: at best, within the
+        // model; only a late one is outside it, and only a sample past its best frame is not
+        // at best.
+        let verdicts = [Verdict::Early, Verdict::AtBest, Verdict::Within, Verdict::Late];
+        let at_best = verdicts.map(Verdict::at_best);
+        let within = verdicts.map(Verdict::within_model);
+        assert_eq!(at_best, [true, true, false, false]);
+        assert_eq!(within, [true, true, true, false]);
     }
 
     #[test]

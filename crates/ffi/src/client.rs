@@ -135,6 +135,9 @@ pub struct Client {
     end_told: bool,
     /// The newest arrival time the session handled: what a frame reading it now can show.
     arrived_by: Instant,
+    /// The frame's start, as the last `update` was told: the latency meter judges the frame
+    /// from it (the model's frame takes its input and its state then).
+    frame_start: Instant,
     /// Whether anything a [`View`] holds changed since the last publish.
     changed: bool,
 }
@@ -144,8 +147,9 @@ pub struct Client {
 pub(crate) enum Command {
     /// An input sampled at this time (us).
     Input(u64, Input),
-    /// A frame presented at this time (us) showing what had arrived by the instant.
-    Present(u64, Instant),
+    /// A frame presented at this time (us) showing what had arrived by the first instant, the
+    /// frame started at the second.
+    Present(u64, Instant, Instant),
 }
 
 impl std::fmt::Debug for Client {
@@ -190,6 +194,7 @@ impl Client {
             failure: None,
             end_told: false,
             arrived_by: Instant::ZERO,
+            frame_start: Instant::ZERO,
             changed: true,
         })
     }
@@ -278,6 +283,7 @@ impl Client {
     pub fn update(&mut self, now_us: u64) -> Result<(), FfiError> {
         let Some((ours, server)) = self.pumping()? else { return Ok(()) };
         let now = Instant::from_nanos(now_us.saturating_mul(1000));
+        self.frame_start = now;
         let session = &mut self.session;
         let mut ended = None;
         let (arrived_by, changed) = (&mut self.arrived_by, &mut self.changed);
@@ -390,11 +396,11 @@ impl Client {
                 let now = self.driver.now();
                 self.send_input_at(instant(sampled_us), Some(now), input).map(drop)
             }
-            Command::Present(now_us, arrived_by) => {
+            Command::Present(now_us, arrived_by, started) => {
                 self.open()?;
                 let now = instant(now_us);
                 self.session.present_through(now, arrived_by);
-                self.presented(now);
+                self.presented(now, started);
                 Ok(())
             }
         }
@@ -485,14 +491,14 @@ impl Client {
     pub fn present(&mut self, now_us: u64) -> Result<(), FfiError> {
         self.open()?;
         self.session.present(instant(now_us));
-        self.presented(instant(now_us));
+        self.presented(instant(now_us), self.frame_start);
         Ok(())
     }
 
-    /// Keeps a frame presented at `now` and the samples it closed, to judge them on the
-    /// frames the game really presented.
-    fn presented(&mut self, now: Instant) {
-        self.frames.presented(now);
+    /// Keeps a frame started at `started` and presented at `now`, and the samples it closed,
+    /// to judge them on the frames the game really presented.
+    fn presented(&mut self, now: Instant, started: Instant) {
+        self.frames.presented_from(now, started);
         let samples = self.session.latency_mut().take_samples();
         self.latency.extend(samples.into_iter().map(|sample| (now, sample)));
         while self.latency.len() > RALLY_LATENCY_SAMPLES_KEPT {
@@ -585,18 +591,15 @@ impl Client {
             let slack = Duration::from_millis(1);
             let (mut judged, mut at_best, mut within, mut late) = (0usize, 0, 0, 0);
             for (presented, sample) in &self.latency {
-                let verdict =
-                    self.frames.judge(*presented, sample, round_trip(sample), tick, slack);
+                let found = self.frames.judge(*presented, sample, round_trip(sample), tick, slack);
+                let verdict = found.map(|(verdict, _)| verdict);
                 judged += usize::from(verdict.is_some());
-                match verdict {
-                    Some(Verdict::AtBest) => at_best += 1,
-                    Some(Verdict::Within) => within += 1,
-                    Some(Verdict::Late) => late += 1,
-                    Some(Verdict::Early) | None => {}
-                }
+                at_best += usize::from(verdict.is_some_and(Verdict::at_best));
+                within += usize::from(verdict.is_some_and(Verdict::within_model));
+                late += usize::from(verdict == Some(Verdict::Late));
             }
             let share = |n: usize| if judged == 0 { 0.0 } else { n as f64 / judged as f64 };
-            out.within_model = share(at_best + within);
+            out.within_model = share(within);
             (out.at_best, out.above_model) = (share(at_best), share(late));
             let newest = self
                 .latency

@@ -107,10 +107,10 @@ impl Driven {
     pub(crate) fn present(&mut self, now_us: u64) -> Result<(), FfiError> {
         match self {
             Self::Threaded(io) if io.running() => {
-                let arrived_by = io.reader.current().arrived_by;
+                let (arrived_by, started) = (io.reader.current().arrived_by, io.frame_start);
                 // Nothing to wake for: the meter closes the frame at the thread's next turn,
                 // with the frame's own times.
-                io.command(Command::Present(now_us, arrived_by))
+                io.command(Command::Present(now_us, arrived_by, started))
             }
             _ => self.with(|client| client.present(now_us)),
         }
@@ -178,7 +178,10 @@ impl Driven {
     pub(crate) fn update(&mut self, now_us: u64) -> Result<(), FfiError> {
         match self {
             Self::Plain(client) => client.update(now_us),
-            Self::Threaded(io) if io.running() => io.game_turn(),
+            Self::Threaded(io) if io.running() => {
+                io.frame_start = instant(now_us);
+                io.game_turn()
+            }
             Self::Threaded(io) => io.lock().game_turn(),
         }
     }
@@ -262,6 +265,8 @@ pub(crate) struct IoThread {
     waited_ns: u64,
     /// What the frame reads: the I/O thread's newest copy.
     reader: Reader<View>,
+    /// The frame's start, as `update` was told: the latency meter judges the frame from it.
+    frame_start: rally_proto::Instant,
     /// Events from the I/O thread, the next one taken out to peek at, and how many are
     /// sent and not yet taken.
     events: Receiver<Happening>,
@@ -316,6 +321,7 @@ impl IoThread {
             waits: 0,
             waited_ns: 0,
             reader,
+            frame_start: rally_proto::Instant::ZERO,
             events,
             next_event: None,
             in_flight,

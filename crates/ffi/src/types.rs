@@ -258,10 +258,12 @@ pub struct RallyLatency {
     /// 99th percentile of the samples kept, microseconds.
     pub p99_us: u64,
     /// Share (0 to 1) of the samples kept within the model for each sample's own round trip,
-    /// with 1 ms of slack, on the frames the game presented (`rally_client_present`'s times):
-    /// shown no sooner than the first frame presented a round trip after the input was
-    /// sampled, and no later than the first frame a round trip and a tick after. (On a steady
-    /// frame that is [L_best, L_worst]; a frame that starts late does not count against it.)
+    /// with 1 ms of slack, on the frames the game presented (`rally_client_present`'s times,
+    /// each frame started at the time its `rally_client_update` was given): shown no later
+    /// than the first frame started a round trip and a tick after the input was sampled.
+    /// (On a steady frame that is at most L_worst; a frame that starts late does not count
+    /// against it.) A sample shown sooner than its best frame counts within: with an I/O
+    /// thread a frame can show its own input's answer, under one frame.
     pub within_model: f64,
     /// The model's L_best for the newest sample's round trip, the frame and the room's tick,
     /// microseconds (0 before the first sample).
@@ -269,11 +271,10 @@ pub struct RallyLatency {
     /// The model's L_worst for the newest sample, microseconds.
     pub worst_us: u64,
     /// Share (0 to 1) of the samples kept after the model's worst frame and the slack: the
-    /// late ones. The rest outside came sooner than their round trip allows (a round trip
-    /// over-estimated).
+    /// late ones, the only ones outside `within_model`.
     pub above_model: f64,
-    /// Share (0 to 1) of the samples kept shown by the first frame presented a round trip
-    /// after their input was sampled, with 1 ms of slack: at L_best. A fast-path room's
+    /// Share (0 to 1) of the samples kept shown by the first frame started a round trip
+    /// after their input was sampled, or sooner, with 1 ms of slack: at L_best. A fast-path room's
     /// target is every sample (the server holds no input); a greedy room's lie between this
     /// and `within_model`.
     pub at_best: f64,

@@ -5,6 +5,7 @@
 
 use rally_engine::{
     connection_config, ClientConfig, ClientEvent, ClientSession, LatencyModel, LatencySample,
+    PresentedFrames,
 };
 use rally_proto::{
     ConnectToken, ConnectionHandle, DisconnectReason, Endpoint, EndpointConfig, EndpointRandomness,
@@ -94,8 +95,8 @@ pub struct Player {
     frame: Duration,
     /// The kept samples, each with the time of the frame that presented it.
     latency: VecDeque<(Instant, LatencySample)>,
-    /// The present times of the newest frames, oldest first.
-    frames: VecDeque<Instant>,
+    /// The present times of the newest frames.
+    frames: PresentedFrames,
     buf: Vec<u8>,
 }
 
@@ -129,7 +130,7 @@ impl Player {
             phase: Phase::Idle,
             frame: Duration::from_micros(frame_us.into()),
             latency: VecDeque::new(),
-            frames: VecDeque::new(),
+            frames: PresentedFrames::new(FRAMES_KEPT),
             buf: vec![0; DATAGRAM_MAX],
         })
     }
@@ -204,10 +205,7 @@ impl Player {
         self.latency.extend(samples.into_iter().map(|s| (now, s)));
         let excess = self.latency.len().saturating_sub(SAMPLES_KEPT);
         self.latency.drain(..excess);
-        self.frames.push_back(now);
-        if self.frames.len() > FRAMES_KEPT {
-            self.frames.pop_front();
-        }
+        self.frames.presented(now);
     }
 
     /// Each entity as `[id, x, y, z]`, interpolated at `now` where the session can.
@@ -287,33 +285,27 @@ impl Player {
 /// and a tick later (`L_worst`). A browser's frames are not steady (a frame drawn in software
 /// takes what its pixels take), so here those frames are found among the frames the page
 /// presented: the same model, with the real frame times in place of multiples of `F`. Samples
-/// older than the kept frames are not judged; none judged gives 0.
+/// older than the kept frames are not judged; none judged gives 0. The verdicts are
+/// `rally_engine::PresentedFrames::judge`'s, as the C ABI's meter gives them: a sample
+/// shown before its best frame (its round trip over-estimated) counts at best and within.
 fn judge<'a>(
     samples: impl IntoIterator<Item = &'a (Instant, LatencySample)>,
-    frames: &VecDeque<Instant>,
+    frames: &PresentedFrames,
     round_trip: impl Fn(&LatencySample) -> Duration,
     tick: Duration,
 ) -> Judged {
     let slack = Duration::from_millis(1);
-    // The first frame presented at or after `t`, if the page has presented one yet.
-    let frame_from = |t: Instant| frames.get(frames.partition_point(|&f| f < t)).copied();
     let (mut judged, mut within, mut at_best) = (0usize, 0usize, 0usize);
     let mut late = Late::default();
     for (presented, sample) in samples {
-        let sampled = Instant::from_nanos(
-            presented.as_nanos().saturating_sub(sample.total.as_nanos() as u64),
-        );
-        if frames.front().is_none_or(|&first| sampled < first) {
+        let Some((verdict, best)) =
+            frames.judge(*presented, sample, round_trip(sample), tick, slack)
+        else {
             continue;
-        }
-        let back = sampled + round_trip(sample);
-        // `presented` is a frame at or after the state's arrival, so a best frame exists.
-        let best = frame_from(back).unwrap_or(*presented);
-        // No frame yet a tick after: the sample came before the worst frame could.
-        let worst = frame_from(back + tick).unwrap_or(*presented);
+        };
         judged += 1;
-        within += usize::from(*presented + slack >= best && *presented <= worst + slack);
-        if *presented <= best + slack {
+        within += usize::from(verdict.within_model());
+        if verdict.at_best() {
             at_best += 1;
         } else {
             late.count(sample, *presented, best);
@@ -391,7 +383,7 @@ mod tests {
     #[test]
     fn samples_are_judged_on_the_pages_own_frames() {
         // Frames that are not steady (a slow one from 50 to 120 ms), a 10 ms tick.
-        let frames: VecDeque<Instant> = [10, 50, 120, 150, 200].map(ms).into();
+        let frames = frames_at(&[10, 50, 120, 150, 200]);
         let judge = |samples: &[(Instant, LatencySample)]| {
             let judged = judge(samples, &frames, |s| s.round_trip.unwrap(), ms10());
             (judged.within, judged.at_best)
@@ -408,6 +400,16 @@ mod tests {
         assert_eq!(judge(&[sample(150, 201, 2)]), (1.0, 1.0));
         assert_eq!(judge(&[sample(150, 202, 2)]), (0.0, 0.0));
         assert_eq!(judge(&[sample(0, 50, 1)]), (0.0, 0.0));
+        // Shown at 150 from 120 with a 40 ms round trip (best frame 200): sooner than the
+        // round trip allows, so the round trip was over-estimated: at best and within.
+        assert_eq!(judge(&[sample(120, 150, 40)]), (1.0, 1.0));
+    }
+
+    /// Frames presented at these times (ms).
+    fn frames_at(times: &[u64]) -> PresentedFrames {
+        let mut frames = PresentedFrames::new(16);
+        times.iter().for_each(|&t| frames.presented(ms(t)));
+        frames
     }
 
     fn ms10() -> Duration {
@@ -416,7 +418,7 @@ mod tests {
 
     #[test]
     fn late_samples_say_where_their_time_went() {
-        let frames: VecDeque<Instant> = [10, 50, 100, 150].map(ms).into();
+        let frames = frames_at(&[10, 50, 100, 150]);
         // Sampled at 50, a 20 ms round trip: best frame 100. Each is shown at 150.
         let late = |frame_wait: u64, round_trip: Option<Duration>| {
             let (presented, mut s) = sample(50, 150, 20);
