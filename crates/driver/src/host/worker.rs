@@ -197,7 +197,8 @@ impl<G: Game> Rooms<G> {
                 endpoint.recycle(handle, channel, payload);
             }
             Event::Disconnected { reason } => {
-                self.resends_departed += self.resends_seen.get_mut(handle.0).map_or(0, std::mem::take);
+                self.resends_departed +=
+                    self.resends_seen.get_mut(handle.0).map_or(0, std::mem::take);
                 let Some(id) = self.routes.remove(handle) else { return };
                 if !self.guarded(id, |room| room.disconnected(now, handle, reason)) {
                     self.fail(endpoint, id);
@@ -419,12 +420,13 @@ impl<G: Game> Rooms<G> {
     pub(super) fn look_at_connections(&mut self, endpoint: &Endpoint, sample: bool) {
         for handle in self.routes.handles() {
             let Some(connection) = endpoint.connection(handle) else { continue };
-            let stats = connection.stats();
             if handle.0 >= self.resends_seen.len() {
                 self.resends_seen.resize(handle.0 + 1, 0);
             }
-            self.resends_seen[handle.0] = stats.resends;
+            self.resends_seen[handle.0] = connection.resends();
             if sample {
+                // The whole statistics are built (two allocations) only when sampled.
+                let stats = connection.stats();
                 let buckets = &mut self.buckets;
                 buckets.client_rtt_seconds.record(stats.rtt.as_secs_f64());
                 buckets.client_jitter_seconds.record(stats.rtt_variance.as_secs_f64());
