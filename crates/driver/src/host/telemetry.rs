@@ -86,6 +86,7 @@ impl Scope {
 
     /// Its position in [`ROOM_SCOPES`], for a room's own scope (they follow each other in
     /// [`SCOPES`]); past its end for another.
+    #[inline]
     pub fn room_index(self) -> usize {
         self.index().wrapping_sub(Scope::Ingest.index())
     }
@@ -265,12 +266,20 @@ impl Countdown {
         Self { sampler, left }
     }
 
-    /// Whether to time this run.
+    /// Whether to time this run. Inlined into the worker's generic code (instantiated in the
+    /// host's crate): a run not picked is then a decrement, with no call.
+    #[inline]
     pub(crate) fn next(&mut self) -> bool {
         if self.left > 0 {
             self.left -= 1;
             return false;
         }
+        self.pick()
+    }
+
+    /// Draws the next gap; this run is picked.
+    #[cold]
+    fn pick(&mut self) -> bool {
         self.left = self.sampler.gap();
         true
     }
@@ -539,6 +548,7 @@ impl Buckets {
     }
 
     /// Adds one sample.
+    #[inline]
     pub fn record(&mut self, value: f64) {
         let bucket = self.bounds.partition_point(|bound| *bound < value);
         self.counts[bucket] += 1;
