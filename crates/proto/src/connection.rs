@@ -427,7 +427,7 @@ impl Connection {
         }
     }
 
-    /// Packets resent so far ([`ConnectionStats::resends`]), without the copy and the
+    /// Reliable units sent again so far ([`ConnectionStats::resends`]), without the copy and the
     /// per-channel figures [`Connection::stats`] builds: a host reads it for every connection
     /// at each report.
     pub fn resends(&self) -> u64 {
