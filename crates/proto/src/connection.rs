@@ -428,6 +428,13 @@ impl Connection {
         }
     }
 
+    /// Reliable units sent again so far ([`ConnectionStats::resends`]), without the copy and the
+    /// per-channel figures [`Connection::stats`] builds: a host reads it for every connection
+    /// at each report.
+    pub fn resends(&self) -> u64 {
+        self.stats.resends
+    }
+
     /// Statistics and estimates.
     pub fn stats(&self) -> ConnectionStats {
         let mut stats = self.stats.clone();

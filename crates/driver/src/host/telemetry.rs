@@ -84,6 +84,13 @@ impl Scope {
         self as usize
     }
 
+    /// Its position in [`ROOM_SCOPES`], for a room's own scope (they follow each other in
+    /// [`SCOPES`]); past its end for another.
+    #[inline]
+    pub fn room_index(self) -> usize {
+        self.index().wrapping_sub(Scope::Ingest.index())
+    }
+
     /// Its name in metrics and JSON.
     pub fn name(self) -> &'static str {
         match self {
@@ -239,6 +246,42 @@ impl Sampler {
         let uniform = ((self.state >> 11) + 1) as f64 / (1u64 << 53) as f64;
         // Inverse transform: P(gap >= k) = (1 - 1/one_in)^k. One in one: always 0.
         (uniform.ln() / self.ln_pass).floor() as u64
+    }
+}
+
+/// Picks one run in `one_in` at random as [`Sampler::next`] does, with one draw per pick
+/// ([`Sampler::gap`]) and a countdown between picks: a run not picked costs a decrement, not a
+/// step of the generator and a division.
+#[derive(Debug)]
+pub(crate) struct Countdown {
+    sampler: Sampler,
+    /// Runs to pass over before the next one picked.
+    left: u64,
+}
+
+impl Countdown {
+    pub(crate) fn new(one_in: u64) -> Self {
+        let mut sampler = Sampler::new(one_in);
+        let left = sampler.gap();
+        Self { sampler, left }
+    }
+
+    /// Whether to time this run. Inlined into the worker's generic code (instantiated in the
+    /// host's crate): a run not picked is then a decrement, with no call.
+    #[inline]
+    pub(crate) fn next(&mut self) -> bool {
+        if self.left > 0 {
+            self.left -= 1;
+            return false;
+        }
+        self.pick()
+    }
+
+    /// Draws the next gap; this run is picked.
+    #[cold]
+    fn pick(&mut self) -> bool {
+        self.left = self.sampler.gap();
+        true
     }
 }
 
@@ -505,6 +548,7 @@ impl Buckets {
     }
 
     /// Adds one sample.
+    #[inline]
     pub fn record(&mut self, value: f64) {
         let bucket = self.bounds.partition_point(|bound| *bound < value);
         self.counts[bucket] += 1;
@@ -756,6 +800,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_room_scope_s_room_index_is_its_place_among_the_room_scopes() {
+        for (k, scope) in ROOM_SCOPES.iter().enumerate() {
+            assert_eq!(scope.room_index(), k, "{}", scope.name());
+        }
+        let others = SCOPES.iter().filter(|s| !ROOM_SCOPES.contains(s));
+        assert!(others.clone().all(|s| s.room_index() >= ROOM_SCOPES.len()));
+    }
+
+    #[test]
     fn a_sample_on_a_bound_falls_in_that_bucket_and_the_rest_past_the_last() {
         // Prometheus buckets are `le`: a sample equal to a bound counts in it.
         let mut buckets = Buckets::new(&LOSS_BOUNDS);
@@ -774,13 +827,13 @@ mod tests {
     }
 
     #[test]
-    fn the_sampler_times_one_run_in_sampling_whatever_the_pattern_of_runs() {
+    fn the_countdown_times_one_run_in_sampling_whatever_the_pattern_of_runs() {
         // Goal: sampled scopes add up to their true totals on average, including when the
         // traffic has a period (a snapshot then an ack, over and over) that a fixed stride
         // would fall in step with. Method: runs alternating between two kinds, 2 and 10
         // nanoseconds; each sampled run counts INGEST_SAMPLING times; the estimate of each kind's
         // total is within 10% of its truth.
-        let mut sampler = Sampler::new(INGEST_SAMPLING);
+        let mut sampler = Countdown::new(INGEST_SAMPLING);
         let runs = 64_000u64;
         let mut estimate = [0u64; 2];
         for k in 0..runs {

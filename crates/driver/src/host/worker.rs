@@ -1,6 +1,6 @@
 //! One worker: a socket, its endpoint, its rooms, one loop.
 
-use super::telemetry::{Distributions, RoomReport, Sampler, Scope, ScopeClock, StageTimer};
+use super::telemetry::{Countdown, Distributions, RoomReport, Scope, ScopeClock, StageTimer};
 use super::telemetry::{TransportCounters, WorkerHistograms, WorkerReport, ROOM_SCOPES, SCOPES};
 use super::telemetry::{INGEST_SAMPLING, SAMPLE_NANOS_MAX};
 use super::{lock, DrainReport, Game, HostConfig, Shared};
@@ -8,7 +8,7 @@ use crate::{Clock, UdpDriver};
 use rally_engine::{Phase, PhaseObserver, Pipeline, Room, Simulation};
 use rally_proto::{ConnectionHandle, DisconnectReason, Endpoint, Event, Instant};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap};
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -65,8 +65,9 @@ pub(super) struct Rooms<G: Game> {
     rooms_failed: u64,
     rooms_opened: u64,
     rooms_closed: u64,
-    /// Each connection's resends when last looked at, and those of connections gone.
-    resends_seen: HashMap<ConnectionHandle, u64>,
+    /// Each connection's resends when last looked at, by its slot (as [`Routes`] keeps
+    /// them: an index, not a hash, per connection per report), and those of connections gone.
+    resends_seen: Vec<u64>,
     resends_departed: u64,
     /// Rooms opened so far: spreads their tick deadlines over the tick.
     opened: u64,
@@ -77,7 +78,7 @@ pub(super) struct Rooms<G: Game> {
     /// last report.
     changed: bool,
     /// Which messages' ingest on arrival is timed.
-    ingest_sampler: Sampler,
+    ingest_sampler: Countdown,
 }
 
 /// Times a tick's phases. They run back to back, so one clock read ends a phase and starts
@@ -105,7 +106,7 @@ impl PhaseObserver for PhaseTimes {
     }
 
     fn exit(&mut self, phase: Phase) {
-        let index = ROOM_SCOPES.iter().position(|s| *s == Scope::of_phase(phase)).unwrap_or(0);
+        let index = Scope::of_phase(phase).room_index();
         let now = self.clock.now().as_nanos();
         self.nanos[index] = now.saturating_sub(self.started);
         self.ended = Some(now);
@@ -138,13 +139,13 @@ impl<G: Game> Rooms<G> {
             rooms_failed: 0,
             rooms_opened: 0,
             rooms_closed: 0,
-            resends_seen: HashMap::new(),
+            resends_seen: Vec::new(),
             resends_departed: 0,
             opened: 0,
             fast_rooms: 0,
             draining: false,
             changed: false,
-            ingest_sampler: Sampler::new(INGEST_SAMPLING),
+            ingest_sampler: Countdown::new(INGEST_SAMPLING),
         }
     }
 
@@ -196,7 +197,8 @@ impl<G: Game> Rooms<G> {
                 endpoint.recycle(handle, channel, payload);
             }
             Event::Disconnected { reason } => {
-                self.resends_departed += self.resends_seen.remove(&handle).unwrap_or(0);
+                self.resends_departed +=
+                    self.resends_seen.get_mut(handle.0).map_or(0, std::mem::take);
                 let Some(id) = self.routes.remove(handle) else { return };
                 if !self.guarded(id, |room| room.disconnected(now, handle, reason)) {
                     self.fail(endpoint, id);
@@ -418,9 +420,13 @@ impl<G: Game> Rooms<G> {
     pub(super) fn look_at_connections(&mut self, endpoint: &Endpoint, sample: bool) {
         for handle in self.routes.handles() {
             let Some(connection) = endpoint.connection(handle) else { continue };
-            let stats = connection.stats();
-            self.resends_seen.insert(handle, stats.resends);
+            if handle.0 >= self.resends_seen.len() {
+                self.resends_seen.resize(handle.0 + 1, 0);
+            }
+            self.resends_seen[handle.0] = connection.resends();
             if sample {
+                // The whole statistics are built (two allocations) only when sampled.
+                let stats = connection.stats();
                 let buckets = &mut self.buckets;
                 buckets.client_rtt_seconds.record(stats.rtt.as_secs_f64());
                 buckets.client_jitter_seconds.record(stats.rtt_variance.as_secs_f64());
@@ -431,7 +437,7 @@ impl<G: Game> Rooms<G> {
 
     /// Resends over the connections open now and those gone.
     pub(super) fn resends(&self) -> u64 {
-        self.resends_departed + self.resends_seen.values().sum::<u64>()
+        self.resends_departed + self.resends_seen.iter().sum::<u64>()
     }
 
     /// The worker's report: the rooms' figures, and what `outside` says of the rest; its
