@@ -96,9 +96,9 @@
 //! interval later, instead of a round trip later. The receiver delivers a decoded message only
 //! after checking it, acknowledges what it decoded (a repair that fills no hole asks for no
 //! ack: one more packet on the path may hold back the data behind it), and reports the holes
-//! its repairs do not cover, which the sender answers at once. Repairs stop when the measured loss falls to zero,
-//! and stay within a byte budget. [`repair`] has the code and its limits, docs/protocol.md
-//! section 6a the wire.
+//! its repairs do not cover, which the sender answers at once. Repairs stop when the measured
+//! loss falls to zero, and stay within a byte budget. [`repair`] has the code and its limits,
+//! docs/protocol.md section 6a the wire.
 //!
 //! ## Errors
 //!
