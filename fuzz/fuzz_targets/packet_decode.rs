@@ -5,8 +5,8 @@ use libfuzzer_sys::fuzz_target;
 use rally_proto::packet::{Frames, Packet};
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(Packet::Data { frames, .. }) = Packet::decode(data) {
-        for frame in Frames::new(frames) {
+    if let Ok(Packet::Data { header, frames }) = Packet::decode(data) {
+        for frame in Frames::new(frames, header.seq) {
             if frame.is_err() {
                 break;
             }

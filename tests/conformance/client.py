@@ -58,7 +58,9 @@ class Connection:
         # What the checks look at.
         self.closed = None  # a disconnect reason from the server
         self.stats = {"sent": 0, "received": 0, "resent_units": 0, "largest_datagram": 0,
-                      "fragment_frames_in": 0, "pieces_in_max": 0, "dropped": 0}
+                      "fragment_frames_in": 0, "pieces_in_max": 0, "dropped": 0,
+                      "last_frames_in": 0}
+        self.kinds_in = {}  # data packets received, by type
         self.received_log = []  # (kind, number) of every authenticated data packet
         self.handshake(timeout)
 
@@ -115,7 +117,7 @@ class Connection:
 
     def on_datagram(self, datagram):
         kind = datagram[0]
-        if kind in (p.DATA, p.DATA_NO_ACKS):
+        if kind in p.DATA_KINDS:
             self.on_data(datagram)
         elif kind == p.DISCONNECT and len(datagram) == 2 and not self.token:
             self.closed = p.REASONS.get(datagram[1], datagram[1])
@@ -159,7 +161,10 @@ class Connection:
                 self.rx_newest, self.rx_newest_at = seq, time.monotonic()
         if acks is not None:
             self.on_acks(*acks)
-        frames = p.read_frames(payload)
+        self.kinds_in[kind] = self.kinds_in.get(kind, 0) + 1
+        forms = []
+        frames = p.read_frames(payload, seq, forms)
+        self.stats["last_frames_in"] += forms.count("last")
         if frames:
             self.ack_owed = True
         for frame in frames:
@@ -173,8 +178,8 @@ class Connection:
                 del self.unacked[number]
 
     def on_frame(self, frame):
-        if frame[0] == "ping":
-            return
+        if frame[0] in ("ping", "repair", "repair_ack"):
+            return  # this client neither asks for repairs nor decodes them (section 6a)
         channel, seq = frame[1], frame[2]
         if frame[0] == "fragment":
             _, _, _, index, count, piece = frame
@@ -235,7 +240,8 @@ class Connection:
         number = self.tx_number
         self.tx_number += 1
         header = p.data_header(number & 0xFFFF, self.acks() if self.heard_data else None)
-        payload = b"".join(frames)
+        # Draft 2 (section 4): the last frame of the packet in its last-frame form.
+        payload = b"".join(frames[:-1] + [p.as_last(f) for f in frames[-1:]])
         if self.token:
             datagram = p.seal(self.token.client_to_server, number, header, payload)
         else:

@@ -14,8 +14,14 @@ MESSAGE_BYTES_MAX = 65536
 TOKEN_VERSION = b"RALLY01\0"
 
 CONNECT_REQUEST, CHALLENGE, CHALLENGE_RESPONSE = 0x10, 0x11, 0x12
-DATA, DISCONNECT, DATA_NO_ACKS, SEALED_DISCONNECT = 0x13, 0x14, 0x15, 0x16
+DATA, DISCONNECT, DATA_NO_ACKS, SEALED_DISCONNECT, DATA_SHORT = 0x13, 0x14, 0x15, 0x16, 0x17
+DATA_KINDS = (DATA, DATA_NO_ACKS, DATA_SHORT)
 FRAME_MESSAGE, FRAME_FRAGMENT, FRAME_PING = 0x01, 0x02, 0x03
+FRAME_REPAIR, FRAME_REPAIR_ACK = 0x04, 0x05
+# Draft 2's last-frame forms (section 4): the type byte's low six bits are the channel.
+FRAME_MESSAGE_LAST, FRAME_REPAIR_LAST = 0x80, 0xC0
+# The longest ack delay the short header carries, in 8 us units (section 3).
+SHORT_DELAY_MAX = 129 * 128
 
 # Section 8.
 REASONS = {0: "Closed", 1: "TimedOut", 2: "PeerMisbehaved", 3: "ServerFull",
@@ -247,11 +253,23 @@ def sealed_disconnect(key, number, reason):
 
 # ---- data packets and frames (sections 3, 4, 15) ----
 
+def short_delay(units):
+    """Section 3: the short header's delay byte for a delay in 8 us units, rounded down."""
+    return units // 2 if units < 256 else units // 128 + 126
+
+
+def short_delay_units(byte):
+    return byte * 2 if byte < 128 else (byte - 126) * 128
+
+
 def data_header(seq, acks):
-    """`acks` is None (type 0x15) or (ack, ack_bits, ack_delay_units)."""
+    """`acks` is None (type 0x15) or (ack, ack_bits, ack_delay_units): the short header 0x17
+    when bits 16 to 31 are clear and the delay fits it, else 0x13."""
     if acks is None:
         return struct.pack("<BH", DATA_NO_ACKS, seq)
     ack, bits, delay = acks
+    if bits < 1 << 16 and delay <= SHORT_DELAY_MAX:
+        return struct.pack("<BHHHB", DATA_SHORT, seq, ack, bits, short_delay(delay))
     return struct.pack("<BHHIH", DATA, seq, ack, bits, min(delay, 0xFFFF))
 
 
@@ -261,6 +279,9 @@ def read_data_header(datagram):
     if kind == DATA and len(datagram) >= 11:
         seq, ack, bits, delay = struct.unpack_from("<HHIH", datagram, 1)
         return kind, seq, (ack, bits, delay), 11
+    if kind == DATA_SHORT and len(datagram) >= 8:
+        seq, ack, bits, delay = struct.unpack_from("<HHHB", datagram, 1)
+        return kind, seq, (ack, bits, short_delay_units(delay)), 8
     if kind == DATA_NO_ACKS and len(datagram) >= 3:
         return kind, struct.unpack_from("<H", datagram, 1)[0], None, 3
     raise Malformed("data header")
@@ -268,6 +289,15 @@ def read_data_header(datagram):
 
 def message_frame(channel, seq, payload):
     return struct.pack("<BBH", FRAME_MESSAGE, channel, seq) + varint(len(payload)) + payload
+
+
+def as_last(frame):
+    """A message frame's last-frame form (section 4), for the last frame of a packet; any
+    other frame as it is."""
+    if not frame or frame[0] != FRAME_MESSAGE or frame[1] >= 64:
+        return frame
+    _, pos = read_varint(frame, 4)
+    return bytes([FRAME_MESSAGE_LAST | frame[1]]) + frame[2:4] + frame[pos:]
 
 
 def fragment_frame(channel, seq, index, count, piece):
@@ -284,17 +314,44 @@ def split(channel, seq, payload):
             for i in range(count)]
 
 
-def read_frames(payload):
+def read_frames(payload, packet_seq=0, forms=None):
     """Frames as tuples: ("message", ch, seq, bytes), ("fragment", ch, seq, i, n, bytes),
-    ("ping",)."""
+    ("ping",), ("repair", ch, start, count, seed, bytes), ("repair_ack", ch, next, shortfall).
+    `packet_seq` is the packet's sequence: the seed of a repair in its last-frame form. With
+    `forms` a list, "last" or "draft1" is appended to it for each frame."""
+    forms = [] if forms is None else forms
     frames, pos = [], 0
     while pos < len(payload):
         kind = payload[pos]
         if kind == FRAME_PING:
             frames.append(("ping",))
+            forms.append("draft1")
             pos += 1
             continue
-        if kind == FRAME_MESSAGE and pos + 4 <= len(payload):
+        if kind >= FRAME_MESSAGE_LAST:
+            # A last-frame form: the rest of the packet is its payload.
+            channel = kind & 0x3F
+            if kind >= FRAME_REPAIR_LAST and pos + 4 <= len(payload):
+                start, count = struct.unpack_from("<HB", payload, pos + 1)
+                frames.append(("repair", channel, start, count, packet_seq,
+                               bytes(payload[pos + 4:])))
+            elif kind < FRAME_REPAIR_LAST and pos + 3 <= len(payload):
+                seq, = struct.unpack_from("<H", payload, pos + 1)
+                frames.append(("message", channel, seq, bytes(payload[pos + 3:])))
+            else:
+                raise Malformed("last frame")
+            forms.append("last")
+            return frames
+        if kind == FRAME_REPAIR_ACK and pos + 5 <= len(payload):
+            frames.append(("repair_ack",) + struct.unpack_from("<BHB", payload, pos + 1))
+            forms.append("draft1")
+            pos += 5
+            continue
+        if kind == FRAME_REPAIR and pos + 7 <= len(payload):
+            channel, start, count, seed = struct.unpack_from("<BHBH", payload, pos + 1)
+            length, pos = read_varint(payload, pos + 7)
+            head = ("repair", channel, start, count, seed)
+        elif kind == FRAME_MESSAGE and pos + 4 <= len(payload):
             channel, seq = struct.unpack_from("<BH", payload, pos + 1)
             length, pos = read_varint(payload, pos + 4)
             head = ("message", channel, seq)
@@ -307,6 +364,7 @@ def read_frames(payload):
         if pos + length > len(payload):
             raise Malformed("frame length")
         frames.append(head + (bytes(payload[pos:pos + length]),))
+        forms.append("draft1")
         pos += length
     return frames
 

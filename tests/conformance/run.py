@@ -177,8 +177,11 @@ def sealed_vectors(v):
     _, seq, _, head = p.read_data_header(datagram)
     expect(p.seal(key, number, datagram[:head], bytes.fromhex(d["plaintext"])) == datagram,
            "sealing")
-    frames = p.read_frames(p.open_sealed(key, number, datagram, head))
+    expect(datagram[0] == p.DATA_SHORT and head == 8, "the short header (draft 2)")
+    forms = []
+    frames = p.read_frames(p.open_sealed(key, number, datagram, head), seq, forms)
     expect(frames == [("message", 0, 0, b"hello")], f"frames {frames}")
+    expect(forms == ["last"], "the message in its last-frame form (draft 2)")
     s = v["sealed_disconnect"]
     expect(p.sealed_disconnect(bytes.fromhex(s["key"]), s["number"], 0).hex() == s["datagram"],
            "sealed disconnect")
@@ -218,8 +221,9 @@ def no_0x15_after_0x13(conn):
     """Section 14: a side sends 0x15 only until it has a data packet from its peer, so once the
     server sends 0x13 it never goes back (the relay does not reorder)."""
     kinds = [kind for kind, _ in conn.received_log]
-    first = kinds.index(p.DATA) if p.DATA in kinds else len(kinds)
-    expect(p.DATA_NO_ACKS not in kinds[first:], "a 0x15 after a 0x13")
+    acking = [i for i, kind in enumerate(kinds) if kind in (p.DATA, p.DATA_SHORT)]
+    first = acking[0] if acking else len(kinds)
+    expect(p.DATA_NO_ACKS not in kinds[first:], "a 0x15 after a 0x13 or 0x17")
 
 
 @check("echo: handshake, reliable-ordered echo of 100+ messages in order, once each, 5% loss")
@@ -232,6 +236,16 @@ def echo_reliable(conn):
     no_0x15_after_0x13(conn)
     conn.inbox[0].clear()
     return f"{len(sent)} messages, {conn.stats['resent_units']} units resent"
+
+
+@check("echo: the server sends draft 2's short header and last-frame forms (sections 3, 4)")
+def echo_draft_two(conn):
+    # Echoes of single messages: each packet's one message is its last frame, and the acks of
+    # a connection without much loss fit 16 bits.
+    short, last = conn.kinds_in.get(p.DATA_SHORT, 0), conn.stats["last_frames_in"]
+    expect(short > 0, f"no 0x17 among {conn.kinds_in}")
+    expect(last > 0, "no message frame in its last-frame form")
+    return f"{short} packets with the short header, {last} last-frame messages"
 
 
 @check("echo: unreliable channel delivers each echo at most once, most of them")
@@ -337,6 +351,7 @@ def echo_suite(rally, bench):
         relay = Relay(bench, ("127.0.0.1", port), SEED)
         conn = c.Connection(relay.address, c.ECHO_CHANNELS, timeout=5)
         echo_reliable(conn)
+        echo_draft_two(conn)
         echo_unreliable(conn)
         echo_fragments(conn)
         echo_fragment_bomb(("127.0.0.1", port), conn)

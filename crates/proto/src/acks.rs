@@ -23,6 +23,8 @@ pub(crate) struct SentPacket {
     pub(crate) delivered_at_send: u64,
     /// The reliable units (channel, message sequence, fragment index) it carried.
     pub(crate) units: Vec<(u8, u16, u8)>,
+    /// The ack field it carried, if any.
+    pub(crate) ack: Option<u16>,
 }
 
 /// The sender's ring of packets in flight.
@@ -33,6 +35,8 @@ pub(crate) struct SentPackets {
     pub(crate) next_seq: u16,
     /// The newest packet acked so far, if any.
     pub(crate) newest_acked: Option<u16>,
+    /// The ack field of that packet: the peer has learned what its acks said.
+    pub(crate) peer_acks_known: Option<u16>,
     /// No packet before this one is in flight.
     oldest: u16,
     /// Bytes of the packets in flight.
@@ -44,7 +48,15 @@ pub(crate) struct SentPackets {
 impl SentPackets {
     pub(crate) fn new() -> Self {
         let ring = vec![SentPacket::default(); SENT_RING];
-        Self { ring, next_seq: 0, newest_acked: None, oldest: 0, bytes_in_flight: 0, delivered: 0 }
+        Self {
+            ring,
+            next_seq: 0,
+            newest_acked: None,
+            peer_acks_known: None,
+            oldest: 0,
+            bytes_in_flight: 0,
+            delivered: 0,
+        }
     }
 
     /// Records a packet and returns its sequence. `units` is reused storage from the caller.

@@ -260,6 +260,8 @@ pub struct Connection {
     /// Mean length of runs of consecutive lost packets, a moving average: how bursty the
     /// losses are, which sets the repairs per message.
     loss_burst: f64,
+    /// The ack field of the packet being built, recorded with it when it goes out.
+    header_ack: Option<u16>,
 }
 
 impl Connection {
@@ -311,6 +313,7 @@ impl Connection {
             decoders: (0..channels).map(|_| Default::default()).collect(),
             repairing: repair_start > 0.0,
             loss_burst: 1.0,
+            header_ack: None,
         }
     }
 
@@ -471,7 +474,7 @@ impl Connection {
             self.handle_acks(now, &acks);
         }
         let mut deferred = false;
-        for frame in Frames::new(frames) {
+        for frame in Frames::new(frames, header.seq) {
             let Ok(frame) = frame else {
                 self.disconnect(DisconnectReason::PeerMisbehaved);
                 return Err(DisconnectReason::PeerMisbehaved);
@@ -611,6 +614,7 @@ impl Connection {
         for seq in acked {
             let Some(packet) = self.sent.take_in_flight(seq, true) else { continue };
             let (sent_at, delivered_before) = (packet.sent_at, packet.delivered_at_send);
+            let carried = packet.ack;
             // Cleared, not taken: the slot keeps its allocation for the next packet.
             for (channel, message, index) in packet.units.drain(..) {
                 self.send[usize::from(channel)].ack(message, index);
@@ -622,6 +626,8 @@ impl Connection {
             self.sample_rate(now - sent_at, self.sent.delivered - delivered_before);
             if self.sent.newest_acked.is_none_or(|n| seq16_newer(seq, n)) {
                 self.sent.newest_acked = Some(seq);
+                // The acks in the newest packet of ours the peer has are the most it knows.
+                self.sent.peer_acks_known = carried.or(self.sent.peer_acks_known);
             }
         }
         self.update_window();
@@ -852,8 +858,9 @@ impl Connection {
             len = sealed?;
         }
         let mut units = std::mem::take(&mut self.units);
-        self.sent.record(now, len, &mut units);
+        let seq = self.sent.record(now, len, &mut units);
         self.units = units;
+        self.sent.slot(seq).ack = self.header_ack.take();
         for channel in &mut self.send {
             // Unreliable units are sent once, then forgotten.
             if !channel.config.kind.is_reliable() {
@@ -876,7 +883,7 @@ impl Connection {
         buf: &mut [u8],
         probe_due: bool,
     ) -> Option<(usize, usize)> {
-        let header = DataHeader { seq: self.sent.next_seq, acks: self.received.ack_fields(now) };
+        let header = self.data_header(now);
         debug_assert!(self.keys.as_ref().is_none_or(|k| k.next_seq() == header.seq));
         let mut w = Writer::new(buf);
         write_data_header(&mut w, &header).ok()?;
@@ -889,6 +896,8 @@ impl Connection {
             // A header-only packet already elicits nothing; the ping makes the peer ack it.
             let _ = write_ping(&mut w);
         }
+        // A message frame that ended up last needs no length.
+        w.finish();
         if due.fresh_reliable {
             // New reliable data reveals a lost predecessor by itself: the peer acks at once
             // when a message arrives ahead of a missing one.
@@ -901,6 +910,21 @@ impl Connection {
             self.probe_at = Some(now + wait);
         }
         Some((header_len, w.len()))
+    }
+
+    /// The header of the next data packet: its sequence and the acks. The ack bits above 15
+    /// are cleared (so that the short header carries them) when the peer knows them already:
+    /// it acknowledged a packet of ours whose own ack was at most 16 below this one, and so
+    /// learned the fate of every packet up to that ack then.
+    fn data_header(&mut self, now: Instant) -> DataHeader {
+        let mut acks = self.received.ack_fields(now);
+        if let (Some(acks), Some(known)) = (acks.as_mut(), self.sent.peer_acks_known) {
+            if acks.ack.wrapping_sub(known) <= 16 {
+                acks.bits &= 0xFFFF;
+            }
+        }
+        self.header_ack = acks.map(|a| a.ack);
+        DataHeader { seq: self.sent.next_seq, acks }
     }
 
     /// Whether any unit must go out now: never sent, lost, or past its resend time.
@@ -1131,7 +1155,7 @@ mod tests {
                 panic!("a data packet");
             };
             let mut carried: Vec<(u8, &[u8])> = Vec::new();
-            for frame in Frames::new(frames) {
+            for frame in Frames::new(frames, 1) {
                 if let Ok(Frame::Message { channel, payload, .. }) = frame {
                     carried.push((channel, payload));
                 }

@@ -1,5 +1,7 @@
 //! The datagram format: handshake packets, data packets with acks, and the frames inside them.
-//! Byte-aligned and little-endian; docs/protocol.md specifies it.
+//! Byte-aligned and little-endian; docs/protocol.md specifies it (draft 2: the short data
+//! header `0x17` and the last-frame forms `0x80 | channel` and `0xC0 | channel`; decoders
+//! accept every draft-1 form too).
 //!
 //! Every decoder takes untrusted bytes and returns a [`PacketError`] naming what was wrong; none
 //! panics or allocates.
@@ -18,6 +20,11 @@ pub const CLIENT_HANDSHAKE_SIZE: usize = 640;
 pub const TAG_SIZE: usize = 16;
 /// Bytes of a data packet's header at most: type, sequence, ack, ack bits, ack delay.
 pub const DATA_HEADER_SIZE: usize = 1 + 2 + 2 + 4 + 2;
+/// Bytes of the short data header (`0x17`): type, sequence, ack, 16 ack bits, a one-byte ack
+/// delay.
+pub const DATA_HEADER_SHORT_SIZE: usize = 1 + 2 + 2 + 2 + 1;
+/// The longest ack delay the short header carries, in units of 8 microseconds (132.096 ms).
+pub const SHORT_DELAY_MAX: u16 = 129 * 128;
 /// Bytes a message frame adds to its payload at most (type, channel, sequence, 3-byte length).
 pub const MESSAGE_FRAME_OVERHEAD_MAX: usize = 1 + 1 + 2 + 3;
 /// Bytes a fragment frame adds to its payload at most.
@@ -39,14 +46,25 @@ const TYPE_DISCONNECT: u8 = 0x14;
 const TYPE_DATA_NO_ACKS: u8 = 0x15;
 /// A disconnect authenticated with the connection's key: reason, sequence, tag.
 const TYPE_DISCONNECT_SEALED: u8 = 0x16;
+/// A data packet with the short header: 16 ack bits and a one-byte ack delay.
+const TYPE_DATA_SHORT: u8 = 0x17;
 
 const FRAME_MESSAGE: u8 = 0x01;
 const FRAME_FRAGMENT: u8 = 0x02;
 const FRAME_PING: u8 = 0x03;
 const FRAME_REPAIR: u8 = 0x04;
 const FRAME_REPAIR_ACK: u8 = 0x05;
+/// `0x80 | channel`: a message frame without channel byte or length, running to the end of the
+/// packet (channels below 64).
+const FRAME_MESSAGE_LAST: u8 = 0x80;
+/// `0xC0 | channel`: a repair frame without seed (the packet's sequence is the seed) or
+/// length, running to the end of the packet (channels below 64).
+const FRAME_REPAIR_LAST: u8 = 0xC0;
+/// Channels the last-frame forms can name: six bits.
+pub const LAST_FORM_CHANNELS: u8 = 64;
 /// A repair frame's bytes before its data: type, channel, window start u16, count, seed u16,
-/// and a length varint of up to three bytes.
+/// and a length varint of up to three bytes (the draft-1 form; the last-frame form a
+/// connection writes takes 4).
 pub const REPAIR_FRAME_OVERHEAD_MAX: usize = 1 + 1 + 2 + 1 + 2 + 3;
 /// A repair ack frame's bytes: type, channel, next u16, shortfall.
 pub const REPAIR_ACK_FRAME_SIZE: usize = 1 + 1 + 2 + 1;
@@ -151,7 +169,10 @@ pub struct DataHeader {
     pub acks: Option<Acks>,
 }
 
-/// The ack fields of a data packet.
+/// The ack fields of a data packet. They go out in the short header (`0x17`) when `bits` has
+/// nothing above bit 15 and `delay` is at most [`SHORT_DELAY_MAX`] (rounded down to the short
+/// header's steps, [`short_delay`]), else in the long one (`0x13`). A connection clears the
+/// bits above 15 when its peer knows them already (docs/protocol.md section 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Acks {
     /// The newest sequence received from the peer.
@@ -161,6 +182,28 @@ pub struct Acks {
     /// Time between receiving `ack` and sending this packet, in units of 8 microseconds, so
     /// that the peer's RTT sample excludes it.
     pub delay: u16,
+}
+
+/// The short header's delay byte for `delay` (units of 8 us), rounded down: 16 us steps below
+/// 2.048 ms (bytes 0 to 127), then 1.024 ms steps (byte `b` is `(b - 126) * 1.024` ms) up to
+/// 132.096 ms. `None` past that.
+pub fn short_delay(delay: u16) -> Option<u8> {
+    if delay < 256 {
+        Some((delay / 2) as u8)
+    } else if delay <= SHORT_DELAY_MAX {
+        Some((delay / 128 + 126) as u8)
+    } else {
+        None
+    }
+}
+
+/// The delay (units of 8 us) a short header's delay byte stands for.
+pub fn short_delay_units(byte: u8) -> u16 {
+    if byte < 128 {
+        u16::from(byte) * 2
+    } else {
+        (u16::from(byte) - 126) * 128
+    }
 }
 
 /// A connect token's sealed part as a client's handshake packets carry it (see
@@ -303,6 +346,25 @@ impl Frame<'_> {
         }
         Ok(w.len())
     }
+
+    /// Encodes the frame as the last of data packet `packet_seq`, in its last-frame form when
+    /// it has one (a message or a repair on a channel below 64, the repair's seed being
+    /// `packet_seq`), else as [`Frame::encode`] does; returns its length. Nothing may follow
+    /// it in the packet.
+    pub fn encode_last(&self, buf: &mut [u8], packet_seq: u16) -> Result<usize, PacketError> {
+        let mut w = Writer::new(buf);
+        match *self {
+            Frame::Message { channel, seq, payload } => {
+                write_message(&mut w, channel, seq, payload)?;
+                w.finish();
+            }
+            Frame::Repair { channel, start, count, seed, data } if seed == packet_seq => {
+                write_repair_last(&mut w, (channel, start, count, seed), data)?
+            }
+            _ => return self.encode(buf),
+        }
+        Ok(w.len())
+    }
 }
 
 /// A cursor over untrusted bytes.
@@ -369,11 +431,33 @@ impl<'a> Reader<'a> {
 pub(crate) struct Writer<'a> {
     buf: &'a mut [u8],
     len: usize,
+    /// Where the latest message frame written starts and ends, if its channel has a
+    /// last-frame form: [`Writer::finish`] shortens it when nothing follows it.
+    last_message: Option<(usize, usize)>,
 }
 
 impl<'a> Writer<'a> {
     pub(crate) fn new(buf: &'a mut [u8]) -> Self {
-        Self { buf, len: 0 }
+        Self { buf, len: 0, last_message: None }
+    }
+
+    /// Ends a data packet: a message frame written last turns into its last-frame form
+    /// (`0x80 | channel`, no channel byte, no length), 2 to 4 bytes shorter.
+    pub(crate) fn finish(&mut self) {
+        let Some((start, end)) = self.last_message.take() else { return };
+        if end != self.len {
+            return;
+        }
+        let channel = self.buf[start + 1];
+        let Ok((_, used)) = read_varint(&self.buf[start + 4..end]) else {
+            debug_assert!(false, "a message frame this writer wrote has its length");
+            return;
+        };
+        self.buf[start] = FRAME_MESSAGE_LAST | channel;
+        self.buf.copy_within(start + 2..start + 4, start + 1);
+        self.buf.copy_within(start + 4 + used..end, start + 3);
+        self.len = end - 1 - used;
+        debug_assert!(channel < LAST_FORM_CHANNELS);
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -425,16 +509,20 @@ impl<'a> Packet<'a> {
     pub fn decode(bytes: &'a [u8]) -> Result<Self, PacketError> {
         let mut r = Reader { bytes };
         let kind = r.u8("packet type")?;
-        if kind == TYPE_DATA || kind == TYPE_DATA_NO_ACKS {
+        if kind == TYPE_DATA || kind == TYPE_DATA_NO_ACKS || kind == TYPE_DATA_SHORT {
             let seq = r.u16("sequence")?;
-            let acks = if kind == TYPE_DATA {
-                Some(Acks {
+            let acks = match kind {
+                TYPE_DATA => Some(Acks {
                     ack: r.u16("ack")?,
                     bits: r.u32("ack bits")?,
                     delay: r.u16("ack delay")?,
-                })
-            } else {
-                None
+                }),
+                TYPE_DATA_SHORT => Some(Acks {
+                    ack: r.u16("ack")?,
+                    bits: u32::from(r.u16("ack bits")?),
+                    delay: short_delay_units(r.u8("ack delay")?),
+                }),
+                _ => None,
             };
             return Ok(Packet::Data { header: DataHeader { seq, acks }, frames: r.bytes });
         }
@@ -515,12 +603,19 @@ fn handshake_prefix(w: &mut Writer<'_>, kind: u8, nonce: u64) -> Result<(), Pack
     w.put(&nonce.to_le_bytes())
 }
 
-/// Writes a data packet's header.
+/// Writes a data packet's header: the short form when the acks fit it, else the long one.
 pub(crate) fn write_data_header(w: &mut Writer<'_>, h: &DataHeader) -> Result<(), PacketError> {
     let Some(acks) = h.acks else {
         w.put(&[TYPE_DATA_NO_ACKS])?;
         return w.put(&h.seq.to_le_bytes());
     };
+    if let (Ok(bits), Some(delay)) = (u16::try_from(acks.bits), short_delay(acks.delay)) {
+        w.put(&[TYPE_DATA_SHORT])?;
+        w.put(&h.seq.to_le_bytes())?;
+        w.put(&acks.ack.to_le_bytes())?;
+        w.put(&bits.to_le_bytes())?;
+        return w.put(&[delay]);
+    }
     w.put(&[TYPE_DATA])?;
     w.put(&h.seq.to_le_bytes())?;
     w.put(&acks.ack.to_le_bytes())?;
@@ -528,17 +623,40 @@ pub(crate) fn write_data_header(w: &mut Writer<'_>, h: &DataHeader) -> Result<()
     w.put(&acks.delay.to_le_bytes())
 }
 
-/// Writes a message frame.
+/// Writes a message frame (draft-1 form; [`Writer::finish`] shortens it if it ends up last).
 pub(crate) fn write_message(
     w: &mut Writer<'_>,
     channel: u8,
     seq: u16,
     payload: &[u8],
 ) -> Result<(), PacketError> {
+    let start = w.len();
     w.put(&[FRAME_MESSAGE, channel])?;
     w.put(&seq.to_le_bytes())?;
     w.len_prefix(payload.len())?;
-    w.put(payload)
+    w.put(payload)?;
+    if channel < LAST_FORM_CHANNELS {
+        w.last_message = Some((start, w.len()));
+    }
+    Ok(())
+}
+
+/// Writes a repair frame in its last-frame form: nothing may follow it in the packet, whose
+/// sequence is its seed. A channel without that form (64 and above) gets the draft-1 form
+/// with `seed`.
+pub(crate) fn write_repair_last(
+    w: &mut Writer<'_>,
+    window: (u8, u16, u8, u16),
+    data: &[u8],
+) -> Result<(), PacketError> {
+    let (channel, start, count, _) = window;
+    if channel >= LAST_FORM_CHANNELS {
+        return write_repair(w, window, data);
+    }
+    w.put(&[FRAME_REPAIR_LAST | channel])?;
+    w.put(&start.to_le_bytes())?;
+    w.put(&[count])?;
+    w.put(data)
 }
 
 /// Writes a fragment frame.
@@ -587,9 +705,20 @@ pub(crate) fn write_repair_ack(
     w.put(&[shortfall])
 }
 
-/// The bytes a message frame with `len` bytes of payload takes.
+/// The bytes a message frame with `len` bytes of payload takes at most (its last-frame form
+/// takes [`message_frame_size_last`]).
 pub fn message_frame_size(len: usize) -> usize {
     4 + varint_len(len) + len
+}
+
+/// The bytes a message frame with `len` bytes of payload takes in its last-frame form.
+pub fn message_frame_size_last(len: usize) -> usize {
+    3 + len
+}
+
+/// The bytes a repair frame with `len` bytes of data takes in its last-frame form.
+pub fn repair_frame_size_last(len: usize) -> usize {
+    4 + len
 }
 
 /// The bytes a fragment frame with `len` bytes of payload takes.
@@ -606,12 +735,15 @@ fn varint_len(value: usize) -> usize {
 pub struct Frames<'a> {
     reader: Reader<'a>,
     failed: bool,
+    /// The packet's sequence: the seed of a repair in its last-frame form.
+    seq: u16,
 }
 
 impl<'a> Frames<'a> {
-    /// The frames of a data packet's payload.
-    pub fn new(frames: &'a [u8]) -> Self {
-        Self { reader: Reader { bytes: frames }, failed: false }
+    /// The frames of the payload of data packet `seq` (the header's sequence, which a repair
+    /// frame in its last-frame form takes as its seed).
+    pub fn new(frames: &'a [u8], seq: u16) -> Self {
+        Self { reader: Reader { bytes: frames }, failed: false, seq }
     }
 
     fn next_frame(&mut self) -> Result<Frame<'a>, PacketError> {
@@ -619,6 +751,19 @@ impl<'a> Frames<'a> {
         let kind = r.u8("frame type")?;
         if kind == FRAME_PING {
             return Ok(Frame::Ping);
+        }
+        if kind >= FRAME_MESSAGE_LAST {
+            // A last-frame form: everything after its fields is its payload.
+            let channel = kind & (LAST_FORM_CHANNELS - 1);
+            if kind >= FRAME_REPAIR_LAST {
+                let start = r.u16("repair window start")?;
+                let count = r.u8("repair count")?;
+                let data = std::mem::take(&mut r.bytes);
+                return Ok(Frame::Repair { channel, start, count, seed: self.seq, data });
+            }
+            let seq = r.u16("message sequence")?;
+            let payload = std::mem::take(&mut r.bytes);
+            return Ok(Frame::Message { channel, seq, payload });
         }
         let channel = r.u8("channel")?;
         let seq = r.u16("message sequence")?;
@@ -705,7 +850,8 @@ mod tests {
         write_message(&mut w, 2, 300, b"hello").unwrap();
         write_fragment(&mut w, (1, 9, 1, 3), &[7; 500]).unwrap();
         let len = w.len();
-        assert_eq!(len, DATA_HEADER_SIZE + message_frame_size(5) + fragment_frame_size(500));
+        let frames_len = message_frame_size(5) + fragment_frame_size(500);
+        assert_eq!(len, DATA_HEADER_SHORT_SIZE + frames_len, "16 ack bits: the short header");
         let Packet::Data { header, frames } = Packet::decode(&buf[..len]).unwrap() else {
             panic!("a data packet");
         };
@@ -720,7 +866,7 @@ mod tests {
             panic!("a data packet");
         };
         assert_eq!(header, DataHeader { seq: 3, acks: None });
-        let frames: Vec<_> = Frames::new(frames).collect::<Result<_, _>>().unwrap();
+        let frames: Vec<_> = Frames::new(frames, 7).collect::<Result<_, _>>().unwrap();
         assert_eq!(frames[0], Frame::Message { channel: 2, seq: 300, payload: b"hello" });
         assert!(matches!(frames[1], Frame::Fragment { index: 1, count: 3, .. }));
     }
@@ -736,13 +882,74 @@ mod tests {
         let len = Packet::ConnectRequest { nonce: 1, token: None }.encode(&mut buf).unwrap();
         assert_eq!(Packet::decode(&buf[..len - 1]), Err(PacketError::Unpadded(len - 1)));
         let bad_fragment = [FRAME_FRAGMENT, 0, 0, 0, 3, 3, 0];
-        let first = Frames::new(&bad_fragment).next().unwrap();
+        let first = Frames::new(&bad_fragment, 0).next().unwrap();
         assert_eq!(first, Err(PacketError::OutOfRange { what: "fragment index" }));
         let short = [FRAME_MESSAGE, 0, 0, 0, 10, 1, 2];
         assert_eq!(
-            Frames::new(&short).next().unwrap(),
+            Frames::new(&short, 0).next().unwrap(),
             Err(PacketError::Truncated { what: "message" })
         );
+    }
+
+    /// Goal: the ack delay byte of the short header keeps its promise: 16 us steps below
+    /// 2.048 ms, 1.024 ms steps up to 132.096 ms, always rounding down and by less than a
+    /// step, never past the long form's value. Method: every delay the long form carries.
+    #[test]
+    fn the_short_delay_rounds_down_by_less_than_a_step() {
+        for delay in 0..=u16::MAX {
+            let Some(byte) = short_delay(delay) else {
+                assert!(delay > SHORT_DELAY_MAX);
+                continue;
+            };
+            let back = short_delay_units(byte);
+            let step = if delay < 256 { 2 } else { 128 };
+            assert!(back <= delay && delay - back < step, "{delay} -> {byte} -> {back}");
+        }
+        assert_eq!(short_delay_units(255), SHORT_DELAY_MAX);
+        assert_eq!(short_delay(SHORT_DELAY_MAX + 1), None);
+    }
+
+    /// Goal: the draft-2 forms save what they promise, and draft-1 packets still decode.
+    /// Method: one header and one message written both ways, decoded, and measured.
+    #[test]
+    fn draft_two_forms_are_shorter_and_draft_one_still_decodes() {
+        let acks = Acks { ack: 40, bits: 0xFFFF, delay: 100 };
+        let header = DataHeader { seq: 41, acks: Some(acks) };
+        let message = Frame::Message { channel: 0, seq: 9, payload: &[5; 400] };
+        let mut buf = [0u8; 1200];
+        let mut w = Writer::new(&mut buf);
+        write_data_header(&mut w, &header).unwrap();
+        let header_len = w.len();
+        let frame_len = message.encode_last(&mut buf[header_len..], 41).unwrap();
+        assert_eq!((header_len, frame_len), (8, 403));
+        let Ok(Packet::Data { header: decoded, frames }) =
+            Packet::decode(&buf[..header_len + frame_len])
+        else {
+            panic!("a data packet");
+        };
+        assert_eq!(decoded, header);
+        assert_eq!(Frames::new(frames, 41).collect::<Vec<_>>(), vec![Ok(message)]);
+        // The draft-1 forms of the same: 11 bytes of header, 406 of frame.
+        let mut old = vec![TYPE_DATA, 41, 0, 40, 0, 0xFF, 0xFF, 0, 0, 100, 0];
+        let frame_len = message.encode(&mut buf).unwrap();
+        assert_eq!(frame_len, 406);
+        old.extend_from_slice(&buf[..frame_len]);
+        let Ok(Packet::Data { header: decoded, frames }) = Packet::decode(&old) else {
+            panic!("a draft-1 data packet");
+        };
+        assert_eq!(decoded, header);
+        assert_eq!(Frames::new(frames, 41).collect::<Vec<_>>(), vec![Ok(message)]);
+        // A repair's last-frame form drops its seed (the packet's sequence) and its length.
+        let repair = Frame::Repair { channel: 3, start: 7, count: 2, seed: 41, data: &[1; 406] };
+        assert_eq!(repair.encode(&mut buf).unwrap(), 415);
+        let len = repair.encode_last(&mut buf, 41).unwrap();
+        assert_eq!(len, 410);
+        assert_eq!(Frames::new(&buf[..len], 41).collect::<Vec<_>>(), vec![Ok(repair)]);
+        // Ack bits above 15 need the long header.
+        let wide = DataHeader { seq: 1, acks: Some(Acks { bits: 1 << 16, ..acks }) };
+        let mut w = Writer::new(&mut buf);
+        write_data_header(&mut w, &wide).unwrap();
+        assert_eq!(w.len(), DATA_HEADER_SIZE);
     }
 }
 
@@ -783,22 +990,40 @@ mod properties {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
-        /// Goal: any sequence of frames in a data packet decodes to what was encoded.
-        /// Method: random frames, encoded one after another behind a random header.
+        /// Goal: any sequence of frames in a data packet, the last one perhaps in its
+        /// last-frame form, decodes to what was encoded, behind the short or the long header
+        /// (the short one rounding the ack delay down). Method: random frames, encoded one
+        /// after another behind a random header.
         #[test]
         fn data_packets_and_their_frames_round_trip(
             fields in prop::collection::vec(frame(), 0..8),
+            last in prop::option::of((any::<bool>(), 0u8..70, any::<u16>(), any::<u8>())),
             seq in any::<u16>(),
-            acks in prop::option::of((any::<u16>(), any::<u32>(), any::<u16>())),
+            acks in prop::option::of((any::<u16>(), any::<u32>(), any::<u16>(), any::<bool>())),
         ) {
-            let frames: Vec<Frame<'_>> = fields.iter().map(build).collect();
+            let mut frames: Vec<Frame<'_>> = fields.iter().map(build).collect();
             let mut body = Vec::new();
             for frame in &frames {
                 let mut buf = [0u8; 400];
                 let len = frame.encode(&mut buf).unwrap();
                 body.extend_from_slice(&buf[..len]);
             }
-            let acks = acks.map(|(ack, bits, delay)| Acks { ack, bits, delay });
+            let data = [7u8; 300];
+            if let Some((repair, channel, start, count)) = last {
+                let frame = if repair {
+                    Frame::Repair { channel, start, count, seed: seq, data: &data }
+                } else {
+                    Frame::Message { channel, seq: start, payload: &data }
+                };
+                let mut buf = [0u8; 400];
+                let len = frame.encode_last(&mut buf, seq).unwrap();
+                body.extend_from_slice(&buf[..len]);
+                frames.push(frame);
+            }
+            let acks = acks.map(|(ack, bits, delay, narrow)| {
+                let bits = if narrow { bits & 0xFFFF } else { bits };
+                Acks { ack, bits, delay }
+            });
             let header = DataHeader { seq, acks };
             let mut buf = vec![0u8; body.len() + DATA_HEADER_SIZE];
             let len = Packet::Data { header, frames: &body }.encode(&mut buf).unwrap();
@@ -807,8 +1032,15 @@ mod properties {
             else {
                 panic!("a data packet did not decode");
             };
-            prop_assert_eq!(decoded, header);
-            let decoded: Vec<Frame<'_>> = Frames::new(payload).map(Result::unwrap).collect();
+            let short = acks.and_then(|a| short_delay(a.delay).filter(|_| a.bits <= 0xFFFF));
+            let mut expected = header;
+            if let (Some(acks), Some(byte)) = (expected.acks.as_mut(), short) {
+                acks.delay = short_delay_units(byte);
+                prop_assert_eq!(len, body.len() + DATA_HEADER_SHORT_SIZE);
+            }
+            prop_assert_eq!(decoded, expected);
+            let decoded: Vec<Frame<'_>> =
+                Frames::new(payload, seq).map(Result::unwrap).collect();
             prop_assert_eq!(decoded, frames);
         }
 
@@ -849,7 +1081,7 @@ mod properties {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..700)) {
             let _ = Packet::decode(&bytes);
-            for frame in Frames::new(&bytes) {
+            for frame in Frames::new(&bytes, 0) {
                 if frame.is_err() {
                     break;
                 }

@@ -612,8 +612,6 @@ pub(crate) struct Encoder {
     /// When the latest repairs went out, a ring.
     recent: [Instant; RECENT_MAX],
     recent_next: usize,
-    /// The next repair's seed.
-    seed: u16,
     /// Fractions of a repair owed by the rate (more than one per message on bursty paths).
     credit: f64,
     /// Payload bytes of new messages sent, and repair bytes sent.
@@ -664,14 +662,12 @@ impl Encoder {
         (self.repair_bytes + len as u64) as f64 <= allowed
     }
 
-    /// A repair of `len` bytes goes out at `now`: returns its seed.
-    pub(crate) fn on_sent(&mut self, now: Instant, len: usize) -> u16 {
+    /// A repair of `len` bytes goes out at `now` (its seed is its packet's sequence).
+    pub(crate) fn on_sent(&mut self, now: Instant, len: usize) {
         self.owed = self.owed.saturating_sub(1);
         self.repair_bytes += len as u64;
         self.recent[self.recent_next % RECENT_MAX] = now;
         self.recent_next += 1;
-        self.seed = self.seed.wrapping_add(1);
-        self.seed
     }
 
     /// Nothing to repair (every message acknowledged, or none that can be coded): forget

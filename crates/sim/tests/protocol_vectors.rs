@@ -83,11 +83,11 @@ fn sealed_vectors(out: &mut Vec<String>) {
     let token = rally_sim::secure::token(0, 1, net.server_addr);
     let key = token.client_to_server_key;
     let tapped: Vec<Vec<u8>> = net.tap.take().unwrap().into_iter().map(|(_, d)| d).collect();
-    let data = tapped.iter().find(|d| d[0] == 0x13 && d.len() > 27).expect("a data packet");
+    // The client's first data packet with a frame: the short header (`0x17`, 8 bytes).
+    let data = tapped.iter().find(|d| d[0] == 0x17 && d.len() > 24).expect("a data packet");
     let disconnect = tapped.iter().find(|d| d[0] == 0x16).expect("a sealed disconnect");
     let mut largest = None;
-    for (name, datagram, header) in
-        [("sealed_data", data, 11), ("sealed_disconnect", disconnect, 4)]
+    for (name, datagram, header) in [("sealed_data", data, 8), ("sealed_disconnect", disconnect, 4)]
     {
         // The sequence follows the type (data) or the type and the reason (disconnect).
         let at = if header == 4 { 2 } else { 1 };

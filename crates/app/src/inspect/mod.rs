@@ -112,6 +112,8 @@ struct Inspector {
     /// Per (client, server): the packet keys from its token, and the largest packet number
     /// opened in each direction.
     sessions: HashMap<(SocketAddr, SocketAddr), Session>,
+    /// (client, server) pairs whose handshake carried a connect token: sealed connections.
+    sealed: HashSet<(SocketAddr, SocketAddr)>,
     opened: usize,
     unopened: usize,
 }
@@ -129,6 +131,7 @@ impl Inspector {
             snapshot: SnapshotConfig::default(),
             servers: HashSet::new(),
             sessions: HashMap::new(),
+            sealed: HashSet::new(),
             opened: 0,
             unopened: 0,
         }
@@ -167,6 +170,9 @@ impl Inspector {
         match packet {
             Packet::ConnectRequest { token, .. } | Packet::ChallengeResponse { token, .. } => {
                 self.servers.insert(d.to);
+                if token.is_some() {
+                    self.sealed.insert((d.from, d.to));
+                }
                 let Some((key, token)) = self.key.as_ref().zip(token.as_ref()) else { return };
                 if self.sessions.contains_key(&(d.from, d.to)) {
                     return;
@@ -227,11 +233,16 @@ impl Inspector {
                     json!({ "ack": a.ack, "bits": bits, "delay_us": u64::from(a.delay) * 8 })
                 });
                 let opened = datagram.and_then(|d| self.open(d, header.seq, header_len));
-                let (sealed, body) = match opened {
-                    Some(body) => (json!("opened"), body),
-                    None => (json!(false), frames.to_vec()),
+                // Whether the packet is sealed is known from its connection's handshake (a
+                // token), not from its body: sealed bytes often read as frames, since any
+                // byte from 0x80 starts a last-frame form running to the end.
+                let known_sealed = datagram.is_some_and(|d| self.is_sealed(d));
+                let (sealed, frames) = match opened {
+                    Some(body) => (json!("opened"), self.frames(&body, header.seq, direction)),
+                    None if known_sealed => (json!(true), Err(self.sealed_hint())),
+                    None => (json!(false), self.frames(frames, header.seq, direction)),
                 };
-                let frames = self.frames(&body, direction).unwrap_or_else(|hint| {
+                let frames = frames.unwrap_or_else(|hint| {
                     self.unopened += 1;
                     json!(hint)
                 });
@@ -253,17 +264,31 @@ impl Inspector {
         }
     }
 
-    /// The frames of a data packet's body; a body that does not parse is taken to be sealed,
-    /// and the error says how to open it.
-    fn frames(&self, body: &[u8], direction: Option<Direction>) -> Result<Value, &'static str> {
-        let parsed: Result<Vec<Frame<'_>>, _> = Frames::new(body).collect();
-        let Ok(frames) = parsed else {
-            return Err(match self.key {
-                Some(_) => "sealed: no connect token for this connection in the capture",
-                None => "sealed: pass the servers' token key (--key or --key-file) to open it",
-            });
-        };
+    /// The frames of the body of data packet `seq`; a body that does not parse is taken to be
+    /// sealed (a lone datagram has no handshake to tell), and the error says how to open it.
+    fn frames(
+        &self,
+        body: &[u8],
+        seq: u16,
+        direction: Option<Direction>,
+    ) -> Result<Value, &'static str> {
+        let parsed: Result<Vec<Frame<'_>>, _> = Frames::new(body, seq).collect();
+        let Ok(frames) = parsed else { return Err(self.sealed_hint()) };
         Ok(frames.iter().map(|frame| self.frame(frame, direction)).collect())
+    }
+
+    /// What to do about a sealed packet left unopened.
+    fn sealed_hint(&self) -> &'static str {
+        match self.key {
+            Some(_) => "sealed: no connect token for this connection in the capture",
+            None => "sealed: pass the servers' token key (--key or --key-file) to open it",
+        }
+    }
+
+    /// Whether a datagram belongs to a connection whose handshake carried a connect token:
+    /// every data packet of it is sealed.
+    fn is_sealed(&self, d: &Datagram) -> bool {
+        self.sealed.contains(&(d.from, d.to)) || self.sealed.contains(&(d.to, d.from))
     }
 
     fn frame(&self, frame: &Frame<'_>, direction: Option<Direction>) -> Value {
@@ -472,7 +497,10 @@ mod tests {
         assert!(values[0]["token"]["grant"].as_str().unwrap().contains("token key"));
         let data: Vec<&Value> = values.iter().filter(|v| v["type"] == "data").collect();
         assert!(inspector.unopened > 0 && inspector.opened == 0);
-        assert!(data.iter().any(|v| v["frames"].as_str().is_some_and(|s| s.contains("--key"))));
+        // Every one is known sealed from its handshake's token, even those whose ciphertext
+        // happens to read as frames (any byte from 0x80 starts a frame running to the end).
+        assert!(data.iter().all(|v| v["sealed"] == true), "no sealed body read as frames");
+        assert!(data.iter().all(|v| v["frames"].as_str().is_some_and(|s| s.contains("--key"))));
     }
 
     #[test]

@@ -5,8 +5,7 @@ use super::{Connection, Gate, INITIAL_RTT};
 use crate::channel::Received;
 use crate::config::{ChannelKind, Repair};
 use crate::packet::{
-    write_data_header, write_repair, write_repair_ack, DataHeader, Writer,
-    REPAIR_FRAME_OVERHEAD_MAX,
+    write_data_header, write_repair_ack, write_repair_last, Writer, REPAIR_FRAME_OVERHEAD_MAX,
 };
 use crate::repair::{self, Decoded, Dropped, Incoming, Source, SYMBOL_HEADER, WINDOW_MAX};
 use crate::time::Instant;
@@ -113,13 +112,14 @@ impl Connection {
             self.encoders[c].clear();
             return self.write_packet(now, buf, false);
         };
-        let header = DataHeader { seq: self.sent.next_seq, acks: self.received.ack_fields(now) };
+        let header = self.data_header(now);
         let mut w = Writer::new(buf);
         write_data_header(&mut w, &header).ok()?;
         let header_len = w.len();
         self.write_repair_acks(&mut w);
         let data = std::mem::take(&mut self.encoders[c].scratch);
-        let written = write_repair(&mut w, (c as u8, start, count, seed), &data);
+        // Last in its packet, so without a length, and its seed is the packet's sequence.
+        let written = write_repair_last(&mut w, (c as u8, start, count, seed), &data);
         self.encoders[c].scratch = data;
         written.ok()?;
         self.stats.repairs_sent += 1;
@@ -128,7 +128,8 @@ impl Connection {
 
     /// Codes the window of channel `c` (from its oldest unacknowledged message to the newest
     /// sent, whole messages only) into the encoder's scratch, if it fits `room` and the
-    /// budget; returns the window's start, count and seed.
+    /// budget; returns the window's start, count and seed (the sequence of the packet it
+    /// goes in, which the repair frame's last-frame form implies).
     fn encode_repair(&mut self, now: Instant, c: usize, room: usize) -> Option<(u16, u8, u16)> {
         let units = &mut self.send[c].units;
         let mut count = 0;
@@ -146,7 +147,8 @@ impl Connection {
         if count == 0 || len > room || !encoder.within_budget(len) {
             return None;
         }
-        let seed = encoder.on_sent(now, len);
+        encoder.on_sent(now, len);
+        let seed = self.sent.next_seq;
         let window = units.iter().take(count).map(|u| Source {
             seq: u.seq,
             check: u.check.unwrap_or_default(),
@@ -277,7 +279,7 @@ mod tests {
     use super::*;
     use crate::config::ConnectionConfig;
     use crate::connection::Event;
-    use crate::packet::Frame;
+    use crate::packet::{DataHeader, Frame};
     use crate::DisconnectReason;
 
     fn coded() -> ConnectionConfig {
@@ -391,12 +393,15 @@ mod tests {
         assert_eq!(c.ack_owed_since, Some(Instant::ZERO), "the delivering repair owes one");
     }
 
-    /// Whether the next packet `c` sends at `now` carries a repair ack (plaintext: the
-    /// frames follow an 11-byte header).
+    /// Whether the next packet `c` sends at `now` carries a repair ack (plaintext).
     fn sends_repair_ack(c: &mut Connection, now: Instant) -> bool {
         let mut buf = [0u8; 1500];
         let len = c.poll_transmit(now, &mut buf, &mut crate::observe::Observer::default());
-        let frames = crate::packet::Frames::new(&buf[11..len.expect("a packet")]);
+        let packet = crate::packet::Packet::decode(&buf[..len.expect("a packet")]);
+        let Ok(crate::packet::Packet::Data { header, frames }) = packet else {
+            panic!("a data packet")
+        };
+        let frames = crate::packet::Frames::new(frames, header.seq);
         frames.map(|f| f.expect("valid")).any(|f| matches!(f, Frame::RepairAck { .. }))
     }
 
