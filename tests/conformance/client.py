@@ -142,8 +142,13 @@ class Connection:
             return False
         payload = datagram[head:]
         number = seq
+        if kind == p.DATA_NARROW and not self.token:
+            self.stats["dropped"] += 1  # a narrow sequence is only for sealed connections
+            return False
         if self.token:
-            number = p.restore_number(self.window.largest, seq)
+            bits = 8 if kind == p.DATA_NARROW else 16
+            number = p.restore_number(self.window.largest, seq, bits)
+            seq = number & 0xFFFF
             if not self.window.fresh(number):
                 self.stats["dropped"] += 1
                 return False

@@ -15,7 +15,8 @@ TOKEN_VERSION = b"RALLY01\0"
 
 CONNECT_REQUEST, CHALLENGE, CHALLENGE_RESPONSE = 0x10, 0x11, 0x12
 DATA, DISCONNECT, DATA_NO_ACKS, SEALED_DISCONNECT, DATA_SHORT = 0x13, 0x14, 0x15, 0x16, 0x17
-DATA_KINDS = (DATA, DATA_NO_ACKS, DATA_SHORT)
+DATA_NARROW = 0x18  # the short header with the sequence's low 8 bits: sealed only
+DATA_KINDS = (DATA, DATA_NO_ACKS, DATA_SHORT, DATA_NARROW)
 FRAME_MESSAGE, FRAME_FRAGMENT, FRAME_PING = 0x01, 0x02, 0x03
 FRAME_REPAIR, FRAME_REPAIR_ACK = 0x04, 0x05
 # Draft 2's last-frame forms (section 4): the type byte's low six bits are the channel.
@@ -205,16 +206,19 @@ def header_size(kind):
     return {DATA: 11, DATA_NO_ACKS: 3}[kind]
 
 
-def restore_number(largest, seq):
-    """The packet number a 16-bit sequence stands for, given the largest authenticated."""
+def restore_number(largest, seq, bits=16):
+    """The packet number a sequence of `bits` bits (16, or 8 in a narrow header) stands for,
+    given the largest authenticated."""
+    span, half = 1 << bits, 1 << (bits - 1)
+    seq &= span - 1
     if largest is None:
         return seq
     e = largest + 1
-    c = (e & ~0xFFFF) | seq
-    if c + 0x8000 <= e:
-        return c + 0x10000
-    if c > e + 0x8000 and c >= 0x10000:
-        return c - 0x10000
+    c = (e & ~(span - 1)) | seq
+    if c + half <= e:
+        return c + span
+    if c > e + half and c >= span:
+        return c - span
     return c
 
 
@@ -282,6 +286,10 @@ def read_data_header(datagram):
     if kind == DATA_SHORT and len(datagram) >= 8:
         seq, ack, bits, delay = struct.unpack_from("<HHHB", datagram, 1)
         return kind, seq, (ack, bits, short_delay_units(delay)), 8
+    if kind == DATA_NARROW and len(datagram) >= 7:
+        # `seq` is the number's low 8 bits: restore it with restore_number(largest, seq, 8).
+        seq, ack, bits, delay = struct.unpack_from("<BHHB", datagram, 1)
+        return kind, seq, (ack, bits, short_delay_units(delay)), 7
     if kind == DATA_NO_ACKS and len(datagram) >= 3:
         return kind, struct.unpack_from("<H", datagram, 1)[0], None, 3
     raise Malformed("data header")

@@ -221,7 +221,7 @@ def no_0x15_after_0x13(conn):
     """Section 14: a side sends 0x15 only until it has a data packet from its peer, so once the
     server sends 0x13 it never goes back (the relay does not reorder)."""
     kinds = [kind for kind, _ in conn.received_log]
-    acking = [i for i, kind in enumerate(kinds) if kind in (p.DATA, p.DATA_SHORT)]
+    acking = [i for i, kind in enumerate(kinds) if kind in (p.DATA, p.DATA_SHORT, p.DATA_NARROW)]
     first = acking[0] if acking else len(kinds)
     expect(p.DATA_NO_ACKS not in kinds[first:], "a 0x15 after a 0x13 or 0x17")
 
@@ -404,7 +404,11 @@ def server_sealed(conn):
     expect(conn.stats["largest_datagram"] <= p.MTU, "we sent over the MTU")
     expect(conn.closed is None, f"closed: {conn.closed}")
     no_0x15_after_0x13(conn)
-    return f"{len(conn.received_log)} sealed packets opened, {conn.stats['resent_units']} resent"
+    # Sections 3 and 13: once acked, the server's sealed packets carry a one-byte sequence.
+    narrow = conn.kinds_in.get(p.DATA_NARROW, 0)
+    expect(narrow > 0, f"no narrow header (0x18) among {conn.kinds_in}")
+    return (f"{len(conn.received_log)} sealed packets opened ({narrow} with a one-byte "
+            f"sequence), {conn.stats['resent_units']} resent")
 
 
 def refusal(server, token):

@@ -26,7 +26,7 @@ use crate::observe::{Observer, Stage};
 use crate::packet::{
     fragment_frame_size, message_frame_size, sealed_disconnect_header, write_data_header,
     write_fragment, write_message, write_ping, Acks, DataHeader, DisconnectReason, Frame, Frames,
-    Writer, TAG_SIZE,
+    Writer, NARROW_SEQ_AHEAD_MAX, TAG_SIZE,
 };
 use crate::time::Instant;
 use rally_wire::seq::seq16_newer;
@@ -328,17 +328,19 @@ impl Connection {
     }
 
     /// Opens a sealed data packet: `bytes` is the datagram, the first `header` bytes of which
-    /// are its clear header with sequence `seq`; the frames go to `out`.
+    /// are its clear header with sequence `seq` (8 or 16 bits); the frames go to `out`.
+    /// Returns the packet's full 16-bit sequence, restored from its number.
     pub(crate) fn open_packet(
         &mut self,
         bytes: &[u8],
         header: usize,
         seq: u16,
         out: &mut Vec<u8>,
-    ) -> Result<(), OpenError> {
+    ) -> Result<u16, OpenError> {
         let keys = self.keys.as_mut().ok_or(OpenError::Unauthenticated)?;
         let (clear, sealed) = bytes.split_at(header.min(bytes.len()));
-        keys.open(seq, clear, sealed, out)
+        // The sequence is the number's low 16 bits.
+        keys.open(seq, clear, sealed, out).map(|number| number as u16)
     }
 
     /// A sealed disconnect: closes the connection if it authenticates.
@@ -351,7 +353,8 @@ impl Connection {
         let mut scratch = Vec::new();
         let keys = self.keys.as_mut().ok_or(OpenError::Unauthenticated)?;
         let header = sealed_disconnect_header(reason, seq);
-        keys.open(seq, &header, bytes.get(header.len()..).unwrap_or_default(), &mut scratch)?;
+        let sealed = bytes.get(header.len()..).unwrap_or_default();
+        keys.open(seq, &header, sealed, &mut scratch)?;
         self.handle_disconnect(reason);
         Ok(())
     }
@@ -924,7 +927,13 @@ impl Connection {
             }
         }
         self.header_ack = acks.map(|a| a.ack);
-        DataHeader { seq: self.sent.next_seq, acks }
+        let seq = self.sent.next_seq;
+        // The peer restores a narrow sequence from the largest number it authenticated, at
+        // least the newest packet of ours it acknowledged: within half the 8-bit span of this
+        // one, the sequence restores right on arrival. Only a sealed packet may be narrow.
+        let near = |acked: u16| seq.wrapping_sub(acked) < NARROW_SEQ_AHEAD_MAX;
+        let narrow = self.keys.is_some() && self.sent.newest_acked.is_some_and(near);
+        DataHeader { seq, narrow, acks }
     }
 
     /// Whether any unit must go out now: never sent, lost, or past its resend time.
@@ -1096,7 +1105,7 @@ mod tests {
         seq: u16,
         list: &[Frame<'_>],
     ) -> Result<(), DisconnectReason> {
-        let header = DataHeader { seq, acks: None };
+        let header = DataHeader { seq, narrow: false, acks: None };
         let payload = frames(list);
         connection.handle_data(Instant::ZERO, header, &payload, payload.len())
     }

@@ -659,7 +659,7 @@ impl Endpoint {
         now: Instant,
         index: usize,
         bytes: &[u8],
-        header: crate::packet::DataHeader,
+        mut header: crate::packet::DataHeader,
         header_len: usize,
     ) {
         let scratch = &mut self.scratch;
@@ -671,7 +671,8 @@ impl Endpoint {
                 });
                 match opened {
                     // A protocol violation closes the connection inside; nothing more to do.
-                    Ok(()) => {
+                    Ok(seq) => {
+                        header.seq = seq;
                         let len = bytes.len();
                         observer.scope(Stage::Decode, || {
                             let _ = connection.handle_data(now, header, scratch, len);
@@ -680,6 +681,8 @@ impl Endpoint {
                     Err(e) => self.count_open_error(e),
                 }
             }
+            // A narrow sequence is restored only where authentication checks it.
+            Slot::Open { .. } | Slot::Connecting(_) if header.narrow => self.stats.malformed += 1,
             Slot::Open { connection, .. } => {
                 let frames = &bytes[header_len..];
                 observer.scope(Stage::Decode, || {
@@ -696,9 +699,13 @@ impl Endpoint {
                             &token.server_to_client_key,
                         );
                         let (clear, sealed) = bytes.split_at(header_len);
-                        if let Err(e) = keys.open(header.seq, clear, sealed, scratch) {
-                            self.count_open_error(e);
-                            return;
+                        match keys.open(header.seq, clear, sealed, scratch) {
+                            // The sequence is the number's low 16 bits.
+                            Ok(number) => header.seq = number as u16,
+                            Err(e) => {
+                                self.count_open_error(e);
+                                return;
+                            }
                         }
                         Some(keys)
                     }

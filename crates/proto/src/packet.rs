@@ -23,6 +23,13 @@ pub const DATA_HEADER_SIZE: usize = 1 + 2 + 2 + 4 + 2;
 /// Bytes of the short data header (`0x17`): type, sequence, ack, 16 ack bits, a one-byte ack
 /// delay.
 pub const DATA_HEADER_SHORT_SIZE: usize = 1 + 2 + 2 + 2 + 1;
+/// Bytes of the narrow data header (`0x18`, sealed connections only): the short header with
+/// the sequence's low 8 bits.
+pub const DATA_HEADER_NARROW_SIZE: usize = 1 + 1 + 2 + 2 + 1;
+/// Packets a sender may have sent past the newest one its peer acknowledged for its next to
+/// go out with the narrow header: the peer restores the sequence from the largest it has
+/// authenticated, which is at most this far behind.
+pub const NARROW_SEQ_AHEAD_MAX: u16 = 128;
 /// The longest ack delay the short header carries, in units of 8 microseconds (132.096 ms).
 pub const SHORT_DELAY_MAX: u16 = 129 * 128;
 /// Bytes a message frame adds to its payload at most (type, channel, sequence, 3-byte length).
@@ -48,6 +55,9 @@ const TYPE_DATA_NO_ACKS: u8 = 0x15;
 const TYPE_DISCONNECT_SEALED: u8 = 0x16;
 /// A data packet with the short header: 16 ack bits and a one-byte ack delay.
 const TYPE_DATA_SHORT: u8 = 0x17;
+/// The short header with only the sequence's low 8 bits: sealed connections only, where a
+/// wrongly restored sequence fails authentication.
+const TYPE_DATA_NARROW: u8 = 0x18;
 
 const FRAME_MESSAGE: u8 = 0x01;
 const FRAME_FRAGMENT: u8 = 0x02;
@@ -162,8 +172,13 @@ impl DisconnectReason {
 /// The header of a data packet: its sequence and the acks it carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DataHeader {
-    /// This packet's sequence number.
+    /// This packet's sequence number; of a narrow header as decoded, its low 8 bits, until the
+    /// receiver restores the rest.
     pub seq: u16,
+    /// Whether the header carries only the sequence's low 8 bits (`0x18`), when its acks fit
+    /// the short form. Only sealed connections send and take it: the packet number the
+    /// receiver restores is the AEAD nonce, so a wrong one fails authentication.
+    pub narrow: bool,
     /// What the sender has received, unless it has received nothing yet. (An "ack 0" in a
     /// packet that acks nothing would falsely ack the peer's first packet.)
     pub acks: Option<Acks>,
@@ -509,22 +524,24 @@ impl<'a> Packet<'a> {
     pub fn decode(bytes: &'a [u8]) -> Result<Self, PacketError> {
         let mut r = Reader { bytes };
         let kind = r.u8("packet type")?;
-        if kind == TYPE_DATA || kind == TYPE_DATA_NO_ACKS || kind == TYPE_DATA_SHORT {
-            let seq = r.u16("sequence")?;
+        if matches!(kind, TYPE_DATA | TYPE_DATA_NO_ACKS | TYPE_DATA_SHORT | TYPE_DATA_NARROW) {
+            let narrow = kind == TYPE_DATA_NARROW;
+            let seq = if narrow { u16::from(r.u8("sequence")?) } else { r.u16("sequence")? };
             let acks = match kind {
                 TYPE_DATA => Some(Acks {
                     ack: r.u16("ack")?,
                     bits: r.u32("ack bits")?,
                     delay: r.u16("ack delay")?,
                 }),
-                TYPE_DATA_SHORT => Some(Acks {
+                TYPE_DATA_SHORT | TYPE_DATA_NARROW => Some(Acks {
                     ack: r.u16("ack")?,
                     bits: u32::from(r.u16("ack bits")?),
                     delay: short_delay_units(r.u8("ack delay")?),
                 }),
                 _ => None,
             };
-            return Ok(Packet::Data { header: DataHeader { seq, acks }, frames: r.bytes });
+            let header = DataHeader { seq, narrow, acks };
+            return Ok(Packet::Data { header, frames: r.bytes });
         }
         if kind == TYPE_DISCONNECT {
             return Ok(Packet::Disconnect { reason: DisconnectReason::from_code(r.u8("reason")?) });
@@ -591,6 +608,16 @@ impl<'a> Packet<'a> {
     }
 }
 
+/// How many low bits of the packet number the sequence of a packet whose clear header is
+/// `header` carries: 8 in a narrow data header, else 16.
+pub(crate) fn seq_bits(header: &[u8]) -> u32 {
+    if header.first() == Some(&TYPE_DATA_NARROW) {
+        8
+    } else {
+        16
+    }
+}
+
 /// The authenticated bytes of a sealed disconnect: type, reason, sequence.
 pub(crate) fn sealed_disconnect_header(reason: DisconnectReason, seq: u16) -> [u8; 4] {
     let seq = seq.to_le_bytes();
@@ -610,8 +637,12 @@ pub(crate) fn write_data_header(w: &mut Writer<'_>, h: &DataHeader) -> Result<()
         return w.put(&h.seq.to_le_bytes());
     };
     if let (Ok(bits), Some(delay)) = (u16::try_from(acks.bits), short_delay(acks.delay)) {
-        w.put(&[TYPE_DATA_SHORT])?;
-        w.put(&h.seq.to_le_bytes())?;
+        if h.narrow {
+            w.put(&[TYPE_DATA_NARROW, h.seq as u8])?;
+        } else {
+            w.put(&[TYPE_DATA_SHORT])?;
+            w.put(&h.seq.to_le_bytes())?;
+        }
         w.put(&acks.ack.to_le_bytes())?;
         w.put(&bits.to_le_bytes())?;
         return w.put(&[delay]);
@@ -846,7 +877,7 @@ mod tests {
         let mut buf = [0u8; 1200];
         let mut w = Writer::new(&mut buf);
         let acks = Some(Acks { ack: 6, bits: 1, delay: 3 });
-        write_data_header(&mut w, &DataHeader { seq: 7, acks }).unwrap();
+        write_data_header(&mut w, &DataHeader { seq: 7, narrow: false, acks }).unwrap();
         write_message(&mut w, 2, 300, b"hello").unwrap();
         write_fragment(&mut w, (1, 9, 1, 3), &[7; 500]).unwrap();
         let len = w.len();
@@ -860,12 +891,12 @@ mod tests {
         // A packet that acks nothing says so, rather than acking sequence 0.
         let mut buf = [0u8; 16];
         let mut w = Writer::new(&mut buf);
-        write_data_header(&mut w, &DataHeader { seq: 3, acks: None }).unwrap();
+        write_data_header(&mut w, &DataHeader { seq: 3, narrow: false, acks: None }).unwrap();
         let len = w.len();
         let Packet::Data { header, .. } = Packet::decode(&buf[..len]).unwrap() else {
             panic!("a data packet");
         };
-        assert_eq!(header, DataHeader { seq: 3, acks: None });
+        assert_eq!(header, DataHeader { seq: 3, narrow: false, acks: None });
         let frames: Vec<_> = Frames::new(frames, 7).collect::<Result<_, _>>().unwrap();
         assert_eq!(frames[0], Frame::Message { channel: 2, seq: 300, payload: b"hello" });
         assert!(matches!(frames[1], Frame::Fragment { index: 1, count: 3, .. }));
@@ -914,7 +945,7 @@ mod tests {
     #[test]
     fn draft_two_forms_are_shorter_and_draft_one_still_decodes() {
         let acks = Acks { ack: 40, bits: 0xFFFF, delay: 100 };
-        let header = DataHeader { seq: 41, acks: Some(acks) };
+        let header = DataHeader { seq: 41, narrow: false, acks: Some(acks) };
         let message = Frame::Message { channel: 0, seq: 9, payload: &[5; 400] };
         let mut buf = [0u8; 1200];
         let mut w = Writer::new(&mut buf);
@@ -946,7 +977,7 @@ mod tests {
         assert_eq!(len, 410);
         assert_eq!(Frames::new(&buf[..len], 41).collect::<Vec<_>>(), vec![Ok(repair)]);
         // Ack bits above 15 need the long header.
-        let wide = DataHeader { seq: 1, acks: Some(Acks { bits: 1 << 16, ..acks }) };
+        let wide = DataHeader { seq: 1, narrow: false, acks: Some(Acks { bits: 1 << 16, ..acks }) };
         let mut w = Writer::new(&mut buf);
         write_data_header(&mut w, &wide).unwrap();
         assert_eq!(w.len(), DATA_HEADER_SIZE);
@@ -998,7 +1029,7 @@ mod properties {
         fn data_packets_and_their_frames_round_trip(
             fields in prop::collection::vec(frame(), 0..8),
             last in prop::option::of((any::<bool>(), 0u8..70, any::<u16>(), any::<u8>())),
-            seq in any::<u16>(),
+            (seq, narrow) in (any::<u16>(), any::<bool>()),
             acks in prop::option::of((any::<u16>(), any::<u32>(), any::<u16>(), any::<bool>())),
         ) {
             let mut frames: Vec<Frame<'_>> = fields.iter().map(build).collect();
@@ -1020,11 +1051,11 @@ mod properties {
                 body.extend_from_slice(&buf[..len]);
                 frames.push(frame);
             }
-            let acks = acks.map(|(ack, bits, delay, narrow)| {
-                let bits = if narrow { bits & 0xFFFF } else { bits };
+            let acks = acks.map(|(ack, bits, delay, low16)| {
+                let bits = if low16 { bits & 0xFFFF } else { bits };
                 Acks { ack, bits, delay }
             });
-            let header = DataHeader { seq, acks };
+            let header = DataHeader { seq, narrow, acks };
             let mut buf = vec![0u8; body.len() + DATA_HEADER_SIZE];
             let len = Packet::Data { header, frames: &body }.encode(&mut buf).unwrap();
             prop_assert!(len <= body.len() + DATA_HEADER_SIZE);
@@ -1034,9 +1065,15 @@ mod properties {
             };
             let short = acks.and_then(|a| short_delay(a.delay).filter(|_| a.bits <= 0xFFFF));
             let mut expected = header;
+            // A narrow header needs the short form's acks; it carries the low 8 bits.
+            expected.narrow = narrow && short.is_some();
+            if expected.narrow {
+                expected.seq &= 0xFF;
+            }
             if let (Some(acks), Some(byte)) = (expected.acks.as_mut(), short) {
                 acks.delay = short_delay_units(byte);
-                prop_assert_eq!(len, body.len() + DATA_HEADER_SHORT_SIZE);
+                let size = if narrow { DATA_HEADER_NARROW_SIZE } else { DATA_HEADER_SHORT_SIZE };
+                prop_assert_eq!(len, body.len() + size);
             }
             prop_assert_eq!(decoded, expected);
             let decoded: Vec<Frame<'_>> =

@@ -58,7 +58,7 @@ impl Crafter {
     fn send(&mut self, net: &mut Net, frame: &Frame<'_>) {
         let mut frames = [0u8; 1500];
         let frames_len = frame.encode(&mut frames).unwrap();
-        let header = DataHeader { seq: self.number as u16, acks: None };
+        let header = DataHeader { seq: self.number as u16, narrow: false, acks: None };
         let mut buf = [0u8; 1500];
         let len = Packet::Data { header, frames: &frames[..frames_len] }.encode(&mut buf).unwrap();
         let header_len = len - frames_len;

@@ -1,11 +1,14 @@
 //! Goal: draft 2's forms (docs/protocol.md sections 3 and 4) cost on a real connection what the
 //! specification promises: a data packet with one 400-byte message is 8 bytes of short header
 //! and 3 of frame before its payload (6 fewer than draft 1), a repair packet 8 and 4 before its
-//! symbol (8 fewer); a receiver still takes draft-1 packets; and garbage behind a short header
-//! never panics an endpoint.
+//! symbol (8 fewer), and a sealed one a byte less again once acked (the narrow header's
+//! one-byte sequence), which restores right across wraps and reordering while a stale one is
+//! refused and counted; a receiver still takes draft-1 packets; and garbage behind a short
+//! header never panics an endpoint.
 //! Method: a client streaming 400-byte messages at 60 Hz over a 10 ms link in virtual time, the
-//! server's wiretap reading every datagram it received, plaintext and sealed; then hand-made
-//! packets of both drafts and random ones fed to a connected server.
+//! server's wiretap reading every datagram it received, plaintext and sealed; a sealed stream
+//! over a jittery, reordering, lossy link past several 8-bit wraps; then hand-made packets of
+//! both drafts and random ones fed to a connected server.
 
 use rally_netem::LinkConfig;
 use rally_proto::packet::{Frame, Frames, Packet};
@@ -66,11 +69,67 @@ fn a_message_packet_takes_eleven_bytes_besides_its_payload() {
         }
     }
     assert!(carrying >= 55, "{carrying} packets of one message");
-    // Sealed, the same and the tag.
+    // Sealed, the same and the tag, and once the server has acknowledged a packet the narrow
+    // header: a byte less.
     let sealed = stream(Repair::Off, true);
-    let with_message = sealed.iter().filter(|d| d.len() > 100).map(Vec::len);
-    assert!(with_message.clone().count() >= 55);
-    assert!(with_message.into_iter().all(|len| len == 8 + 3 + MESSAGE + 16));
+    let with_message: Vec<&Vec<u8>> = sealed.iter().filter(|d| d.len() > 100).collect();
+    assert!(with_message.len() >= 55);
+    // The first ones go before the first ack is back (a round trip and the ack delay).
+    let acked = with_message.iter().position(|d| d[0] == 0x18).expect("narrow headers");
+    assert!(acked <= 3, "{acked} packets before the narrow header");
+    for datagram in &with_message[..acked] {
+        assert_eq!((datagram[0], datagram.len()), (0x17, 8 + 3 + MESSAGE + 16), "before an ack");
+    }
+    for datagram in &with_message[acked..] {
+        assert_eq!((datagram[0], datagram.len()), (0x18, 7 + 3 + MESSAGE + 16), "narrow");
+    }
+}
+
+/// Goal: one-byte sequences restore right across many 8-bit wraps while the link jitters,
+/// reorders, duplicates and loses, so that every message arrives once and in order; and a
+/// narrow packet replayed long after restores to another number and is refused and counted,
+/// never delivered, with the connection unharmed.
+#[test]
+fn narrow_sequences_survive_wraps_and_reordering_and_a_stale_one_is_refused() {
+    let link = LinkConfig {
+        delay: Duration::from_millis(15),
+        jitter: Duration::from_millis(6),
+        reorder: true,
+        duplicate: 0.05,
+        loss: rally_netem::LossModel::Bernoulli { probability: 0.05 },
+        ..LinkConfig::default()
+    };
+    let mut pair = Pair::secure(config(Repair::adaptive()), link, 11);
+    let (client, _) = pair.connect(Duration::from_secs(2)).expect("connects");
+    pair.net.tap = Some(Default::default());
+    let sent: Vec<Vec<u8>> = (0..1200u32).map(|k| k.to_le_bytes().repeat(25)).collect();
+    let mut stale = None;
+    for message in &sent {
+        pair.client().send(client, 0, message).expect("queued");
+        let next = pair.now() + Duration::from_micros(16_667);
+        pair.run_until(next);
+        let tap = pair.net.tap.as_ref().expect("tapped");
+        if stale.is_none() {
+            stale = tap.iter().find(|(_, d)| d[0] == 0x18).map(|(_, d)| d.clone());
+        }
+    }
+    let deadline = pair.now() + Duration::from_secs(2);
+    pair.run_until(deadline);
+    let arrived: Vec<Vec<u8>> = pair.server_messages(0).into_iter().map(<[u8]>::to_vec).collect();
+    assert_eq!(arrived, sent, "every message once, in order");
+    let before = pair.server().stats();
+    let (now, from) = (pair.now(), pair.client_addr());
+    pair.server().handle_datagram(now, from, &stale.expect("a narrow packet was sent"));
+    let after = pair.server().stats();
+    assert_eq!(
+        after.unauthenticated + after.replayed,
+        before.unauthenticated + before.replayed + 1
+    );
+    assert_eq!(pair.server_messages(0).len(), sent.len(), "nothing more delivered");
+    pair.client().send(client, 0, b"after").expect("queued");
+    let deadline = pair.now() + Duration::from_millis(200);
+    pair.run_until(deadline);
+    assert_eq!(pair.server_messages(0).last(), Some(&&b"after"[..]), "the connection goes on");
 }
 
 #[test]
@@ -143,6 +202,8 @@ fn garbage_behind_a_short_header_never_panics_and_is_counted() {
         for k in 0..25u16 {
             let seq = (2000 + round * 25 + k).to_le_bytes();
             let mut datagram = vec![0x17, seq[0], seq[1], 0, 0, 0, 0, 0];
+            // A narrow header on a plaintext connection: counted as malformed, never taken.
+            pair.server().handle_datagram(now, from, &[0x18, seq[0], 0, 0, 0, 0, 0, 0x81, 0, 0]);
             let len = usize::from(random()) % 64;
             datagram.extend((0..len).map(|_| random()));
             pair.server().handle_datagram(now, from, &datagram);

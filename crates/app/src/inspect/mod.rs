@@ -233,14 +233,16 @@ impl Inspector {
                     json!({ "ack": a.ack, "bits": bits, "delay_us": u64::from(a.delay) * 8 })
                 });
                 let opened = datagram.and_then(|d| self.open(d, header.seq, header_len));
+                // A narrow header carries the sequence's low 8 bits: opening restores it.
+                let seq = opened.as_ref().map_or(header.seq, |(_, number)| *number as u16);
                 // Whether the packet is sealed is known from its connection's handshake (a
                 // token), not from its body: sealed bytes often read as frames, since any
                 // byte from 0x80 starts a last-frame form running to the end.
                 let known_sealed = datagram.is_some_and(|d| self.is_sealed(d));
                 let (sealed, frames) = match opened {
-                    Some(body) => (json!("opened"), self.frames(&body, header.seq, direction)),
+                    Some((body, _)) => (json!("opened"), self.frames(&body, seq, direction)),
                     None if known_sealed => (json!(true), Err(self.sealed_hint())),
-                    None => (json!(false), self.frames(frames, header.seq, direction)),
+                    None => (json!(false), self.frames(frames, seq, direction)),
                 };
                 let frames = frames.unwrap_or_else(|hint| {
                     self.unopened += 1;
@@ -248,7 +250,8 @@ impl Inspector {
                 });
                 json!({
                     "type": "data",
-                    "seq": header.seq,
+                    "seq": seq,
+                    "narrow": header.narrow,
                     "acks": acks,
                     "sealed": sealed,
                     "frames": frames,
@@ -326,8 +329,9 @@ impl Inspector {
         }
     }
 
-    /// Opens a sealed data packet with its session's key for its direction.
-    fn open(&mut self, d: &Datagram, seq: u16, header_len: usize) -> Option<Vec<u8>> {
+    /// Opens a sealed data packet with its session's key for its direction; returns its body
+    /// and its packet number.
+    fn open(&mut self, d: &Datagram, seq: u16, header_len: usize) -> Option<(Vec<u8>, u64)> {
         let (session, way) = match self.sessions.get_mut(&(d.from, d.to)) {
             Some(session) => (session, 0),
             None => (self.sessions.get_mut(&(d.to, d.from))?, 1),
@@ -337,7 +341,7 @@ impl Inspector {
         let (body, number) = open_captured(key, session.largest[way], header, seq, sealed)?;
         session.largest[way] = Some(session.largest[way].map_or(number, |l| l.max(number)));
         self.opened += 1;
-        Some(body)
+        Some((body, number))
     }
 
     fn token_json(&self, token: &SealedToken<'_>, server: Option<SocketAddr>) -> Value {

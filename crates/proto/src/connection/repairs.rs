@@ -299,7 +299,7 @@ mod tests {
     ) -> Result<(), DisconnectReason> {
         let mut buf = vec![0u8; 2000];
         let len = frame.encode(&mut buf).expect("fits");
-        c.handle_data(now, DataHeader { seq, acks: None }, &buf[..len], len)
+        c.handle_data(now, DataHeader { seq, narrow: false, acks: None }, &buf[..len], len)
     }
 
     fn message(k: u16) -> Vec<u8> {
