@@ -389,6 +389,15 @@ fn metrics_carry_every_documented_and_dashboard_series_and_count_refusals() {
         assert_eq!(scrape.value(&inf), ticks, "{inf}");
     }
     assert_eq!(scrape.value("rally_tick_lateness_seconds_count{worker=\"0\"}"), ticks);
+    // Lateness splits into the wake-up's part and the work's: one sample of each per
+    // room-tick, and the parts add up to the whole.
+    let sum = |name: &str| scrape.value(&format!("{name}_sum{{worker=\"0\"}}"));
+    let parts = ["rally_tick_wake_lateness_seconds", "rally_tick_lateness_busy_seconds"];
+    for name in parts {
+        assert_eq!(scrape.value(&format!("{name}_count{{worker=\"0\"}}")), ticks, "{name}");
+    }
+    let (whole, split) = (sum("rally_tick_lateness_seconds"), sum(parts[0]) + sum(parts[1]));
+    assert!((whole - split).abs() <= 1e-9 + whole * 1e-6, "{split} against {whole}");
     assert_eq!(scrape.value("rally_connections{worker=\"0\"}"), 1.0);
     assert_eq!(scrape.value("rally_rooms{worker=\"0\"}"), 1.0);
     assert!(scrape.value("rally_handshakes_completed_total{worker=\"0\"}") >= 1.0);

@@ -53,7 +53,7 @@ mod wait;
 
 pub use clock::Clock;
 pub use host::{Host, HostConfig};
-pub use udp::{Traffic, UdpDriver};
+pub use udp::{Sleep, Traffic, UdpDriver, STEPPED_STRETCH};
 #[cfg(target_os = "linux")]
 pub use wait::readable_fds;
 pub use wait::{precise_timers, readable};

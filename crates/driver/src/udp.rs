@@ -71,6 +71,19 @@ pub struct UdpDriver {
     scopes: Option<Arc<ScopeClock>>,
     /// The longest single sleep of `run_batched`.
     sleep_step: Duration,
+    /// The last wait the loop took while it had nothing to do: when it began and when the
+    /// thread was running again (see [`UdpDriver::last_sleep`]).
+    last_sleep: Option<Sleep>,
+}
+
+/// One wait of a driver's loop with nothing to do: from the moment it went to sleep to the
+/// moment it ran again (after every step of a stepped sleep).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sleep {
+    /// When the thread went to sleep.
+    pub from: Instant,
+    /// When it was running again.
+    pub woke: Instant,
 }
 
 impl UdpDriver {
@@ -138,6 +151,7 @@ impl UdpDriver {
             spin: Duration::ZERO,
             scopes: None,
             sleep_step: Duration::MAX,
+            last_sleep: None,
         })
     }
 
@@ -220,7 +234,9 @@ impl UdpDriver {
                 let spin_from = deadline.as_nanos().saturating_sub(self.spin.as_nanos() as u64);
                 let sleep_until = wake.min(Instant::from_nanos(spin_from));
                 let wait = (sleep_until - now).min(WAIT_MAX);
-                if crate::wait::readable(&self.socket, wait)? {
+                let readable = crate::wait::readable(&self.socket, wait)?;
+                self.last_sleep = Some(Sleep { from: now, woke: self.clock.now() });
+                if readable {
                     self.poll_receive()?;
                 }
             }
@@ -307,32 +323,46 @@ impl UdpDriver {
             }
             let spin_from = Instant::from_nanos(deadline.as_nanos() - self.spin.as_nanos() as u64);
             let wake = self.endpoint.poll_timeout().unwrap_or(deadline).min(spin_from);
-            self.sleep_until(wake.min(now + WAIT_MAX));
+            self.sleep_until(now, wake.min(now + WAIT_MAX));
         }
     }
 
-    /// Sleeps until `wake`, in steps over its last stretch (see [`UdpDriver::set_sleep_step`])
-    /// but without looking at the socket in between: [`UdpDriver::run_batched`] reads only at
-    /// its wake-ups, so a read after each step would be a syscall that finds nothing or
-    /// something that can wait until `wake`.
-    fn sleep_until(&mut self, wake: Instant) {
+    /// Sleeps from `from` (the clock's reading now) until `wake`, in steps over its last
+    /// stretch (see [`UdpDriver::set_sleep_step`]) but without looking at the socket in
+    /// between: [`UdpDriver::run_batched`] reads only at its wake-ups, so a read after each
+    /// step would be a syscall that finds nothing or something that can wait until `wake`.
+    fn sleep_until(&mut self, from: Instant, wake: Instant) {
+        let mut slept = false;
         loop {
-            let left = wake.saturating_duration_since(self.clock.now());
-            let wait = stepped(left, self.sleep_step);
+            let now = if slept { self.clock.now() } else { from };
+            let wait = stepped(wake.saturating_duration_since(now), self.sleep_step);
             if wait.is_zero() {
-                return;
+                break;
             }
             std::thread::sleep(wait);
             self.traffic.sleeps += 1;
+            slept = true;
+        }
+        if slept {
+            self.last_sleep = Some(Sleep { from, woke: self.clock.now() });
         }
     }
 
+    /// The last time the loop slept with nothing to do ([`UdpDriver::run_batched`]'s sleep,
+    /// all its steps as one; [`UdpDriver::run_for`]'s wait on the socket): a tick that
+    /// starts late after it was late by this much for the thread's wake-up, and by the rest
+    /// for work (see `host::telemetry::split_lateness`).
+    pub fn last_sleep(&self) -> Option<Sleep> {
+        self.last_sleep
+    }
+
     /// Makes [`UdpDriver::run_batched`] sleep at most `step` at a time over the last
-    /// `STEPPED_STRETCH` (2 ms) before a wake-up (before that, in one go). On virtual machines a
-    /// core that stays idle longer than the hypervisor's halt-polling window (a few hundred
-    /// microseconds) can be handed to another guest, and its timer then fires a millisecond or
-    /// more late; waking every `step` near a deadline keeps it. `Duration::MAX` (the default):
-    /// no steps.
+    /// [`STEPPED_STRETCH`] (2 ms) before a wake-up (before that, in one go). On virtual
+    /// machines a core that stays idle longer than the hypervisor's halt-polling window (a few
+    /// hundred microseconds) can be handed to another guest, and its timer then fires late;
+    /// waking every `step` near a deadline is meant to keep it, at the CPU of each wake-up.
+    /// A step of [`STEPPED_STRETCH`] or more (the default, `Duration::MAX`): no steps, one
+    /// sleep straight to the wake-up.
     pub fn set_sleep_step(&mut self, step: Duration) {
         self.sleep_step = step;
     }
@@ -468,12 +498,13 @@ impl UdpDriver {
 
 /// How long before a wake-up [`UdpDriver::run_batched`] sleeps in steps: more than a late
 /// wake-up from a long sleep takes (about a millisecond measured here), so that it still
-/// lands before the deadline.
-const STEPPED_STRETCH: Duration = Duration::from_millis(2);
+/// lands before the deadline. A sleep step this long or longer means no steps.
+pub const STEPPED_STRETCH: Duration = Duration::from_millis(2);
 
-/// One sleep toward a wake-up `wait` away: all but the last stretch in one go, then `step`s.
+/// One sleep toward a wake-up `wait` away: all but the last stretch in one go, then `step`s;
+/// a step as long as the stretch or longer: all of it in one go.
 fn stepped(wait: Duration, step: Duration) -> Duration {
-    if step == Duration::MAX {
+    if step >= STEPPED_STRETCH {
         wait
     } else if wait > STEPPED_STRETCH {
         wait - STEPPED_STRETCH
@@ -519,4 +550,30 @@ pub(crate) fn unix_nanos() -> u64 {
 /// Unix seconds at `clock`'s zero, for checking token expiry on its time.
 fn unix_at_zero(clock: &Clock) -> u64 {
     unix_nanos().saturating_sub(clock.now().as_nanos()) / 1_000_000_000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{stepped, STEPPED_STRETCH};
+    use std::time::Duration;
+
+    #[test]
+    fn a_sleep_steps_only_over_the_last_stretch_and_a_step_as_long_as_it_means_none() {
+        // Goal: the sleep policy a host's `sleep_step` sets. Method: the next sleep for waits
+        // before and inside the stretch, with steps of 200 us, of the stretch itself and of
+        // `Duration::MAX`.
+        let us = Duration::from_micros;
+        let step = us(200);
+        assert_eq!(stepped(us(5_000), step), us(3_000), "all but the stretch in one go");
+        assert_eq!(stepped(us(1_500), step), step, "then steps");
+        assert_eq!(stepped(us(150), step), us(150), "the last step ends at the wake-up");
+        assert_eq!(stepped(Duration::ZERO, step), Duration::ZERO);
+        for none in [STEPPED_STRETCH, us(5_000), Duration::MAX] {
+            assert_eq!(stepped(us(5_000), none), us(5_000), "{none:?}: one sleep");
+            assert_eq!(stepped(us(1_500), none), us(1_500), "{none:?}: no step in the stretch");
+        }
+        assert_eq!(stepped(us(1_500), us(1_999)), us(1_500).min(us(1_999)));
+        assert_eq!(stepped(us(1_999), us(1_999)), us(1_999));
+        assert_eq!(stepped(us(2_500), us(1_999)), us(500), "just under the stretch steps");
+    }
 }

@@ -159,6 +159,14 @@ impl ServerConfig {
             crate::token::key_from_hex(&self.security.key)
                 .map_err(|e| format!("security.key: {e} (make one with `rally token keygen`)"))?;
         }
+        if !(1..=1_000_000).contains(&self.host.sleep_step_us) {
+            return Err("host.sleep_step_us must be 1 to 1000000: a step in microseconds, or \
+                        2000 or more for none (one sleep to each deadline)"
+                .into());
+        }
+        if self.host.spin_us > 10_000 {
+            return Err("host.spin_us must be 0 (no spin) to 10000 microseconds".into());
+        }
         if self.host.rooms_per_worker_max == 0 || self.host.connections_per_worker_max == 0 {
             return Err("host.rooms_per_worker_max and host.connections_per_worker_max must be \
                         at least 1"
@@ -380,12 +388,34 @@ mod tests {
     }
 
     #[test]
+    fn the_default_sleep_policy_is_one_sleep_and_a_step_can_be_set() {
+        // Goal: the default worker sleeps once to each deadline (no steps), and a file can
+        // ask for steps. Method: the host settings built from the defaults and from a file
+        // (in plaintext, so that no key file is written).
+        let plain = "[security]\ndanger_plaintext = true\n";
+        let config = ServerConfig::parse(plain, "file").expect("defaults are valid");
+        assert_eq!(config.host.sleep_step_us, 2000);
+        let host = super::super::host_config(&config).expect("a host config");
+        assert!(host.sleep_step >= rally_driver::STEPPED_STRETCH, "no steps by default");
+        assert_eq!(host.spin, std::time::Duration::ZERO);
+        let text = format!("{plain}[host]\nsleep_step_us = 200\n");
+        let stepped = ServerConfig::parse(&text, "file").expect("a valid step");
+        let host = super::super::host_config(&stepped).expect("a host config");
+        assert_eq!(host.sleep_step, std::time::Duration::from_micros(200));
+        assert!(host.validate().is_ok());
+    }
+
+    #[test]
     fn bad_fields_are_named() {
         let cases = [
             ("[host]\nwrkers = 2\n", "host.wrkers"),
             ("[hots]\nworkers = 2\n", "hots"),
             ("[host]\nworkers = \"two\"\n", "workers"),
             ("[room]\ntick_rate = 0\n", "room.tick_rate"),
+            ("[host]\nsleep_step_us = 0\n", "host.sleep_step_us"),
+            ("[host]\nsleep_step_us = 1000001\n", "host.sleep_step_us"),
+            ("[host]\nsleep_step_us = -5\n", "sleep_step_us"),
+            ("[host]\nspin_us = 20000\n", "host.spin_us"),
             ("[room]\npipeline = \"quick\"\n", "room.pipeline"),
             ("[room]\ngame = \"chess\"\n", "room.game"),
             ("[security]\nkey = \"abc\"\n", "security.key"),

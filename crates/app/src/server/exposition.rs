@@ -213,10 +213,20 @@ fn histograms(out: &mut String, workers: &[WorkerReport]) {
         }
     }
     type Of = fn(&WorkerReport) -> &Buckets;
-    let families: [(&str, &str, Of); 4] = [
+    let families: [(&str, &str, Of); 6] = [
         ("rally_tick_lateness_seconds", "How late each room-tick started.", |w| {
             &w.histograms.lateness_seconds
         }),
+        (
+            "rally_tick_wake_lateness_seconds",
+            "The part of each room-tick's lateness the worker's wake-up from an idle sleep took.",
+            |w| &w.histograms.wake_lateness_seconds,
+        ),
+        (
+            "rally_tick_lateness_busy_seconds",
+            "The part of each room-tick's lateness the worker's work took (it was busy).",
+            |w| &w.histograms.lateness_busy_seconds,
+        ),
         (
             "rally_client_rtt_seconds",
             "Connections' smoothed round-trip time, one sample per connection a second.",

@@ -72,9 +72,12 @@ pub struct HostConfig {
     /// default: never spin; the precise wait keeps ticks on time here.
     pub spin: Duration,
     /// The longest a worker with rooms sleeps at once over the last 2 ms before a wake-up (it
-    /// wakes and sleeps again, reading the socket only at the wake-up itself).
-    /// On virtual machines a core idle for longer than the hypervisor's halt-polling window
-    /// may wake a millisecond late; short steps keep ticks on time for a little CPU per wake.
+    /// wakes and sleeps again, reading the socket only at the wake-up itself); at least
+    /// [`crate::STEPPED_STRETCH`] (2 ms, the default): no steps, one sleep to the wake-up.
+    /// Steps were meant to keep a virtual machine's idle core from being handed elsewhere
+    /// and waking late; measured (docs/benchmarks.md, "Sleep policies"), each step's wake-up
+    /// cost about 20 us of CPU and lateness moved only within the machine's noise, so the
+    /// default has none.
     pub sleep_step: Duration,
     /// Cores to pin workers to, worker `i` to `worker_cores[i % len]`; empty: the OS decides.
     /// Pinning keeps a worker's caches warm and its wake-ups prompt on a busy machine.
@@ -108,7 +111,7 @@ impl Default for HostConfig {
             worker_ports: Vec::new(),
             public_addresses: Vec::new(),
             spin: Duration::ZERO,
-            sleep_step: Duration::from_micros(200),
+            sleep_step: crate::STEPPED_STRETCH,
             worker_cores: Vec::new(),
             rooms_per_worker_max: 1024,
             room_idle_close: Duration::from_secs(30),

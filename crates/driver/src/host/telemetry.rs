@@ -22,9 +22,10 @@
 //! with the worker, behind a lock only a reader takes; the reader copies them and takes their
 //! quantiles ([`Summary`]) on its own thread.
 
+use crate::Sleep;
 use hdrhistogram::Histogram;
 use rally_engine::Phase;
-use rally_proto::{Stage, StageObserver};
+use rally_proto::{Instant, Stage, StageObserver};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -367,25 +368,38 @@ pub(crate) fn histogram() -> Histogram<u64> {
 pub(crate) struct Distributions {
     scopes: [Histogram<u64>; ROOM_SCOPES.len()],
     lateness: Histogram<u64>,
+    wake_lateness: Histogram<u64>,
+    lateness_busy: Histogram<u64>,
 }
 
 impl Distributions {
     pub(crate) fn new() -> Self {
-        Self { scopes: std::array::from_fn(|_| histogram()), lateness: histogram() }
+        Self {
+            scopes: std::array::from_fn(|_| histogram()),
+            lateness: histogram(),
+            wake_lateness: histogram(),
+            lateness_busy: histogram(),
+        }
     }
 
-    /// Adds one room-tick: nanoseconds per room scope, in [`ROOM_SCOPES`] order, and lateness.
-    pub(crate) fn record(&mut self, nanos: &[u64; ROOM_SCOPES.len()], lateness: u64) {
+    /// Adds one room-tick: nanoseconds per room scope, in [`ROOM_SCOPES`] order, and its
+    /// lateness, split as [`split_lateness`] splits it.
+    pub(crate) fn record(&mut self, nanos: &[u64; ROOM_SCOPES.len()], lateness: &Lateness) {
         for (histogram, nanos) in self.scopes.iter_mut().zip(nanos) {
             histogram.saturating_record((*nanos).max(1));
         }
-        self.lateness.saturating_record(lateness.max(1));
+        let ns = |d: Duration| (d.as_nanos() as u64).max(1);
+        self.lateness.saturating_record(ns(lateness.total()));
+        self.wake_lateness.saturating_record(ns(lateness.wake));
+        self.lateness_busy.saturating_record(ns(lateness.busy));
     }
 
     /// Empties them.
     pub(crate) fn reset(&mut self) {
         self.scopes.iter_mut().for_each(Histogram::reset);
         self.lateness.reset();
+        self.wake_lateness.reset();
+        self.lateness_busy.reset();
     }
 
     /// Fills `report`'s summaries (per room-tick and lateness) from `shared`, copied under
@@ -395,7 +409,47 @@ impl Distributions {
         report.per_room_tick =
             ROOM_SCOPES.iter().zip(&copy.scopes).map(|(s, h)| (*s, Summary::of(h))).collect();
         report.lateness = Summary::of(&copy.lateness);
+        report.wake_lateness = Summary::of(&copy.wake_lateness);
+        report.lateness_busy = Summary::of(&copy.lateness_busy);
     }
+}
+
+/// How late a room-tick started, in two parts that add up to it: the worker's wake-up (it was
+/// asleep with nothing to do when the tick fell due, and the OS ran it again late) and its
+/// work (it was busy when the tick fell due, or woke and had other rooms' ticks or datagrams
+/// to get through first). The first is the machine's (a timer, a hypervisor, other
+/// processes on the core) and a sleep policy's to fix; the second is the load's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lateness {
+    /// Late because the worker woke late from an idle sleep.
+    pub wake: Duration,
+    /// Late because the worker was busy (the previous tick's work, or other rooms').
+    pub busy: Duration,
+}
+
+impl Lateness {
+    /// The whole lateness.
+    pub fn total(&self) -> Duration {
+        self.wake + self.busy
+    }
+}
+
+/// Splits the lateness of a tick due at `deadline` that started at `started`, given the
+/// worker's last idle sleep before it (`from` to `woke`, see
+/// [`crate::UdpDriver::last_sleep`]). The wake-up's part is the stretch of the sleep past the
+/// deadline (or past the sleep's start, if it began after the deadline): the worker could not
+/// have started the tick then. Everything else is work: the time from the deadline to the
+/// sleep, if the worker was busy when the tick fell due, and from the wake-up to the tick.
+/// With no sleep, or a sleep that ended before the deadline, it is all work. An early tick is
+/// not late at all.
+pub fn split_lateness(deadline: Instant, started: Instant, sleep: Option<Sleep>) -> Lateness {
+    let late = started.saturating_duration_since(deadline);
+    let wake = sleep.map_or(Duration::ZERO, |sleep| {
+        let woke = sleep.woke.min(started);
+        woke.saturating_duration_since(sleep.from.max(deadline))
+    });
+    let wake = wake.min(late);
+    Lateness { wake, busy: late - wake }
 }
 
 /// One room's figures since the host started (or since the last reset).
@@ -443,6 +497,12 @@ pub struct WorkerReport {
     pub per_room_tick: Vec<(Scope, Summary)>,
     /// How late each room-tick started.
     pub lateness: Summary,
+    /// The part of each room-tick's lateness that the worker's wake-up from an idle sleep
+    /// took: it slept through the deadline ([`split_lateness`]).
+    pub wake_lateness: Summary,
+    /// The part of each room-tick's lateness that work took: the worker was busy when the
+    /// tick fell due (the previous tick's work ran over), or had other ticks to run first.
+    pub lateness_busy: Summary,
     /// Overruns per room scope, in [`ROOM_SCOPES`] order, over all its rooms.
     pub overruns: [u64; ROOM_SCOPES.len()],
     /// Rooms whose game code panicked and that were closed.
@@ -768,6 +828,10 @@ pub struct WorkerHistograms {
     pub phase_seconds: Vec<Buckets>,
     /// How late each room-tick started, seconds.
     pub lateness_seconds: Buckets,
+    /// The wake-up's part of each room-tick's lateness, seconds ([`split_lateness`]).
+    pub wake_lateness_seconds: Buckets,
+    /// The work's part of each room-tick's lateness, seconds ([`split_lateness`]).
+    pub lateness_busy_seconds: Buckets,
     /// Each connection's smoothed round-trip time, sampled once a second.
     pub client_rtt_seconds: Buckets,
     /// Each connection's round-trip time deviation, sampled once a second.
@@ -781,6 +845,8 @@ impl Default for WorkerHistograms {
         Self {
             phase_seconds: ROOM_SCOPES.iter().map(|_| Buckets::new(&PHASE_BOUNDS)).collect(),
             lateness_seconds: Buckets::new(&LATENESS_BOUNDS),
+            wake_lateness_seconds: Buckets::new(&LATENESS_BOUNDS),
+            lateness_busy_seconds: Buckets::new(&LATENESS_BOUNDS),
             client_rtt_seconds: Buckets::new(&RTT_BOUNDS),
             client_jitter_seconds: Buckets::new(&JITTER_BOUNDS),
             client_loss_ratio: Buckets::new(&LOSS_BOUNDS),
@@ -870,6 +936,34 @@ mod tests {
         let law = (1.0 - 1.0 / STAGE_SAMPLING as f64).powi(STAGE_SAMPLING as i32);
         assert!((long - law).abs() < 0.02, "gaps past {STAGE_SAMPLING}: {long} (law {law})");
         assert_eq!(Sampler::new(1).gap(), 0, "one in one times every run");
+    }
+
+    #[test]
+    fn lateness_splits_into_the_wake_up_past_the_deadline_and_the_work() {
+        // Goal: each part of a late tick goes to its cause, and the parts add up to the
+        // lateness. Method: a tick due at 1,000 us, started at 1,300 us, after sleeps that
+        // ended before, across and after the deadline, and with none.
+        let at = |us: u64| Instant::from_nanos(us * 1_000);
+        let us = Duration::from_micros;
+        let sleep = |from, woke| Some(Sleep { from: at(from), woke: at(woke) });
+        let split = |s| {
+            let l = split_lateness(at(1_000), at(1_300), s);
+            assert_eq!(l.total(), us(300), "the parts add up");
+            (l.wake, l.busy)
+        };
+        // Asleep through the deadline, woke 120 us late, then 180 us of other rooms' ticks.
+        assert_eq!(split(sleep(600, 1_120)), (us(120), us(180)));
+        // Woke before the deadline, busy since: all work.
+        assert_eq!(split(sleep(600, 900)), (Duration::ZERO, us(300)));
+        assert_eq!(split(None), (Duration::ZERO, us(300)));
+        // Busy 100 us past the deadline, then asleep (for a timer) until 1,250: 150 us of it
+        // was the wake-up's (the tick could not start while asleep), 150 us work.
+        assert_eq!(split(sleep(1_100, 1_250)), (us(150), us(150)));
+        // A wake-up reading after the tick's start (another clock read) is capped at it.
+        assert_eq!(split(sleep(600, 1_400)), (us(300), Duration::ZERO));
+        // An early tick is not late, whatever the sleep.
+        let early = split_lateness(at(1_000), at(990), sleep(600, 990));
+        assert_eq!(early, Lateness::default());
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! One worker: a socket, its endpoint, its rooms, one loop.
 
+use super::telemetry::{split_lateness, Lateness, INGEST_SAMPLING, SAMPLE_NANOS_MAX};
 use super::telemetry::{Countdown, Distributions, RoomReport, Scope, ScopeClock, StageTimer};
 use super::telemetry::{TransportCounters, WorkerHistograms, WorkerReport, ROOM_SCOPES, SCOPES};
-use super::telemetry::{INGEST_SAMPLING, SAMPLE_NANOS_MAX};
 use super::{lock, DrainReport, Game, HostConfig, Shared};
-use crate::{Clock, UdpDriver};
+use crate::{Clock, Sleep, UdpDriver};
 use rally_engine::{Phase, PhaseObserver, Pipeline, Room, Simulation};
 use rally_proto::{ConnectionHandle, DisconnectReason, Endpoint, Event, Instant};
 use std::cmp::Reverse;
@@ -79,6 +79,9 @@ pub(super) struct Rooms<G: Game> {
     changed: bool,
     /// Which messages' ingest on arrival is timed.
     ingest_sampler: Countdown,
+    /// The worker's last idle sleep before the ticks it runs now, which splits their
+    /// lateness into its wake-up's and its work's ([`split_lateness`]).
+    last_sleep: Option<Sleep>,
 }
 
 /// Times a tick's phases. They run back to back, so one clock read ends a phase and starts
@@ -146,6 +149,7 @@ impl<G: Game> Rooms<G> {
             draining: false,
             changed: false,
             ingest_sampler: Countdown::new(INGEST_SAMPLING),
+            last_sleep: None,
         }
     }
 
@@ -350,15 +354,15 @@ impl<G: Game> Rooms<G> {
         }
         times.nanos[0] += ingest_pending;
         let Some(hosted) = self.rooms.get_mut(&id) else { return };
-        let lateness = now.saturating_duration_since(at);
-        hosted.next_tick = if lateness > dt { now + dt } else { at + dt };
+        let lateness = split_lateness(at, now, self.last_sleep);
+        hosted.next_tick = if lateness.total() > dt { now + dt } else { at + dt };
         self.schedule.push(Reverse((hosted.next_tick, id)));
-        self.record(id, &times.nanos, lateness);
+        self.record(id, &times.nanos, &lateness);
         self.close_if_idle(id, now);
     }
 
     /// Adds one room-tick's figures to the room's and the worker's.
-    fn record(&mut self, id: u64, nanos: &[u64; ROOM_SCOPES.len()], lateness: Duration) {
+    fn record(&mut self, id: u64, nanos: &[u64; ROOM_SCOPES.len()], lateness: &Lateness) {
         let Some(hosted) = self.rooms.get_mut(&id) else { return };
         let report = &mut hosted.report;
         report.ticks += 1;
@@ -378,9 +382,12 @@ impl<G: Game> Rooms<G> {
                 self.overruns[k] += 1;
             }
         }
-        lock(&self.distributions).record(nanos, lateness.as_nanos() as u64);
-        self.buckets.lateness_seconds.record(lateness.as_secs_f64());
-        if lateness > self.config.budgets.lateness {
+        lock(&self.distributions).record(nanos, lateness);
+        let total = lateness.total();
+        self.buckets.lateness_seconds.record(total.as_secs_f64());
+        self.buckets.wake_lateness_seconds.record(lateness.wake.as_secs_f64());
+        self.buckets.lateness_busy_seconds.record(lateness.busy.as_secs_f64());
+        if total > self.config.budgets.lateness {
             report.late_ticks += 1;
             self.late_ticks += 1;
             // A health check reads late ticks from the report: publish them promptly.
@@ -456,6 +463,8 @@ impl<G: Game> Rooms<G> {
             scope_nanos: outside.scope_nanos,
             per_room_tick: Vec::new(),
             lateness: Default::default(),
+            wake_lateness: Default::default(),
+            lateness_busy: Default::default(),
             overruns: self.overruns,
             rooms_failed: self.rooms_failed,
             send_errors: outside.transport.send_errors,
@@ -674,6 +683,7 @@ impl<G: Game> Worker<G> {
             } else {
                 self.driver.run_batched(wait, handler)?;
             }
+            self.rooms.last_sleep = self.driver.last_sleep();
             self.rooms.tick_due(self.driver.endpoint());
             self.housekeeping();
         }

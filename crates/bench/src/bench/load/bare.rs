@@ -9,7 +9,7 @@
 //! leave to the receiving machine: the floor counts it as the host's measure does.
 
 use super::bots::{BotsArgs, BotsReport};
-use super::{finish_bots, spawn_bots, Plan, CLIENTS, TICK_HZ};
+use super::{bot_args, Bots, Plan, CLIENTS, TICK_HZ};
 use rally_driver::batch::Batch;
 use rally_driver::cpu::{pin_current_thread, thread_cpu_us};
 use rally_driver::Clock;
@@ -63,6 +63,7 @@ pub fn measure(
     plan: &Plan,
     core: Option<usize>,
     (bot_threads, bot_cores): (usize, &[usize]),
+    beside: bool,
 ) -> Result<BareStep, Box<dyn Error>> {
     let socket = UdpSocket::bind("127.0.0.1:0")?;
     socket.set_nonblocking(true)?;
@@ -75,19 +76,20 @@ pub fn measure(
             .spawn(move || serve_host(&socket, rooms, sizes.1, core, &phase))?
     };
     let seconds = (plan.warmup + plan.window).as_secs_f64() + 1.0;
-    // Bare bots need no key or protocol; clap asks for both.
-    let session = ["--key", "00", "--protocol", "0", "--servers", &address.to_string()]
-        .into_iter()
-        .map(String::from)
-        .chain(["--bare".to_string(), sizes.0.to_string()])
-        .collect::<Vec<_>>();
-    let mut bots = spawn_bots(&session, rooms, (bot_threads, bot_cores), seconds)?;
+    // Bare bots need no key or protocol; the command line asks for both.
+    let args = BotsArgs {
+        key: "00".into(),
+        servers: vec![address],
+        bare: Some(sizes.0),
+        ..bot_args(rooms, bot_threads, bot_cores, seconds)
+    };
+    let bots = Bots::start(args, beside)?;
     std::thread::sleep(plan.warmup);
     phase.store(WINDOW, Ordering::Release);
     std::thread::sleep(plan.window);
     phase.store(STOP, Ordering::Release);
     let counts = host.join().map_err(|_| "the bare host thread panicked")??;
-    let bots = finish_bots(&mut bots)?;
+    let bots = bots.finish()?;
     let ticks = counts.room_ticks.max(1) as f64;
     Ok(BareStep {
         rooms,
@@ -255,8 +257,8 @@ pub fn serve_bots(
         let offset = frame.mul_f64(turn as f64 / sockets.len() as f64);
         let at = start + frame * period as u32 + offset;
         let now = clock.now();
-        if at > now + super::bots::EARLY_MAX {
-            std::thread::sleep(at - now - super::bots::EARLY_MAX);
+        if let Some(sleep) = super::bots::sleep_before(at.saturating_duration_since(now)) {
+            std::thread::sleep(sleep);
             continue;
         }
         report.frames_late += u64::from(now.saturating_duration_since(at) > frame);

@@ -66,7 +66,7 @@ pub struct BotsReport {
     pub frames_late: u64,
     /// Frames in all.
     pub frames: u64,
-    /// The process's CPU time, microseconds.
+    /// The bots' threads' CPU time, microseconds.
     pub cpu_us: u64,
     /// Datagrams the bots sent, over all bots.
     pub datagrams_sent: u64,
@@ -87,10 +87,17 @@ impl BotsReport {
         self.disconnected += part.disconnected;
         self.frames_late += part.frames_late;
         self.frames += part.frames;
+        self.cpu_us += part.cpu_us;
         self.datagrams_sent += part.datagrams_sent;
         self.bytes_sent += part.bytes_sent;
         self.datagrams_received += part.datagrams_received;
         self.bytes_received += part.bytes_received;
+    }
+
+    /// The bots' CPU per frame, microseconds (what one client's frame costs the load
+    /// generator: a bot core carries `1e6 / (hz * this)` clients).
+    pub fn cpu_us_per_frame(&self) -> f64 {
+        self.cpu_us as f64 / self.frames.max(1) as f64
     }
 
     /// Mean bytes of a datagram the bots sent and of one they received.
@@ -100,8 +107,15 @@ impl BotsReport {
     }
 }
 
-/// How early a bot's frame may run, so that its thread sleeps once for a few frames.
-pub(super) const EARLY_MAX: Duration = Duration::from_micros(200);
+/// Frames due within this of the frame just run run at once, in the same wake-up; for a later
+/// one the thread sleeps until it is due (a frame never runs earlier than this).
+pub(super) const SAME_WAKE: Duration = Duration::from_micros(50);
+
+/// How long a bots thread sleeps before a frame due `due` from now: none if it is due within
+/// [`SAME_WAKE`], else until it is due (to the frame, not before it).
+pub(super) fn sleep_before(due: Duration) -> Option<Duration> {
+    (due > SAME_WAKE).then_some(due)
+}
 
 /// One bot.
 struct Bot {
@@ -116,12 +130,20 @@ struct Bot {
 
 /// Runs the bots and prints their report.
 pub fn run(args: &BotsArgs) -> Result<(), Box<dyn Error>> {
+    let report = play(args)?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}
+
+/// Runs the bots on the calling thread's process (pinned to `args.cores`, threads of their
+/// own) and returns their report; their CPU is their own threads' (`getrusage` per thread),
+/// whether they run in a process of their own or beside the host (`rally-bench load
+/// --bots-beside`).
+pub fn play(args: &BotsArgs) -> Result<BotsReport, Box<dyn Error>> {
     if args.servers.is_empty() || args.threads == 0 || args.hz == 0 {
         return Err("bots need --servers, at least one thread, and a frame rate".into());
     }
-    if !args.cores.is_empty() {
-        rally_driver::cpu::pin_current_thread(&args.cores)?;
-    }
+    let cores = args.cores.clone();
     // Bare bots have no tokens to seal.
     let key = match args.bare {
         Some(_) => TokenKey([0; 32]),
@@ -131,10 +153,17 @@ pub fn run(args: &BotsArgs) -> Result<(), Box<dyn Error>> {
     let mut threads = Vec::new();
     for thread in 0..args.threads as u64 {
         let mine: Vec<u64> = (0..total).filter(|c| c % args.threads as u64 == thread).collect();
-        let (args, key) = (args.clone(), key.clone());
-        threads.push(std::thread::spawn(move || match args.bare {
-            Some(bytes) => super::bare::serve_bots(&args, bytes, &mine),
-            None => serve(&args, &key, &mine),
+        let (args, key, cores) = (args.clone(), key.clone(), cores.clone());
+        threads.push(std::thread::spawn(move || -> Outcome {
+            if !cores.is_empty() {
+                rally_driver::cpu::pin_current_thread(&cores)?;
+            }
+            let mut part = match args.bare {
+                Some(bytes) => super::bare::serve_bots(&args, bytes, &mine),
+                None => serve(&args, &key, &mine),
+            }?;
+            part.cpu_us = rally_driver::cpu::thread_cpu_us();
+            Ok(part)
         }));
     }
     let mut report = BotsReport { clients: total, ..BotsReport::default() };
@@ -143,9 +172,7 @@ pub fn run(args: &BotsArgs) -> Result<(), Box<dyn Error>> {
             thread.join().map_err(|_| "a bots thread panicked")?.map_err(|e| e.to_string())?;
         report.add(&part);
     }
-    report.cpu_us = rally_driver::cpu::process_cpu_us();
-    println!("{}", serde_json::to_string(&report)?);
-    Ok(())
+    Ok(report)
 }
 
 type Outcome = Result<BotsReport, Box<dyn Error + Send + Sync>>;
@@ -180,10 +207,10 @@ fn serve(args: &BotsArgs, key: &TokenKey, clients: &[u64]) -> Outcome {
     while clock.now() < end && !bots.is_empty() {
         let bot = &mut bots[turn];
         let now = clock.now();
-        // Frames a little early cost nothing; a sleep per frame would cost more than the frame.
-        let due = bot.next_frame.saturating_duration_since(now);
-        if due > EARLY_MAX {
-            std::thread::sleep(due - EARLY_MAX);
+        // The thread sleeps to the next frame; frames due within `SAME_WAKE` of it run in the
+        // same wake-up (a sleep per frame would cost more than the frame).
+        if let Some(sleep) = sleep_before(bot.next_frame.saturating_duration_since(now)) {
+            std::thread::sleep(sleep);
             continue;
         }
         if now.saturating_duration_since(bot.next_frame) > frame {
@@ -246,5 +273,22 @@ impl Bot {
         // The events are counted in the session's stats; nothing else reads them.
         while self.session.poll_event().is_some() {}
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{sleep_before, SAME_WAKE};
+    use std::time::Duration;
+
+    #[test]
+    fn a_bots_thread_sleeps_to_the_next_frame_and_runs_the_frames_due_at_once() {
+        // Goal: the thread never wakes before a frame (no early frames beyond the same-wake
+        // slack), and frames already due run without a sleep.
+        let us = Duration::from_micros;
+        assert_eq!(sleep_before(us(780)), Some(us(780)), "to the frame, not before it");
+        assert_eq!(sleep_before(SAME_WAKE + us(1)), Some(SAME_WAKE + us(1)));
+        assert_eq!(sleep_before(SAME_WAKE), None, "due within the slack: run now");
+        assert_eq!(sleep_before(Duration::ZERO), None);
     }
 }

@@ -17,6 +17,7 @@
 
 mod bare;
 pub mod bots;
+mod wait;
 
 use crate::game::{reference_room, CLIENTS};
 use crate::machine::Machine;
@@ -35,6 +36,7 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+pub use wait::Wait;
 
 /// Ticks per second of the reference room.
 const TICK_HZ: u32 = 128;
@@ -60,6 +62,17 @@ pub struct LoadArgs {
     /// The bots' threads.
     #[arg(long, default_value_t = 1)]
     pub bot_threads: usize,
+    /// The workers' sleep policies to compare, comma-separated, each step run with each in
+    /// turn: a step in microseconds (`200`: sleep in one go to 2 ms before the deadline, then
+    /// in steps of 200 us), `none` (one sleep straight to the deadline: the host's default)
+    /// or `spinN` (one sleep, then poll the last N us without sleeping).
+    #[arg(long, value_delimiter = ',', default_value = "none")]
+    pub waits: Vec<Wait>,
+    /// Run the bots in this process, on the workers' cores (beside the workers, as clients
+    /// sharing the host's machine would), instead of in a process of their own on the other
+    /// cores: the workers' CPU and lateness then include what the bots cost them.
+    #[arg(long)]
+    pub bots_beside: bool,
     /// Let the OS place the host's workers and the bots instead of pinning the workers to the
     /// last cores and the bots to the others.
     #[arg(long)]
@@ -114,6 +127,8 @@ pub struct TelemetryCost {
 /// One step of the ramp, as measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Step {
+    /// The workers' sleep policy (`--waits`).
+    pub wait: String,
     pub rooms: u64,
     pub clients: u64,
     pub tick_hz: u32,
@@ -180,18 +195,29 @@ impl Syscalls {
     }
 }
 
-/// Lateness quantiles, milliseconds.
+/// Lateness quantiles, milliseconds, and the p99 of its two parts: the worker's wake-up from
+/// an idle sleep, and its work (`WorkerReport::wake_lateness`, `lateness_busy`).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Lateness {
     pub p50: f64,
     pub p99: f64,
     pub max: f64,
+    pub wake_p99: f64,
+    pub busy_p99: f64,
 }
 
 /// The ramp's timing.
 struct Plan {
     warmup: Duration,
     window: Duration,
+}
+
+/// The steps run with one sleep policy, and what they show.
+#[derive(Debug, Serialize)]
+struct Run {
+    wait: Wait,
+    steps: Vec<Step>,
+    verdict: Verdict,
 }
 
 /// Runs the benchmark.
@@ -204,34 +230,48 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
     if args.workers == 0 || args.bot_threads == 0 || ramp.contains(&0) {
         return Err("--workers, --bot-threads and every --rooms step must be at least 1".into());
     }
+    wait::check(&args.waits)?;
     let plan = if args.quick {
         Plan { warmup: Duration::from_secs(3), window: Duration::from_secs(4) }
     } else {
         Plan { warmup: Duration::from_secs(4), window: Duration::from_secs(10) }
     };
+    let waits: Vec<String> = args.waits.iter().map(Wait::to_string).collect();
     println!(
         "W3 load: reference rooms ({CLIENTS} clients, 256 bodies, 64 moving, {TICK_HZ} Hz, \
-         sealed), {} host worker(s), bots in a separate process on {} thread(s)",
-        args.workers, args.bot_threads
+         sealed), {} host worker(s), bots {} on {} thread(s); workers' sleep policies: {}",
+        args.workers,
+        if args.bots_beside {
+            "in this process beside the workers"
+        } else {
+            "in a process of their own"
+        },
+        args.bot_threads,
+        waits.join(", ")
     );
-    let progress = indicatif::ProgressBar::new(ramp.len() as u64);
-    let mut steps: Vec<Step> = Vec::new();
-    for rooms in ramp {
-        progress.set_message(format!("{rooms} rooms"));
-        let step = measure(rooms, args, &plan, true)?;
-        progress.println(line(&step));
-        progress.inc(1);
-        let stop = if args.to_saturation { !cpu_measured(&step) } else { step.limit.is_some() };
-        steps.push(step);
-        if stop {
-            break;
+    let steps = ramp_each(&ramp, args, &plan)?;
+    let runs: Vec<Run> = args
+        .waits
+        .iter()
+        .zip(steps)
+        .map(|(wait, steps)| Run { wait: *wait, verdict: verdict(&steps, args), steps })
+        .collect();
+    for run in &runs {
+        if runs.len() > 1 {
+            println!("\n== sleep policy {} ==", run.wait);
         }
+        print(&run.steps, &run.verdict, args);
     }
-    progress.finish_and_clear();
-    let verdict = verdict(&steps, args);
-    print(&steps, &verdict, args);
-    let floor = floor(&steps, args, &plan)?;
-    let cost = if args.telemetry_cost { Some(telemetry_cost(&steps, args, &plan)?) } else { None };
+    if runs.len() > 1 {
+        compare(&runs);
+    }
+    let first = &runs[0];
+    let floor = floor(&first.steps, args, &plan)?;
+    let cost = if args.telemetry_cost {
+        Some(telemetry_cost(&first.steps, args, &plan, first.wait)?)
+    } else {
+        None
+    };
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "bench": "load",
@@ -239,24 +279,100 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
             "machine": Machine::detect(),
             "workers": args.workers,
             "bot_threads": args.bot_threads,
+            "bots_beside": args.bots_beside,
             "target_us": TARGET_US,
-            "results": steps,
-            "rooms_per_core": verdict.rooms_per_core,
-            "rooms_per_machine": verdict.rooms_per_machine,
+            "wait": first.wait.to_string(),
+            "results": first.steps,
+            "rooms_per_core": first.verdict.rooms_per_core,
+            "rooms_per_machine": first.verdict.rooms_per_machine,
             "bots_share_worker_cores": bots_share_cores(args),
-            "growth": verdict.growth,
-            "rooms_sustained": verdict.rooms_sustained,
-            "cost_growth": verdict.cost_growth,
-            "limit": verdict.limit,
+            "growth": first.verdict.growth,
+            "rooms_sustained": first.verdict.rooms_sustained,
+            "cost_growth": first.verdict.cost_growth,
+            "limit": first.verdict.limit,
+            "waits": runs,
             "kernel_floor": floor,
             "telemetry_cost": cost,
         });
         super::write_json(path, &json)?;
     }
     if let Some(dir) = &args.plot {
-        draw(dir, &steps)?;
+        draw(dir, &runs)?;
     }
     Ok(())
+}
+
+/// The ramp, each step run with each sleep policy in turn (so that the machine's noise at a
+/// step hits every policy alike); a policy whose step stopped the ramp runs no further
+/// steps. The steps, by policy in `--waits` order.
+fn ramp_each(ramp: &[u64], args: &LoadArgs, plan: &Plan) -> Result<Vec<Vec<Step>>, Box<dyn Error>> {
+    let progress = indicatif::ProgressBar::new((ramp.len() * args.waits.len()) as u64);
+    let mut steps: Vec<Vec<Step>> = args.waits.iter().map(|_| Vec::new()).collect();
+    let mut going = vec![true; args.waits.len()];
+    for &rooms in ramp {
+        for (k, wait) in args.waits.iter().enumerate() {
+            if !going[k] {
+                progress.inc(1);
+                continue;
+            }
+            progress.set_message(format!("{rooms} rooms, wait {wait}"));
+            let step = measure(rooms, args, plan, true, *wait)?;
+            progress.println(line(&step));
+            progress.inc(1);
+            going[k] = if args.to_saturation { cpu_measured(&step) } else { step.limit.is_none() };
+            steps[k].push(step);
+        }
+        if !going.iter().any(|g| *g) {
+            break;
+        }
+    }
+    progress.finish_and_clear();
+    Ok(steps)
+}
+
+/// The policies side by side, step by step: CPU per room-tick, `other`, wake-ups, lateness
+/// and its two parts.
+fn compare(runs: &[Run]) {
+    println!(
+        "\nsleep policies side by side (same run, each step with each policy in turn): us CPU \
+         per room-tick without simulate, `other`, wake-ups per worker-tick, lateness p99 (wake \
+         / busy) ms, bots' frames late"
+    );
+    println!(
+        "{:>6} {:>8} {:>9} {:>8} {:>8} {:>22} {:>10}",
+        "rooms", "wait", "CPU us", "other", "wakes", "p99 (wake / busy)", "bots late"
+    );
+    let mut rooms: Vec<u64> = runs.iter().flat_map(|r| r.steps.iter().map(|s| s.rooms)).collect();
+    rooms.sort_unstable();
+    rooms.dedup();
+    for r in rooms {
+        for run in runs {
+            let Some(step) = run.steps.iter().find(|s| s.rooms == r) else { continue };
+            let l = &step.tick_lateness_ms;
+            println!(
+                "{:>6} {:>8} {:>9.1} {:>8.1} {:>8.2} {:>22} {:>10}",
+                r,
+                run.wait.to_string(),
+                step.cpu_us_per_room_tick_without_simulate,
+                step.phases_us.get("other").copied().unwrap_or(0.0),
+                step.syscalls.wakeups_per_worker_tick,
+                format!("{:.3} ({:.3} / {:.3})", l.p99, l.wake_p99, l.busy_p99),
+                step.bots.frames_late,
+            );
+        }
+    }
+    for run in runs {
+        println!(
+            "{:>8}: rooms per core {:.0} (from the largest sustained step, {} rooms){}",
+            run.wait.to_string(),
+            run.verdict.rooms_per_core,
+            run.verdict.rooms_sustained,
+            run.verdict
+                .growth
+                .as_ref()
+                .map_or(String::new(), |g| { format!(", {:.0} by the fit", g.rooms_per_core) })
+        );
+    }
 }
 
 /// The last step again with telemetry off and on, alternately; medians of CPU per room-tick.
@@ -264,12 +380,13 @@ fn telemetry_cost(
     steps: &[Step],
     args: &LoadArgs,
     plan: &Plan,
+    wait: Wait,
 ) -> Result<TelemetryCost, Box<dyn Error>> {
     let rooms = steps.last().map_or(1, |s| s.rooms);
     let (mut off_us, mut on_us) = (Vec::new(), Vec::new());
     for _ in 0..3 {
-        off_us.push(measure(rooms, args, plan, false)?.cpu_us_per_room_tick);
-        on_us.push(measure(rooms, args, plan, true)?.cpu_us_per_room_tick);
+        off_us.push(measure(rooms, args, plan, false, wait)?.cpu_us_per_room_tick);
+        on_us.push(measure(rooms, args, plan, true, wait)?.cpu_us_per_room_tick);
     }
     let median = |v: &[f64]| {
         let mut v = v.to_vec();
@@ -332,6 +449,7 @@ fn measure(
     args: &LoadArgs,
     plan: &Plan,
     telemetry: bool,
+    wait: Wait,
 ) -> Result<Step, Box<dyn Error>> {
     let key = rally_driver::backend::random_key()?;
     let clients = rooms * CLIENTS as u64;
@@ -342,7 +460,7 @@ fn measure(
     endpoint.handshake_rate = Rate { per_second: 1e6, burst: 1e6 };
     endpoint.connections_max = clients as usize + 64;
     let (worker_cores, bot_cores) = cores(args);
-    let config = HostConfig {
+    let config = wait.apply(HostConfig {
         workers: args.workers,
         worker_cores,
         key: Some(key.clone()),
@@ -350,14 +468,20 @@ fn measure(
         endpoint,
         telemetry,
         ..HostConfig::default()
-    };
+    });
     let room = RoomConfig { tick_rate: TICK_HZ, ..RoomConfig::default() };
     let host = Host::start(config, move |id| {
         // reference_room raises the entity limit to fit its bodies, so spawning cannot fail.
         reference_room(room.clone(), id + 1).expect("the reference room fits")
     })?;
     let seconds = (plan.warmup + plan.window).as_secs_f64() + 1.0;
-    let mut bots = start_bots(&host, &key, rooms, (args.bot_threads, &bot_cores), seconds)?;
+    let bots_args = bots::BotsArgs {
+        key: crate::token::key_to_hex(&key),
+        protocol: PROTOCOL,
+        servers: host.addresses().to_vec(),
+        ..bot_args(rooms, args.bot_threads, &bot_cores, seconds)
+    };
+    let bots = Bots::start(bots_args, args.bots_beside)?;
     std::thread::sleep(plan.warmup);
     let connected = host.report().workers.iter().map(|w| w.connections).sum();
     host.reset_telemetry();
@@ -370,10 +494,10 @@ fn measure(
     std::thread::sleep(Duration::from_millis(120));
     let report = host.report();
     let scrapes = if args.scrape { Some(scrape(&host)?) } else { None };
-    let bots_report = finish_bots(&mut bots)?;
+    let bots_report = bots.finish()?;
     host.shutdown(Duration::ZERO)?;
     let mut step = step(rooms, connected, &report, process_cpu_us, bots_report, seconds);
-    (step.telemetry, step.scrapes) = (telemetry, scrapes);
+    (step.telemetry, step.scrapes, step.wait) = (telemetry, scrapes, wait.to_string());
     if let Some(s) = &step.scrapes {
         println!(
             "scrapes at {rooms} rooms: /metrics {} bytes, {:.2} ms median, {:.2} ms max; /stats \
@@ -402,7 +526,8 @@ fn floor(
     let sizes = (input.round() as usize, snapshot.round() as usize);
     let (worker_cores, bot_cores) = cores(args);
     let bots = (args.bot_threads, bot_cores.as_slice());
-    let floor = bare::measure(step.rooms, sizes, plan, worker_cores.first().copied(), bots)?;
+    let core = worker_cores.first().copied();
+    let floor = bare::measure(step.rooms, sizes, plan, core, bots, args.bots_beside)?;
     println!(
         "kernel floor at {} rooms (bare UDP on the same sockets and syscalls, no protocol, \
          encryption or game: {:.1} datagrams of {} bytes in and {:.1} of {} out per room-tick): \
@@ -428,7 +553,7 @@ fn floor(
 /// The host's workers get the last cores, one each; the bots get the rest. With a worker for
 /// every core (`--workers 2` here), the workers take one core each and the bots run on all of
 /// them, beside the workers: the machine has no core to give them alone (the report says so).
-/// Empty lists: no pinning.
+/// With `--bots-beside` the bots run on the workers' cores. Empty lists: no pinning.
 fn cores(args: &LoadArgs) -> (Vec<usize>, Vec<usize>) {
     let count = std::thread::available_parallelism().map_or(1, |n| n.get());
     if args.no_pin || count < 2 {
@@ -438,6 +563,9 @@ fn cores(args: &LoadArgs) -> (Vec<usize>, Vec<usize>) {
         return ((0..count).collect(), (0..count).collect());
     }
     let worker_cores: Vec<usize> = (count - args.workers..count).collect();
+    if args.bots_beside {
+        return (worker_cores.clone(), worker_cores);
+    }
     (worker_cores, (0..count - args.workers).collect())
 }
 
@@ -448,61 +576,80 @@ fn bots_share_cores(args: &LoadArgs) -> bool {
     workers.is_empty() || bots.iter().any(|c| workers.contains(c))
 }
 
-fn start_bots(
-    host: &Host,
-    key: &rally_proto::TokenKey,
-    rooms: u64,
-    threads_cores: (usize, &[usize]),
-    seconds: f64,
-) -> Result<Child, Box<dyn Error>> {
-    let servers: Vec<String> = host.addresses().iter().map(|a| a.to_string()).collect();
-    let session = [
-        "--key".to_string(),
-        crate::token::key_to_hex(key),
-        "--protocol".to_string(),
-        PROTOCOL.to_string(),
-        "--servers".to_string(),
-        servers.join(","),
-    ];
-    spawn_bots(&session, rooms, threads_cores, seconds)
+/// What the bots are asked to play for `rooms` reference rooms, on `threads` threads pinned to
+/// `cores`, for `seconds`; the caller says where they connect and how.
+fn bot_args(rooms: u64, threads: usize, cores: &[usize], seconds: f64) -> bots::BotsArgs {
+    bots::BotsArgs {
+        key: String::new(),
+        protocol: 0,
+        servers: Vec::new(),
+        rooms,
+        clients: CLIENTS as u64,
+        hz: TICK_HZ,
+        threads,
+        cores: cores.to_vec(),
+        seconds,
+        bare: None,
+    }
 }
 
-/// Starts `rally-bench peer bots` with `session` (what the bots connect to and how) for `rooms`
-/// rooms of the reference clients, on `threads` threads and `cores`, for `seconds`.
-fn spawn_bots(
-    session: &[String],
-    rooms: u64,
-    (threads, cores): (usize, &[usize]),
-    seconds: f64,
-) -> Result<Child, Box<dyn Error>> {
-    let cores: Vec<String> = cores.iter().map(|c| c.to_string()).collect();
-    let child = Command::new(std::env::current_exe()?)
-        .args(["peer", "bots"])
-        .args(session)
-        .args(["--rooms", &rooms.to_string(), "--clients", &CLIENTS.to_string()])
-        .args(["--hz", &TICK_HZ.to_string(), "--threads", &threads.to_string()])
-        .args(["--seconds", &format!("{seconds:.1}")])
-        .args(if cores.is_empty() { vec![] } else { vec!["--cores".to_string(), cores.join(",")] })
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            format!("starting the bots (rally-bench peer bots {}): {e}", session.join(" "))
-        })?;
-    Ok(child)
+/// The bots of a step: a process of their own (`rally-bench peer bots`), or threads in this
+/// process (`--bots-beside`).
+enum Bots {
+    Process(Child),
+    Beside(std::thread::JoinHandle<Result<bots::BotsReport, String>>),
 }
 
-fn finish_bots(child: &mut Child) -> Result<bots::BotsReport, Box<dyn Error>> {
-    let status = child.wait()?;
-    let mut out = String::new();
-    if let Some(stdout) = child.stdout.as_mut() {
-        stdout.read_to_string(&mut out)?;
+impl Bots {
+    fn start(args: bots::BotsArgs, beside: bool) -> Result<Self, Box<dyn Error>> {
+        if beside {
+            let thread = std::thread::Builder::new()
+                .name("rally-bench-bots".into())
+                .spawn(move || bots::play(&args).map_err(|e| e.to_string()))?;
+            return Ok(Bots::Beside(thread));
+        }
+        let servers: Vec<String> = args.servers.iter().map(|a| a.to_string()).collect();
+        let cores: Vec<String> = args.cores.iter().map(|c| c.to_string()).collect();
+        let mut command = Command::new(std::env::current_exe()?);
+        command
+            .args(["peer", "bots", "--key", &args.key, "--protocol", &args.protocol.to_string()])
+            .args(["--servers", &servers.join(",")])
+            .args(["--rooms", &args.rooms.to_string(), "--clients", &args.clients.to_string()])
+            .args(["--hz", &args.hz.to_string(), "--threads", &args.threads.to_string()])
+            .args(["--seconds", &format!("{:.1}", args.seconds)]);
+        if !cores.is_empty() {
+            command.args(["--cores", &cores.join(",")]);
+        }
+        if let Some(bytes) = args.bare {
+            command.args(["--bare", &bytes.to_string()]);
+        }
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting the bots (rally-bench peer bots): {e}"))?;
+        Ok(Bots::Process(child))
     }
-    if !status.success() {
-        return Err(format!("the bots failed ({status}); they said: {out}").into());
+
+    fn finish(self) -> Result<bots::BotsReport, Box<dyn Error>> {
+        let mut child = match self {
+            Bots::Process(child) => child,
+            Bots::Beside(thread) => {
+                let report = thread.join().map_err(|_| "the bots' thread panicked")?;
+                return Ok(report.map_err(|e| format!("the bots failed: {e}"))?);
+            }
+        };
+        let status = child.wait()?;
+        let mut out = String::new();
+        if let Some(stdout) = child.stdout.as_mut() {
+            stdout.read_to_string(&mut out)?;
+        }
+        if !status.success() {
+            return Err(format!("the bots failed ({status}); they said: {out}").into());
+        }
+        let last = out.lines().last().ok_or("the bots printed no report")?;
+        Ok(serde_json::from_str(last).map_err(|e| format!("the bots' report {last:?}: {e}"))?)
     }
-    let last = out.lines().last().ok_or("the bots printed no report")?;
-    Ok(serde_json::from_str(last).map_err(|e| format!("the bots' report {last:?}: {e}"))?)
 }
 
 /// The step's figures from the host's report over the window.
@@ -537,6 +684,7 @@ fn step(
     }
     let workers = report.workers.len().max(1) as f64;
     let mut step = Step {
+        wait: String::new(),
         rooms,
         clients: rooms * CLIENTS as u64,
         tick_hz: TICK_HZ,
@@ -566,7 +714,16 @@ fn lateness(report: &HostReport) -> Lateness {
     let worst = |f: fn(&rally_driver::host::Summary) -> f64| {
         report.workers.iter().map(|w| f(&w.lateness)).fold(0.0, f64::max) / 1e3
     };
-    Lateness { p50: worst(|s| s.p50_us), p99: worst(|s| s.p99_us), max: worst(|s| s.max_us) }
+    let worst_of = |f: fn(&rally_driver::host::WorkerReport) -> f64| {
+        report.workers.iter().map(f).fold(0.0, f64::max) / 1e3
+    };
+    Lateness {
+        p50: worst(|s| s.p50_us),
+        p99: worst(|s| s.p99_us),
+        max: worst(|s| s.max_us),
+        wake_p99: worst_of(|w| w.wake_lateness.p99_us),
+        busy_p99: worst_of(|w| w.lateness_busy.p99_us),
+    }
 }
 
 /// Why the ramp stops at this step, if it does.
@@ -717,17 +874,20 @@ fn line(step: &Step) -> String {
     let p = &step.phases_us;
     let get = |name: &str| p.get(name).copied().unwrap_or(0.0);
     format!(
-        "{:>4} rooms {:>5} clients: {:>6.1} us CPU per room-tick ({:>5.1} without simulate), \
-         worker {:>4.0}% busy, lateness p50 {:.3} p99 {:.3} max {:.2} ms, replicate {:.1} \
-         decrypt {:.1} encrypt {:.1} other {:.1} us; bots {} of {} joined, {:.0} snapshots/s \
-         each{}",
+        "{:>4} rooms {:>5} clients, wait {}: {:>6.1} us CPU per room-tick ({:>5.1} without \
+         simulate), worker {:>4.0}% busy, lateness p50 {:.3} p99 {:.3} (wake {:.3}, busy {:.3}) \
+         max {:.2} ms, replicate {:.1} decrypt {:.1} encrypt {:.1} other {:.1} us; bots {} of {} \
+         joined, {:.0} snapshots/s each, {:.1} us CPU a frame{}",
         step.rooms,
         step.clients,
+        step.wait,
         step.cpu_us_per_room_tick,
         step.cpu_us_per_room_tick_without_simulate,
         step.worker_utilization * 100.0,
         step.tick_lateness_ms.p50,
         step.tick_lateness_ms.p99,
+        step.tick_lateness_ms.wake_p99,
+        step.tick_lateness_ms.busy_p99,
         step.tick_lateness_ms.max,
         get("replicate"),
         get("decrypt"),
@@ -736,6 +896,7 @@ fn line(step: &Step) -> String {
         step.bots.joined,
         step.bots.clients,
         step.snapshots_per_client_second,
+        step.bots.cpu_us_per_frame(),
         step.limit.as_ref().map_or(String::new(), |l| format!(" -- stop: {l}")),
     )
 }
@@ -791,9 +952,24 @@ fn print(steps: &[Step], verdict: &Verdict, args: &LoadArgs) {
         verdict.cost_growth
     );
     if bots_share_cores(args) {
+        let why = if args.bots_beside {
+            "--bots-beside puts them there"
+        } else {
+            "the machine has no core to give them alone"
+        };
         println!(
-            "(the bots share the workers' cores: the machine has none to give them alone, so \
-             the workers' CPU and lateness include what the bots cost them)"
+            "(the bots share the workers' cores ({why}), so the workers' CPU and lateness \
+             include what the bots cost them: rooms per machine is not measured here, only \
+             what the workers did beside their own load generator)"
+        );
+    }
+    let bots = steps.iter().rfind(|s| s.bots.frames > 0).map(|s| s.bots.cpu_us_per_frame());
+    if let Some(us) = bots.filter(|us| *us > 0.0) {
+        let rooms = 1e6 / (f64::from(TICK_HZ) * CLIENTS as f64 * us);
+        println!(
+            "the bots: {us:.1} us CPU per frame at the last step, about {rooms:.0} rooms' \
+             clients per bot core; a step whose bots ran more than 1% of their frames late \
+             measured a lighter load than W3's (its limit says so)"
         );
     }
     if let Some(g) = &verdict.growth {
@@ -817,23 +993,38 @@ fn print(steps: &[Step], verdict: &Verdict, args: &LoadArgs) {
     }
 }
 
-fn draw(dir: &std::path::Path, steps: &[Step]) -> Result<(), Box<dyn Error>> {
+fn draw(dir: &std::path::Path, runs: &[Run]) -> Result<(), Box<dyn Error>> {
     std::fs::create_dir_all(dir)?;
     let dt_ms = 1e3 / f64::from(TICK_HZ);
+    let named = |name: &str, wait: Wait| {
+        if runs.len() > 1 {
+            format!("{name}, wait {wait}")
+        } else {
+            name.to_string()
+        }
+    };
     // Frame time: the CPU a worker spends per tick period, against the tick itself.
-    let frame: Vec<(f64, f64)> =
-        steps.iter().map(|s| (s.rooms as f64, s.worker_utilization * dt_ms)).collect();
-    let per_room: Vec<(f64, f64)> =
-        steps.iter().map(|s| (s.rooms as f64, s.cpu_us_per_room_tick / 1e3)).collect();
+    let mut series = Vec::new();
+    let mut per_room = Vec::new();
+    for run in runs {
+        let steps = &run.steps;
+        let frame: Vec<(f64, f64)> =
+            steps.iter().map(|s| (s.rooms as f64, s.worker_utilization * dt_ms)).collect();
+        series.push((named("frame time (CPU per 7.8 ms tick)", run.wait), frame));
+        per_room.push((
+            named("CPU per room-tick", run.wait),
+            steps.iter().map(|s| (s.rooms as f64, s.cpu_us_per_room_tick / 1e3)).collect(),
+        ));
+    }
     // Where the cost per room-tick of the largest step the host sustained, held, would fill
-    // the tick.
-    let mut series = vec![("frame time (CPU per 7.8 ms tick)".to_string(), frame)];
-    if let Some(last) = steps.iter().rfind(host_held) {
+    // the tick (the first policy's).
+    if let Some(last) = runs[0].steps.iter().rfind(host_held) {
         let per_room_ms = last.cpu_us_per_room_tick / 1e3;
         if per_room_ms > 0.0 {
             let from = (last.rooms as f64, last.worker_utilization * dt_ms);
             let line = vec![from, (dt_ms / per_room_ms, dt_ms)];
-            series.push(("extrapolated from the largest sustained step".to_string(), line));
+            let name = named("extrapolated from the largest sustained step", runs[0].wait);
+            series.push((name, line));
         }
     }
     let path = dir.join("load-frame-time.png");
@@ -851,7 +1042,7 @@ fn draw(dir: &std::path::Path, steps: &[Step]) -> Result<(), Box<dyn Error>> {
         &path,
         "W3: CPU per room-tick against rooms",
         ("reference rooms on one worker", "milliseconds of CPU per room-tick"),
-        &[("CPU per room-tick".to_string(), per_room)],
+        &per_room,
         &[("target: 25 us".to_string(), target)],
     )?;
     println!("wrote {}", path.display());
