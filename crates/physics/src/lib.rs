@@ -432,8 +432,11 @@ impl Physics {
     /// Dynamic bodies that nothing holds write their pose and velocities to the world.
     ///
     /// Only a body that moved is written: the world marks every row it lends for change, and
-    /// replicate compares each marked row with the last snapshot, so a body at rest (asleep,
-    /// or a still stack) lent every tick would be paid for as if it moved.
+    /// replicate compares each marked row with the last snapshot, so a body at rest (asleep)
+    /// lent every tick would be paid for as if it moved. Only a sleeping body is compared: an
+    /// awake one has moved (integrated under gravity and contacts), and comparing it cost
+    /// a second look-up and the compare for nothing; the few that came to rest awake are
+    /// lent, and replicate's own compare keeps their codes.
     fn write_back(&self, world: &mut World) {
         for (id, (handle, motion)) in &self.handles {
             if *motion != Motion::Dynamic || world.grabber_of(*id).is_some() {
@@ -442,7 +445,7 @@ impl Physics {
             let Some(body) = self.bodies.get(*handle) else {
                 continue;
             };
-            if !world.get(*id).is_some_and(|entity| moved(body, entity)) {
+            if body.is_sleeping() && !world.get(*id).is_some_and(|entity| moved(body, entity)) {
                 continue;
             }
             let Some(entity) = world.get_mut(*id) else {
