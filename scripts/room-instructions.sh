@@ -16,6 +16,10 @@
 # the cases run different lengths. --steady takes that out: it counts each case twice, with
 # and without --quick, and divides the difference by the ticks between (about 4 times as long).
 # The clients' and the network's instructions are in the process but not in these functions.
+# The phases are `#[inline(never)]` so that each is a function of its own in the profile; a
+# case whose profile lacks one gets no total (it would be short by that phase). The game's
+# step (`Simulation::step`, the scene's physics) is printed apart as `simulate`, not in the
+# total; `-` if the profile has it inlined.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steady=0
@@ -52,41 +56,64 @@ count() {
             for (k in phases) {
                 if (index($0, "Room<S>::" phases[k] " (")) {
                     cost[phases[k]] += count($1)
+                    found[phases[k]] = 1
                     if (phases[k] == "ingest") { ticks += count($(NF - 1)) }
                 }
             }
         }
+        /%\) +> .* as rally_engine::room::Simulation>::step \(/ {
+            simulate += count($1)
+            stepped = 1
+        }
         END {
             if (ticks == 0) { print name ": no ticks found" > "/dev/stderr"; exit 1 }
-            printf "%d %.0f %.0f %.0f %.0f %.0f\n", ticks, cost["receive"], cost["ingest"],
-                cost["interact"], cost["replicate"], cost["transmit"]
+            for (k in phases) {
+                if (!found[phases[k]]) {
+                    print name ": phase " phases[k] " not in the profile (inlined?): no total" \
+                        > "/dev/stderr"
+                    exit 1
+                }
+            }
+            printf "%d %.0f %.0f %.0f %.0f %.0f %s\n", ticks, cost["receive"], cost["ingest"],
+                cost["interact"], cost["replicate"], cost["transmit"], stepped ? simulate : "-"
         }' "$out/$name.txt"
 }
 
 cases=("$@")
 [ ${#cases[@]} -gt 0 ] || cases=(reference sandbox-greedy)
-printf '%-16s %6s %10s %9s %9s %10s %9s %13s\n' case ticks receive ingest interact replicate \
-    transmit 'engine total'
+printf '%-16s %6s %10s %9s %9s %10s %9s %13s %10s\n' case ticks receive ingest interact \
+    replicate transmit 'engine total' simulate
 for c in "${cases[@]}"; do
-    read -r -a quick <<<"$(count "$c-quick" --quick --case "$c")"
+    # Through a variable: a failed count (a phase missing) stops the script here.
+    line=$(count "$c-quick" --quick --case "$c")
+    read -r -a quick <<<"$line"
     totals=("${quick[@]}")
     if [ $steady = 1 ]; then
-        read -r -a full <<<"$(count "$c-full" --case "$c")"
-        for k in "${!full[@]}"; do totals[k]=$((full[k] - quick[k])); done
+        line=$(count "$c-full" --case "$c")
+        read -r -a full <<<"$line"
+        for k in "${!full[@]}"; do
+            if [ "${full[k]}" = - ] || [ "${quick[k]}" = - ]; then
+                totals[k]=-
+            else
+                totals[k]=$((full[k] - quick[k]))
+            fi
+        done
     fi
     ticks=${totals[0]}
     awk -v name="$c" -v ticks="$ticks" -v phases="${totals[*]:1}" 'BEGIN {
         n = split(phases, cost, " ")
-        for (k = 1; k <= n; k++) total += cost[k]
-        printf "%-16s %6d %10.0f %9.0f %9.0f %10.0f %9.0f %13.0f\n", name, ticks,
+        # The last is simulate, not in the total.
+        for (k = 1; k < n; k++) total += cost[k]
+        simulate = cost[n] == "-" ? "-" : sprintf("%.0f", cost[n] / ticks)
+        printf "%-16s %6d %10.0f %9.0f %9.0f %10.0f %9.0f %13.0f %10s\n", name, ticks,
             cost[1] / ticks, cost[2] / ticks, cost[3] / ticks, cost[4] / ticks,
-            cost[5] / ticks, total / ticks
+            cost[5] / ticks, total / ticks, simulate
     }'
 done
 if [ $steady = 1 ]; then
     echo "(instructions per room-tick past --quick's ticks: warm-up and start-up left out;" \
-        "simulate, the game's physics, is not in the total)"
+        "simulate, the game's step, is not in the total)"
 else
-    echo "(instructions per room-tick, warm-up included; simulate, the game's physics, is not" \
-        "in the total)"
+    echo "(instructions per room-tick, warm-up included; simulate, the game's step, is not in" \
+        "the total)"
 fi

@@ -591,6 +591,8 @@ impl<S: Simulation> Room<S> {
 
     /// Takes a message that arrived on `connection` at `now`, at once: an input is applied to
     /// the world now, an RPC becomes an event. Bad messages are dropped and counted.
+    // A function of its own in profiles: scripts/room-instructions.sh counts each phase.
+    #[inline(never)]
     pub fn receive(
         &mut self,
         now: Instant,
@@ -983,6 +985,8 @@ impl<S: Simulation> Room<S> {
 
     /// Grab chains follow their grabbers; every input applied so far is now reflected. The
     /// naive pipeline did this in ingest, before applying the tick's inputs.
+    // A function of its own in profiles: scripts/room-instructions.sh counts each phase.
+    #[inline(never)]
     fn interact(&mut self) {
         if self.config.pipeline != Pipeline::Naive {
             self.world.propagate_grabs();
@@ -1007,6 +1011,8 @@ impl<S: Simulation> Room<S> {
         }
     }
 
+    // A function of its own in profiles: scripts/room-instructions.sh counts each phase.
+    #[inline(never)]
     fn ingest(&mut self, now: Instant) {
         if self.config.pipeline == Pipeline::Naive {
             self.apply_deferred_inputs(now);
@@ -1030,6 +1036,8 @@ impl<S: Simulation> Room<S> {
         });
     }
 
+    // A function of its own in profiles: scripts/room-instructions.sh counts each phase.
+    #[inline(never)]
     fn replicate(&mut self, now: Instant) {
         // Naive: last tick's snapshots go now; this tick's wait for the next.
         for deferred in std::mem::take(&mut self.deferred_snapshots) {
@@ -1170,6 +1178,8 @@ impl<S: Simulation> Room<S> {
 
     /// Hands every queued message to `endpoint` now. `tick` does this in its last phase; call
     /// it also after answering events between ticks, so that nothing waits for the next tick.
+    // A function of its own in profiles: scripts/room-instructions.sh counts each phase.
+    #[inline(never)]
     pub fn transmit(&mut self, endpoint: &mut Endpoint) {
         for (connection, reason) in self.closing.drain(..) {
             endpoint.disconnect(connection, reason);

@@ -45,6 +45,24 @@ fn a_dropped_ball_bounces_then_rests_on_the_floor() {
 }
 
 #[test]
+fn a_ball_asleep_on_the_floor_is_written_at_rest_and_then_left_as_it_is() {
+    // Once rapier puts the ball to sleep, its last write leaves it still in the world (no
+    // velocity), and the steps after leave its pose and velocities as they are, bit for bit.
+    let (mut world, mut physics) = world_with_floor();
+    let ball = spawn_at(&mut world, Vec3::new(0.0, 0.3, 0.0));
+    physics.add(&world, ball, Body::dynamic_ball(0.05)).unwrap();
+    for _ in 0..2560 {
+        physics.step(&mut world, DT);
+    }
+    let rest = *world.get(ball).unwrap();
+    assert_eq!((rest.linear_velocity, rest.angular_velocity), (Vec3::ZERO, Vec3::ZERO));
+    for _ in 0..64 {
+        physics.step(&mut world, DT);
+        assert_eq!(*world.get(ball).unwrap(), rest);
+    }
+}
+
+#[test]
 fn a_held_body_follows_its_grabber_and_flies_on_when_released() {
     let (mut world, mut physics) = world_with_floor();
     let hand = spawn_at(&mut world, Vec3::new(0.0, 1.0, 0.0));

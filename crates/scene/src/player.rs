@@ -416,8 +416,13 @@ impl Players {
         };
         let player = &mut self.players[row].1;
         let stats = &mut self.stats;
-        // The avatar's entities spawned one after the other: one look-up finds all three.
-        let [head, left_entity, right_entity] = world.get_many_mut(player.avatar.entities());
+        // The avatar's entities spawned one after the other: one look-up finds all three, in
+        // consecutive rows (wherever they are, if a despawn between them ever parts them).
+        let ids = player.avatar.entities();
+        let [head, left_entity, right_entity] = match world.get_run_mut(ids) {
+            Some(run) => run.map(Some),
+            None => world.get_many_mut(ids),
+        };
         if let Some(entity) = head {
             place(entity, &input.head, &mut stats.bad_poses);
         }
@@ -693,6 +698,61 @@ mod tests {
         for absent in [0, 2, 6, 8, 10, ClientId::MAX] {
             assert_eq!(players.avatar(absent), None, "{absent}");
         }
+    }
+
+    #[test]
+    fn an_input_moves_its_players_head_and_hands_and_nothing_else() {
+        // Two players, the first of whose avatars loses its left hand to a game's despawn
+        // (its rows then are not consecutive): each input moves the head and the hands its
+        // player has to the input's poses, with each hand's velocity measured as a lone
+        // `HandState` measures it, and leaves the other player's avatar where it was.
+        let mut world = World::new(64);
+        let mut physics = Physics::new(Vec3::ZERO);
+        let spawns = vec![SpawnPoint { position: Vec3::ZERO, yaw: 0.0 }];
+        let mut players = Players::new(PlayerSettings::default(), spawns, 8);
+        let a = players.join(&mut world, &mut physics, 1).unwrap();
+        let b = players.join(&mut world, &mut physics, 2).unwrap();
+        let frame = Duration::from_millis(11);
+        let mut expected =
+            [[HandState::new(0), HandState::new(0)], [HandState::new(0), HandState::new(0)]];
+        for k in 0..12u32 {
+            if k == 6 {
+                world.despawn(a.left).unwrap();
+            }
+            let t = k as f32 * 0.1;
+            let pose = |x: f32| XrPose {
+                position: [x + t, 1.0 + t * t, -t],
+                rotation: Quat::from_rotation_y(t * (1.0 + x)).to_array(),
+            };
+            let hand = |x: f32| XrHand { pose: pose(x), grip: 0, trigger: 0 };
+            let hands = [hand(-0.3), hand(0.3)];
+            let input = XrInput { head: pose(0.0), hands, ..XrInput::default() };
+            let (client, avatar) = if k % 2 == 0 { (1, a) } else { (2, b) };
+            let other = if k % 2 == 0 { b } else { a };
+            let before: Vec<Option<Entity>> =
+                other.entities().iter().map(|id| world.get(*id).copied()).collect();
+            let now = Instant::ZERO + frame * k;
+            players.input(&mut world, &[], &mut NoHooks, client, &input, Some(now));
+            let head = world.get(avatar.head).unwrap();
+            assert_eq!(Some(head.transform), input.head.transform(), "input {k}: head");
+            for (side, id) in [avatar.left, avatar.right].into_iter().enumerate() {
+                let Some(entity) = world.get(id) else {
+                    assert!(k >= 6 && client == 1 && side == 0, "input {k}: hand {side} gone");
+                    continue;
+                };
+                let transform = input.hands[side].pose.transform().unwrap();
+                assert_eq!(entity.transform, transform, "input {k}: hand {side}");
+                let measured = expected[usize::from(client == 2)][side]
+                    .measure(now, transform)
+                    .unwrap_or((Vec3::ZERO, Vec3::ZERO));
+                let velocities = (entity.linear_velocity, entity.angular_velocity);
+                assert_eq!(velocities, measured, "input {k}: hand {side}");
+            }
+            let after: Vec<Option<Entity>> =
+                other.entities().iter().map(|id| world.get(*id).copied()).collect();
+            assert_eq!(before, after, "input {k}: the other avatar");
+        }
+        assert_eq!(players.stats.bad_poses, 0);
     }
 
     #[test]

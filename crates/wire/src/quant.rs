@@ -214,23 +214,20 @@ impl RotationQuantizer {
             Quat::IDENTITY
         };
         let c = q.to_array();
-        let mut largest = 0;
-        for i in 1..4 {
-            if c[i].abs() > c[largest].abs() {
-                largest = i;
-            }
-        }
-        let sign = if c[largest] < 0.0 { -1.0 } else { 1.0 };
+        // Without branches (which component is largest is as good as random for a moving
+        // body, and the loops' branches were mispredicted): the first of the largest
+        // magnitudes by a tournament of selects, where each pair keeps its first on a tie and
+        // the second pair wins only if strictly larger, as a scan from x to w finds it.
+        let (i01, m01) = if c[1].abs() > c[0].abs() { (1, c[1]) } else { (0, c[0]) };
+        let (i23, m23) = if c[3].abs() > c[2].abs() { (3, c[3]) } else { (2, c[2]) };
+        let (largest, value) = if m23.abs() > m01.abs() { (i23, m23) } else { (i01, m01) };
+        let sign = if value < 0.0 { -1.0 } else { 1.0 };
         let scale = self.max_code as f32 / (2.0 * COMPONENT_MAX);
-        let mut components = [0u16; 3];
-        let mut slot = 0;
-        for (i, value) in c.iter().enumerate() {
-            if i != largest {
-                let code = round_unsigned((value * sign + COMPONENT_MAX) * scale);
-                components[slot] = code.min(self.max_code) as u16;
-                slot += 1;
-            }
-        }
+        // Every component's code, then the three that are not the largest, in order.
+        let codes = c.map(|value| {
+            round_unsigned((value * sign + COMPONENT_MAX) * scale).min(self.max_code) as u16
+        });
+        let components = [0, 1, 2].map(|slot| codes[slot + usize::from(slot >= largest)]);
         QuantizedRotation { largest: largest as u8, components }
     }
 
@@ -386,5 +383,76 @@ fn check_positive(field: &'static str, value: f32) -> Result<(), ConfigError> {
         Ok(())
     } else {
         Err(ConfigError::NotPositive { field, value })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::SplitMix64;
+
+    /// The smallest-three quantizer as it was written first (a scan for the largest, a loop
+    /// over the others): the branch-free one must give the same codes for every input.
+    fn quantize_by_scan(max_code: u32, rotation: Quat) -> QuantizedRotation {
+        let q = if rotation.is_finite() && rotation.length_squared() > 1e-12 {
+            rotation.normalize()
+        } else {
+            Quat::IDENTITY
+        };
+        let c = q.to_array();
+        let mut largest = 0;
+        for i in 1..4 {
+            if c[i].abs() > c[largest].abs() {
+                largest = i;
+            }
+        }
+        let sign = if c[largest] < 0.0 { -1.0 } else { 1.0 };
+        let scale = max_code as f32 / (2.0 * COMPONENT_MAX);
+        let mut components = [0u16; 3];
+        let mut slot = 0;
+        for (i, value) in c.iter().enumerate() {
+            if i != largest {
+                let code = round_unsigned((value * sign + COMPONENT_MAX) * scale);
+                components[slot] = code.min(max_code) as u16;
+                slot += 1;
+            }
+        }
+        QuantizedRotation { largest: largest as u8, components }
+    }
+
+    #[test]
+    fn rotations_quantize_as_the_scan_did_for_every_input() {
+        let mut rng = SplitMix64::new(23);
+        let mut inputs = Vec::new();
+        // Ties between every pair of components, signs and zeros of both signs, the identity
+        // either way, unnormalized, tiny, huge and non-finite quaternions.
+        let values = [0.0, -0.0, 0.5, -0.5, 1.0, -1.0, COMPONENT_MAX, -COMPONENT_MAX, 0.3, -2.0];
+        for x in values {
+            for y in values {
+                for z in values {
+                    for w in values {
+                        inputs.push(Quat::from_xyzw(x, y, z, w));
+                    }
+                }
+            }
+        }
+        for special in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e30, 1e-7, f32::MIN_POSITIVE] {
+            inputs.push(Quat::from_xyzw(special, 0.5, 0.5, 0.5));
+            inputs.push(Quat::from_xyzw(0.1, 0.2, special, -0.3));
+        }
+        for _ in 0..30_000 {
+            let r = rng.rotation();
+            // Unit, scaled, and nudged off unit length.
+            inputs.extend([r, r * 3.5, r * 1e-3, -r]);
+            let mut a = r.to_array();
+            a[(rng.next_u64() % 4) as usize] = a[(rng.next_u64() % 4) as usize];
+            inputs.push(Quat::from_array(a));
+        }
+        for bits in ROTATION_BITS {
+            let q = RotationQuantizer::new(bits).unwrap();
+            for r in &inputs {
+                assert_eq!(q.quantize(*r), quantize_by_scan(q.max_code, *r), "{bits} bits: {r}");
+            }
+        }
     }
 }

@@ -282,6 +282,7 @@ impl SnapshotConfig {
     }
 
     /// Quantizes an entity.
+    #[inline]
     pub fn quantize(&self, entity: &EntityState) -> QuantizedEntity {
         QuantizedEntity {
             id: entity.id,
