@@ -14,6 +14,10 @@
 //! After the ramp, the kernel's floor at its largest step (see [`bare`]): the same datagrams
 //! through the same sockets and batched syscalls with nothing else, so that the report can say
 //! how much of a room-tick's cost is Rally's own.
+//!
+//! `--waits` runs every step once per worker sleep policy ([`Wait`]), in turn, and prints them
+//! side by side with each tick's lateness split into the worker's wake-up and its work;
+//! `--bots-beside` runs the bots as threads of this process on the workers' cores instead.
 
 mod bare;
 pub mod bots;
