@@ -76,8 +76,8 @@ pub struct HostConfig {
     /// [`crate::STEPPED_STRETCH`] (2 ms, the default): no steps, one sleep to the wake-up.
     /// Steps were meant to keep a virtual machine's idle core from being handed elsewhere
     /// and waking late; measured (docs/benchmarks.md, "Sleep policies"), each step's wake-up
-    /// cost about 20 us of CPU and lateness moved only within the machine's noise, so the
-    /// default has none.
+    /// cost about 20 us of CPU; steps lowered p99 lateness at 1 room on a busy machine in some
+    /// runs, not at 8 rooms, so the default has none.
     pub sleep_step: Duration,
     /// Cores to pin workers to, worker `i` to `worker_cores[i % len]`; empty: the OS decides.
     /// Pinning keeps a worker's caches warm and its wake-ups prompt on a busy machine.

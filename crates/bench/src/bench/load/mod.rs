@@ -14,6 +14,10 @@
 //! After the ramp, the kernel's floor at its largest step (see [`bare`]): the same datagrams
 //! through the same sockets and batched syscalls with nothing else, so that the report can say
 //! how much of a room-tick's cost is Rally's own.
+//!
+//! `--waits` runs every step once per worker sleep policy ([`Wait`]), in turn, and prints them
+//! side by side with each tick's lateness split into the worker's wake-up and its work;
+//! `--bots-beside` runs the bots as threads of this process on the workers' cores instead.
 
 mod bare;
 pub mod bots;
@@ -1051,7 +1055,31 @@ fn draw(dir: &std::path::Path, runs: &[Run]) -> Result<(), Box<dyn Error>> {
 
 #[cfg(test)]
 mod tests {
-    use super::growth;
+    use super::{growth, LoadArgs, Wait};
+    use clap::Parser;
+
+    /// `rally-bench load`'s options alone, as its command line gives them.
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        load: LoadArgs,
+    }
+
+    #[test]
+    fn the_command_line_takes_a_list_of_sleep_policies_and_refuses_a_bad_one_by_name() {
+        // Goal: `--waits` reaches the bench as the policies listed, defaults to the host's own
+        // (no steps), and a bad entry stops the bench with what to write instead.
+        let parse = |args: &[&str]| Cli::try_parse_from([&["load"], args].concat());
+        let cli = parse(&["--waits", "200,none,spin50"]).expect("valid policies");
+        assert_eq!(cli.load.waits, [Wait::Steps(200), Wait::None, Wait::Spin(50)]);
+        assert_eq!(parse(&[]).expect("defaults").load.waits, [Wait::None]);
+        assert!(!parse(&[]).expect("defaults").load.bots_beside);
+        assert!(parse(&["--bots-beside"]).expect("a flag").load.bots_beside);
+        for (bad, says) in [("200,0", "out of range"), ("2000", "write none"), ("fast", "spinN")] {
+            let error = parse(&["--waits", bad]).expect_err(bad).to_string();
+            assert!(error.contains("--waits") && error.contains(says), "{bad}: {error}");
+        }
+    }
 
     #[test]
     fn the_fit_separates_a_workers_fixed_cost_from_the_cost_per_room_tick() {

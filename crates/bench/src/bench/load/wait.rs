@@ -10,9 +10,8 @@ use std::time::Duration;
 /// The longest spin `--waits spinN` takes, microseconds (the host's own limit on `spin`).
 const SPIN_US_MAX: u64 = 10_000;
 
-/// One sleep policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// One sleep policy; in JSON, as written on the command line (`"200"`, `"none"`, `"spin50"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
     /// Sleep in one go to 2 ms before the wake-up, then in steps of this many microseconds
     /// (`--waits 200`).
@@ -33,6 +32,12 @@ impl Wait {
             Wait::Spin(us) => (STEPPED_STRETCH, Duration::from_micros(us)),
         };
         HostConfig { sleep_step, spin, ..config }
+    }
+}
+
+impl Serialize for Wait {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
     }
 }
 
@@ -164,6 +169,8 @@ mod tests {
         assert_eq!((spin.sleep_step, spin.spin), (STEPPED_STRETCH, Duration::from_micros(50)));
         for wait in [Wait::Steps(200), Wait::None, Wait::Spin(50)] {
             assert_eq!(parse(&wait.to_string()), Ok(wait), "{wait} reads back");
+            let json = serde_json::to_string(&wait).expect("a string");
+            assert_eq!(json, format!("\"{wait}\""), "JSON as on the command line");
             assert!(wait.apply(HostConfig::default()).validate().is_ok(), "{wait} is valid");
         }
         assert!(check(&[]).is_err());
