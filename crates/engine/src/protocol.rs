@@ -108,9 +108,6 @@ pub(crate) struct FrameHead {
 /// ([`Simulation::decode_input`](crate::Simulation::decode_input): the game's, which may read
 /// a fixed layout rather than through serde). `None` (and `inputs` empty) if the frame is
 /// malformed, larger or holds more inputs: the count is checked before any input is decoded.
-// Out of line: inlined into `Room::receive` (as codegen units fall, not by choice) it cost the
-// reference room about 1,000 instructions a tick more (scripts/room-instructions.sh).
-#[inline(never)]
 pub(crate) fn decode_frame_into<I>(
     payload: &[u8],
     bytes_max: usize,
