@@ -12,10 +12,14 @@
 //!   (no id gap to write, no branch).
 //! - `quantize`: quantize one body from floats (position, smallest-three rotation, two
 //!   velocities) into the code `forward` writes.
+//! - `quantize-pose`: the same for a pose alone (position and rotation), for a part whose
+//!   velocities cost nothing (a bound below any design that must still send them).
 //! - `pose-input`: read one pose from an input's fixed offsets, check it, store it and mark the
 //!   row touched (the reference room's input).
 //! - `xr-input`: the same for three poses, with two hands' velocities (sent by the client, as
 //!   XR runtimes give them: checked, not measured) and grip and trigger (the scene's input).
+//! - `xr-pose-input`: the XR input without the hands' velocities (three poses, grip and
+//!   trigger), for the same bound.
 //! - `pose-code`, `xr-code`: the two inputs again, carrying the parts' codes as the snapshot
 //!   has them (quantized by the client): positions checked against the box, codes stored.
 
@@ -30,6 +34,8 @@ const POSE: usize = 28;
 /// The XR input: 3 poses, 2 hands' linear and angular velocities (12 f32), 4 bytes of grip
 /// and trigger.
 const XR: usize = 3 * POSE + 12 * 4 + 4;
+/// The XR input without velocities: 3 poses, grip and trigger.
+const XR_POSES: usize = 3 * POSE + 4;
 /// Positions outside this box, in metres from the origin, are refused.
 const REACH: f32 = 1000.0;
 /// The largest position code: the box's width in millimetres.
@@ -50,14 +56,17 @@ fn main() {
     let items = match kernel.as_str() {
         "forward" => run_forward(),
         "bitmap" => run_bitmap(),
-        "quantize" => run_quantize(),
+        "quantize" => run_quantize(false),
+        "quantize-pose" => run_quantize(true),
         "pose-input" => run_inputs(POSE, 1),
         "xr-input" => run_inputs(XR, 3),
+        "xr-pose-input" => run_inputs(XR_POSES, 3),
         "pose-code" => run_code_inputs::<1>(),
         "xr-code" => run_code_inputs::<3>(),
         _ => {
             eprintln!(
-                "usage: scene-floor forward|bitmap|quantize|pose-input|xr-input|pose-code|xr-code"
+                "usage: scene-floor forward|bitmap|quantize|quantize-pose|pose-input|xr-input|\
+                 xr-pose-input|pose-code|xr-code"
             );
             std::process::exit(2);
         }
@@ -118,7 +127,7 @@ fn encode_bitmap(codes: &mut [[u8; CODE]], present: &mut [u64; 4], rows: &[(u32,
     }
 }
 
-fn run_quantize() -> usize {
+fn run_quantize(pose_only: bool) -> usize {
     let rows: Vec<Row> = (0..10)
         .map(|k| {
             let a = k as f32 * 0.3;
@@ -132,7 +141,11 @@ fn run_quantize() -> usize {
         .collect();
     let mut out = vec![[0u8; CODE]; rows.len()];
     for _ in 0..ROUNDS {
-        quantize(black_box(&rows), black_box(&mut out));
+        if pose_only {
+            quantize_pose(black_box(&rows), black_box(&mut out));
+        } else {
+            quantize(black_box(&rows), black_box(&mut out));
+        }
     }
     ROUNDS * rows.len()
 }
@@ -163,6 +176,18 @@ fn quantize(rows: &[Row], out: &mut [[u8; CODE]]) {
     }
 }
 
+/// `quantize` without the velocities: the pose's four words, the rest zero.
+#[inline(never)]
+fn quantize_pose(rows: &[Row], out: &mut [[u8; CODE]]) {
+    for (row, code) in rows.iter().zip(out.iter_mut()) {
+        let p = row.position.map(|c| ((c + REACH) * 1000.0) as u32);
+        let words = [p[0], p[1], p[2], smallest_three(row.rotation), 0, 0, 0, 0];
+        for (bytes, word) in code.chunks_exact_mut(4).zip(words) {
+            bytes.copy_from_slice(&word.to_le_bytes());
+        }
+    }
+}
+
 /// The rotation's three smallest components (sign of the largest made positive) and its index.
 #[inline(always)]
 fn smallest_three(q: [f32; 4]) -> u32 {
@@ -187,10 +212,10 @@ fn run_inputs(len: usize, poses: usize) -> usize {
     let mut touched = Vec::with_capacity(rows.len());
     for _ in 0..ROUNDS {
         touched.clear();
-        let refused = if poses == 1 {
-            apply_pose_inputs(black_box(&inputs), &mut rows, &mut touched)
-        } else {
-            apply_xr_inputs(black_box(&inputs), &mut rows, &mut touched)
+        let refused = match (poses, len) {
+            (1, _) => apply_pose_inputs(black_box(&inputs), &mut rows, &mut touched),
+            (_, XR) => apply_xr_inputs(black_box(&inputs), &mut rows, &mut touched),
+            _ => apply_xr_pose_inputs(black_box(&inputs), &mut rows, &mut touched),
         };
         assert_eq!(refused, 0, "the sample inputs are valid");
         black_box((&rows, &touched));
@@ -302,6 +327,28 @@ fn apply_xr_inputs(inputs: &[Vec<u8>], rows: &mut [Row], touched: &mut Vec<u32>)
         }
         // Grip and trigger: bytes, any value valid (a press is a threshold on them).
         ok &= rest.get(48..52).is_some();
+        if !ok {
+            refused += 1;
+            continue;
+        }
+        touched.extend_from_slice(&[3 * k as u32, 3 * k as u32 + 1, 3 * k as u32 + 2]);
+    }
+    refused
+}
+
+/// `apply_xr_inputs` without the hands' velocities: three poses, grip and trigger.
+#[inline(never)]
+fn apply_xr_pose_inputs(inputs: &[Vec<u8>], rows: &mut [Row], touched: &mut Vec<u32>) -> usize {
+    let mut refused = 0;
+    for (k, (input, avatar)) in inputs.iter().zip(rows.chunks_exact_mut(3)).enumerate() {
+        let Some(bytes) = input.get(..XR_POSES) else {
+            refused += 1;
+            continue;
+        };
+        let mut ok = true;
+        for (pose, row) in bytes[..3 * POSE].chunks_exact(POSE).zip(avatar.iter_mut()) {
+            ok &= read_pose(pose, row);
+        }
         if !ok {
             refused += 1;
             continue;
