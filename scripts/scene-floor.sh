@@ -40,10 +40,9 @@ printf '%-12s %10s %8s\n' kernel items 'Ir/item'
 kernel forward encode_forwarded
 kernel bitmap encode_bitmap
 kernel quantize quantize
-kernel quantize-pose quantize_pose
+kernel quantize-simd quantize_simd
 kernel pose-input apply_pose_inputs
 kernel xr-input apply_xr_inputs
-kernel xr-pose-input apply_xr_pose_inputs
 kernel pose-code "apply_code_inputs*"
 kernel xr-code "apply_code_inputs*"
 
@@ -52,24 +51,21 @@ kernel xr-code "apply_code_inputs*"
 # room holds 176 more still entities (192 against 16). Who quantizes what the inputs drive
 # (the client, if inputs carry codes; else the engine, on input) and what the game moves (the
 # engine's walk, or the game's own step, outside the engine's count) sets the class.
-awk -v w="${per[bitmap]}" -v q="${per[quantize]}" -v pf="${per[pose-input]}" \
-    -v xf="${per[xr-input]}" -v pc="${per[pose-code]}" -v xc="${per[xr-code]}" \
-    -v qp="${per[quantize-pose]}" -v xp="${per[xr-pose-input]}" \
-    -v still="$still" 'BEGIN {
+# A quantize costs the lesser of the two quantizers' counts (the scalar and the vector one).
+awk -v w="${per[bitmap]}" -v qs="${per[quantize]}" -v qv="${per[quantize-simd]}" \
+    -v pf="${per[pose-input]}" -v xf="${per[xr-input]}" -v pc="${per[pose-code]}" \
+    -v xc="${per[xr-code]}" -v still="$still" 'BEGIN {
     side = 176 * still
+    q = qv < qs ? qv : qs
     printf "\nthe reference room'"'"'s 176 more still entities at %.1f each: %.0f a tick\n",
         still, side
+    printf "a quantize: %.1f\n", q
     printf "%-44s %8s %8s %11s\n", "design class: inputs, bodies quantized by", "extra",
         "margin", "still even"
     line("floats, the engine (today'"'"'s wire format)", 30 * w + 30 * q + 10 * (xf - pf))
     line("floats, the game'"'"'s step (bodies)", 30 * w + 20 * q + 10 * (xf - pf))
     line("codes, the engine", 30 * w + 10 * q + 10 * (xc - pc))
     line("codes, the game'"'"'s step", 30 * w + 10 * (xc - pc))
-    # Below any float-input design: the hands'"'"' velocities cost nothing (not read, checked,
-    # measured nor quantized), so the 20 hands are quantized as poses.
-    line("floats, the engine; hands'"'"' velocities free",
-        30 * w + 10 * q + 20 * qp + 10 * (xp - pf))
-    line("floats, the game'"'"'s step; velocities free", 30 * w + 20 * qp + 10 * (xp - pf))
 }
 # extra: the sandbox'"'"'s least extra work a tick; margin: extra less the still side (positive:
 # no design of the class meets the target); still even: the still cost that would make it 0.
