@@ -2,8 +2,10 @@
 //!
 //! Bytes are polynomials over GF(2) modulo x^8 + x^4 + x^3 + x^2 + 1 (0x11D, the polynomial of
 //! Reed-Solomon codes and RFC 8681), whose generator 2 has order 255. Addition is XOR; a
-//! product is one lookup in a 64 KiB table built at compile time, so the kernels that repairs
-//! spend their time in ([`mul_add`]) are a load and an XOR per byte, in safe code.
+//! product is one lookup in a 64 KiB table built at compile time. The kernels that repairs
+//! spend their time in ([`mul_add`], [`scale`]) are rally-gf256's, given this table's row:
+//! SSSE3 or AVX2 where the CPU has them (which needs `unsafe`, kept out of this crate), a
+//! lookup per byte otherwise.
 //!
 //! Why a table of our own rather than a crate: `reed-solomon-erasure` exports slice kernels
 //! of the same kind but carries a block code and its matrix machinery around them, and
@@ -73,32 +75,19 @@ pub(crate) fn inverse(a: u8) -> Option<u8> {
 
 /// `target += c * source`, byte by byte over the shorter of the two.
 pub(crate) fn mul_add(target: &mut [u8], c: u8, source: &[u8]) {
-    let n = target.len().min(source.len());
-    let (target, source) = (&mut target[..n], &source[..n]);
     match c {
         0 => {}
         1 => target.iter_mut().zip(source).for_each(|(t, s)| *t ^= s),
-        _ => {
-            let row = &MUL[usize::from(c)];
-            // Eight lookups per step, with no bounds checks: the kernel repairs spend their
-            // time in (`rally-bench transport`'s repair cost, 0.97 -> 0.90 us per payload).
-            let mut targets = target.chunks_exact_mut(8);
-            let mut sources = source.chunks_exact(8);
-            for (t, s) in (&mut targets).zip(&mut sources) {
-                for i in 0..8 {
-                    t[i] ^= row[usize::from(s[i])];
-                }
-            }
-            let rest = targets.into_remainder().iter_mut().zip(sources.remainder());
-            rest.for_each(|(t, s)| *t ^= row[usize::from(*s)]);
-        }
+        // SSSE3 or AVX2 split-nibble lookups where the CPU has them, this table's row
+        // otherwise: the kernel repairs spend their time in (`rally-bench transport`'s repair
+        // cost, docs/benchmarks.md).
+        _ => rally_gf256::mul_add(target, &MUL[usize::from(c)], source),
     }
 }
 
 /// `target *= c`.
 pub(crate) fn scale(target: &mut [u8], c: u8) {
-    let row = &MUL[usize::from(c)];
-    target.iter_mut().for_each(|t| *t = row[usize::from(*t)]);
+    rally_gf256::scale(target, &MUL[usize::from(c)]);
 }
 
 #[cfg(test)]

@@ -29,8 +29,10 @@ pub struct RepairCost {
     pub decoded: usize,
 }
 
-/// Runs the passes.
+/// Runs the passes. Never inlined: callgrind counts its instructions by its name
+/// (`--toggle-collect='*repair_cost::measure*'`, docs/benchmarks.md).
 #[allow(clippy::disallowed_methods)] // a benchmark times itself
+#[inline(never)]
 pub fn measure() -> Result<RepairCost, Box<dyn Error>> {
     let payloads: Vec<Vec<u8>> =
         (0..PAYLOADS).map(|k| (0..PAYLOAD_BYTES).map(|i| (i * 7 + k) as u8).collect()).collect();
