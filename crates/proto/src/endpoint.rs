@@ -971,6 +971,7 @@ impl Endpoint {
                 self.drain_check.push(index);
             }
         }
+        self.schedule.return_eventful(eventful);
         let event = self.events.pop_front();
         if event.is_none() {
             // Everything has been told: closed connections can go.
@@ -980,7 +981,9 @@ impl Endpoint {
     }
 
     fn forget_drained(&mut self) {
-        for index in std::mem::take(&mut self.drain_check) {
+        // Drained, not taken: the list keeps its allocation for the next turn.
+        let mut check = std::mem::take(&mut self.drain_check);
+        for index in check.drain(..) {
             if let Slot::Open { peer, connection, .. } = &self.slots[index] {
                 if connection.is_drained() {
                     self.by_peer.remove(&PeerAddr(*peer));
@@ -989,11 +992,26 @@ impl Endpoint {
                 }
             }
         }
+        self.drain_check = check;
     }
 
     /// The earliest time a timer needs [`Endpoint::handle_timeout`] or [`Endpoint::poll_transmit`].
+    /// It may be early: a connection whose deadline moved later (a keepalive pushed back by
+    /// each packet sent) keeps its timer where it was until then (see `schedule`), and a host
+    /// that sleeps until it wakes for nothing. A host that wakes by some time anyway (its next
+    /// tick) asks [`Endpoint::next_wake`] instead.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.schedule.earliest()
+    }
+
+    /// When the host must wake, at `by` (its own next deadline) at the latest: the earliest
+    /// time some connection really has work at. Timers armed before `by` whose connection's
+    /// deadline moved later since are armed again at it first, each as `handle_timeout` would
+    /// have when it came (so nothing is due later than before, and a wake-up that would have
+    /// found nothing to do is not asked for); those at or after `by` are left for later.
+    pub fn next_wake(&mut self, by: Instant) -> Instant {
+        self.schedule.rearm_before(by);
+        self.poll_timeout().map_or(by, |at| at.min(by))
     }
 
     /// Writes the next datagram into `buf` and says where it goes.
