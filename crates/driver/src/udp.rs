@@ -322,7 +322,9 @@ impl UdpDriver {
                 continue;
             }
             let spin_from = Instant::from_nanos(deadline.as_nanos() - self.spin.as_nanos() as u64);
-            let wake = self.endpoint.poll_timeout().unwrap_or(deadline).min(spin_from);
+            // Not `poll_timeout`: a keepalive timer left early when its deadline moved later
+            // would wake the worker for nothing (one per connection per keepalive interval).
+            let wake = self.endpoint.next_wake(deadline).min(spin_from);
             self.sleep_until(now, wake.min(now + WAIT_MAX));
         }
     }

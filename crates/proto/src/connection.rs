@@ -241,6 +241,9 @@ pub struct Connection {
     /// Recent delivery-rate samples, bytes per second, a ring.
     rate_samples: [f64; RATE_SAMPLES],
     rate_next: usize,
+    /// The largest of `rate_samples` (0 before any): kept as they change, since the window
+    /// is recomputed on every ack and a scan of the ring each time cost more than the ack.
+    rate_max: f64,
     /// The window those samples and the RTT give, recomputed when acks change them (it is
     /// read several times per packet sent).
     window_bytes: usize,
@@ -307,6 +310,7 @@ impl Connection {
             probe_at: None,
             rate_samples: [0.0; RATE_SAMPLES],
             rate_next: 0,
+            rate_max: 0.0,
             window_bytes: WINDOW_INITIAL,
             keys: None,
             encoders: (0..channels).map(|_| Default::default()).collect(),
@@ -772,8 +776,14 @@ impl Connection {
             return;
         }
         let rate = bytes as f64 / elapsed.as_secs_f64();
-        self.rate_samples[self.rate_next % RATE_SAMPLES] = rate;
+        let old = std::mem::replace(&mut self.rate_samples[self.rate_next % RATE_SAMPLES], rate);
         self.rate_next += 1;
+        if rate >= self.rate_max {
+            self.rate_max = rate;
+        } else if old >= self.rate_max {
+            // The largest sample left the ring: scan for the next (rare on a steady path).
+            self.rate_max = self.rate_samples.iter().copied().fold(0.0, f64::max);
+        }
     }
 
     /// Recomputes the bytes that may be in flight: twice what the path delivered per round
@@ -783,7 +793,7 @@ impl Connection {
     /// low draw from a jittery spell long past would size the window below what the path now
     /// needs in flight, and a window-limited sender's rate samples would shrink it further.
     fn update_window(&mut self) {
-        let rate = self.rate_samples.iter().copied().fold(0.0, f64::max);
+        let rate = self.rate_max;
         let Some(min_rtt) = self.rtt.recent_min().filter(|_| rate > 0.0) else {
             self.window_bytes = WINDOW_INITIAL;
             return;
@@ -1114,6 +1124,26 @@ mod tests {
         let Some(acks) = connection.received.ack_fields(Instant::ZERO) else { return false };
         let back = acks.ack.wrapping_sub(seq);
         back == 0 || (1..=32).contains(&back) && acks.bits & (1 << (back - 1)) != 0
+    }
+
+    /// Goal: the window is sized from the largest rate sample still in the ring, whether the
+    /// samples rise, fall or the largest leaves the ring (the kept maximum against a scan).
+    #[test]
+    fn the_window_follows_the_largest_rate_sample_in_the_ring() {
+        let mut connection = Connection::new(config(), Instant::ZERO);
+        let mut state = 7u64;
+        for i in 0..400u64 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            // Rising, then falling, then noisy rates: the largest leaves the ring often.
+            let bytes = match i {
+                0..=99 => 1000 + i * 10,
+                100..=199 => 3000 - (i - 100) * 10,
+                _ => 500 + (state >> 54),
+            };
+            connection.sample_rate(Duration::from_millis(10), bytes);
+            let scanned = connection.rate_samples.iter().copied().fold(0.0, f64::max);
+            assert_eq!(connection.rate_max, scanned, "sample {i}");
+        }
     }
 
     /// Goal: a connection whose send key has sealed nearly `PACKETS_PER_KEY_MAX` packets

@@ -262,6 +262,9 @@ pub struct Endpoint {
     schedule: Schedule,
     /// Slots whose events were gathered: freed once drained and everything was told.
     drain_check: Vec<usize>,
+    /// The slots `poll_event`'s current pass goes through, how far it is, and whether the
+    /// pass handed out an event yet.
+    pass: (Vec<usize>, usize, bool),
     /// Reused by `handle_timeout`.
     scratch_slots: Vec<usize>,
     stats: EndpointStats,
@@ -354,6 +357,7 @@ impl Endpoint {
             events: VecDeque::new(),
             schedule: Schedule::default(),
             drain_check: Vec::new(),
+            pass: (Vec::new(), 0, false),
             scratch_slots: Vec::new(),
             stats: EndpointStats::default(),
             tokens_used: HashMap::new(),
@@ -961,26 +965,45 @@ impl Endpoint {
         if let Some(event) = self.events.pop_front() {
             return Some(event);
         }
-        // One pass gathers the events of every connection something happened to.
-        let eventful = self.schedule.take_eventful();
-        for &index in &eventful {
+        // Passes over the connections something happened to, each connection's events handed
+        // out straight from its own queue, in turn; a pass started here that finds none ends it.
+        let mut started_here = false;
+        loop {
+            if let Some(event) = self.next_of_pass() {
+                return Some(event);
+            }
+            let yielded = std::mem::replace(&mut self.pass.2, false);
+            if started_here && !yielded {
+                // Everything has been told: closed connections can go.
+                self.forget_drained();
+                return None;
+            }
+            self.schedule.take_eventful_into(&mut self.pass.0);
+            self.pass.1 = 0;
+            started_here = true;
+        }
+    }
+
+    /// The next event of the current pass, if any is left in it.
+    fn next_of_pass(&mut self) -> Option<(ConnectionHandle, Event)> {
+        let (list, at, yielded) = &mut self.pass;
+        while let Some(&index) = list.get(*at) {
             if let Some(Slot::Open { connection, .. }) = self.slots.get_mut(index) {
-                while let Some(event) = connection.poll_event() {
-                    self.events.push_back((ConnectionHandle(index), event));
+                if let Some(event) = connection.poll_event() {
+                    *yielded = true;
+                    return Some((ConnectionHandle(index), event));
                 }
                 self.drain_check.push(index);
             }
+            *at += 1;
         }
-        let event = self.events.pop_front();
-        if event.is_none() {
-            // Everything has been told: closed connections can go.
-            self.forget_drained();
-        }
-        event
+        None
     }
 
     fn forget_drained(&mut self) {
-        for index in std::mem::take(&mut self.drain_check) {
+        // Drained, not taken: the list keeps its allocation for the next turn.
+        let mut check = std::mem::take(&mut self.drain_check);
+        for index in check.drain(..) {
             if let Slot::Open { peer, connection, .. } = &self.slots[index] {
                 if connection.is_drained() {
                     self.by_peer.remove(&PeerAddr(*peer));
@@ -989,11 +1012,26 @@ impl Endpoint {
                 }
             }
         }
+        self.drain_check = check;
     }
 
     /// The earliest time a timer needs [`Endpoint::handle_timeout`] or [`Endpoint::poll_transmit`].
+    /// It may be early: a connection whose deadline moved later (a keepalive pushed back by
+    /// each packet sent) keeps its timer where it was until then (see `schedule`), and a host
+    /// that sleeps until it wakes for nothing. A host that wakes by some time anyway (its next
+    /// tick) asks [`Endpoint::next_wake`] instead.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.schedule.earliest()
+    }
+
+    /// When the host must wake, at `by` (its own next deadline) at the latest: the earliest
+    /// time some connection really has work at. Timers armed before `by` whose connection's
+    /// deadline moved later since are armed again at it first, each as `handle_timeout` would
+    /// have when it came (so nothing is due later than before, and a wake-up that would have
+    /// found nothing to do is not asked for); those at or after `by` are left for later.
+    pub fn next_wake(&mut self, by: Instant) -> Instant {
+        self.schedule.rearm_before(by);
+        self.poll_timeout().map_or(by, |at| at.min(by))
     }
 
     /// Writes the next datagram into `buf` and says where it goes.

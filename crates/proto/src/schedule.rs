@@ -8,9 +8,12 @@
 //! leaves that entry where it is, and when it surfaces it is armed again at the slot's deadline
 //! then, so a slot that sends every tick and pushes its keepalive later each time costs the heap
 //! nothing until that entry comes round; a deadline moving earlier arms a new entry and leaves
-//! the old one stale, skipped when it surfaces. The earliest deadline read off the heap may
-//! therefore be early (an extra wake-up, never a late one). Slots whose deadline has come move
-//! to the *due* queue, which `poll_transmit` works through in turn.
+//! the old one stale, skipped when it surfaces. The earliest entry may therefore be early; a
+//! host that wakes by its next tick anyway has the entries armed before then whose slot's
+//! deadline moved later armed again at it first ([`Schedule::rearm_before`]): otherwise every
+//! connection that sends each tick would wake it once per keepalive interval for nothing (a
+//! wake-up costs a host far more than the heap's pop and push). Slots whose deadline has come
+//! move to the *due* queue, which `poll_transmit` works through in turn.
 
 use crate::time::Instant;
 use std::cmp::Reverse;
@@ -94,11 +97,22 @@ impl Schedule {
     }
 
     /// Takes the slots that may have events.
+    #[cfg(test)]
     pub(crate) fn take_eventful(&mut self) -> Vec<usize> {
+        let mut list = Vec::new();
+        self.take_eventful_into(&mut list);
+        list
+    }
+
+    /// Takes the slots that may have events into `list` (cleared first), which gives its
+    /// allocation in exchange: a host takes one such list every turn, as long as its
+    /// connections, and two lists swapped back and forth never allocate again.
+    pub(crate) fn take_eventful_into(&mut self, list: &mut Vec<usize>) {
         for &slot in &self.eventful {
             self.slots[slot].eventful = false;
         }
-        std::mem::take(&mut self.eventful)
+        list.clear();
+        std::mem::swap(list, &mut self.eventful);
     }
 
     /// Records `slot`'s deadline (`None`: nothing to do until something happens). A slot in
@@ -212,12 +226,46 @@ impl Schedule {
     }
 
     /// The earliest deadline, or an earlier time (an entry armed before its slot's deadline
-    /// moved later): now, if a slot is due or touched.
+    /// moved later, unless [`Schedule::rearm_before`] moved it): now, if a slot is due or
+    /// touched.
     pub(crate) fn earliest(&self) -> Option<Instant> {
         if !self.due.is_empty() || !self.touched.is_empty() {
             return Some(Instant::ZERO);
         }
         self.heap.peek().map(|Reverse((at, _))| *at)
+    }
+
+    /// Arms again, at their slot's deadline, the entries armed before `by` at the top whose
+    /// slot's deadline moved later since, and drops those of slots that have none: `earliest`
+    /// then reads a deadline some slot really has (or one due now) or a time at or after `by`,
+    /// not a wake-up that would find nothing to do. Each entry it moves is one `collect_due`
+    /// would have moved when it surfaced; entries at or after `by` wait (moving them every turn
+    /// would re-arm a slot that sends each tick at each of its packets).
+    pub(crate) fn rearm_before(&mut self, by: Instant) {
+        while let Some(&Reverse((at, slot))) = self.heap.peek() {
+            if at >= by {
+                return;
+            }
+            let state = &mut self.slots[slot];
+            if state.armed != Some(at) {
+                self.heap.pop();
+                continue;
+            }
+            match state.deadline {
+                // A due slot is served before any wake-up (`earliest` says now).
+                _ if state.due => return,
+                Some(deadline) if deadline > at => {
+                    self.heap.pop();
+                    state.armed = Some(deadline);
+                    self.heap.push(Reverse((deadline, slot)));
+                }
+                Some(_) => return,
+                None => {
+                    self.heap.pop();
+                    state.armed = None;
+                }
+            }
+        }
     }
 
     /// Pops stale entries off the top, so that `earliest` reads a current one.
@@ -333,6 +381,31 @@ mod tests {
         assert_eq!(s.leave(), Some(0));
         s.collect_due(at(300));
         assert_eq!(s.next_due(), None, "the entry for 300 ms was stale");
+        assert_eq!(s.earliest(), None);
+    }
+
+    #[test]
+    fn rearmed_the_earliest_time_is_a_deadline_some_slot_has() {
+        // Goal: a host sleeping until `earliest` after `rearm_before` never wakes before `by`
+        // for a slot whose deadline moved later (a keepalive pushed back by each send) or
+        // went; entries from `by` on are left where they are.
+        let mut s = Schedule::default();
+        s.set(0, Some(at(100)));
+        s.set(1, Some(at(50)));
+        s.set(2, Some(at(70)));
+        s.set(0, Some(at(110)));
+        s.set(1, Some(at(120)));
+        s.set(2, None);
+        assert_eq!(s.earliest(), Some(at(50)), "armed before: an early wake-up");
+        s.rearm_before(at(60));
+        assert_eq!(s.earliest(), Some(at(70)), "slot 2's entry is at or after `by`");
+        s.rearm_before(at(200));
+        assert_eq!(s.earliest(), Some(at(110)));
+        // The moved entries still come due at their deadlines, once each.
+        s.collect_due(at(115));
+        assert_eq!((s.leave(), s.leave()), (Some(0), None));
+        s.collect_due(at(200));
+        assert_eq!((s.leave(), s.leave()), (Some(1), None));
         assert_eq!(s.earliest(), None);
     }
 

@@ -102,9 +102,13 @@ impl<G: Game> MemoryWorker<G> {
                 self.rooms.on_event_at(&mut self.endpoint, handle, event, now, clock_now);
             }
             if !busy {
-                return;
+                break;
             }
         }
+        // What the worker's loop asks before it sleeps toward its next tick (and what that
+        // costs it: timers left early are armed again here).
+        let next_tick = self.rooms.next_deadline().unwrap_or(now);
+        let _ = self.endpoint.next_wake(next_tick);
     }
 
     /// Samples the connections and builds the report when a worker would (every 100 ms and

@@ -357,7 +357,7 @@ impl<G: Game> Rooms<G> {
     }
 
     /// The earliest tick deadline, skipping entries of closed rooms.
-    fn next_deadline(&mut self) -> Option<Instant> {
+    pub(super) fn next_deadline(&mut self) -> Option<Instant> {
         // A slot reused by another room since an entry was pushed is not ticked twice by it:
         // its first tick moves its `next_tick` past the entry.
         while let Some(Reverse((at, slot))) = self.schedule.peek().copied() {
