@@ -1,10 +1,11 @@
-//! The quantizers' kernels in SSE2, which x86_64 always has (so no run-time check is needed). Each does the scalar kernel's IEEE operations in the same order,
-//! one lane per component, so every code is the same for every input: the room's codes are the
-//! state clients rebuild bit for bit. Where the scalar kernel leans on a saturating `as` cast
-//! (NaN to 0, out of range to the bound), the lanes are clamped first, in an order that gives
-//! the same result. Every configuration the quantizers accept fits these kernels: a position's
-//! largest code is below 2^28 (compared as an integer), a velocity's below 2^17 and a rotation's
-//! below 2^16 (both exact as `f32`), so no configuration falls back to the scalar kernels.
+//! The quantizers' kernels in SSE2, which x86_64 always has (no run-time check is needed).
+//! Each does the scalar kernel's IEEE operations in the same order, one lane per component, so
+//! every code is the same for every input: the room's codes are the state clients rebuild bit
+//! for bit. Where the scalar kernel leans on a saturating `as` cast (NaN to 0, out of range to
+//! the bound), the lanes are clamped first, in an order that gives the same result. Every
+//! configuration the quantizers accept fits these kernels: a position's largest code is below
+//! 2^28 (compared as an integer), a velocity's below 2^17 and a rotation's below 2^16 (both
+//! exact as `f32`), so no configuration falls back to the scalar kernels.
 
 use super::{
     normalized_or_identity, PositionQuantizer, QuantizedRotation, RotationQuantizer,
