@@ -114,12 +114,7 @@ impl PositionQuantizer {
     /// The code of each axis, clamped to the box.
     #[inline]
     pub fn quantize(&self, position: Vec3) -> [u32; 3] {
-        let scaled = (position - self.min) * self.inverse;
-        let mut code = [0u32; 3];
-        for axis in 0..3 {
-            code[axis] = round_unsigned(scaled[axis]).min(self.steps[axis]);
-        }
-        code
+        kernel::position(self, position)
     }
 
     /// The position a code stands for.
@@ -208,27 +203,7 @@ impl RotationQuantizer {
     /// becomes the identity.
     #[inline]
     pub fn quantize(&self, rotation: Quat) -> QuantizedRotation {
-        let q = if rotation.is_finite() && rotation.length_squared() > 1e-12 {
-            rotation.normalize()
-        } else {
-            Quat::IDENTITY
-        };
-        let c = q.to_array();
-        // Without branches (which component is largest is as good as random for a moving
-        // body, and the loops' branches were mispredicted): the first of the largest
-        // magnitudes by a tournament of selects, where each pair keeps its first on a tie and
-        // the second pair wins only if strictly larger, as a scan from x to w finds it.
-        let (i01, m01) = if c[1].abs() > c[0].abs() { (1, c[1]) } else { (0, c[0]) };
-        let (i23, m23) = if c[3].abs() > c[2].abs() { (3, c[3]) } else { (2, c[2]) };
-        let (largest, value) = if m23.abs() > m01.abs() { (i23, m23) } else { (i01, m01) };
-        let sign = if value < 0.0 { -1.0 } else { 1.0 };
-        let scale = self.max_code as f32 / (2.0 * COMPONENT_MAX);
-        // Every component's code, then the three that are not the largest, in order.
-        let codes = c.map(|value| {
-            round_unsigned((value * sign + COMPONENT_MAX) * scale).min(self.max_code) as u16
-        });
-        let components = [0, 1, 2].map(|slot| codes[slot + usize::from(slot >= largest)]);
-        QuantizedRotation { largest: largest as u8, components }
+        kernel::rotation(self, rotation)
     }
 
     /// The unit quaternion a code stands for. Codes from the wire are not trusted: components are
@@ -333,12 +308,7 @@ impl VelocityQuantizer {
     /// Signed codes, clamped to the range.
     #[inline]
     pub fn quantize(&self, velocity: Vec3) -> [i32; 3] {
-        let scaled = velocity * self.inverse;
-        let mut code = [0i32; 3];
-        for axis in 0..3 {
-            code[axis] = round_signed(scaled[axis]).clamp(-self.half, self.half);
-        }
-        code
+        kernel::velocity(self, velocity)
     }
 
     /// The velocity a code stands for.
@@ -346,6 +316,73 @@ impl VelocityQuantizer {
     pub fn dequantize(&self, code: [i32; 3]) -> Vec3 {
         let clamp = |c: i32| c.clamp(-self.half, self.half) as f32 * self.precision;
         Vec3::new(clamp(code[0]), clamp(code[1]), clamp(code[2]))
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+use scalar as kernel;
+/// The quantizers' kernels: SSE2 on x86_64 (where it is always on), scalar elsewhere. Both give
+/// the same code for every input; the tests in `sse2` compare them.
+#[cfg(target_arch = "x86_64")]
+use sse2 as kernel;
+
+#[cfg(target_arch = "x86_64")]
+mod sse2;
+
+/// `rotation` normalized, or the identity if it is zero or not finite: the one step both kernels
+/// share (glam's own, so that both round alike).
+#[inline(always)]
+fn normalized_or_identity(rotation: Quat) -> Quat {
+    if rotation.is_finite() && rotation.length_squared() > 1e-12 {
+        rotation.normalize()
+    } else {
+        Quat::IDENTITY
+    }
+}
+
+/// The scalar kernels, the definition of every code.
+#[cfg_attr(all(target_arch = "x86_64", not(test)), allow(dead_code))]
+mod scalar {
+    use super::*;
+
+    #[inline(always)]
+    pub(super) fn position(q: &PositionQuantizer, position: Vec3) -> [u32; 3] {
+        let scaled = (position - q.min) * q.inverse;
+        let mut code = [0u32; 3];
+        for axis in 0..3 {
+            code[axis] = round_unsigned(scaled[axis]).min(q.steps[axis]);
+        }
+        code
+    }
+
+    #[inline(always)]
+    pub(super) fn rotation(q: &RotationQuantizer, rotation: Quat) -> QuantizedRotation {
+        let c = normalized_or_identity(rotation).to_array();
+        // Without branches (which component is largest is as good as random for a moving
+        // body, and the loops' branches were mispredicted): the first of the largest
+        // magnitudes by a tournament of selects, where each pair keeps its first on a tie and
+        // the second pair wins only if strictly larger, as a scan from x to w finds it.
+        let (i01, m01) = if c[1].abs() > c[0].abs() { (1, c[1]) } else { (0, c[0]) };
+        let (i23, m23) = if c[3].abs() > c[2].abs() { (3, c[3]) } else { (2, c[2]) };
+        let (largest, value) = if m23.abs() > m01.abs() { (i23, m23) } else { (i01, m01) };
+        let sign = if value < 0.0 { -1.0 } else { 1.0 };
+        let scale = q.max_code as f32 / (2.0 * COMPONENT_MAX);
+        // Every component's code, then the three that are not the largest, in order.
+        let codes = c.map(|value| {
+            round_unsigned((value * sign + COMPONENT_MAX) * scale).min(q.max_code) as u16
+        });
+        let components = [0, 1, 2].map(|slot| codes[slot + usize::from(slot >= largest)]);
+        QuantizedRotation { largest: largest as u8, components }
+    }
+
+    #[inline(always)]
+    pub(super) fn velocity(q: &VelocityQuantizer, velocity: Vec3) -> [i32; 3] {
+        let scaled = velocity * q.inverse;
+        let mut code = [0i32; 3];
+        for axis in 0..3 {
+            code[axis] = round_signed(scaled[axis]).clamp(-q.half, q.half);
+        }
+        code
     }
 }
 
