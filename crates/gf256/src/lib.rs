@@ -6,8 +6,9 @@
 //! (`row[b] = c * b`), so this crate knows nothing of the reduction polynomial. On x86-64 the
 //! kernels use the split-nibble method (ISA-L's and most erasure coders'): since the product is
 //! linear over XOR, `c * b = c * (b & 15) ^ c * (b & 0xF0)`, two 16-entry tables that `pshufb`
-//! looks up 16 (SSSE3) or 32 (AVX2) bytes at a time. The CPU is asked once which it has
-//! (`is_x86_feature_detected!`); elsewhere, or on short slices, one table lookup per byte.
+//! looks up 16 (SSSE3) or 32 (AVX2) bytes at a time. Which of them the CPU has is asked at run
+//! time (`is_x86_feature_detected!`, which std answers once and caches); elsewhere, and on
+//! slices under 32 bytes, one table lookup per byte.
 //!
 //! Why a crate of its own: `std::arch` intrinsics and calling a `#[target_feature]` function
 //! after a runtime check need `unsafe`, which rally-proto forbids; here it is confined to one

@@ -8,16 +8,10 @@ use std::arch::x86_64::*;
 /// lookups).
 const SHORT: usize = 32;
 
-/// The products of `row`'s element with the low nibbles 0..16 and with the high nibbles
-/// 0x00..0xF0.
-fn nibble_tables(row: &[u8; 256]) -> ([u8; 16], [u8; 16]) {
-    let mut low = [0u8; 16];
-    let mut high = [0u8; 16];
-    for i in 0..16 {
-        low[i] = row[i];
-        high[i] = row[i << 4];
-    }
-    (low, high)
+/// The products of `row`'s element with the high nibbles 0x00..0xF0 (those with the low
+/// nibbles are the row's first 16 bytes, loaded from it as they are).
+fn high_nibbles(row: &[u8; 256]) -> [u8; 16] {
+    std::array::from_fn(|i| row[i << 4])
 }
 
 /// The best kernel this CPU runs, if any beats the portable one.
@@ -46,12 +40,12 @@ fn run<const ADD: bool>(target: &mut [u8], row: &[u8; 256], source: &[u8]) -> bo
     if target.len() < SHORT {
         return false;
     }
-    let tables = nibble_tables(row);
+    let high = high_nibbles(row);
     match kernel() {
         // SAFETY: the CPU has the instructions the function is compiled for.
-        Some("avx2") => unsafe { avx2::<ADD>(target, row, source, &tables) },
+        Some("avx2") => unsafe { avx2::<ADD>(target, row, source, &high) },
         // SAFETY: as above.
-        Some(_) => unsafe { ssse3::<ADD>(target, row, source, &tables) },
+        Some(_) => unsafe { ssse3::<ADD>(target, row, source, &high) },
         None => return false,
     }
     true
@@ -76,13 +70,12 @@ unsafe fn ssse3<const ADD: bool>(
     target: &mut [u8],
     row: &[u8; 256],
     source: &[u8],
-    tables: &([u8; 16], [u8; 16]),
+    high: &[u8; 16],
 ) {
     let n = target.len();
-    // SAFETY: 16-byte arrays; unaligned loads.
-    let (low, high) = unsafe {
-        (_mm_loadu_si128(tables.0.as_ptr().cast()), _mm_loadu_si128(tables.1.as_ptr().cast()))
-    };
+    // SAFETY: the row's first 16 bytes and a 16-byte array; unaligned loads.
+    let (low, high) =
+        unsafe { (_mm_loadu_si128(row.as_ptr().cast()), _mm_loadu_si128(high.as_ptr().cast())) };
     let mask = _mm_set1_epi8(0x0F);
     let mut i = 0;
     while i + 16 <= n {
@@ -109,13 +102,12 @@ unsafe fn avx2<const ADD: bool>(
     target: &mut [u8],
     row: &[u8; 256],
     source: &[u8],
-    tables: &([u8; 16], [u8; 16]),
+    high: &[u8; 16],
 ) {
     let n = target.len();
-    // SAFETY: 16-byte arrays; unaligned loads.
-    let (low, high) = unsafe {
-        (_mm_loadu_si128(tables.0.as_ptr().cast()), _mm_loadu_si128(tables.1.as_ptr().cast()))
-    };
+    // SAFETY: the row's first 16 bytes and a 16-byte array; unaligned loads.
+    let (low, high) =
+        unsafe { (_mm_loadu_si128(row.as_ptr().cast()), _mm_loadu_si128(high.as_ptr().cast())) };
     let (low2, high2) = (_mm256_broadcastsi128_si256(low), _mm256_broadcastsi128_si256(high));
     let mask = _mm256_set1_epi8(0x0F);
     let mut i = 0;
@@ -172,7 +164,7 @@ pub(crate) fn each_kernel(
     source: &[u8],
     add: bool,
 ) -> Vec<(&'static str, Vec<u8>)> {
-    let tables = nibble_tables(row);
+    let high = high_nibbles(row);
     let mut out = Vec::new();
     for name in ["avx2", "ssse3"] {
         let has = if name == "avx2" {
@@ -188,10 +180,10 @@ pub(crate) fn each_kernel(
         // SAFETY: the CPU has the instructions, checked just above; equal lengths when adding.
         unsafe {
             match (name, add) {
-                ("avx2", true) => avx2::<true>(&mut t, row, s, &tables),
-                ("avx2", false) => avx2::<false>(&mut t, row, s, &tables),
-                (_, true) => ssse3::<true>(&mut t, row, s, &tables),
-                (_, false) => ssse3::<false>(&mut t, row, s, &tables),
+                ("avx2", true) => avx2::<true>(&mut t, row, s, &high),
+                ("avx2", false) => avx2::<false>(&mut t, row, s, &high),
+                (_, true) => ssse3::<true>(&mut t, row, s, &high),
+                (_, false) => ssse3::<false>(&mut t, row, s, &high),
             }
         }
         out.push((name, t));
