@@ -262,9 +262,6 @@ pub struct Endpoint {
     schedule: Schedule,
     /// Slots whose events were gathered: freed once drained and everything was told.
     drain_check: Vec<usize>,
-    /// The slots `poll_event`'s current pass goes through, how far it is, and whether the
-    /// pass handed out an event yet.
-    pass: (Vec<usize>, usize, bool),
     /// Reused by `handle_timeout`.
     scratch_slots: Vec<usize>,
     stats: EndpointStats,
@@ -357,7 +354,6 @@ impl Endpoint {
             events: VecDeque::new(),
             schedule: Schedule::default(),
             drain_check: Vec::new(),
-            pass: (Vec::new(), 0, false),
             scratch_slots: Vec::new(),
             stats: EndpointStats::default(),
             tokens_used: HashMap::new(),
@@ -965,39 +961,23 @@ impl Endpoint {
         if let Some(event) = self.events.pop_front() {
             return Some(event);
         }
-        // Passes over the connections something happened to, each connection's events handed
-        // out straight from its own queue, in turn; a pass started here that finds none ends it.
-        let mut started_here = false;
-        loop {
-            if let Some(event) = self.next_of_pass() {
-                return Some(event);
-            }
-            let yielded = std::mem::replace(&mut self.pass.2, false);
-            if started_here && !yielded {
-                // Everything has been told: closed connections can go.
-                self.forget_drained();
-                return None;
-            }
-            self.schedule.take_eventful_into(&mut self.pass.0);
-            self.pass.1 = 0;
-            started_here = true;
-        }
-    }
-
-    /// The next event of the current pass, if any is left in it.
-    fn next_of_pass(&mut self) -> Option<(ConnectionHandle, Event)> {
-        let (list, at, yielded) = &mut self.pass;
-        while let Some(&index) = list.get(*at) {
+        // One pass gathers the events of every connection something happened to.
+        let eventful = self.schedule.take_eventful();
+        for &index in &eventful {
             if let Some(Slot::Open { connection, .. }) = self.slots.get_mut(index) {
-                if let Some(event) = connection.poll_event() {
-                    *yielded = true;
-                    return Some((ConnectionHandle(index), event));
+                while let Some(event) = connection.poll_event() {
+                    self.events.push_back((ConnectionHandle(index), event));
                 }
                 self.drain_check.push(index);
             }
-            *at += 1;
         }
-        None
+        self.schedule.return_eventful(eventful);
+        let event = self.events.pop_front();
+        if event.is_none() {
+            // Everything has been told: closed connections can go.
+            self.forget_drained();
+        }
+        event
     }
 
     fn forget_drained(&mut self) {

@@ -97,22 +97,20 @@ impl Schedule {
     }
 
     /// Takes the slots that may have events.
-    #[cfg(test)]
     pub(crate) fn take_eventful(&mut self) -> Vec<usize> {
-        let mut list = Vec::new();
-        self.take_eventful_into(&mut list);
-        list
-    }
-
-    /// Takes the slots that may have events into `list` (cleared first), which gives its
-    /// allocation in exchange: a host takes one such list every turn, as long as its
-    /// connections, and two lists swapped back and forth never allocate again.
-    pub(crate) fn take_eventful_into(&mut self, list: &mut Vec<usize>) {
         for &slot in &self.eventful {
             self.slots[slot].eventful = false;
         }
+        std::mem::take(&mut self.eventful)
+    }
+
+    /// Gives back the list `take_eventful` returned, to keep its allocation (a host takes one
+    /// every turn, as long as its connections).
+    pub(crate) fn return_eventful(&mut self, mut list: Vec<usize>) {
         list.clear();
-        std::mem::swap(list, &mut self.eventful);
+        if self.eventful.is_empty() {
+            self.eventful = list;
+        }
     }
 
     /// Records `slot`'s deadline (`None`: nothing to do until something happens). A slot in
