@@ -79,6 +79,18 @@ pub enum SendError {
     Closed,
 }
 
+/// A connection's path as sampled by a host ([`Connection::quality`]): the same figures as
+/// [`ConnectionStats`]'s fields of those names.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Quality {
+    /// Smoothed round-trip time.
+    pub rtt: Duration,
+    /// Mean deviation of the round-trip time.
+    pub rtt_variance: Duration,
+    /// Packet loss estimate (moving average of lost over sent).
+    pub loss: f64,
+}
+
 /// Counters and estimates a game shows its players and an operator graphs.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ConnectionStats {
@@ -443,6 +455,17 @@ impl Connection {
     /// at each report.
     pub fn resends(&self) -> u64 {
         self.stats.resends
+    }
+
+    /// The round-trip time, its deviation and the loss estimate, as [`Connection::stats`]
+    /// gives them, without its copy of every counter and its per-channel `Vec`s: a host
+    /// samples them from every connection once a second.
+    pub fn quality(&self) -> Quality {
+        Quality {
+            rtt: self.rtt.smoothed_or(Duration::ZERO),
+            rtt_variance: self.rtt.variance(),
+            loss: self.stats.loss,
+        }
     }
 
     /// Statistics and estimates.

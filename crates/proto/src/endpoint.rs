@@ -1140,6 +1140,45 @@ mod tests {
         panic!("livelock at {now}");
     }
 
+    /// Goal: the quality a host samples from each connection (`Connection::quality`) is the
+    /// round-trip time, its deviation and the loss that the whole statistics give, on a path
+    /// with delay and loss. Method: a sealed pair; the server's datagrams reach the client
+    /// 10 ms late and one of the client's in 5 is lost, while the client sends every
+    /// millisecond for 400 ms; then the client's quality against its statistics.
+    #[test]
+    fn a_connection_s_quality_is_its_statistics_rtt_deviation_and_loss() {
+        let (mut client, mut server, handle, mut now) = sealed_pair();
+        let (client_at, server_at) = (CLIENT.parse().unwrap(), SERVER.parse().unwrap());
+        let mut buf = [0u8; 1500];
+        let mut late: std::collections::VecDeque<(Instant, Vec<u8>)> = Default::default();
+        let mut sent = 0;
+        for _ in 0..400 {
+            client.send(handle, 0, b"input").unwrap();
+            client.handle_timeout(now);
+            server.handle_timeout(now);
+            while let Some(t) = client.poll_transmit(now, &mut buf) {
+                sent += 1;
+                if sent % 5 != 0 {
+                    server.handle_datagram(now, client_at, &buf[..t.len]);
+                }
+            }
+            while let Some(t) = server.poll_transmit(now, &mut buf) {
+                late.push_back((now + Duration::from_millis(10), buf[..t.len].to_vec()));
+            }
+            while late.front().is_some_and(|(at, _)| *at <= now) {
+                let (_, bytes) = late.pop_front().unwrap();
+                client.handle_datagram(now, server_at, &bytes);
+            }
+            while server.poll_event().is_some() || client.poll_event().is_some() {}
+            now += Duration::from_millis(1);
+        }
+        let connection = client.connection(handle).unwrap();
+        let (quality, stats) = (connection.quality(), connection.stats());
+        assert!(stats.rtt >= Duration::from_millis(10) && stats.loss > 0.0, "{stats:?}");
+        let (rtt, rtt_variance, loss) = (stats.rtt, stats.rtt_variance, stats.loss);
+        assert_eq!(quality, crate::Quality { rtt, rtt_variance, loss });
+    }
+
     /// Goal: every endpoint field is checked, and `Endpoint::new` refuses what fails.
     /// Method: the default with one field out of range at a time.
     #[test]

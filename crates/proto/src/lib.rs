@@ -153,7 +153,7 @@ pub mod time;
 pub mod token;
 
 pub use config::{ChannelConfig, ChannelKind, ConfigError, ConnectionConfig, Redundancy, Repair};
-pub use connection::{Connection, ConnectionStats, Event, SendError};
+pub use connection::{Connection, ConnectionStats, Event, Quality, SendError};
 pub use crypto::{danger_seal, open_captured, PACKETS_PER_KEY_MAX};
 pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointRandomness, EndpointStats, Footprint,

@@ -45,6 +45,7 @@ impl Observer {
         Self { observer: Some(observer), skipping: 0, watching: false }
     }
 
+    #[inline]
     pub(crate) fn enter(&mut self, stage: Stage) {
         let Some(observer) = &mut self.observer else { return };
         if self.skipping > 0 {
@@ -56,6 +57,7 @@ impl Observer {
         observer.enter(stage);
     }
 
+    #[inline]
     pub(crate) fn exit(&mut self, stage: Stage) {
         let Some(observer) = &mut self.observer else { return };
         if std::mem::take(&mut self.watching) {
@@ -65,6 +67,7 @@ impl Observer {
     }
 
     /// Runs `f` as `stage`.
+    #[inline]
     pub(crate) fn scope<T>(&mut self, stage: Stage, f: impl FnOnce() -> T) -> T {
         self.enter(stage);
         let out = f();

@@ -254,7 +254,7 @@ fn print(args: &CountArgs, ticks: usize, off: &Counted, on: &Counted) {
         on.phases["seal"] / d_out.max(1e-9)
     );
     println!(
-        "(under valgrind a clock read is a syscall of about 60 counted instructions; natively \
+        "(under valgrind a clock read is a syscall counted as about 10 instructions; natively \
          it costs what `rally-bench count` without --callgrind prints: telemetry's clock reads \
          are undercounted, see docs/benchmarks.md)"
     );

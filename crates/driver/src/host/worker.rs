@@ -510,12 +510,12 @@ impl<G: Game> Rooms<G> {
             }
             self.resends_seen[handle.0] = connection.resends();
             if sample {
-                // The whole statistics are built (two allocations) only when sampled.
-                let stats = connection.stats();
+                // Its three figures only, not the whole statistics (two allocations).
+                let quality = connection.quality();
                 let buckets = &mut self.buckets;
-                buckets.client_rtt_seconds.record(stats.rtt.as_secs_f64());
-                buckets.client_jitter_seconds.record(stats.rtt_variance.as_secs_f64());
-                buckets.client_loss_ratio.record(stats.loss.clamp(0.0, 1.0));
+                buckets.client_rtt_seconds.record(quality.rtt.as_secs_f64());
+                buckets.client_jitter_seconds.record(quality.rtt_variance.as_secs_f64());
+                buckets.client_loss_ratio.record(quality.loss.clamp(0.0, 1.0));
             }
         }
     }
