@@ -78,6 +78,9 @@ pub struct SceneRoom {
     state: RoomState,
     players: Players,
     hooks: Box<dyn SceneHooks>,
+    /// Whether a game set hooks ([`SceneRoom::set_hooks`]): until then the input hook, which
+    /// does nothing, is not called (a call through the hooks' table on every input).
+    hooked: bool,
 }
 
 impl std::fmt::Debug for SceneRoom {
@@ -108,6 +111,7 @@ impl SceneRoom {
                 scene.settings().players_max,
             ),
             hooks: Box::new(NoHooks),
+            hooked: false,
         };
         for collider in scene.colliders() {
             let id = world.spawn(Entity::at(collider.pose))?;
@@ -227,6 +231,7 @@ impl SceneRoom {
     /// rally-physics' contact recording for [`SceneHooks::contact`].
     pub fn set_hooks(&mut self, hooks: Box<dyn SceneHooks>) {
         self.hooks = hooks;
+        self.hooked = true;
         self.physics.record_contacts(CONTACTS_PER_STEP_MAX);
     }
 
@@ -318,7 +323,9 @@ impl Simulation for SceneRoom {
     fn apply_input(&mut self, world: &mut World, client: ClientId, input: &XrInput) {
         let hooks = self.hooks.as_mut();
         self.players.input(world, &self.bodies, hooks, client, input, None);
-        hooks.input(world, client, input);
+        if self.hooked {
+            hooks.input(world, client, input);
+        }
     }
 
     /// Moves `client`'s avatar to the input's poses, measures its hands' velocities from the
@@ -332,7 +339,9 @@ impl Simulation for SceneRoom {
     ) {
         let hooks = self.hooks.as_mut();
         self.players.input(world, &self.bodies, hooks, client, input, Some(now));
-        hooks.input(world, client, input);
+        if self.hooked {
+            hooks.input(world, client, input);
+        }
     }
 
     fn step(&mut self, world: &mut World, dt: Duration) {
@@ -386,5 +395,6 @@ fn placeholder() -> SceneRoom {
         state: RoomState::default(),
         players: Players::new(Default::default(), Vec::new(), 0),
         hooks: Box::new(NoHooks),
+        hooked: false,
     }
 }

@@ -311,11 +311,15 @@ impl rally_scene::SceneHooks for Heard {
     fn contact(&mut self, _: &mut World, a: EntityId, b: EntityId) {
         self.log.lock().unwrap().push(format!("contact {a} {b}"));
     }
+    fn input(&mut self, _: &mut World, client: ClientId, input: &XrInput) {
+        self.log.lock().unwrap().push(format!("input {client} {}", input.hands[1].grip));
+    }
 }
 
 #[test]
-fn hooks_hear_joins_grabs_releases_contacts_and_leaves() {
-    // Goal: a Rust game wrapping the room hears each event once, with the right ids. Method:
+fn hooks_hear_joins_grabs_releases_inputs_contacts_and_leaves() {
+    // Goal: a Rust game wrapping the room hears each event once, with the right ids, and each
+    // input after the room applied it. Method:
     // drive a SceneRoom directly (no network): a player joins, grabs ball-0 with its right
     // hand, drops it onto the floor, leaves.
     use rally_engine::Simulation;
@@ -363,11 +367,14 @@ fn hooks_hear_joins_grabs_releases_contacts_and_leaves() {
     let expected = [
         "joined 7".to_string(),
         format!("grabbed 7 Right {ball}"),
+        "input 7 255".to_string(),
+        "input 7 255".to_string(),
         format!("released 7 Right {ball}"),
+        "input 7 0".to_string(),
     ];
-    assert_eq!(&log[..3], &expected, "{log:?}");
+    assert_eq!(&log[..6], &expected, "{log:?}");
     // The thrown ball lands (it may brush the hand that let it go on its way).
-    assert!(log[3..].contains(&format!("contact {a} {b}")), "{log:?}");
+    assert!(log[6..].contains(&format!("contact {a} {b}")), "{log:?}");
     assert_eq!(log.last().unwrap(), "left 7");
     assert!(room.avatar(7).is_none());
 }
