@@ -57,6 +57,7 @@ pub struct HostSection {
     pub port: u16,
     pub spin_us: u64,
     pub worker_cores: Vec<usize>,
+    pub realtime_priority: u8,
     pub sleep_step_us: u64,
     pub rooms_per_worker_max: usize,
     pub room_idle_close_s: u64,
@@ -166,6 +167,9 @@ impl ServerConfig {
         }
         if self.host.spin_us > 10_000 {
             return Err("host.spin_us must be 0 (no spin) to 10000 microseconds".into());
+        }
+        if self.host.realtime_priority > 99 {
+            return Err("host.realtime_priority must be 0 (the ordinary policy) to 99".into());
         }
         if self.host.rooms_per_worker_max == 0 || self.host.connections_per_worker_max == 0 {
             return Err("host.rooms_per_worker_max and host.connections_per_worker_max must be \
@@ -416,6 +420,7 @@ mod tests {
             ("[host]\nsleep_step_us = 1000001\n", "host.sleep_step_us"),
             ("[host]\nsleep_step_us = -5\n", "sleep_step_us"),
             ("[host]\nspin_us = 20000\n", "host.spin_us"),
+            ("[host]\nrealtime_priority = 100\n", "host.realtime_priority"),
             ("[room]\npipeline = \"quick\"\n", "room.pipeline"),
             ("[room]\ngame = \"chess\"\n", "room.game"),
             ("[security]\nkey = \"abc\"\n", "security.key"),

@@ -258,6 +258,8 @@ fn host_config(config: &ServerConfig) -> Result<HostConfig, Box<dyn Error>> {
         public_addresses: Vec::new(),
         spin: Duration::from_micros(config.host.spin_us),
         worker_cores: config.host.worker_cores.clone(),
+        realtime_priority: (config.host.realtime_priority > 0)
+            .then_some(config.host.realtime_priority),
         sleep_step: Duration::from_micros(config.host.sleep_step_us),
         rooms_per_worker_max: config.host.rooms_per_worker_max,
         room_idle_close: Duration::from_secs(config.host.room_idle_close_s),

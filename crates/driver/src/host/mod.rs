@@ -82,6 +82,12 @@ pub struct HostConfig {
     /// Cores to pin workers to, worker `i` to `worker_cores[i % len]`; empty: the OS decides.
     /// Pinning keeps a worker's caches warm and its wake-ups prompt on a busy machine.
     pub worker_cores: Vec<usize>,
+    /// Run workers under the OS's realtime policy (first in, first out) at this priority, 1 to
+    /// 99; `None` (the default): the ordinary policy. On a machine shared with other work, a
+    /// worker preempted while a tick falls due starts it late (docs/operating.md); realtime
+    /// workers are not preempted by ordinary threads. [`Host::start`] fails with the OS's
+    /// refusal when the process lacks the right.
+    pub realtime_priority: Option<u8>,
     /// Rooms per worker at most; a connection to a room beyond it is refused (`ServerFull`).
     pub rooms_per_worker_max: usize,
     /// A room with no clients for this long is closed.
@@ -113,6 +119,7 @@ impl Default for HostConfig {
             spin: Duration::ZERO,
             sleep_step: crate::STEPPED_STRETCH,
             worker_cores: Vec::new(),
+            realtime_priority: None,
             rooms_per_worker_max: 1024,
             room_idle_close: Duration::from_secs(30),
             budgets: Budgets::default(),
@@ -171,6 +178,9 @@ impl HostConfig {
         let listed = self.worker_ports.len().max(self.public_addresses.len());
         self.check_ports(if self.workers == 0 { listed.max(1) } else { self.workers })?;
         count("rooms_per_worker_max", self.rooms_per_worker_max, 1..=1 << 16)?;
+        if let Some(priority) = self.realtime_priority {
+            count("realtime_priority", usize::from(priority), 1..=99)?;
+        }
         let second = Duration::from_secs(1);
         duration("spin", self.spin, Duration::ZERO..=Duration::from_millis(10))?;
         duration("sleep_step", self.sleep_step, Duration::from_micros(1)..=second)?;
@@ -362,6 +372,15 @@ impl std::fmt::Debug for Host {
     }
 }
 
+/// Whether the OS grants a thread the realtime `priority`, asked on a thread of its own that
+/// ends at once: a refusal stops [`Host::start`] before any socket is bound, rather than a
+/// worker after it started.
+fn probe_realtime(priority: u8) -> io::Result<()> {
+    std::thread::spawn(move || crate::cpu::run_realtime(priority))
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the realtime probe panicked")))
+}
+
 impl Host {
     /// Binds every worker's socket and starts the workers; `game` builds each room when its
     /// first client connects. A config [`HostConfig::validate`] refuses is an
@@ -374,6 +393,9 @@ impl Host {
             n => n,
         };
         config.check_ports(workers).map_err(invalid)?;
+        if let Some(priority) = config.realtime_priority {
+            probe_realtime(priority)?;
+        }
         let game = Arc::new(game);
         let shared = Arc::new(Shared::default());
         *lock(&shared.reports) = vec![None; workers];
@@ -520,6 +542,16 @@ mod tests {
             step.validate(),
             Err(HostConfigError::DurationOutOfRange { field: "sleep_step", .. })
         ));
+        for priority in [0, 100] {
+            let realtime = HostConfig { realtime_priority: Some(priority), ..Default::default() };
+            let expected = HostConfigError::OutOfRange {
+                field: "realtime_priority",
+                value: u64::from(priority),
+                min: 1,
+                max: 99,
+            };
+            assert_eq!(realtime.validate(), Err(expected));
+        }
         let game = |_: u64| -> Room<Idle> { unreachable!("no room opens") };
         let Err(refused) = Host::start(ports, game) else { panic!("a host on port 65536") };
         assert_eq!(refused.kind(), io::ErrorKind::InvalidInput);

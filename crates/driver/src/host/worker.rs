@@ -743,6 +743,9 @@ impl<G: Game> Worker<G> {
         if !cores.is_empty() {
             crate::cpu::pin_current_thread(&[cores[self.index % cores.len()]])?;
         }
+        if let Some(priority) = self.rooms.config.realtime_priority {
+            crate::cpu::run_realtime(priority)?;
+        }
         while !self.shared.draining.load(Ordering::Acquire) {
             let now = self.driver.now();
             let next = self.rooms.next_deadline().unwrap_or(now + IDLE_WAIT).min(now + IDLE_WAIT);

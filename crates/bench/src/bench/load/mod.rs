@@ -81,6 +81,12 @@ pub struct LoadArgs {
     /// last cores and the bots to the others.
     #[arg(long)]
     pub no_pin: bool,
+    /// Run the whole bench under the OS's realtime policy at this priority (1 to 99): the
+    /// workers (through `HostConfig::realtime_priority`, as `rally server` would), the bots'
+    /// process and the kernel floor's server all inherit it, so that other work on the
+    /// machine (builds, other benches) does not preempt them. Needs root or CAP_SYS_NICE.
+    #[arg(long, value_name = "PRIORITY", value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub realtime: Option<u8>,
     /// Write the report as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -235,6 +241,10 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
         return Err("--workers, --bot-threads and every --rooms step must be at least 1".into());
     }
     wait::check(&args.waits)?;
+    if let Some(priority) = args.realtime {
+        // Threads and processes started from here on inherit the policy.
+        rally_driver::cpu::run_realtime(priority)?;
+    }
     let plan = if args.quick {
         Plan { warmup: Duration::from_secs(3), window: Duration::from_secs(4) }
     } else {
@@ -243,7 +253,7 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
     let waits: Vec<String> = args.waits.iter().map(Wait::to_string).collect();
     println!(
         "W3 load: reference rooms ({CLIENTS} clients, 256 bodies, 64 moving, {TICK_HZ} Hz, \
-         sealed), {} host worker(s), bots {} on {} thread(s); workers' sleep policies: {}",
+         sealed), {} host worker(s), bots {} on {} thread(s); workers' sleep policies: {}{}",
         args.workers,
         if args.bots_beside {
             "in this process beside the workers"
@@ -251,7 +261,11 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
             "in a process of their own"
         },
         args.bot_threads,
-        waits.join(", ")
+        waits.join(", "),
+        match args.realtime {
+            Some(priority) => format!("; realtime priority {priority} (first in, first out)"),
+            None => String::new(),
+        }
     );
     let steps = ramp_each(&ramp, args, &plan)?;
     let runs: Vec<Run> = args
@@ -284,6 +298,7 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
             "workers": args.workers,
             "bot_threads": args.bot_threads,
             "bots_beside": args.bots_beside,
+            "realtime_priority": args.realtime,
             "target_us": TARGET_US,
             "wait": first.wait.to_string(),
             "results": first.steps,
@@ -467,6 +482,7 @@ fn measure(
     let config = wait.apply(HostConfig {
         workers: args.workers,
         worker_cores,
+        realtime_priority: args.realtime,
         key: Some(key.clone()),
         protocol_id: PROTOCOL,
         endpoint,
