@@ -544,9 +544,9 @@ impl Endpoint {
         };
         if sent.is_ok() {
             // A queued message is due at once (or, behind a closed window, found not to be
-            // when its turn comes): no deadline to work out.
+            // when its turn comes): no deadline to work out. Nor any event: queueing tells
+            // the application nothing and never ends a connection.
             self.schedule.make_due(handle.0);
-            self.schedule.mark_eventful(handle.0);
         } else {
             self.touch(handle.0);
         }
@@ -575,6 +575,10 @@ impl Endpoint {
     /// Recomputes the deadlines of touched slots at `now` (a slot due already joins the due
     /// queue).
     fn settle(&mut self, now: Instant) {
+        // Most calls (one per packet sent) find none: no lists to swap then.
+        if !self.schedule.has_touched() {
+            return;
+        }
         let touched = self.schedule.take_touched();
         for &slot in &touched {
             let deadline = self.slot_deadline(slot);
@@ -1116,7 +1120,12 @@ impl Endpoint {
     /// twice at one instant.
     fn leave_due(&mut self, index: usize, deadline: Option<Instant>, now: Instant) {
         self.schedule.leave();
-        self.schedule.mark_eventful(index);
+        // Sending ends a connection only when it is closing (its last disconnect copy, or a
+        // worn-out key that closed it just now): then it may have drained, and `poll_event`
+        // must look. Any other has nothing new to tell after sending: not looked at again.
+        if matches!(&self.slots[index], Slot::Open { connection, .. } if connection.is_closed()) {
+            self.schedule.mark_eventful(index);
+        }
         let deadline = deadline.map(|t| t.max(now + Duration::from_nanos(1)));
         self.schedule.set(index, deadline);
     }
@@ -1248,6 +1257,37 @@ mod tests {
         let hashes: std::collections::HashSet<u64> =
             addresses.iter().map(|&a| one.hash_one(PeerAddr(a))).collect();
         assert_eq!(hashes.len(), addresses.len(), "two addresses with one 64-bit hash");
+    }
+
+    /// Goal: a connection the server closes is forgotten once its disconnect copies are out,
+    /// though its peer is gone and never sends again: its slot must not wait for a datagram
+    /// that never comes. Method: a sealed pair; the server disconnects the client and is told,
+    /// then runs alone for a second (its datagrams go nowhere), draining its events each turn.
+    #[test]
+    fn a_connection_closed_here_is_forgotten_after_its_disconnect_copies_with_the_peer_gone() {
+        let (_client, mut server, _, mut now) = sealed_pair();
+        let handle = std::iter::from_fn(|| server.poll_event())
+            .find_map(|(handle, event)| (event == Event::Connected).then_some(handle))
+            .expect("the server saw the client connect");
+        server.disconnect(handle, DisconnectReason::Closed);
+        // Told at once, as a host that closes it while handling its events is, before the
+        // copies go.
+        let mut told = std::iter::from_fn(|| server.poll_event()).count();
+        let (mut buf, mut sent) = ([0u8; 1500], 0);
+        // A host's turn: what is due goes out, the events are handled, then the timers.
+        for _ in 0..100 {
+            while server.poll_transmit(now, &mut buf).is_some() {
+                sent += 1;
+            }
+            while let Some((_, event)) = server.poll_event() {
+                told += usize::from(matches!(event, Event::Disconnected { .. }));
+            }
+            now += Duration::from_millis(10);
+            server.handle_timeout(now);
+        }
+        assert!(sent > 0, "the disconnect was sent");
+        assert_eq!(told, 1, "the application is told once");
+        assert!(server.connection(handle).is_none(), "the closed connection is still held");
     }
 
     /// Goal: the quality a host samples from each connection (`Connection::quality`) is the

@@ -80,6 +80,11 @@ impl Schedule {
         self.due.iter().copied()
     }
 
+    /// Whether any slot was touched since the last [`Schedule::take_touched`].
+    pub(crate) fn has_touched(&self) -> bool {
+        !self.touched.is_empty()
+    }
+
     /// Takes the touched slots, for their deadlines to be recomputed with [`Schedule::set`].
     pub(crate) fn take_touched(&mut self) -> Vec<usize> {
         for &slot in &self.touched {
