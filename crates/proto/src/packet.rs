@@ -346,7 +346,9 @@ impl Frame<'_> {
         let mut w = Writer::new(buf);
         match *self {
             Frame::Message { channel, seq, payload } => {
-                write_message(&mut w, channel, seq, payload)?
+                write_message(&mut w, channel, seq, payload)?;
+                // Not the last frame: the draft-1 form.
+                w.widen_last_message();
             }
             Frame::Ping => write_ping(&mut w)?,
             Frame::Fragment { channel, seq, index, count, payload } => {
@@ -446,8 +448,11 @@ impl<'a> Reader<'a> {
 pub(crate) struct Writer<'a> {
     buf: &'a mut [u8],
     len: usize,
-    /// Where the latest message frame written starts and ends, if its channel has a
-    /// last-frame form: [`Writer::finish`] shortens it when nothing follows it.
+    /// The latest message frame, if its channel has a last-frame form: where it starts and
+    /// its payload's length. It is written in that form (`0x80 | channel`, no channel byte, no
+    /// length), which it keeps if nothing follows it; the next write turns it into the
+    /// draft-1 form first. Most packets end with their one message: its payload is written
+    /// once, not moved back by 2 to 4 bytes at the end.
     last_message: Option<(usize, usize)>,
 }
 
@@ -456,34 +461,44 @@ impl<'a> Writer<'a> {
         Self { buf, len: 0, last_message: None }
     }
 
-    /// Ends a data packet: a message frame written last turns into its last-frame form
-    /// (`0x80 | channel`, no channel byte, no length), 2 to 4 bytes shorter.
+    /// Ends a data packet: a message frame written last keeps its last-frame form.
     pub(crate) fn finish(&mut self) {
-        let Some((start, end)) = self.last_message.take() else { return };
-        if end != self.len {
-            return;
-        }
-        let channel = self.buf[start + 1];
-        let Ok((_, used)) = read_varint(&self.buf[start + 4..end]) else {
-            debug_assert!(false, "a message frame this writer wrote has its length");
-            return;
-        };
-        self.buf[start] = FRAME_MESSAGE_LAST | channel;
-        self.buf.copy_within(start + 2..start + 4, start + 1);
-        self.buf.copy_within(start + 4 + used..end, start + 3);
-        self.len = end - 1 - used;
-        debug_assert!(channel < LAST_FORM_CHANNELS);
+        self.last_message = None;
     }
 
+    /// Bytes written, the last message in its last-frame form.
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
+    /// What another frame may take: the last message's draft-1 form is kept room for, as it
+    /// takes that form if anything follows it.
     pub(crate) fn remaining(&self) -> usize {
-        self.buf.len() - self.len
+        let widen = self.last_message.map_or(0, |(_, len)| 1 + varint_len(len));
+        self.buf.len() - self.len - widen
+    }
+
+    /// Turns the last message's frame into its draft-1 form: something follows it.
+    fn widen_last_message(&mut self) {
+        let Some((start, len)) = self.last_message.take() else { return };
+        let (channel, seq) =
+            (self.buf[start] & !FRAME_MESSAGE_LAST, [self.buf[start + 1], self.buf[start + 2]]);
+        let mut prefix = [0u8; 10];
+        let used = write_varint(len as u64, &mut prefix).expect("ten bytes hold any varint");
+        let payload = start + 3;
+        // Room was kept for it (`write_message`, `remaining`).
+        self.buf.copy_within(payload..payload + len, payload + 1 + used);
+        self.buf[start] = FRAME_MESSAGE;
+        self.buf[start + 1] = channel;
+        self.buf[start + 2..start + 4].copy_from_slice(&seq);
+        self.buf[start + 4..start + 4 + used].copy_from_slice(&prefix[..used]);
+        self.len += 1 + used;
     }
 
     pub(crate) fn put(&mut self, bytes: &[u8]) -> Result<(), PacketError> {
+        if self.last_message.is_some() {
+            self.widen_last_message();
+        }
         let end = self.len + bytes.len();
         self.buf.get_mut(self.len..end).ok_or(PacketError::BufferTooSmall)?.copy_from_slice(bytes);
         self.len = end;
@@ -654,21 +669,28 @@ pub(crate) fn write_data_header(w: &mut Writer<'_>, h: &DataHeader) -> Result<()
     w.put(&acks.delay.to_le_bytes())
 }
 
-/// Writes a message frame (draft-1 form; [`Writer::finish`] shortens it if it ends up last).
+/// Writes a message frame: in its last-frame form, widened to the draft-1 form if another
+/// frame follows it (see [`Writer`]).
 pub(crate) fn write_message(
     w: &mut Writer<'_>,
     channel: u8,
     seq: u16,
     payload: &[u8],
 ) -> Result<(), PacketError> {
-    let start = w.len();
-    w.put(&[FRAME_MESSAGE, channel])?;
-    w.put(&seq.to_le_bytes())?;
-    w.len_prefix(payload.len())?;
-    w.put(payload)?;
-    if channel < LAST_FORM_CHANNELS {
-        w.last_message = Some((start, w.len()));
+    if channel >= LAST_FORM_CHANNELS {
+        w.put(&[FRAME_MESSAGE, channel])?;
+        w.put(&seq.to_le_bytes())?;
+        w.len_prefix(payload.len())?;
+        return w.put(payload);
     }
+    // The last-frame form, with room kept for the draft-1 form it takes if a frame follows.
+    if message_frame_size(payload.len()) > w.remaining() {
+        return Err(PacketError::BufferTooSmall);
+    }
+    w.put(&[FRAME_MESSAGE_LAST | channel])?;
+    w.put(&seq.to_le_bytes())?;
+    w.put(payload)?;
+    w.last_message = Some((w.len() - payload.len() - 3, payload.len()));
     Ok(())
 }
 
@@ -1020,6 +1042,45 @@ mod properties {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Goal: frames a connection writes one after another into one packet come out as
+        /// each frame's own encoding, a message written last in its last-frame form and every
+        /// other in its draft-1 form (a message is written in the last form, then widened
+        /// when another frame follows it). Method: random messages, fragments and pings on
+        /// any channel, written through one `Writer`, against each frame's `encode` (the last
+        /// one's `encode_last`).
+        #[test]
+        fn frames_written_in_turn_are_each_frame_s_own_encoding(
+            fields in prop::collection::vec(frame(), 1..6),
+        ) {
+            let frames: Vec<Frame<'_>> = fields.iter().map(build).collect();
+            let mut buf = [0u8; 2048];
+            let mut w = Writer::new(&mut buf);
+            for frame in &frames {
+                match *frame {
+                    Frame::Message { channel, seq, payload } => {
+                        write_message(&mut w, channel, seq, payload).unwrap()
+                    }
+                    Frame::Fragment { channel, seq, index, count, payload } => {
+                        write_fragment(&mut w, (channel, seq, index, count), payload).unwrap()
+                    }
+                    _ => write_ping(&mut w).unwrap(),
+                }
+            }
+            w.finish();
+            let len = w.len();
+            let mut expected = Vec::new();
+            for (k, frame) in frames.iter().enumerate() {
+                let mut one = [0u8; 400];
+                let n = if k + 1 == frames.len() {
+                    frame.encode_last(&mut one, 0).unwrap()
+                } else {
+                    frame.encode(&mut one).unwrap()
+                };
+                expected.extend_from_slice(&one[..n]);
+            }
+            prop_assert_eq!(&buf[..len], &expected[..]);
+        }
 
         /// Goal: any sequence of frames in a data packet, the last one perhaps in its
         /// last-frame form, decodes to what was encoded, behind the short or the long header

@@ -80,6 +80,11 @@ impl Schedule {
         self.due.iter().copied()
     }
 
+    /// Whether any slot was touched since the last [`Schedule::take_touched`].
+    pub(crate) fn has_touched(&self) -> bool {
+        !self.touched.is_empty()
+    }
+
     /// Takes the touched slots, for their deadlines to be recomputed with [`Schedule::set`].
     pub(crate) fn take_touched(&mut self) -> Vec<usize> {
         for &slot in &self.touched {
@@ -180,27 +185,39 @@ impl Schedule {
             if at > now {
                 break;
             }
-            self.heap.pop();
             let state = &mut self.slots[slot];
             if state.armed != Some(at) {
+                self.heap.pop();
                 continue;
             }
-            state.armed = None;
             match state.deadline {
-                _ if state.due => {}
+                _ if state.due => {
+                    state.armed = None;
+                    self.heap.pop();
+                }
                 Some(deadline) if deadline <= now => {
+                    state.armed = None;
                     state.deadline = None;
                     state.due = true;
+                    self.heap.pop();
                     self.due.push_back(slot);
                 }
-                Some(deadline) => {
-                    state.armed = Some(deadline);
-                    self.heap.push(Reverse((deadline, slot)));
-                }
-                None => {}
+                _ => self.rearm_top(slot),
             }
         }
         self.drop_stale();
+    }
+
+    /// The live entry at the top, `slot`'s, whose deadline moved later than it (or went):
+    /// armed again at the deadline, or dropped. The step `collect_due` takes when such an
+    /// entry comes, and `rearm_before` before it does.
+    fn rearm_top(&mut self, slot: usize) {
+        self.heap.pop();
+        let state = &mut self.slots[slot];
+        state.armed = state.deadline;
+        if let Some(deadline) = state.deadline {
+            self.heap.push(Reverse((deadline, slot)));
+        }
     }
 
     /// The slot to serve next, if any is due.
@@ -252,16 +269,8 @@ impl Schedule {
             match state.deadline {
                 // A due slot is served before any wake-up (`earliest` says now).
                 _ if state.due => return,
-                Some(deadline) if deadline > at => {
-                    self.heap.pop();
-                    state.armed = Some(deadline);
-                    self.heap.push(Reverse((deadline, slot)));
-                }
-                Some(_) => return,
-                None => {
-                    self.heap.pop();
-                    state.armed = None;
-                }
+                Some(deadline) if deadline <= at => return,
+                _ => self.rearm_top(slot),
             }
         }
     }

@@ -74,6 +74,11 @@ pub struct CountArgs {
 /// Datagrams one way for one tick: where from (or to), and the bytes.
 type Datagrams = Vec<(SocketAddr, Vec<u8>)>;
 
+/// The worker's answer to a turn: what it sent, and the turn's datagrams handed back, their
+/// buffers for the clients' next ones (a socket reads into buffers it keeps: the worker frees
+/// nothing per datagram it takes in).
+type Answer = (Datagrams, Datagrams);
+
 /// One turn of the worker: the time, and what arrived since its last turn.
 struct Turn {
     now: Instant,
@@ -172,7 +177,7 @@ fn clock_read_ns() -> f64 {
 /// ticks, the worker's telemetry as `telemetry` says.
 fn play(rooms: u64, ticks: usize, telemetry: bool) -> Result<Run, Box<dyn Error>> {
     let (to_worker, turns) = channel::<Turn>();
-    let (answers, from_worker) = channel::<Datagrams>();
+    let (answers, from_worker) = channel::<Answer>();
     let server: SocketAddr = "10.0.0.2:7777".parse()?;
     let clients = rooms * CLIENTS as u64;
     let worker = std::thread::Builder::new()
@@ -190,8 +195,9 @@ fn play(rooms: u64, ticks: usize, telemetry: bool) -> Result<Run, Box<dyn Error>
         let datagrams = players.frame(now);
         let spare = std::mem::take(&mut players.spare);
         to_worker.send(Turn { now, datagrams, spare, measured })?;
-        let answer = from_worker.recv()?;
+        let (answer, taken) = from_worker.recv()?;
         players.take(now, answer);
+        players.inbound_spare = taken;
     }
     drop(to_worker);
     let served = worker.join().map_err(|_| "the worker thread panicked")??;
@@ -221,7 +227,7 @@ fn serve(
     clients: u64,
     telemetry: bool,
     turns: &Receiver<Turn>,
-    answers: &Sender<Datagrams>,
+    answers: &Sender<Answer>,
 ) -> Result<Served, String> {
     let mut worker = memory_worker(server, clients, telemetry);
     let mut buf = vec![0u8; 2048];
@@ -251,7 +257,7 @@ fn worker_window(
     worker: &mut MemoryWorker<Game>,
     first: Turn,
     turns: &Receiver<Turn>,
-    answers: &Sender<Datagrams>,
+    answers: &Sender<Answer>,
     buf: &mut [u8],
 ) {
     let mut turn = Some(first);
@@ -265,7 +271,7 @@ fn worker_window(
 
 /// One pass of a batched worker's loop: datagrams in, events to rooms, due ticks, datagrams
 /// out, housekeeping.
-fn worker_turn(worker: &mut MemoryWorker<Game>, turn: Turn, buf: &mut [u8]) -> Datagrams {
+fn worker_turn(worker: &mut MemoryWorker<Game>, turn: Turn, buf: &mut [u8]) -> Answer {
     let Turn { now, datagrams, spare, .. } = turn;
     worker.receive(now, datagrams.iter().map(|(from, bytes)| (*from, bytes.as_slice())));
     let mut out = Out { spare, sent: Vec::with_capacity(datagrams.len() * 2) };
@@ -273,7 +279,7 @@ fn worker_turn(worker: &mut MemoryWorker<Game>, turn: Turn, buf: &mut [u8]) -> D
     worker.tick_due(now);
     worker.flush(now, buf, |t, bytes| out.push(t.destination, bytes));
     worker.housekeeping(now);
-    out.sent
+    (out.sent, datagrams)
 }
 
 /// The worker's outgoing datagrams, copied into reused buffers (a socket's send buffer).
@@ -329,6 +335,8 @@ struct Players {
     buf: Vec<u8>,
     /// Buffers to hand back to the worker.
     spare: Datagrams,
+    /// The buffers of the datagrams the worker took in, for the clients' next ones.
+    inbound_spare: Datagrams,
 }
 
 impl Players {
@@ -352,12 +360,14 @@ impl Players {
             }
         }
         let by_addr = players.iter().enumerate().map(|(i, p)| (p.addr, i)).collect();
-        Self { players, by_addr, server, buf: vec![0; 2048], spare: Vec::new() }
+        let (buf, spare, inbound_spare) = (vec![0; 2048], Vec::new(), Vec::new());
+        Self { players, by_addr, server, buf, spare, inbound_spare }
     }
 
     /// Every client's frame at `now`: an input if it has joined; what it sends.
     fn frame(&mut self, now: Instant) -> Datagrams {
         let mut out = Vec::new();
+        let mut pool = std::mem::take(&mut self.inbound_spare);
         for (i, player) in self.players.iter_mut().enumerate() {
             if player.session.client_id().is_some() {
                 player.session.present(now);
@@ -367,7 +377,10 @@ impl Players {
             }
             player.endpoint.handle_timeout(now);
             while let Some(t) = player.endpoint.poll_transmit(now, &mut self.buf) {
-                out.push((player.addr, self.buf[..t.len].to_vec()));
+                let mut bytes = pool.pop().map(|(_, b)| b).unwrap_or_default();
+                bytes.clear();
+                bytes.extend_from_slice(&self.buf[..t.len]);
+                out.push((player.addr, bytes));
             }
         }
         out
