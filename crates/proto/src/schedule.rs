@@ -26,8 +26,8 @@ pub(crate) struct Schedule {
     touched: Vec<usize>,
     /// Slots that may have events to gather, or may have drained.
     eventful: Vec<usize>,
-    /// Armed times, earliest first, possibly stale.
-    heap: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Armed times, earliest first, possibly stale: [`Schedule::entry`]s.
+    heap: BinaryHeap<Reverse<u128>>,
     /// Slots whose deadline has come, in the order they are served.
     due: VecDeque<usize>,
     /// Per slot: its current deadline (`None` while due or idle) and its list memberships.
@@ -45,6 +45,19 @@ struct SlotState {
 }
 
 impl Schedule {
+    /// A heap entry: `at` in the high half, `slot` in the low one, so that entries order as
+    /// `(at, slot)` would but with one wide comparison instead of a tuple's two (a re-armed
+    /// owed-ack timer sifts through every level of the heap, comparing at each).
+    fn entry(at: Instant, slot: usize) -> Reverse<u128> {
+        Reverse(u128::from(at.as_nanos()) << 64 | slot as u128)
+    }
+
+    /// The earliest entry's time and slot.
+    fn top(&self) -> Option<(Instant, usize)> {
+        let &Reverse(entry) = self.heap.peek()?;
+        Some((Instant::from_nanos((entry >> 64) as u64), entry as u64 as usize))
+    }
+
     fn state(&mut self, slot: usize) -> &mut SlotState {
         if slot >= self.slots.len() {
             self.slots.resize(slot + 1, SlotState::default());
@@ -131,7 +144,7 @@ impl Schedule {
             Some(at) if state.armed.is_some_and(|armed| armed <= at) => {}
             Some(at) => {
                 state.armed = Some(at);
-                self.heap.push(Reverse((at, slot)));
+                self.heap.push(Self::entry(at, slot));
             }
             None => {}
         }
@@ -181,7 +194,7 @@ impl Schedule {
 
     /// Moves every slot whose deadline is at or before `now` to the due queue.
     pub(crate) fn collect_due(&mut self, now: Instant) {
-        while let Some(&Reverse((at, slot))) = self.heap.peek() {
+        while let Some((at, slot)) = self.top() {
             if at > now {
                 break;
             }
@@ -216,7 +229,7 @@ impl Schedule {
         let state = &mut self.slots[slot];
         state.armed = state.deadline;
         if let Some(deadline) = state.deadline {
-            self.heap.push(Reverse((deadline, slot)));
+            self.heap.push(Self::entry(deadline, slot));
         }
     }
 
@@ -247,7 +260,7 @@ impl Schedule {
         if !self.due.is_empty() || !self.touched.is_empty() {
             return Some(Instant::ZERO);
         }
-        self.heap.peek().map(|Reverse((at, _))| *at)
+        self.top().map(|(at, _)| at)
     }
 
     /// Arms again, at their slot's deadline, the entries armed before `by` at the top whose
@@ -257,7 +270,7 @@ impl Schedule {
     /// would have moved when it surfaced; entries at or after `by` wait (moving them every turn
     /// would re-arm a slot that sends each tick at each of its packets).
     pub(crate) fn rearm_before(&mut self, by: Instant) {
-        while let Some(&Reverse((at, slot))) = self.heap.peek() {
+        while let Some((at, slot)) = self.top() {
             if at >= by {
                 return;
             }
@@ -277,7 +290,7 @@ impl Schedule {
 
     /// Pops stale entries off the top, so that `earliest` reads a current one.
     fn drop_stale(&mut self) {
-        while let Some(&Reverse((at, slot))) = self.heap.peek() {
+        while let Some((at, slot)) = self.top() {
             if self.slots[slot].armed == Some(at) {
                 return;
             }
