@@ -1443,6 +1443,65 @@ mod tests {
         assert_eq!(received.as_deref(), Some(message.as_slice()));
     }
 
+    /// Goal: every packet a host owes an ack for is acked by `ack_delay_max` after it came,
+    /// whether the ack rides on the host's own sends or goes alone, with the host asleep until
+    /// `next_wake` between its ticks (the owed-ack timer is armed, pushed later by each send,
+    /// and armed again when its old entry surfaces). Method: a client's input every 5 ms; the
+    /// server's snapshot every 7 ms, silent one stretch of 21 ms in three; each input's
+    /// arrival against the server's first datagram at or after it.
+    #[test]
+    fn every_owed_ack_leaves_by_its_deadline_with_the_host_asleep_until_next_wake() {
+        let (mut client, mut server, handle, start) = sealed_pair();
+        let server_handle = std::iter::from_fn(|| server.poll_event())
+            .find_map(|(handle, event)| (event == Event::Connected).then_some(handle))
+            .unwrap();
+        let (client_at, server_at) = (CLIENT.parse().unwrap(), SERVER.parse().unwrap());
+        let (input, tick) = (Duration::from_millis(5), Duration::from_millis(7));
+        let (mut next_input, mut next_tick, mut ticks) = (start, start, 0u32);
+        let (mut arrivals, mut acked_at) = (Vec::new(), Vec::new());
+        let mut buf = [0u8; 1500];
+        let (mut now, end) = (start, start + Duration::from_secs(2));
+        for _ in 0..100_000 {
+            if now >= end {
+                break;
+            }
+            client.handle_timeout(now);
+            let sent_input = now == next_input;
+            if sent_input {
+                client.send(handle, 1, b"input").unwrap();
+                next_input += input;
+            }
+            while let Some(t) = client.poll_transmit(now, &mut buf) {
+                server.handle_datagram(now, client_at, &buf[..t.len]);
+            }
+            if sent_input {
+                arrivals.push(now);
+            }
+            server.handle_timeout(now);
+            if now == next_tick {
+                if ticks % 9 < 6 {
+                    server.send(server_handle, 1, b"snapshot").unwrap();
+                }
+                ticks += 1;
+                next_tick += tick;
+            }
+            while let Some(t) = server.poll_transmit(now, &mut buf) {
+                client.handle_datagram(now, server_at, &buf[..t.len]);
+                acked_at.push(now);
+            }
+            let client_wake = client.poll_timeout().unwrap_or(next_input);
+            now = server.next_wake(next_tick).min(next_input).min(client_wake.max(now));
+            while server.poll_event().is_some() || client.poll_event().is_some() {}
+        }
+        assert!(now >= end, "stuck at {now}");
+        let ack_delay_max = ConnectionConfig::default().ack_delay_max;
+        assert!(arrivals.len() > 300, "{} inputs", arrivals.len());
+        for at in arrivals.into_iter().filter(|&at| at + ack_delay_max < end) {
+            let ack = acked_at.iter().find(|&&sent| sent >= at);
+            assert!(ack.is_some_and(|&ack| ack <= at + ack_delay_max), "input at {at}: {ack:?}");
+        }
+    }
+
     /// Goal: a server answers an unverified source with no more bytes than it sent, and keeps
     /// nothing for it. Method: padded connect requests without a token, with one, and a
     /// full server; each reply's size against the request's.
