@@ -193,7 +193,19 @@ impl Schedule {
     }
 
     /// Moves every slot whose deadline is at or before `now` to the due queue.
+    #[inline]
     pub(crate) fn collect_due(&mut self, now: Instant) {
+        // Most calls (`poll_transmit` makes one a packet) find a live entry not yet come at
+        // the top, and leave as the loop would: without its setup.
+        match self.top() {
+            None => {}
+            Some((at, slot)) if at > now && self.slots[slot].armed == Some(at) => {}
+            Some(_) => self.collect_come(now),
+        }
+    }
+
+    /// [`Schedule::collect_due`] once an entry at the top has come or is stale.
+    fn collect_come(&mut self, now: Instant) {
         while let Some((at, slot)) = self.top() {
             if at > now {
                 break;
