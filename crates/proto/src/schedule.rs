@@ -168,7 +168,8 @@ impl Schedule {
 
     /// `slot` joins the due queue now, whatever its deadline; a slot already due keeps its
     /// place. Its armed entry, if any, stays armed: when it surfaces it finds the slot due and
-    /// is dropped (at most an early wake-up meanwhile).
+    /// is dropped (at most an early wake-up meanwhile). No entry goes stale here, so the heap
+    /// is not looked at (`Endpoint::send` makes a slot due for every message).
     pub(crate) fn make_due(&mut self, slot: usize) {
         let state = self.state(slot);
         if state.due {
@@ -177,7 +178,6 @@ impl Schedule {
         state.deadline = None;
         state.due = true;
         self.due.push_back(slot);
-        self.drop_stale();
     }
 
     /// Forgets `slot` (freed): it leaves the due queue and its deadline goes.
