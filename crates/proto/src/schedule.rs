@@ -142,13 +142,14 @@ impl Schedule {
         match deadline {
             // The live entry surfaces first and is armed again then.
             Some(at) if state.armed.is_some_and(|armed| armed <= at) => {}
+            // The entry this leaves stale is later than the new one, so never at the top: the
+            // heap's top need not be looked at.
             Some(at) => {
                 state.armed = Some(at);
                 self.heap.push(Self::entry(at, slot));
             }
             None => {}
         }
-        self.drop_stale();
     }
 
     /// [`Schedule::set`], knowing it is `now`: a deadline already come puts the slot straight
