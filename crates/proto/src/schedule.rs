@@ -301,7 +301,10 @@ impl Schedule {
         }
     }
 
-    /// Pops stale entries off the top, so that `earliest` reads a current one.
+    /// Pops stale entries off the top, so that `earliest` reads a current one. Only the steps
+    /// that can leave the top stale take it (`forget`, `collect_due`); `set` and `make_due`
+    /// cannot, and `rearm_before` may leave one from `by` on, dropped by the next
+    /// `collect_due` (which `poll_transmit` and `handle_timeout` run before anything else).
     fn drop_stale(&mut self) {
         while let Some((at, slot)) = self.top() {
             if self.slots[slot].armed == Some(at) {
