@@ -247,11 +247,17 @@ impl NextSnapshot<'_> {
     #[inline]
     pub fn push(&mut self, entity: QuantizedEntity) -> Result<(), SnapshotError> {
         let k = self.len;
-        self.check_ascending(entity.id)?;
         let old = self.previous.and_then(|p| Some((p.snapshot.entities().get(k)?, p.changed[k])));
-        self.aligned &= old.is_some_and(|(o, _)| o.id == entity.id);
-        // Once not aligned, `finish` builds the change set again by id.
         let kept = old.filter(|(o, _)| **o == entity).map(|(_, changed)| changed);
+        if self.aligned && old.is_some_and(|(o, _)| o.id == entity.id) {
+            // Entities 0..k hold the previous snapshot's ids, entity for entity, so this one
+            // (the previous one's k) ascends past them, as in `keep`: no check to make.
+            self.put(entity, kept);
+            return Ok(());
+        }
+        self.check_ascending(entity.id)?;
+        // Once not aligned, `finish` builds the change set again by id.
+        self.aligned = false;
         self.put(entity, kept);
         Ok(())
     }
@@ -327,13 +333,19 @@ impl NextSnapshot<'_> {
     fn put(&mut self, entity: QuantizedEntity, kept: Option<u32>) {
         let changed = kept.unwrap_or(self.slot.snapshot.tick);
         let (k, slot) = (self.len, &mut *self.slot);
-        if k < slot.snapshot.entities.len() {
-            // Overwrites the old snapshot's entity (the change ticks are as long).
-            slot.snapshot.entities[k] = entity;
-            slot.changed[k] = changed;
-        } else {
-            slot.snapshot.entities.push(entity);
-            slot.changed.push(changed);
+        // Overwrites the old snapshot's entity and change tick where it has them (the change
+        // ticks are as long): one bounds check each, no second one inside the indexing.
+        match (slot.snapshot.entities.get_mut(k), slot.changed.get_mut(k)) {
+            (Some(old), Some(old_changed)) => {
+                *old = entity;
+                *old_changed = changed;
+            }
+            _ => {
+                slot.snapshot.entities.truncate(k);
+                slot.changed.truncate(k);
+                slot.snapshot.entities.push(entity);
+                slot.changed.push(changed);
+            }
         }
         self.advance(kept.is_none());
     }
