@@ -1244,8 +1244,10 @@ fn walk_touched(
         debug_assert_eq!(old[0], id, "a row changed ids without a spawn or despawn");
         // Stored before the quantize, while the bits are still in registers.
         *old = bits;
+        // The run kept before the quantize: its call (rare) then saves no quantized codes.
+        let kept_run = next.keep_run(kept..k);
         let code = config.quantize(&entity_state(id, entity));
-        let pushed = next.keep_run(kept..k).and_then(|()| next.push(code));
+        let pushed = kept_run.and_then(|()| next.push(code));
         debug_assert!(pushed.is_ok(), "world ids out of order");
         kept = k + 1;
     }

@@ -340,12 +340,7 @@ impl NextSnapshot<'_> {
                 *old = entity;
                 *old_changed = changed;
             }
-            _ => {
-                slot.snapshot.entities.truncate(k);
-                slot.changed.truncate(k);
-                slot.snapshot.entities.push(entity);
-                slot.changed.push(changed);
-            }
+            _ => append(slot, k, entity, changed),
         }
         self.advance(kept.is_none());
     }
@@ -384,6 +379,18 @@ impl NextSnapshot<'_> {
         slot.moved.resize(len.div_ceil(64), 0);
         slot.ids_changed = track_changes(previous, slot);
     }
+}
+
+/// Writes entity `k` and its change tick past the end of `slot` (a slot whose old snapshot is
+/// not reused, or shorter). Cold and out of line: were its growth's call in the walk's loop,
+/// every moved entity would pay the spills of the registers around it.
+#[cold]
+#[inline(never)]
+fn append(slot: &mut Slot, k: usize, entity: QuantizedEntity, changed: u32) {
+    slot.snapshot.entities.truncate(k);
+    slot.changed.truncate(k);
+    slot.snapshot.entities.push(entity);
+    slot.changed.push(changed);
 }
 
 /// A baseline and the newest snapshot of a history, with what the history knows of the changes
