@@ -1242,10 +1242,13 @@ fn walk_touched(
         }
         // Rows have not moved since last tick (no spawn or despawn): nor have their ids.
         debug_assert_eq!(old[0], id, "a row changed ids without a spawn or despawn");
-        let code = config.quantize(&entity_state(id, entity));
-        let pushed = next.keep_run(kept..k).and_then(|()| next.push(code));
-        debug_assert!(pushed.is_ok(), "world ids out of order");
+        // Stored before the quantize, while the bits are still in registers.
         *old = bits;
+        // The run kept before the quantize: its call (rare) then saves no quantized codes.
+        let kept_run = next.keep_run(kept..k);
+        let code = config.quantize(&entity_state(id, entity));
+        let pushed = kept_run.and_then(|()| next.push(code));
+        debug_assert!(pushed.is_ok(), "world ids out of order");
         kept = k + 1;
     }
     let pushed = next.keep_run(kept..raw.len());
@@ -1275,11 +1278,12 @@ fn walk_aligned(
             if old[0] != id {
                 break;
             }
+            // Stored before the quantize, while the bits are still in registers.
+            *old = bits;
             let code = config.quantize(&entity_state(id, entity));
             let pushed = next.keep_run(kept..k).and_then(|()| next.push(code));
             // Ids ascend and the world holds at most entities_max.
             debug_assert!(pushed.is_ok(), "world ids out of order");
-            *old = bits;
             kept = k + 1;
         }
         weights.push(entity.priority);

@@ -247,11 +247,17 @@ impl NextSnapshot<'_> {
     #[inline]
     pub fn push(&mut self, entity: QuantizedEntity) -> Result<(), SnapshotError> {
         let k = self.len;
-        self.check_ascending(entity.id)?;
         let old = self.previous.and_then(|p| Some((p.snapshot.entities().get(k)?, p.changed[k])));
-        self.aligned &= old.is_some_and(|(o, _)| o.id == entity.id);
-        // Once not aligned, `finish` builds the change set again by id.
         let kept = old.filter(|(o, _)| **o == entity).map(|(_, changed)| changed);
+        if self.aligned && old.is_some_and(|(o, _)| o.id == entity.id) {
+            // Entities 0..k hold the previous snapshot's ids, entity for entity, so this one
+            // (the previous one's k) ascends past them, as in `keep`: no check to make.
+            self.put(entity, kept);
+            return Ok(());
+        }
+        self.check_ascending(entity.id)?;
+        // Once not aligned, `finish` builds the change set again by id.
+        self.aligned = false;
         self.put(entity, kept);
         Ok(())
     }
@@ -327,13 +333,14 @@ impl NextSnapshot<'_> {
     fn put(&mut self, entity: QuantizedEntity, kept: Option<u32>) {
         let changed = kept.unwrap_or(self.slot.snapshot.tick);
         let (k, slot) = (self.len, &mut *self.slot);
-        if k < slot.snapshot.entities.len() {
-            // Overwrites the old snapshot's entity (the change ticks are as long).
-            slot.snapshot.entities[k] = entity;
-            slot.changed[k] = changed;
-        } else {
-            slot.snapshot.entities.push(entity);
-            slot.changed.push(changed);
+        // Overwrites the old snapshot's entity and change tick where it has them (the change
+        // ticks are as long): one bounds check each, no second one inside the indexing.
+        match (slot.snapshot.entities.get_mut(k), slot.changed.get_mut(k)) {
+            (Some(old), Some(old_changed)) => {
+                *old = entity;
+                *old_changed = changed;
+            }
+            _ => append(slot, k, entity, changed),
         }
         self.advance(kept.is_none());
     }
@@ -372,6 +379,18 @@ impl NextSnapshot<'_> {
         slot.moved.resize(len.div_ceil(64), 0);
         slot.ids_changed = track_changes(previous, slot);
     }
+}
+
+/// Writes entity `k` and its change tick past the end of `slot` (a slot whose old snapshot is
+/// not reused, or shorter). Cold and out of line: were its growth's call in the walk's loop,
+/// every moved entity would pay the spills of the registers around it.
+#[cold]
+#[inline(never)]
+fn append(slot: &mut Slot, k: usize, entity: QuantizedEntity, changed: u32) {
+    slot.snapshot.entities.truncate(k);
+    slot.changed.truncate(k);
+    slot.snapshot.entities.push(entity);
+    slot.changed.push(changed);
 }
 
 /// A baseline and the newest snapshot of a history, with what the history knows of the changes
