@@ -153,10 +153,7 @@ impl XrInput {
     /// calls). A game-bytes length that is not one canonical byte of at most
     /// [`GAME_BYTES_MAX`] (a client's bug or a forgery) is left to serde, which decides it.
     pub fn decode(bytes: &[u8]) -> Option<(Self, &[u8])> {
-        let (head, rest) = bytes.split_first_chunk::<POSE_BYTES>()?;
-        let (left, rest) = rest.split_first_chunk::<HAND_BYTES>()?;
-        let (right, rest) = rest.split_first_chunk::<HAND_BYTES>()?;
-        let (&len, rest) = rest.split_first()?;
+        let (Fixed { head, left, right, len }, rest) = Fixed::split(bytes)?;
         // Most inputs carry no game bytes: their path makes no call, so it saves and restores
         // no registers (12 instructions an input when the copy was inline).
         if len != 0 {
@@ -169,10 +166,7 @@ impl XrInput {
     /// [`XrInput::decode`] of an input carrying game bytes: out of line, as it calls `memcpy`.
     #[inline(never)]
     fn decode_with_game(bytes: &[u8]) -> Option<(Self, &[u8])> {
-        let (head, rest) = bytes.split_first_chunk::<POSE_BYTES>()?;
-        let (left, rest) = rest.split_first_chunk::<HAND_BYTES>()?;
-        let (right, rest) = rest.split_first_chunk::<HAND_BYTES>()?;
-        let (&len, rest) = rest.split_first()?;
+        let (Fixed { head, left, right, len }, rest) = Fixed::split(bytes)?;
         if usize::from(len) > GAME_BYTES_MAX {
             return Self::decode_serde(bytes);
         }
@@ -187,6 +181,27 @@ impl XrInput {
     #[inline(never)]
     fn decode_serde(bytes: &[u8]) -> Option<(Self, &[u8])> {
         postcard::take_from_bytes(bytes).ok()
+    }
+}
+
+/// The fixed-offset part of an input's bytes: the head's and both hands' bytes and the game
+/// bytes' length, borrowed from the front of the input.
+struct Fixed<'a> {
+    head: &'a [u8; POSE_BYTES],
+    left: &'a [u8; HAND_BYTES],
+    right: &'a [u8; HAND_BYTES],
+    len: u8,
+}
+
+impl<'a> Fixed<'a> {
+    /// Splits the fixed part off the front of `bytes`, or `None` if they are too short for it.
+    #[inline(always)]
+    fn split(bytes: &'a [u8]) -> Option<(Self, &'a [u8])> {
+        let (head, rest) = bytes.split_first_chunk::<POSE_BYTES>()?;
+        let (left, rest) = rest.split_first_chunk::<HAND_BYTES>()?;
+        let (right, rest) = rest.split_first_chunk::<HAND_BYTES>()?;
+        let (&len, rest) = rest.split_first()?;
+        Some((Self { head, left, right, len }, rest))
     }
 }
 
