@@ -718,10 +718,10 @@ impl Endpoint {
                 }
                 _ => self.stats.unexpected += 1,
             },
-            Packet::ChallengeResponse { nonce, cookie, token } => {
+            Packet::ChallengeResponse { nonce, cookie, token, short_tag } => {
                 let verdict = self.handshake_limiter.check(from.ip(), now);
                 if self.admit(verdict) {
-                    self.handle_response(now, from, (nonce, cookie), token, slot)
+                    self.handle_response(now, from, (nonce, cookie), (token, short_tag), slot)
                 }
             }
         }
@@ -768,23 +768,24 @@ impl Endpoint {
             }
             Slot::Connecting(attempt) if attempt.cookie.is_some() => {
                 let server = attempt.server;
-                // A sealed attempt opens only on a packet that authenticates.
+                // A sealed attempt opens only on a packet that authenticates; its tag's size
+                // says whether the server took short tags, if this end proposed them.
                 let keys = match &attempt.token {
                     Some(token) => {
-                        let mut keys = PacketKeys::new(
-                            &token.client_to_server_key,
-                            &token.server_to_client_key,
-                        );
-                        let (clear, sealed) = bytes.split_at(header_len);
-                        match keys.open(header.seq, clear, sealed, scratch) {
+                        let keys = (&token.client_to_server_key, &token.server_to_client_key);
+                        let proposed = self.config.connection.short_tag;
+                        let packet = bytes.split_at(header_len);
+                        match PacketKeys::open_first(keys, proposed, header.seq, packet, scratch) {
                             // The sequence is the number's low 16 bits.
-                            Ok(number) => header.seq = number as u16,
+                            Ok((keys, number)) => {
+                                header.seq = number as u16;
+                                Some(keys)
+                            }
                             Err(e) => {
                                 self.count_open_error(e);
                                 return;
                             }
                         }
-                        Some(keys)
                     }
                     None => {
                         scratch.clear();
@@ -833,7 +834,7 @@ impl Endpoint {
         }
         self.stats.handshakes_started += 1;
         // Nothing is kept for a request: a valid token gets a challenge, the rest silence.
-        if self.check_token(now, from, token, false).is_err() {
+        if self.check_token(now, from, token, false, false).is_err() {
             return;
         }
         let expiry_ms = (now + self.config.cookie_lifetime).as_nanos() / 1_000_000;
@@ -846,7 +847,7 @@ impl Endpoint {
         now: Instant,
         from: SocketAddr,
         (nonce, cookie): (u64, Cookie),
-        token: Option<SealedToken<'_>>,
+        (token, short_tag): (Option<SealedToken<'_>>, bool),
         slot: Option<usize>,
     ) {
         if let Some(index) = slot {
@@ -869,7 +870,9 @@ impl Endpoint {
             self.reply(from, Packet::Disconnect { reason: DisconnectReason::ServerFull });
             return;
         }
-        let Ok(sealed) = self.check_token(now, from, token, true) else { return };
+        // Short tags only if the client proposed them and this end allows them too.
+        let short_tag = short_tag && self.config.connection.short_tag;
+        let Ok(sealed) = self.check_token(now, from, token, true, short_tag) else { return };
         let index = self.allocate(Slot::Free);
         self.by_peer.insert(PeerAddr(from), index);
         let (keys, grant) = sealed.unzip();
@@ -885,13 +888,15 @@ impl Endpoint {
 
     /// Checks a handshake's token against this endpoint's [`Security`]; with `claim`, the
     /// token becomes `from`'s (refused if another address has it). Returns the server's keys
-    /// of a sealed connection; a refusal is counted.
+    /// of a sealed connection (with short tags on data packets if `short_tag`); a refusal is
+    /// counted.
     fn check_token(
         &mut self,
         now: Instant,
         from: SocketAddr,
         token: Option<SealedToken<'_>>,
         claim: bool,
+        short_tag: bool,
     ) -> Result<Option<(PacketKeys, Box<Grant>)>, ()> {
         let refusals = &mut self.stats.tokens_refused;
         let (key, protocol_id, address, unix_at_zero, token) = match (&self.config.security, token)
@@ -935,7 +940,8 @@ impl Endpoint {
         if claim {
             self.claim_token(*token.nonce, from, token.expires_at, unix)?;
         }
-        let keys = PacketKeys::new(&private.server_to_client_key, &private.client_to_server_key);
+        let (send, receive) = (&private.server_to_client_key, &private.client_to_server_key);
+        let keys = PacketKeys::with_tags(send, receive, short_tag);
         Ok(Some((keys, Box::new(private.grant))))
     }
 
@@ -1132,6 +1138,7 @@ impl Endpoint {
 
     fn transmit_slot(&mut self, index: usize, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let resend = self.config.handshake_resend_interval;
+        let short_tag = self.config.connection.short_tag;
         let observer = &mut self.observer;
         match &mut self.slots[index] {
             Slot::Connecting(a) if a.last_sent.is_none_or(|t| now >= t + resend) => {
@@ -1142,9 +1149,13 @@ impl Endpoint {
                     nonce: &t.nonce,
                     sealed: &t.sealed,
                 });
+                // Short tags are proposed on sealed connections only.
+                let short_tag = short_tag && token.is_some();
                 let packet = match a.cookie {
                     None => Packet::ConnectRequest { nonce: a.nonce, token },
-                    Some(cookie) => Packet::ChallengeResponse { nonce: a.nonce, cookie, token },
+                    Some(cookie) => {
+                        Packet::ChallengeResponse { nonce: a.nonce, cookie, token, short_tag }
+                    }
                 };
                 let len = packet.encode(buf).ok()?;
                 Some(Transmit { destination: a.server, len })

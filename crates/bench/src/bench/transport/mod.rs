@@ -428,7 +428,8 @@ fn print_table(rows: &[Row], mode: &str) {
               budget holds; a protocol within it pays for acks and loss detection on top)\n\
               code-ideal = Rally's streaming repair with perfect knowledge of loss: each payload \
               once, a repair 2 ms after any send that leaves the receiver a hole, no headers or \
-              acks\nrally-coded = Rally with streaming repair on (Repair::adaptive)"
+              acks\nrally-coded = Rally with streaming repair on (Repair::adaptive) and 12-byte \
+              AEAD tags on data packets (short_tag)"
         }
     };
     println!(
