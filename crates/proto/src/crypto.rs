@@ -576,6 +576,54 @@ mod tests {
         assert!(!native.open(nonce(6), &header, &mut sealed.clone(), &tag), "another number");
     }
 
+    /// Goal: a short tag is GCM's 96-bit tag as SP 800-38D defines it (the full tag's first
+    /// 12 bytes): ring's tag cut to 12 is what RustCrypto's 12-byte-tag GCM computes and
+    /// verifies; a packet opens under its own tag size only; a sealed disconnect keeps 16.
+    /// Method: one 400-byte body sealed each way; short-tag keys against full-tag keys.
+    #[test]
+    fn a_short_tag_is_the_full_tag_cut_to_twelve_bytes() {
+        let key = [9u8; 32];
+        let (native, short) = (Aead::new(&key), ShortAead::new(&key));
+        let header = [0x18, 5, 0, 0, 0, 0, 0];
+        let body: Vec<u8> = (0..400).map(|i| i as u8).collect();
+        let (mut by_native, mut by_short) = (body.clone(), body.clone());
+        let full_tag = native.seal(nonce(5), &header, &mut by_native);
+        let short_tag = short.seal(nonce(5), &header, &mut by_short);
+        assert_eq!((&by_native, &full_tag[..12]), (&by_short, &short_tag[..]));
+        assert!(short.open(nonce(5), &header, &mut by_native.clone(), &full_tag[..12]));
+        assert!(!short.open(nonce(5), &header, &mut by_native.clone(), &full_tag[..11]));
+        // Keys with short tags seal 4 bytes fewer; each kind opens only its own.
+        let sealed = |short| {
+            let mut keys = PacketKeys::with_tags(&[1; 32], &[2; 32], short);
+            let mut buf = vec![0u8; 3 + 5 + TAG_SIZE];
+            buf[0] = 0x13;
+            buf[3..8].copy_from_slice(b"hello");
+            let len = keys.seal(&mut buf, 3, 8).unwrap();
+            buf.truncate(len);
+            buf
+        };
+        let (long, cut) = (sealed(false), sealed(true));
+        assert_eq!((long.len(), cut.len()), (8 + TAG_SIZE, 8 + TAG_SIZE_SHORT));
+        let receiver = |short| PacketKeys::with_tags(&[2; 32], &[1; 32], short);
+        assert_eq!(open(&mut receiver(true), &cut), Ok(b"hello".to_vec()));
+        assert_eq!(open(&mut receiver(false), &cut), Err(OpenError::Unauthenticated));
+        assert_eq!(open(&mut receiver(true), &long), Err(OpenError::Unauthenticated));
+        // A client that proposed short tags learns the server's answer from its first packet.
+        let first = |packet: &[u8]| {
+            let keys = (&[2u8; 32], &[1u8; 32]);
+            PacketKeys::open_first(keys, true, 0, packet.split_at(3), &mut Vec::new())
+        };
+        assert!(first(&cut).is_ok_and(|(keys, _)| keys.tag_len() == TAG_SIZE_SHORT));
+        assert!(first(&long).is_ok_and(|(keys, _)| keys.tag_len() == TAG_SIZE));
+        let mut keys = receiver(true);
+        let mut buf = [0x16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(keys.seal_full(&mut buf, 4, 4), Some(4 + TAG_SIZE), "a sealed disconnect");
+        // Captures open with either size.
+        let hello = Some((b"hello".to_vec(), 0));
+        assert_eq!(open_captured(&[1; 32], None, &cut[..3], 0, &cut[3..]), hello);
+        assert_eq!(open_captured(&[1; 32], None, &long[..3], 0, &long[3..]), hello);
+    }
+
     /// Goal: a key seals no more than `PACKETS_PER_KEY_MAX` packets, and says it is worn out
     /// early enough to seal the disconnects. Method: start the numbering just below the limit.
     #[test]

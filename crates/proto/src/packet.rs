@@ -1178,7 +1178,7 @@ mod properties {
             let packet = match kind {
                 0 => Packet::ConnectRequest { nonce, token },
                 1 => Packet::Challenge { nonce, cookie },
-                _ => Packet::ChallengeResponse { nonce, cookie, token },
+                _ => Packet::ChallengeResponse { nonce, cookie, token, short_tag: nonce % 2 == 0 },
             };
             let mut buf = [0u8; 1500];
             let len = packet.encode(&mut buf).unwrap();
