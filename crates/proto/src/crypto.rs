@@ -207,7 +207,9 @@ impl PacketKeys {
         out: &mut Vec<u8>,
         short: bool,
     ) -> Result<u64, OpenError> {
-        let tag_len = if short { TAG_SIZE_SHORT } else { TAG_SIZE };
+        // Keys without short tags open every packet with the full tag.
+        let short_aead = self.receive_short.as_ref().filter(|_| short);
+        let tag_len = if short_aead.is_some() { TAG_SIZE_SHORT } else { TAG_SIZE };
         let body_len = sealed.len().checked_sub(tag_len).ok_or(OpenError::Unauthenticated)?;
         let number = expand(self.largest, seq, seq_bits(header));
         if self.was_seen(number) {
@@ -216,9 +218,12 @@ impl PacketKeys {
         out.clear();
         out.extend_from_slice(&sealed[..body_len]);
         let (nonce, tag) = (nonce(number), &sealed[body_len..]);
-        let opened = match &self.receive_short {
-            Some(short_aead) if short => short_aead.open(nonce, header, out, tag),
-            _ => self.receive.open(nonce, header, out, tag.try_into().expect("a 16-byte tag")),
+        let opened = match short_aead {
+            Some(short_aead) => short_aead.open(nonce, header, out, tag),
+            None => {
+                let tag = tag.try_into().expect("the tag's size: body_len is len - 16");
+                self.receive.open(nonce, header, out, tag)
+            }
         };
         if !opened {
             return Err(OpenError::Unauthenticated);
