@@ -93,6 +93,15 @@ pub struct ConnectionConfig {
     /// Streaming repair of reliable-ordered channels ([`crate::repair`]) in place of copies.
     /// Both ends must share it: a peer without it closes the connection on the first repair.
     pub repair: Repair,
+    /// Seal data packets with a 12-byte (96-bit) AES-GCM tag instead of 16 when both ends
+    /// allow it: 4 bytes off every packet of a sealed connection. A client with it proposes
+    /// short tags in its handshake; a server with it accepts a proposal, one without it (or an
+    /// older one) keeps 16, so neither end can be forced into them. Handshake packets and
+    /// sealed disconnects keep 16 bytes. A forgery then succeeds with probability about 2^-91
+    /// per attempt on a 400-byte packet (2^-123 with 16 bytes), and every failed one is a
+    /// counted drop (`EndpointStats::unauthenticated`). Off by default; docs/security.md
+    /// gives the argument, docs/protocol.md section 12 the wire.
+    pub short_tag: bool,
 }
 
 /// Whether reliable-ordered channels send repairs (coded combinations of the messages not yet
@@ -178,6 +187,7 @@ impl Default for ConnectionConfig {
             repeat_interval: Duration::from_millis(2),
             tail_probe: false,
             repair: Repair::Off,
+            short_tag: false,
         }
     }
 }

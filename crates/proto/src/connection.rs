@@ -370,7 +370,7 @@ impl Connection {
         let keys = self.keys.as_mut().ok_or(OpenError::Unauthenticated)?;
         let header = sealed_disconnect_header(reason, seq);
         let sealed = bytes.get(header.len()..).unwrap_or_default();
-        keys.open(seq, &header, sealed, &mut scratch)?;
+        keys.open_full(seq, &header, sealed, &mut scratch)?;
         self.handle_disconnect(reason);
         Ok(())
     }
@@ -877,7 +877,7 @@ impl Connection {
         }
         self.prompted = false;
         // A sealed packet keeps room for its tag within the MTU.
-        let tag = if self.keys.is_some() { TAG_SIZE } else { 0 };
+        let tag = self.keys.as_ref().map_or(0, PacketKeys::tag_len);
         let size = self.config.mtu.min(buf.len());
         observer.enter(Stage::Encode);
         let room = &mut buf[..size.saturating_sub(tag)];
@@ -1108,7 +1108,7 @@ impl Connection {
         let header = sealed_disconnect_header(reason, keys.next_seq());
         let packet = buf.get_mut(..header.len() + TAG_SIZE)?;
         packet[..header.len()].copy_from_slice(&header);
-        keys.seal(packet, header.len(), header.len())
+        keys.seal_full(packet, header.len(), header.len())
     }
 }
 

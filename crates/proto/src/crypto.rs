@@ -19,8 +19,20 @@
 //!
 //! AES-GCM, unlike ChaCha20-Poly1305, has a usage limit per key that a long connection could
 //! reach: [`PACKETS_PER_KEY_MAX`]. A connection closes itself before its key passes it.
+//!
+//! Short tags (`ConnectionConfig::short_tag`, off by default): when the client proposes them
+//! and the server allows them, data packets carry GCM's tag cut to its first 12 bytes (the
+//! 96-bit tag of NIST SP 800-38D, IPsec's ICV in RFC 4106): 4 bytes off every packet, for a
+//! forgery chance of about 2^-91 per attempt on a 400-byte packet, and a failed opening is a
+//! counted drop either way. The cut tag is the full one's prefix, so ring still seals; ring
+//! verifies only full tags, so RustCrypto's GCM with a 12-byte tag opens. Sealed disconnects
+//! keep 16 bytes (their format is fixed). docs/security.md gives the argument.
 
-use crate::packet::{seq_bits, TAG_SIZE};
+use crate::packet::{seq_bits, TAG_SIZE, TAG_SIZE_SHORT};
+use aes_gcm::aead::consts::U12;
+use aes_gcm::aead::AeadInPlace;
+use aes_gcm::aes::Aes256;
+use aes_gcm::{AesGcm, KeyInit};
 
 /// Packets one key seals at most. For AES-GCM the advantage an attacker gains against
 /// confidentiality grows with the square of the blocks encrypted under one key; 2^28 packets
@@ -49,6 +61,8 @@ pub(crate) enum OpenError {
 pub(crate) struct PacketKeys {
     send: Aead,
     receive: Aead,
+    /// With short tags: the opener of the peer's data packets (ring verifies full tags only).
+    receive_short: Option<ShortAead>,
     /// The number of the next packet sealed.
     next: u64,
     /// The largest number authenticated, and which of the `REPLAY_WINDOW` numbers below it
@@ -64,14 +78,51 @@ impl std::fmt::Debug for PacketKeys {
 }
 
 impl PacketKeys {
-    /// Keys for one end: what it seals with and what it opens with.
+    /// Keys for one end: what it seals with and what it opens with; full tags.
     pub(crate) fn new(send_key: &[u8; 32], receive_key: &[u8; 32]) -> Self {
+        Self::with_tags(send_key, receive_key, false)
+    }
+
+    /// Keys whose data packets carry [`TAG_SIZE_SHORT`]-byte tags when `short`.
+    pub(crate) fn with_tags(send_key: &[u8; 32], receive_key: &[u8; 32], short: bool) -> Self {
         Self {
             send: Aead::new(send_key),
             receive: Aead::new(receive_key),
+            receive_short: short.then(|| ShortAead::new(receive_key)),
             next: 0,
             largest: None,
             seen: 0,
+        }
+    }
+
+    /// A client's keys, from the server's first data packet: with short tags if the client
+    /// proposed them (`short_proposed`) and the packet opens so, else with full tags (the
+    /// server declined, or predates them). The tag's size is not on the wire: a packet opens
+    /// under one size only (another's chance is 2^-96). Returns the keys and its number.
+    pub(crate) fn open_first(
+        (send_key, receive_key): (&[u8; 32], &[u8; 32]),
+        short_proposed: bool,
+        seq: u16,
+        (header, sealed): (&[u8], &[u8]),
+        out: &mut Vec<u8>,
+    ) -> Result<(Self, u64), OpenError> {
+        if short_proposed {
+            let mut keys = Self::with_tags(send_key, receive_key, true);
+            if let Ok(number) = keys.open(seq, header, sealed, out) {
+                return Ok((keys, number));
+            }
+        }
+        let mut keys = Self::new(send_key, receive_key);
+        let number = keys.open(seq, header, sealed, out)?;
+        Ok((keys, number))
+    }
+
+    /// Bytes of the tag on this connection's data packets.
+    pub(crate) fn tag_len(&self) -> usize {
+        if self.receive_short.is_some() {
+            TAG_SIZE_SHORT
+        } else {
+            TAG_SIZE
         }
     }
 
@@ -92,22 +143,39 @@ impl PacketKeys {
         self.next >= PACKETS_PER_KEY_MAX - PACKETS_KEPT_FOR_CLOSING
     }
 
-    /// Seals `buf[..len]` in place: `buf[..header]` stays clear and authenticated, the rest is
-    /// encrypted, and the tag is appended. Returns the sealed length, or `None` if `buf` has
-    /// no room for the tag or the key has sealed [`PACKETS_PER_KEY_MAX`] packets.
+    /// Seals data packet `buf[..len]` in place: `buf[..header]` stays clear and authenticated,
+    /// the rest is encrypted, and the tag ([`Self::tag_len`] bytes) is appended. Returns the
+    /// sealed length, or `None` if `buf` has no room for the tag or the key has sealed
+    /// [`PACKETS_PER_KEY_MAX`] packets.
     pub(crate) fn seal(&mut self, buf: &mut [u8], header: usize, len: usize) -> Option<usize> {
-        let sealed_len = len + TAG_SIZE;
+        self.seal_tagged(buf, header, len, self.tag_len())
+    }
+
+    /// [`Self::seal`] with the full tag, whatever the data packets carry: sealed disconnects.
+    pub(crate) fn seal_full(&mut self, buf: &mut [u8], header: usize, len: usize) -> Option<usize> {
+        self.seal_tagged(buf, header, len, TAG_SIZE)
+    }
+
+    fn seal_tagged(
+        &mut self,
+        buf: &mut [u8],
+        header: usize,
+        len: usize,
+        tag_len: usize,
+    ) -> Option<usize> {
+        let sealed_len = len + tag_len;
         if buf.len() < sealed_len || header > len || self.next >= PACKETS_PER_KEY_MAX {
             return None;
         }
         let (aad, body) = buf[..len].split_at_mut(header);
         let tag = self.send.seal(nonce(self.next), aad, body);
-        buf[len..sealed_len].copy_from_slice(&tag);
+        // A short tag is the full tag's first bytes (SP 800-38D's MSB_t).
+        buf[len..sealed_len].copy_from_slice(&tag[..tag_len]);
         self.next += 1;
         Some(sealed_len)
     }
 
-    /// Opens a packet whose clear header is `header` and whose encrypted body and tag are
+    /// Opens a data packet whose clear header is `header` and whose encrypted body and tag are
     /// `sealed`, writing the body to `out`; the header carried sequence `seq` (the low 8 or
     /// 16 bits of the number, as its type says). Returns the packet's number.
     pub(crate) fn open(
@@ -117,15 +185,47 @@ impl PacketKeys {
         sealed: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<u64, OpenError> {
-        let body_len = sealed.len().checked_sub(TAG_SIZE).ok_or(OpenError::Unauthenticated)?;
+        self.open_tagged(seq, header, sealed, out, self.receive_short.is_some())
+    }
+
+    /// [`Self::open`] with the full tag, whatever the data packets carry: sealed disconnects.
+    pub(crate) fn open_full(
+        &mut self,
+        seq: u16,
+        header: &[u8],
+        sealed: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<u64, OpenError> {
+        self.open_tagged(seq, header, sealed, out, false)
+    }
+
+    fn open_tagged(
+        &mut self,
+        seq: u16,
+        header: &[u8],
+        sealed: &[u8],
+        out: &mut Vec<u8>,
+        short: bool,
+    ) -> Result<u64, OpenError> {
+        // Keys without short tags open every packet with the full tag.
+        let short_aead = self.receive_short.as_ref().filter(|_| short);
+        let tag_len = if short_aead.is_some() { TAG_SIZE_SHORT } else { TAG_SIZE };
+        let body_len = sealed.len().checked_sub(tag_len).ok_or(OpenError::Unauthenticated)?;
         let number = expand(self.largest, seq, seq_bits(header));
         if self.was_seen(number) {
             return Err(OpenError::Replayed);
         }
         out.clear();
         out.extend_from_slice(&sealed[..body_len]);
-        let tag = sealed[body_len..].try_into().expect("the tag's size: body_len is len - 16");
-        if !self.receive.open(nonce(number), header, out, tag) {
+        let (nonce, tag) = (nonce(number), &sealed[body_len..]);
+        let opened = match short_aead {
+            Some(short_aead) => short_aead.open(nonce, header, out, tag),
+            None => {
+                let tag = tag.try_into().expect("the tag's size: body_len is len - 16");
+                self.receive.open(nonce, header, out, tag)
+            }
+        };
+        if !opened {
             return Err(OpenError::Unauthenticated);
         }
         self.mark_seen(number);
@@ -166,7 +266,9 @@ impl PacketKeys {
 /// header, `0x18`), and `sealed` the rest.
 /// `largest` is the largest number opened before in the same direction: the full number is
 /// restored from it as a receiver does. Returns the frames and the packet's number, or `None`
-/// if the packet does not authenticate under `key`. No replay window: a tool sees copies too.
+/// if the packet does not authenticate under `key` with a 16-byte tag or a 12-byte one (short
+/// tags: whether the connection took them is in a handshake a capture may not hold, and a
+/// packet opens under one size only). No replay window: a tool sees copies too.
 pub fn open_captured(
     key: &[u8; 32],
     largest: Option<u64>,
@@ -174,11 +276,16 @@ pub fn open_captured(
     seq: u16,
     sealed: &[u8],
 ) -> Option<(Vec<u8>, u64)> {
-    let body_len = sealed.len().checked_sub(TAG_SIZE)?;
     let number = expand(largest, seq, seq_bits(header));
-    let mut body = sealed[..body_len].to_vec();
-    let tag = sealed[body_len..].try_into().expect("the tag's size: body_len is len - 16");
-    Aead::new(key).open(nonce(number), header, &mut body, tag).then_some((body, number))
+    [TAG_SIZE, TAG_SIZE_SHORT].into_iter().find_map(|tag_len| {
+        let body_len = sealed.len().checked_sub(tag_len)?;
+        let (mut body, tag) = (sealed[..body_len].to_vec(), &sealed[body_len..]);
+        let opened = match <&[u8; TAG_SIZE]>::try_from(tag) {
+            Ok(tag) => Aead::new(key).open(nonce(number), header, &mut body, tag),
+            Err(_) => ShortAead::new(key).open(nonce(number), header, &mut body, tag),
+        };
+        opened.then_some((body, number))
+    })
 }
 
 /// **Danger**: seals `buf[..len]` in place as packet `number` under `key`, as
@@ -204,6 +311,29 @@ fn nonce(number: u64) -> [u8; 12] {
     let mut bytes = [0u8; 12];
     bytes[4..].copy_from_slice(&number.to_le_bytes());
     bytes
+}
+
+/// AES-256-GCM with a 12-byte tag, RustCrypto's (AES-NI and CLMUL picked at run time): it
+/// opens the data packets of a connection with short tags, whose cut tags ring cannot verify.
+struct ShortAead(Box<AesGcm<Aes256, U12, U12>>);
+
+impl ShortAead {
+    fn new(key: &[u8; 32]) -> Self {
+        Self(Box::new(AesGcm::new(key.into())))
+    }
+
+    /// Decrypts `body` in place if `tag` (12 bytes) authenticates it and `aad` under `nonce`.
+    fn open(&self, nonce: [u8; 12], aad: &[u8], body: &mut [u8], tag: &[u8]) -> bool {
+        let Ok(tag) = <&[u8; TAG_SIZE_SHORT]>::try_from(tag) else { return false };
+        self.0.decrypt_in_place_detached((&nonce).into(), aad, body, tag.into()).is_ok()
+    }
+
+    /// Encrypts `body` in place; the 12-byte tag (tests: the same as ring's tag cut).
+    #[cfg(test)]
+    fn seal(&self, nonce: [u8; 12], aad: &[u8], body: &mut [u8]) -> [u8; TAG_SIZE_SHORT] {
+        let tag = self.0.encrypt_in_place_detached((&nonce).into(), aad, body);
+        tag.expect("a datagram seals").into()
+    }
 }
 
 /// ring's AES-256-GCM (native targets).
@@ -449,6 +579,54 @@ mod tests {
         assert!(!browser.open(nonce(5), &header, &mut altered, &tag));
         assert!(!native.open(nonce(5), &[0x13, 1, 1], &mut sealed.clone(), &tag));
         assert!(!native.open(nonce(6), &header, &mut sealed.clone(), &tag), "another number");
+    }
+
+    /// Goal: a short tag is GCM's 96-bit tag as SP 800-38D defines it (the full tag's first
+    /// 12 bytes): ring's tag cut to 12 is what RustCrypto's 12-byte-tag GCM computes and
+    /// verifies; a packet opens under its own tag size only; a sealed disconnect keeps 16.
+    /// Method: one 400-byte body sealed each way; short-tag keys against full-tag keys.
+    #[test]
+    fn a_short_tag_is_the_full_tag_cut_to_twelve_bytes() {
+        let key = [9u8; 32];
+        let (native, short) = (Aead::new(&key), ShortAead::new(&key));
+        let header = [0x18, 5, 0, 0, 0, 0, 0];
+        let body: Vec<u8> = (0..400).map(|i| i as u8).collect();
+        let (mut by_native, mut by_short) = (body.clone(), body.clone());
+        let full_tag = native.seal(nonce(5), &header, &mut by_native);
+        let short_tag = short.seal(nonce(5), &header, &mut by_short);
+        assert_eq!((&by_native, &full_tag[..12]), (&by_short, &short_tag[..]));
+        assert!(short.open(nonce(5), &header, &mut by_native.clone(), &full_tag[..12]));
+        assert!(!short.open(nonce(5), &header, &mut by_native.clone(), &full_tag[..11]));
+        // Keys with short tags seal 4 bytes fewer; each kind opens only its own.
+        let sealed = |short| {
+            let mut keys = PacketKeys::with_tags(&[1; 32], &[2; 32], short);
+            let mut buf = vec![0u8; 3 + 5 + TAG_SIZE];
+            buf[0] = 0x13;
+            buf[3..8].copy_from_slice(b"hello");
+            let len = keys.seal(&mut buf, 3, 8).unwrap();
+            buf.truncate(len);
+            buf
+        };
+        let (long, cut) = (sealed(false), sealed(true));
+        assert_eq!((long.len(), cut.len()), (8 + TAG_SIZE, 8 + TAG_SIZE_SHORT));
+        let receiver = |short| PacketKeys::with_tags(&[2; 32], &[1; 32], short);
+        assert_eq!(open(&mut receiver(true), &cut), Ok(b"hello".to_vec()));
+        assert_eq!(open(&mut receiver(false), &cut), Err(OpenError::Unauthenticated));
+        assert_eq!(open(&mut receiver(true), &long), Err(OpenError::Unauthenticated));
+        // A client that proposed short tags learns the server's answer from its first packet.
+        let first = |packet: &[u8]| {
+            let keys = (&[2u8; 32], &[1u8; 32]);
+            PacketKeys::open_first(keys, true, 0, packet.split_at(3), &mut Vec::new())
+        };
+        assert!(first(&cut).is_ok_and(|(keys, _)| keys.tag_len() == TAG_SIZE_SHORT));
+        assert!(first(&long).is_ok_and(|(keys, _)| keys.tag_len() == TAG_SIZE));
+        let mut keys = receiver(true);
+        let mut buf = [0x16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(keys.seal_full(&mut buf, 4, 4), Some(4 + TAG_SIZE), "a sealed disconnect");
+        // Captures open with either size.
+        let hello = Some((b"hello".to_vec(), 0));
+        assert_eq!(open_captured(&[1; 32], None, &cut[..3], 0, &cut[3..]), hello);
+        assert_eq!(open_captured(&[1; 32], None, &long[..3], 0, &long[3..]), hello);
     }
 
     /// Goal: a key seals no more than `PACKETS_PER_KEY_MAX` packets, and says it is worn out

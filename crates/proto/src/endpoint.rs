@@ -718,10 +718,10 @@ impl Endpoint {
                 }
                 _ => self.stats.unexpected += 1,
             },
-            Packet::ChallengeResponse { nonce, cookie, token } => {
+            Packet::ChallengeResponse { nonce, cookie, token, short_tag } => {
                 let verdict = self.handshake_limiter.check(from.ip(), now);
                 if self.admit(verdict) {
-                    self.handle_response(now, from, (nonce, cookie), token, slot)
+                    self.handle_response(now, from, (nonce, cookie), (token, short_tag), slot)
                 }
             }
         }
@@ -768,23 +768,24 @@ impl Endpoint {
             }
             Slot::Connecting(attempt) if attempt.cookie.is_some() => {
                 let server = attempt.server;
-                // A sealed attempt opens only on a packet that authenticates.
+                // A sealed attempt opens only on a packet that authenticates; its tag's size
+                // says whether the server took short tags, if this end proposed them.
                 let keys = match &attempt.token {
                     Some(token) => {
-                        let mut keys = PacketKeys::new(
-                            &token.client_to_server_key,
-                            &token.server_to_client_key,
-                        );
-                        let (clear, sealed) = bytes.split_at(header_len);
-                        match keys.open(header.seq, clear, sealed, scratch) {
+                        let keys = (&token.client_to_server_key, &token.server_to_client_key);
+                        let proposed = self.config.connection.short_tag;
+                        let packet = bytes.split_at(header_len);
+                        match PacketKeys::open_first(keys, proposed, header.seq, packet, scratch) {
                             // The sequence is the number's low 16 bits.
-                            Ok(number) => header.seq = number as u16,
+                            Ok((keys, number)) => {
+                                header.seq = number as u16;
+                                Some(keys)
+                            }
                             Err(e) => {
                                 self.count_open_error(e);
                                 return;
                             }
                         }
-                        Some(keys)
                     }
                     None => {
                         scratch.clear();
@@ -833,7 +834,7 @@ impl Endpoint {
         }
         self.stats.handshakes_started += 1;
         // Nothing is kept for a request: a valid token gets a challenge, the rest silence.
-        if self.check_token(now, from, token, false).is_err() {
+        if self.check_token(now, from, token, false, false).is_err() {
             return;
         }
         let expiry_ms = (now + self.config.cookie_lifetime).as_nanos() / 1_000_000;
@@ -846,7 +847,7 @@ impl Endpoint {
         now: Instant,
         from: SocketAddr,
         (nonce, cookie): (u64, Cookie),
-        token: Option<SealedToken<'_>>,
+        (token, short_tag): (Option<SealedToken<'_>>, bool),
         slot: Option<usize>,
     ) {
         if let Some(index) = slot {
@@ -869,7 +870,9 @@ impl Endpoint {
             self.reply(from, Packet::Disconnect { reason: DisconnectReason::ServerFull });
             return;
         }
-        let Ok(sealed) = self.check_token(now, from, token, true) else { return };
+        // Short tags only if the client proposed them and this end allows them too.
+        let short_tag = short_tag && self.config.connection.short_tag;
+        let Ok(sealed) = self.check_token(now, from, token, true, short_tag) else { return };
         let index = self.allocate(Slot::Free);
         self.by_peer.insert(PeerAddr(from), index);
         let (keys, grant) = sealed.unzip();
@@ -885,13 +888,15 @@ impl Endpoint {
 
     /// Checks a handshake's token against this endpoint's [`Security`]; with `claim`, the
     /// token becomes `from`'s (refused if another address has it). Returns the server's keys
-    /// of a sealed connection; a refusal is counted.
+    /// of a sealed connection (with short tags on data packets if `short_tag`); a refusal is
+    /// counted.
     fn check_token(
         &mut self,
         now: Instant,
         from: SocketAddr,
         token: Option<SealedToken<'_>>,
         claim: bool,
+        short_tag: bool,
     ) -> Result<Option<(PacketKeys, Box<Grant>)>, ()> {
         let refusals = &mut self.stats.tokens_refused;
         let (key, protocol_id, address, unix_at_zero, token) = match (&self.config.security, token)
@@ -935,7 +940,8 @@ impl Endpoint {
         if claim {
             self.claim_token(*token.nonce, from, token.expires_at, unix)?;
         }
-        let keys = PacketKeys::new(&private.server_to_client_key, &private.client_to_server_key);
+        let (send, receive) = (&private.server_to_client_key, &private.client_to_server_key);
+        let keys = PacketKeys::with_tags(send, receive, short_tag);
         Ok(Some((keys, Box::new(private.grant))))
     }
 
@@ -1132,6 +1138,7 @@ impl Endpoint {
 
     fn transmit_slot(&mut self, index: usize, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let resend = self.config.handshake_resend_interval;
+        let short_tag = self.config.connection.short_tag;
         let observer = &mut self.observer;
         match &mut self.slots[index] {
             Slot::Connecting(a) if a.last_sent.is_none_or(|t| now >= t + resend) => {
@@ -1142,9 +1149,13 @@ impl Endpoint {
                     nonce: &t.nonce,
                     sealed: &t.sealed,
                 });
+                // Short tags are proposed on sealed connections only.
+                let short_tag = short_tag && token.is_some();
                 let packet = match a.cookie {
                     None => Packet::ConnectRequest { nonce: a.nonce, token },
-                    Some(cookie) => Packet::ChallengeResponse { nonce: a.nonce, cookie, token },
+                    Some(cookie) => {
+                        Packet::ChallengeResponse { nonce: a.nonce, cookie, token, short_tag }
+                    }
                 };
                 let len = packet.encode(buf).ok()?;
                 Some(Transmit { destination: a.server, len })
@@ -1173,6 +1184,15 @@ mod tests {
 
     /// A token server and a client connected to it (sealed), on a perfect network.
     fn sealed_pair() -> (Endpoint, Endpoint, ConnectionHandle, Instant) {
+        sealed_pair_with(false, false)
+    }
+
+    /// [`sealed_pair`] with short tags allowed on the client (which then proposes them) and on
+    /// the server as given.
+    fn sealed_pair_with(
+        client_short: bool,
+        server_short: bool,
+    ) -> (Endpoint, Endpoint, ConnectionHandle, Instant) {
         let (server_at, key) = (SERVER.parse().unwrap(), TokenKey([7; 32]));
         let grant = Grant {
             client_id: 1,
@@ -1189,9 +1209,13 @@ mod tests {
         let token = token::issue(&key, 42, &grant, 1_000, 30, &random).unwrap();
         let security =
             Security::Tokens { key, protocol_id: 42, address: server_at, unix_at_zero: 1_000 };
-        let config = EndpointConfig { security, ..EndpointConfig::default() };
+        let short = |short_tag| EndpointConfig {
+            connection: ConnectionConfig { short_tag, ..ConnectionConfig::default() },
+            ..EndpointConfig::default()
+        };
+        let config = EndpointConfig { security, ..short(server_short) };
         let mut server = Endpoint::new(config, seeded(2)).unwrap();
-        let mut client = Endpoint::new(EndpointConfig::default(), seeded(1)).unwrap();
+        let mut client = Endpoint::new(short(client_short), seeded(1)).unwrap();
         let handle = client.connect_with_token(Instant::ZERO, token).unwrap();
         let mut now = Instant::ZERO;
         for _ in 0..10 {
@@ -1257,6 +1281,75 @@ mod tests {
         let hashes: std::collections::HashSet<u64> =
             addresses.iter().map(|&a| one.hash_one(PeerAddr(a))).collect();
         assert_eq!(hashes.len(), addresses.len(), "two addresses with one 64-bit hash");
+    }
+
+    /// One message each way on a sealed pair (short tags allowed as given): the sizes of the
+    /// datagrams that carried them, client's then server's, once each was delivered.
+    fn message_sizes(client_short: bool, server_short: bool) -> [usize; 2] {
+        let (mut client, mut server, handle, now) = sealed_pair_with(client_short, server_short);
+        let (client_at, server_at) = (CLIENT.parse().unwrap(), SERVER.parse().unwrap());
+        let served = std::iter::from_fn(|| server.poll_event())
+            .find_map(|(handle, event)| (event == Event::Connected).then_some(handle))
+            .expect("the server saw the client connect");
+        let mut buf = [0u8; 1500];
+        client.send(handle, 0, b"a message up").unwrap();
+        let up = client.poll_transmit(now, &mut buf).expect("the message goes out").len;
+        server.handle_datagram(now, client_at, &buf[..up]);
+        let delivered = std::iter::from_fn(|| server.poll_event()).any(|(_, event)| {
+            matches!(event, Event::Message { payload, .. } if payload == b"a message up")
+        });
+        assert!(delivered, "the server got the client's message");
+        server.send(served, 0, b"a message down").unwrap();
+        let down = server.poll_transmit(now, &mut buf).expect("the message goes out").len;
+        client.handle_datagram(now, server_at, &buf[..down]);
+        let delivered = std::iter::from_fn(|| client.poll_event()).any(|(_, event)| {
+            matches!(event, Event::Message { payload, .. } if payload == b"a message down")
+        });
+        assert!(delivered, "the client got the server's message");
+        [up, down]
+    }
+
+    /// Goal: short tags are used only when both ends allow them: then every data packet is 4
+    /// bytes shorter both ways and still delivers; a server that does not allow them keeps 16
+    /// bytes when the client asks, and a client that does not ask gets 16 from a server that
+    /// allows them. Method: one message each way on sealed pairs (the same seeds, so the same
+    /// headers), the datagrams' sizes compared.
+    #[test]
+    fn short_tags_take_four_bytes_off_data_packets_only_when_both_ends_allow_them() {
+        let full = message_sizes(false, false);
+        assert_eq!(message_sizes(true, true), full.map(|len| len - 4), "both allow");
+        assert_eq!(message_sizes(true, false), full, "the server declines");
+        assert_eq!(message_sizes(false, true), full, "the client does not ask");
+    }
+
+    /// Goal: a data packet with a short tag that was altered anywhere (header, ciphertext,
+    /// tag) is a counted drop, never a delivery; the unaltered packet still delivers after.
+    /// Method: a pair with short tags; the client's message packet with one bit flipped at
+    /// each position in turn, each handed to the server, then the original.
+    #[test]
+    fn an_altered_short_tag_packet_is_a_counted_drop() {
+        let (mut client, mut server, handle, now) = sealed_pair_with(true, true);
+        while server.poll_event().is_some() {}
+        let client_at = CLIENT.parse().unwrap();
+        let mut buf = [0u8; 1500];
+        client.send(handle, 0, b"do not alter").unwrap();
+        let len = client.poll_transmit(now, &mut buf).expect("the message goes out").len;
+        let packet = buf[..len].to_vec();
+        let before = server.stats().unauthenticated;
+        for i in 0..len {
+            let mut altered = packet.clone();
+            altered[i] ^= 1 << (i % 8);
+            server.handle_datagram(now, client_at, &altered);
+            let events: Vec<_> = std::iter::from_fn(|| server.poll_event()).collect();
+            assert!(events.is_empty(), "byte {i} altered: {events:?}");
+        }
+        // A flipped type byte makes another header form (or none): dropped either way, but not
+        // every such drop is an authentication failure.
+        assert!(server.stats().unauthenticated - before >= len as u64 - 1);
+        server.handle_datagram(now, client_at, &packet);
+        let delivered = std::iter::from_fn(|| server.poll_event())
+            .any(|(_, event)| matches!(event, Event::Message { .. }));
+        assert!(delivered, "the unaltered packet delivers");
     }
 
     /// Goal: a connection the server closes is forgotten once its disconnect copies are out,

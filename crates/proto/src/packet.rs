@@ -18,6 +18,12 @@ pub const PROTOCOL_ID: u32 = 0x3159_4C52;
 pub const CLIENT_HANDSHAKE_SIZE: usize = 640;
 /// Bytes the AEAD tag adds to an encrypted packet.
 pub const TAG_SIZE: usize = 16;
+/// Bytes of the tag on a data packet of a connection whose ends both allow short tags
+/// (`ConnectionConfig::short_tag`): AES-GCM's tag cut to 96 bits. Handshake packets and
+/// sealed disconnects keep [`TAG_SIZE`].
+pub const TAG_SIZE_SHORT: usize = 12;
+/// Bit 0 of a challenge response's options byte: the client proposes short tags.
+const OPTION_SHORT_TAG: u8 = 0x01;
 /// Bytes of a data packet's header at most: type, sequence, ack, ack bits, ack delay.
 pub const DATA_HEADER_SIZE: usize = 1 + 2 + 2 + 4 + 2;
 /// Bytes of the short data header (`0x17`): type, sequence, ack, 16 ack bits, a one-byte ack
@@ -260,6 +266,10 @@ pub enum Packet<'a> {
         cookie: Cookie,
         /// Its connect token again (the server kept nothing), if it has one.
         token: Option<SealedToken<'a>>,
+        /// The client proposes 12-byte tags on data packets ([`TAG_SIZE_SHORT`]): the options
+        /// byte after the token, where an older client sends padding (zero) and an older
+        /// server reads nothing.
+        short_tag: bool,
     },
     /// Acks and frames.
     Data {
@@ -584,7 +594,10 @@ impl<'a> Packet<'a> {
             TYPE_CHALLENGE => Packet::Challenge { nonce, cookie: r.cookie()? },
             _ => {
                 let cookie = r.cookie()?;
-                Packet::ChallengeResponse { nonce, cookie, token: r.token()? }
+                let token = r.token()?;
+                // The first byte of the padding; bits other than bit 0 are reserved.
+                let short_tag = r.u8("options")? & OPTION_SHORT_TAG != 0;
+                Packet::ChallengeResponse { nonce, cookie, token, short_tag }
             }
         })
     }
@@ -603,10 +616,11 @@ impl<'a> Packet<'a> {
                 handshake_prefix(&mut w, TYPE_CHALLENGE, *nonce)?;
                 w.cookie(cookie)?;
             }
-            Packet::ChallengeResponse { nonce, cookie, token } => {
+            Packet::ChallengeResponse { nonce, cookie, token, short_tag } => {
                 handshake_prefix(&mut w, TYPE_CHALLENGE_RESPONSE, *nonce)?;
                 w.cookie(cookie)?;
                 w.token(token.as_ref())?;
+                w.put(&[if *short_tag { OPTION_SHORT_TAG } else { 0 }])?;
                 w.pad_to(CLIENT_HANDSHAKE_SIZE)?;
             }
             Packet::Data { header, frames } => {
@@ -876,8 +890,9 @@ mod tests {
             Packet::ConnectRequest { nonce: 5, token: None },
             Packet::ConnectRequest { nonce: 5, token: Some(token) },
             Packet::Challenge { nonce: 5, cookie },
-            Packet::ChallengeResponse { nonce: 5, cookie, token: None },
-            Packet::ChallengeResponse { nonce: 5, cookie, token: Some(token) },
+            Packet::ChallengeResponse { nonce: 5, cookie, token: None, short_tag: false },
+            Packet::ChallengeResponse { nonce: 5, cookie, token: Some(token), short_tag: false },
+            Packet::ChallengeResponse { nonce: 5, cookie, token: Some(token), short_tag: true },
             Packet::Disconnect { reason: DisconnectReason::TimedOut },
             Packet::DisconnectSealed { reason: DisconnectReason::Closed, seq: 7, tag: [1; 16] },
         ];
@@ -1163,7 +1178,7 @@ mod properties {
             let packet = match kind {
                 0 => Packet::ConnectRequest { nonce, token },
                 1 => Packet::Challenge { nonce, cookie },
-                _ => Packet::ChallengeResponse { nonce, cookie, token },
+                _ => Packet::ChallengeResponse { nonce, cookie, token, short_tag: nonce % 2 == 0 },
             };
             let mut buf = [0u8; 1500];
             let len = packet.encode(&mut buf).unwrap();

@@ -213,7 +213,7 @@ fn request(token: &ConnectToken, nonce: u64, cookie: Option<Cookie>) -> Packet<'
     });
     match cookie {
         None => Packet::ConnectRequest { nonce, token },
-        Some(cookie) => Packet::ChallengeResponse { nonce, cookie, token },
+        Some(cookie) => Packet::ChallengeResponse { nonce, cookie, token, short_tag: false },
     }
 }
 

@@ -57,7 +57,10 @@ fn token_vectors(out: &mut Vec<String>) {
     let packets = [
         ("connect_request", Packet::ConnectRequest { nonce, token: Some(sealed) }),
         ("challenge", Packet::Challenge { nonce, cookie }),
-        ("challenge_response", Packet::ChallengeResponse { nonce, cookie, token: Some(sealed) }),
+        (
+            "challenge_response",
+            Packet::ChallengeResponse { nonce, cookie, token: Some(sealed), short_tag: false },
+        ),
     ];
     for (name, packet) in packets {
         let mut buf = [0u8; 1200];

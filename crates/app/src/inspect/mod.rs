@@ -220,10 +220,11 @@ impl Inspector {
             Packet::Challenge { nonce, cookie } => json!({
                 "type": "challenge", "nonce": nonce, "cookie_expiry_ms": cookie.expiry_ms,
             }),
-            Packet::ChallengeResponse { nonce, cookie, token } => json!({
+            Packet::ChallengeResponse { nonce, cookie, token, short_tag } => json!({
                 "type": "challenge_response",
                 "nonce": nonce,
                 "cookie_expiry_ms": cookie.expiry_ms,
+                "short_tag": short_tag,
                 "token": token.as_ref().map(|t| self.token_json(t, datagram.map(|d| d.to))),
             }),
             Packet::Data { header, frames } => {

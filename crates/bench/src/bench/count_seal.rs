@@ -3,9 +3,13 @@
 //! (RFC 8439) and AES-128-GCM, each from RustCrypto (pure Rust, SIMD and AES-NI/CLMUL picked at
 //! run time) and from ring (BoringSSL's assembly), interleaved in one run. Each is timed (best
 //! of five) and, under `--callgrind`, counted in instructions. Packets sealed by one library
-//! open with the other: the check that both compute the same construction.
+//! open with the other: the check that both compute the same construction. The last row is
+//! AES-256-GCM with the 12-byte tag of a connection with short tags, as Rally seals and opens
+//! it: ring seals and the tag is cut, RustCrypto's GCM with a 12-byte tag opens.
 
-use aes_gcm::{Aes128Gcm, Aes256Gcm};
+use aes_gcm::aead::consts::U12;
+use aes_gcm::aes::Aes256;
+use aes_gcm::{Aes128Gcm, Aes256Gcm, AesGcm};
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use chacha20poly1305::ChaCha20Poly1305;
 use ring::aead::{self, Aad, LessSafeKey, UnboundKey};
@@ -26,13 +30,14 @@ const COUNTED_ROUNDS: u64 = 1_000;
 const KEY: [u8; 32] = [7; 32];
 
 /// The AEADs compared, by name (what `--seal-rounds` takes).
-pub(super) const AEADS: [&str; 6] = [
+pub(super) const AEADS: [&str; 7] = [
     "ChaCha20-Poly1305 RustCrypto",
     "ChaCha20-Poly1305 ring",
     "AES-128-GCM RustCrypto",
     "AES-128-GCM ring",
     "AES-256-GCM RustCrypto",
     "AES-256-GCM ring",
+    "AES-256-GCM 12-byte tag",
 ];
 
 /// One AEAD's keyed cipher (a few of them, held for one run: their sizes do not matter).
@@ -42,6 +47,8 @@ enum Sealer {
     RustCryptoAes(Box<Aes128Gcm>),
     RustCryptoAes256(Box<Aes256Gcm>),
     Ring(LessSafeKey),
+    /// ring seals, RustCrypto opens the cut tag (ring verifies full tags only).
+    ShortTag(LessSafeKey, Box<AesGcm<Aes256, U12, U12>>),
 }
 
 impl Sealer {
@@ -64,6 +71,11 @@ impl Sealer {
             "ChaCha20-Poly1305 ring" => ring(&CHACHA20_POLY1305, &KEY),
             "AES-256-GCM ring" => ring(&AES_256_GCM, &KEY),
             "AES-128-GCM ring" => ring(&AES_128_GCM, &KEY[..16]),
+            "AES-256-GCM 12-byte tag" => {
+                let key = UnboundKey::new(&AES_256_GCM, &KEY).map_err(|_| "a 32-byte key")?;
+                let opener = Box::new(AesGcm::new((&KEY).into()));
+                Ok(Sealer::ShortTag(LessSafeKey::new(key), opener))
+            }
             _ => Err(format!("no AEAD named {name:?} (one of {AEADS:?})")),
         }
     }
@@ -81,7 +93,8 @@ impl Sealer {
             Sealer::RustCryptoAes256(c) => {
                 c.encrypt_in_place_detached((&nonce).into(), aad, body).ok().map(Into::into)
             }
-            Sealer::Ring(key) => key
+            // The 12-byte tag is the full tag's first 12 bytes; the rest goes unused.
+            Sealer::Ring(key) | Sealer::ShortTag(key, _) => key
                 .seal_in_place_separate_tag(ring_nonce(n), Aad::from(aad), body)
                 .ok()
                 .and_then(|tag| tag.as_ref().try_into().ok()),
@@ -100,6 +113,10 @@ impl Sealer {
                 c.decrypt_in_place_detached((&nonce).into(), aad, body, tag.into()).is_ok()
             }
             Sealer::RustCryptoAes256(c) => {
+                c.decrypt_in_place_detached((&nonce).into(), aad, body, tag.into()).is_ok()
+            }
+            Sealer::ShortTag(_, c) => {
+                let tag: &[u8; 12] = tag[..12].try_into().expect("12 of 16 bytes");
                 c.decrypt_in_place_detached((&nonce).into(), aad, body, tag.into()).is_ok()
             }
             Sealer::Ring(key) => {
@@ -212,7 +229,9 @@ fn time(sealer: &Sealer) -> f64 {
 /// For each construction, ring and RustCrypto open each other's packets and refuse them with a
 /// flipped bit.
 fn agree() -> Result<(), String> {
-    for (rust_crypto, ring) in [(AEADS[0], AEADS[1]), (AEADS[2], AEADS[3]), (AEADS[4], AEADS[5])] {
+    let pairs = [(AEADS[0], AEADS[1]), (AEADS[2], AEADS[3]), (AEADS[4], AEADS[5])];
+    // The short tag's opener takes what ring's full AES-256-GCM sealed.
+    for (rust_crypto, ring) in pairs.into_iter().chain([(AEADS[6], AEADS[5])]) {
         let (a, b) = (Sealer::new(rust_crypto)?, Sealer::new(ring)?);
         for (sealer, opener) in [(&a, &b), (&b, &a)] {
             let mut packet = [0u8; PACKET];

@@ -1,6 +1,6 @@
 //! Rally on real sockets: its driver at both ends, sealed (a connect token and an AEAD tag on
 //! every packet, as deployed), the reliable-ordered channel of the default configuration, or
-//! with streaming repair on (`rally-coded`).
+//! with streaming repair and 12-byte tags on (`rally-coded`).
 
 use super::{index_of, Client, Server, CONNECT_TIMEOUT};
 use rally_driver::{Clock, UdpDriver};
@@ -16,11 +16,12 @@ const CHANNEL: u8 = 0;
 /// One key for the whole benchmark: the server and the client's "backend" share it.
 const KEY: TokenKey = TokenKey(*b"rally bench transport, real mode");
 
-/// The default configuration, with streaming repair if `coded`.
+/// The default configuration, with streaming repair and short tags if `coded` (as in sim mode).
 fn config(coded: bool) -> EndpointConfig {
     let mut config = EndpointConfig::default();
     if coded {
         config.connection.repair = Repair::adaptive();
+        config.connection.short_tag = true;
     }
     config
 }
