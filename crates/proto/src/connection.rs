@@ -1235,8 +1235,12 @@ mod tests {
             };
             let mut carried: Vec<(u8, &[u8])> = Vec::new();
             for frame in Frames::new(frames, 1) {
-                if let Ok(Frame::Message { channel, payload, .. }) = frame {
-                    carried.push((channel, payload));
+                match frame {
+                    Ok(Frame::Message { channel, payload, .. })
+                    | Ok(Frame::NarrowMessage { channel, payload, .. }) => {
+                        carried.push((channel, payload))
+                    }
+                    _ => {}
                 }
             }
             assert_eq!(carried, expected, "{redundancy:?}");

@@ -1045,6 +1045,25 @@ mod tests {
         assert_eq!(short_delay(SHORT_DELAY_MAX + 1), None);
     }
 
+    /// Goal: the narrow rule is as wide as restoration allows and no wider: one more message
+    /// in the span and some receiver state restores a wrong sequence. Method: the span one
+    /// past the limit, the oldest message sent while the receiver already expects the next
+    /// to be queued; and the full circle of `restore_message_seq`'s reach.
+    #[test]
+    fn the_narrow_rule_is_tight() {
+        let oldest = 0xFFC0u16;
+        let next = oldest.wrapping_add(NARROW_MESSAGE_SPAN_MAX + 1);
+        assert!(!narrow_message_allowed(oldest, next));
+        assert_ne!(restore_message_seq(next, oldest as u8), oldest);
+        assert!(narrow_message_allowed(oldest, next.wrapping_sub(1)));
+        for expected in [0u16, 100, 0xFF80, 0xFFFF] {
+            for offset in -127i32..=128 {
+                let seq = (i32::from(expected) + offset).rem_euclid(0x10000) as u16;
+                assert_eq!(restore_message_seq(expected, seq as u8), seq, "{expected} {offset}");
+            }
+        }
+    }
+
     /// Goal: the draft-2 forms save what they promise, and draft-1 packets still decode.
     /// Method: one header and one message written both ways, decoded, and measured.
     #[test]
@@ -1223,6 +1242,47 @@ mod properties {
             let decoded: Vec<Frame<'_>> =
                 Frames::new(payload, seq).map(Result::unwrap).collect();
             prop_assert_eq!(decoded, frames);
+        }
+
+        /// Goal: a message the sender narrows (one-byte sequence) decodes to the sequence it
+        /// sent at every receiver state the rule leaves possible, across the u16 wrap and at
+        /// the rule's limit; a message not allowed narrow keeps its two bytes. Method: the
+        /// oldest unacknowledged message anywhere (often just below the wrap), up to 129
+        /// messages queued from it, any of them written last in a packet, the receiver
+        /// expecting any message from the oldest to the next to be queued.
+        #[test]
+        fn narrow_message_sequences_restore_to_the_sent_one(
+            oldest in prop_oneof![any::<u16>(), 0xFF00u16..=0xFFFF],
+            span in prop_oneof![1u16..=129, 120u16..=129],
+            (at, expected_at) in (any::<u16>(), any::<u16>()),
+            (channel, len) in (0u8..64, 0usize..40),
+        ) {
+            let next = oldest.wrapping_add(span);
+            let seq = oldest.wrapping_add(at % span);
+            let expected = oldest.wrapping_add(expected_at % (span + 1));
+            let narrow = narrow_message_allowed(oldest, next);
+            prop_assert_eq!(narrow, span <= NARROW_MESSAGE_SPAN_MAX);
+            let payload = vec![0xA5u8; len];
+            let mut buf = [0u8; 64];
+            let mut w = Writer::new(&mut buf);
+            write_message(&mut w, channel, seq, &payload, narrow).unwrap();
+            w.finish();
+            let written = w.len();
+            let frames: Vec<Frame<'_>> =
+                Frames::new(&buf[..written], 0).collect::<Result<_, _>>().unwrap();
+            match frames[..] {
+                [Frame::NarrowMessage { channel: c, seq: low, payload: p }] => {
+                    prop_assert!(narrow);
+                    prop_assert_eq!(written, message_frame_size_last(len) - 1);
+                    prop_assert_eq!((c, p), (channel, &payload[..]));
+                    prop_assert_eq!(restore_message_seq(expected, low), seq);
+                }
+                [Frame::Message { channel: c, seq: s, payload: p }] => {
+                    prop_assert!(!narrow);
+                    prop_assert_eq!((c, s, p), (channel, seq, &payload[..]));
+                }
+                _ => prop_assert!(false, "one message frame: {:?}", frames),
+            }
         }
 
         /// Goal: handshake packets round trip, and a client's are always padded.
