@@ -1247,7 +1247,8 @@ fn walk_touched(
         // The run kept before the quantize: its call (rare) then saves no quantized codes.
         let kept_run = next.keep_run(kept..k);
         let code = config.quantize(&entity_state(id, entity));
-        let pushed = kept_run.and_then(|()| next.push(code));
+        // Its bits moved: its codes almost always did too, and the encoder compares them.
+        let pushed = kept_run.and_then(|()| next.push_changed(code));
         debug_assert!(pushed.is_ok(), "world ids out of order");
         kept = k + 1;
     }
@@ -1281,7 +1282,7 @@ fn walk_aligned(
             // Stored before the quantize, while the bits are still in registers.
             *old = bits;
             let code = config.quantize(&entity_state(id, entity));
-            let pushed = next.keep_run(kept..k).and_then(|()| next.push(code));
+            let pushed = next.keep_run(kept..k).and_then(|()| next.push_changed(code));
             // Ids ascend and the world holds at most entities_max.
             debug_assert!(pushed.is_ok(), "world ids out of order");
             kept = k + 1;
