@@ -30,9 +30,9 @@ struct Slot {
     /// costs a compare, never a byte.
     changed: Vec<u32>,
     /// Bit `j % 64` of word `j / 64` is set when entity `j` changed at this slot's tick (or is
-    /// new, or may have: as `changed`). Between snapshots with the same ids, the union of these sets over the slots newer
-    /// than a baseline is what changed since it: a few words per tick instead of a comparison
-    /// per entity.
+    /// new, or may have: as `changed`). Between snapshots with the same ids, the union of these
+    /// sets over the slots newer than a baseline is what may have changed since it: a few
+    /// words per tick instead of a comparison per entity.
     moved: Vec<u64>,
     /// The tick the set of ids last changed (an entity spawned or despawned): a baseline of
     /// this tick or later holds exactly the same ids, which spares the encoder a pass over both
