@@ -1227,6 +1227,10 @@ fn walk_touched(
     next: &mut NextSnapshot<'_>,
     config: &SnapshotConfig,
 ) {
+    // The three sliced to one length (the caller checked that they line up): a row's look-up
+    // then checks one bound, where it checked one for each.
+    let n = world.len();
+    let (Some(raw), Some(weights)) = (raw.get_mut(..n), weights.get_mut(..n)) else { return };
     // Rows `kept..k` are unmoved and not yet written out.
     let mut kept = 0;
     for k in rows {
@@ -1248,11 +1252,11 @@ fn walk_touched(
         let kept_run = next.keep_run(kept..k);
         let code = config.quantize(&entity_state(id, entity));
         // Its bits moved: its codes almost always did too, and the encoder compares them.
-        let pushed = kept_run.and_then(|()| next.push_changed(code));
-        debug_assert!(pushed.is_ok(), "world ids out of order");
+        let pushed = next.push_changed(code);
+        debug_assert!(kept_run.is_ok() && pushed.is_ok(), "world ids out of order");
         kept = k + 1;
     }
-    let pushed = next.keep_run(kept..raw.len());
+    let pushed = next.keep_run(kept..n);
     debug_assert!(pushed.is_ok(), "the kept run left the newest snapshot");
 }
 
@@ -1281,10 +1285,12 @@ fn walk_aligned(
             }
             // Stored before the quantize, while the bits are still in registers.
             *old = bits;
+            // The run kept before the quantize: its call (rare) then saves no quantized codes.
+            let kept_run = next.keep_run(kept..k);
             let code = config.quantize(&entity_state(id, entity));
-            let pushed = next.keep_run(kept..k).and_then(|()| next.push_changed(code));
+            let pushed = next.push_changed(code);
             // Ids ascend and the world holds at most entities_max.
-            debug_assert!(pushed.is_ok(), "world ids out of order");
+            debug_assert!(kept_run.is_ok() && pushed.is_ok(), "world ids out of order");
             kept = k + 1;
         }
         weights.push(entity.priority);
