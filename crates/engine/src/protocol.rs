@@ -172,9 +172,9 @@ pub(crate) struct StatePrefix {
     pub holds_len: usize,
 }
 
-/// [`rally_wire::varint::write_varint`] into `buf` at `at`, inlined (every client's snapshot starts with a
-/// prefix, every tick: the calls cost more than the writes). Returns the length written up to;
-/// a varint that does not fit is not counted, as that function refuses it.
+/// [`rally_wire::varint::write_varint`] into `buf` at `at`, inlined (every client's snapshot
+/// starts with a prefix, every tick: the calls cost more than the writes). Returns the length
+/// written up to; a varint that does not fit is not counted, as that function refuses it.
 #[inline(always)]
 fn put_varint(buf: &mut [u8; STATE_PREFIX_MAX], at: usize, value: u64) -> usize {
     let (mut rest, mut i) = (value, at);
