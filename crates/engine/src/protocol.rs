@@ -17,7 +17,7 @@
 
 use rally_proto::{ChannelConfig, ChannelKind, ConnectionConfig};
 use rally_wire::hex;
-use rally_wire::varint::{read_varint, write_varint};
+use rally_wire::varint::read_varint;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -172,6 +172,25 @@ pub(crate) struct StatePrefix {
     pub holds_len: usize,
 }
 
+/// [`rally_wire::varint::write_varint`] into `buf` at `at`, inlined (every client's snapshot
+/// starts with a prefix, every tick: the calls cost more than the writes). Returns the length
+/// written up to; a varint that does not fit is not counted, as that function refuses it.
+#[inline(always)]
+fn put_varint(buf: &mut [u8; STATE_PREFIX_MAX], at: usize, value: u64) -> usize {
+    let (mut rest, mut i) = (value, at);
+    while let Some(byte) = buf.get_mut(i) {
+        let low = (rest & 0x7F) as u8;
+        rest >>= 7;
+        if rest == 0 {
+            *byte = low;
+            return i + 1;
+        }
+        *byte = low | 0x80;
+        i += 1;
+    }
+    at
+}
+
 impl StatePrefix {
     /// The server's hold of input `seq`, if this prefix reports it.
     pub fn hold(&self, seq: u32) -> Option<Duration> {
@@ -183,12 +202,12 @@ impl StatePrefix {
     /// Appends the prefix to `out`.
     pub fn write(&self, out: &mut Vec<u8>) {
         let mut buf = [0u8; STATE_PREFIX_MAX];
-        let mut len = 0;
         let reflected = self.reflected.map_or(0, |s| u64::from(s) + 1);
-        let holds = self.holds[..self.holds_len.min(HOLDS_MAX)].iter().map(|h| u64::from(*h));
-        for value in [reflected, self.holds_len as u64].into_iter().chain(holds) {
-            // The buffer holds the largest prefix, so no write runs out of room.
-            len += write_varint(value, &mut buf[len..]).unwrap_or(0);
+        // The buffer holds the largest prefix, so no write runs out of room.
+        let mut len = put_varint(&mut buf, 0, reflected);
+        len = put_varint(&mut buf, len, self.holds_len as u64);
+        for hold in &self.holds[..self.holds_len.min(HOLDS_MAX)] {
+            len = put_varint(&mut buf, len, u64::from(*hold));
         }
         out.extend_from_slice(&buf[..len]);
     }
@@ -350,6 +369,36 @@ mod tests {
         assert_eq!(StatePrefix::read(&bytes[..3]), None);
         let none = StatePrefix::read(&[0, 0]).unwrap().0;
         assert_eq!((none.reflected, none.hold(0)), (None, None));
+    }
+
+    /// The prefix is its varints one after another (docs/protocol.md): the reflected input plus
+    /// one (0 for none), the count, then each hold; the largest values take five bytes each.
+    #[test]
+    fn state_prefix_bytes_are_its_varints_in_order() {
+        let edges = [0, 1, 127, 128, 16_383, 16_384, u32::MAX - 1, u32::MAX];
+        for (k, &value) in edges.iter().enumerate() {
+            for holds_len in 0..=HOLDS_MAX {
+                // Past the count, zeros: what a read gives back.
+                let holds = std::array::from_fn(|h| match h < holds_len {
+                    true => edges[(k + h) % edges.len()],
+                    false => 0,
+                });
+                let reflected = (k % 3 != 0).then_some(value);
+                let prefix = StatePrefix { reflected, holds, holds_len };
+                let mut expected = Vec::new();
+                let values = [reflected.map_or(0, |s| u64::from(s) + 1), holds_len as u64];
+                let holds = holds[..holds_len].iter().map(|h| u64::from(*h));
+                for value in values.into_iter().chain(holds) {
+                    let mut varint = [0u8; 10];
+                    let n = rally_wire::varint::write_varint(value, &mut varint).unwrap();
+                    expected.extend_from_slice(&varint[..n]);
+                }
+                let mut bytes = vec![7];
+                prefix.write(&mut bytes);
+                assert_eq!(bytes[1..], expected[..], "{prefix:?}");
+                assert_eq!(StatePrefix::read(&bytes[1..]), Some((prefix, expected.len())));
+            }
+        }
     }
 
     #[test]

@@ -436,8 +436,6 @@ pub struct Room<S: Simulation> {
     /// The last `views_kept` snapshots, with change ticks: the baselines of complete views. The
     /// world is quantized straight into it; its newest is the room's snapshot.
     history: SnapshotHistory,
-    /// Reused each tick: the clients with a connection, to replicate to.
-    connected: Vec<ClientId>,
     /// This tick's encodings shared by every client with the same baseline (none for a full
     /// snapshot): the baseline, and where its bytes sit in `shared_bytes`.
     shared: Vec<(Option<u32>, std::ops::Range<usize>)>,
@@ -489,7 +487,6 @@ impl<S: Simulation> Room<S> {
             raw_next: Vec::new(),
             walked: None,
             history: SnapshotHistory::new(config.views_kept + 1),
-            connected: Vec::new(),
             shared: Vec::new(),
             shared_bytes: Vec::new(),
             // One datagram's worth: an encoding that does not fit is over the budget anyway.
@@ -1060,19 +1057,19 @@ impl<S: Simulation> Room<S> {
         self.quantize();
         self.shared.clear();
         self.shared_bytes.clear();
-        let mut connected = std::mem::take(&mut self.connected);
-        let sessions = self.sessions.iter().filter(|(_, s)| s.connection.is_some());
-        connected.extend(sessions.map(|(id, _)| *id));
-        for &client in &connected {
-            self.replicate_to(now, client);
+        // Out of the room while each is replicated to, so that each session is at hand without
+        // a look-up by id (two a client). Nothing here adds or removes sessions; a panic on the
+        // way loses them, and a host closes a room that panicked.
+        let mut sessions = std::mem::take(&mut self.sessions);
+        for session in sessions.values_mut() {
+            self.replicate_to(now, session);
         }
-        connected.clear();
-        self.connected = connected;
+        self.sessions = sessions;
     }
 
-    /// Builds, encodes and queues `client`'s snapshot of this tick, sent at `now`.
-    fn replicate_to(&mut self, now: Instant, client: ClientId) {
-        let Some(session) = self.sessions.get_mut(&client) else { return };
+    /// Builds, encodes and queues `session`'s snapshot of this tick, sent at `now`, if it is
+    /// connected.
+    fn replicate_to(&mut self, now: Instant, session: &mut Session) {
         let Some(connection) = session.connection else { return };
         let arrivals = session.take_arrivals();
         let naive = self.config.pipeline == Pipeline::Naive;
@@ -1088,11 +1085,8 @@ impl<S: Simulation> Room<S> {
         let baseline = session.replicator.baseline();
         if let Some(range) = self.shared_encoding(baseline) {
             message.extend_from_slice(&self.shared_bytes[range]);
-            if let Some(session) = self.sessions.get_mut(&client) {
-                session.replicator.sent_complete(tick);
-            }
+            session.replicator.sent_complete(tick);
         } else {
-            let Some(session) = self.sessions.get_mut(&client) else { return };
             let (config, history) = (&self.config.snapshot, &self.history);
             let room = newest(history);
             let out = &mut self.datagram;
@@ -1227,6 +1221,10 @@ fn walk_touched(
     next: &mut NextSnapshot<'_>,
     config: &SnapshotConfig,
 ) {
+    // The three sliced to one length (the caller checked that they line up): a row's look-up
+    // then checks one bound, where it checked one for each.
+    let n = world.len();
+    let (Some(raw), Some(weights)) = (raw.get_mut(..n), weights.get_mut(..n)) else { return };
     // Rows `kept..k` are unmoved and not yet written out.
     let mut kept = 0;
     for k in rows {
@@ -1247,11 +1245,12 @@ fn walk_touched(
         // The run kept before the quantize: its call (rare) then saves no quantized codes.
         let kept_run = next.keep_run(kept..k);
         let code = config.quantize(&entity_state(id, entity));
-        let pushed = kept_run.and_then(|()| next.push(code));
-        debug_assert!(pushed.is_ok(), "world ids out of order");
+        // Its bits moved: its codes almost always did too, and the encoder compares them.
+        let pushed = next.push_changed(code);
+        debug_assert!(kept_run.is_ok() && pushed.is_ok(), "world ids out of order");
         kept = k + 1;
     }
-    let pushed = next.keep_run(kept..raw.len());
+    let pushed = next.keep_run(kept..n);
     debug_assert!(pushed.is_ok(), "the kept run left the newest snapshot");
 }
 
@@ -1280,10 +1279,12 @@ fn walk_aligned(
             }
             // Stored before the quantize, while the bits are still in registers.
             *old = bits;
+            // The run kept before the quantize: its call (rare) then saves no quantized codes.
+            let kept_run = next.keep_run(kept..k);
             let code = config.quantize(&entity_state(id, entity));
-            let pushed = next.keep_run(kept..k).and_then(|()| next.push(code));
+            let pushed = next.push_changed(code);
             // Ids ascend and the world holds at most entities_max.
-            debug_assert!(pushed.is_ok(), "world ids out of order");
+            debug_assert!(kept_run.is_ok() && pushed.is_ok(), "world ids out of order");
             kept = k + 1;
         }
         weights.push(entity.priority);

@@ -370,22 +370,41 @@ impl Touched {
         self.reshaped = true;
     }
 
-    fn rows(&self) -> impl Iterator<Item = usize> + '_ {
-        self.words.iter().enumerate().flat_map(|(k, &word)| {
-            let mut word = word;
-            std::iter::from_fn(move || {
-                let bit = word.trailing_zeros() as usize;
-                (word != 0).then(|| {
-                    word &= word - 1;
-                    k * 64 + bit
-                })
-            })
-        })
+    fn rows(&self) -> SetBits<'_> {
+        // The first word's base, once 64 is added.
+        SetBits { words: &self.words, word: 0, base: 0usize.wrapping_sub(64) }
     }
 
     fn clear(&mut self) {
         self.words.fill(0);
         self.reshaped = false;
+    }
+}
+
+/// The rows whose bit is set, ascending. Its own iterator rather than a `flat_map` over the
+/// words: the world walk's loop then keeps its four words of state in registers, where the
+/// `flat_map`'s (an option around each word's iterator) went through the stack for every row.
+pub(crate) struct SetBits<'a> {
+    /// The words not yet begun.
+    words: &'a [u64],
+    /// What is left of the current word.
+    word: u64,
+    /// The row of the current word's bit 0.
+    base: usize,
+}
+
+impl Iterator for SetBits<'_> {
+    type Item = usize;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<usize> {
+        while self.word == 0 {
+            let (&word, rest) = self.words.split_first()?;
+            (self.words, self.word, self.base) = (rest, word, self.base.wrapping_add(64));
+        }
+        let bit = self.word.trailing_zeros() as usize;
+        self.word &= self.word - 1;
+        Some(self.base + bit)
     }
 }
 

@@ -248,3 +248,62 @@ fn ticks_must_increase_and_evicted_baselines_are_refused() {
     assert_eq!(history.get(u32::MAX), Some(&b));
     assert_eq!(history.len(), 2);
 }
+
+/// Writes `snapshot` into `history` as a room's world walk does with the entities whose state
+/// moved: pushed as changed without a comparison, whether their codes moved or not (when
+/// `moved` says so, by index), the rest kept in runs or pushed afresh.
+fn push_with_moved(history: &mut SnapshotHistory, snapshot: &Snapshot, moved: &[bool]) {
+    history
+        .push_with(snapshot.tick(), |next| {
+            let mut run = 0..0;
+            for (k, entity) in snapshot.entities().iter().enumerate() {
+                let same_place = next.previous().get(k) == Some(entity);
+                if same_place && !moved[k % moved.len()] {
+                    if run.end != k {
+                        next.keep_run(std::mem::replace(&mut run, k..k)).unwrap();
+                    }
+                    run.end = k + 1;
+                    continue;
+                }
+                next.keep_run(std::mem::take(&mut run)).unwrap();
+                match moved[k % moved.len()] {
+                    true => next.push_changed(*entity).unwrap(),
+                    false => next.push(*entity).unwrap(),
+                }
+            }
+            next.keep_run(run).unwrap();
+        })
+        .unwrap();
+}
+
+proptest! {
+    /// Entities pushed as changed whose codes did not change (a state that moved less than a
+    /// quantization step) are compared by the encoder and cost no byte: every delta is the
+    /// one comparing every entity gives.
+    #[test]
+    fn pushed_as_changed_with_the_same_codes_encodes_as_comparing_would(
+        steps in quiet_sequence(),
+        moved in prop::collection::vec(any::<bool>(), 1..8),
+        capacity in 1usize..4,
+    ) {
+        let mut history = SnapshotHistory::new(capacity);
+        // Each step twice: the second time every entity's codes are the same as the newest's.
+        let steps: Vec<Snapshot> = steps
+            .iter()
+            .flat_map(|s| [s, s])
+            .enumerate()
+            .map(|(n, s)| {
+                let mut s = s.clone();
+                s.set_tick(1000 + n as u32);
+                s
+            })
+            .collect();
+        for (n, snapshot) in steps.iter().enumerate() {
+            push_with_moved(&mut history, snapshot, &moved);
+            prop_assert_eq!(history.newest(), Some(snapshot));
+            for baseline in &steps[(n + 1).saturating_sub(capacity)..=n] {
+                check_against_comparing(&history, baseline, snapshot)?;
+            }
+        }
+    }
+}

@@ -24,12 +24,15 @@ pub struct SnapshotHistory {
 #[derive(Debug, Clone, Default)]
 struct Slot {
     snapshot: Snapshot,
-    /// Parallel to `snapshot.entities`: the tick each entity's codes last changed.
+    /// Parallel to `snapshot.entities`: the tick each entity's codes last changed, or a later
+    /// one (an entity pushed by [`NextSnapshot::push_changed`] with the same codes): a delta
+    /// skips an entity unchanged since its baseline and compares the others, so a later tick
+    /// costs a compare, never a byte.
     changed: Vec<u32>,
     /// Bit `j % 64` of word `j / 64` is set when entity `j` changed at this slot's tick (or is
-    /// new). Between snapshots with the same ids, the union of these sets over the slots newer
-    /// than a baseline is what changed since it: a few words per tick instead of a comparison
-    /// per entity.
+    /// new, or may have: as `changed`). Between snapshots with the same ids, the union of these
+    /// sets over the slots newer than a baseline is what may have changed since it: a few
+    /// words per tick instead of a comparison per entity.
     moved: Vec<u64>,
     /// The tick the set of ids last changed (an entity spawned or despawned): a baseline of
     /// this tick or later holds exactly the same ids, which spares the encoder a pass over both
@@ -259,6 +262,27 @@ impl NextSnapshot<'_> {
         // Once not aligned, `finish` builds the change set again by id.
         self.aligned = false;
         self.put(entity, kept);
+        Ok(())
+    }
+
+    /// Appends a freshly quantized entity as [`NextSnapshot::push`] does, recorded as changed at
+    /// this tick without comparing its codes with the newest snapshot's: for a caller that
+    /// knows its state moved (a room's world walk), whose codes then almost always moved too.
+    /// One whose codes came out the same is only compared where a delta is encoded (the
+    /// encoders write an update only for codes that differ): the same bytes, for one compare
+    /// there instead of one here for every entity that moved.
+    #[inline]
+    pub fn push_changed(&mut self, entity: QuantizedEntity) -> Result<(), SnapshotError> {
+        let k = self.len;
+        let previous = self.previous.and_then(|p| p.snapshot.entities().get(k));
+        if self.aligned && previous.is_some_and(|o| o.id == entity.id) {
+            // As in `push`: ids that line up ascend already.
+            self.put(entity, None);
+            return Ok(());
+        }
+        self.check_ascending(entity.id)?;
+        self.aligned = false;
+        self.put(entity, None);
         Ok(())
     }
 
