@@ -4,7 +4,8 @@
 //!
 //! A slot is *touched* when something happens to it (a datagram, a send, a close); at the end
 //! of the endpoint's method its deadline is recomputed and its events gathered later. Deadlines
-//! sit in a heap, one live entry per slot (its *armed* time) at most: a deadline moving later
+//! sit in a priority queue (`Timers`: entries armed in time order in a plain queue, the others
+//! in a heap), one live entry per slot (its *armed* time) at most: a deadline moving later
 //! leaves that entry where it is, and when it surfaces it is armed again at the slot's deadline
 //! then, so a slot that sends every tick and pushes its keepalive later each time costs the heap
 //! nothing until that entry comes round; a deadline moving earlier arms a new entry and leaves
@@ -199,6 +200,7 @@ impl Schedule {
 
     /// Records `slot`'s deadline (`None`: nothing to do until something happens). A slot in
     /// the due queue keeps its place there instead; it is set again when it leaves.
+    #[inline]
     pub(crate) fn set(&mut self, slot: usize, deadline: Option<Instant>) {
         let state = self.state(slot);
         if state.due || state.deadline == deadline {
@@ -303,6 +305,7 @@ impl Schedule {
     /// The live entry at the top, `slot`'s, whose deadline moved later than it (or went):
     /// armed again at the deadline, or dropped. The step `collect_due` takes when such an
     /// entry comes, and `rearm_before` before it does.
+    #[inline]
     fn rearm_top(&mut self, slot: usize) {
         self.heap.pop();
         let state = &mut self.slots[slot];
