@@ -448,6 +448,7 @@ impl Connection {
 
     /// Gives back the payload of a message of `channel` once read, for the channel's next
     /// message (see [`Endpoint::recycle`](crate::Endpoint::recycle)).
+    #[inline]
     pub fn recycle(&mut self, channel: u8, payload: Vec<u8>) {
         if let Some(receive) = self.receive.get_mut(usize::from(channel)) {
             receive.recycle(payload);
