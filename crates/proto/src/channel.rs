@@ -522,13 +522,20 @@ impl ReceiveChannel {
     /// Adds piece `(seq, index, count)` to its message's assembly, creating the assembly
     /// (and reserving what it may hold) if `room` allows.
     fn assemble(&mut self, piece: (u16, u8, u8), payload: &[u8], room: usize) -> Assembled {
-        let (seq, index, count) = piece;
-        if count == 1 {
+        if piece.2 == 1 {
             if payload.len() > self.message_bytes_max {
                 return Assembled::Not(Received::Oversized);
             }
             return Assembled::Complete(self.copy(payload));
         }
+        self.assemble_piece(piece, payload, room)
+    }
+
+    /// [`Self::assemble`] for a piece of a fragmented message: out of line, so that the
+    /// one-piece message (nearly every message) pays for none of its frame.
+    #[inline(never)]
+    fn assemble_piece(&mut self, piece: (u16, u8, u8), payload: &[u8], room: usize) -> Assembled {
+        let (seq, index, count) = piece;
         let existing = self.held.iter().position(|a| a.seq == seq && a.parts.len() > 1);
         let at = match existing {
             Some(at) => at,

@@ -242,6 +242,9 @@ pub struct Connection {
     lost: Vec<u16>,
     /// Reused to collect the reliable units of the packet being built.
     units: Vec<(u8, u16, u8)>,
+    /// Reused to collect the unreliable channels the packet being built took units from:
+    /// those units are forgotten once it goes out, and only those channels need a look.
+    unreliable_sent: Vec<u8>,
     /// Send a packet at the next chance even with nothing to say (the server's first packet,
     /// which completes the client's handshake).
     prompted: bool,
@@ -317,6 +320,7 @@ impl Connection {
             copying: false,
             lost: Vec::new(),
             units: Vec::new(),
+            unreliable_sent: Vec::new(),
             prompted: false,
             now,
             probe_at: None,
@@ -444,6 +448,7 @@ impl Connection {
 
     /// Gives back the payload of a message of `channel` once read, for the channel's next
     /// message (see [`Endpoint::recycle`](crate::Endpoint::recycle)).
+    #[inline]
     pub fn recycle(&mut self, channel: u8, payload: Vec<u8>) {
         if let Some(receive) = self.receive.get_mut(usize::from(channel)) {
             receive.recycle(payload);
@@ -913,12 +918,13 @@ impl Connection {
         let seq = self.sent.record(now, len, &mut units);
         self.units = units;
         self.sent.slot(seq).ack = self.header_ack.take();
-        for channel in &mut self.send {
-            // Unreliable units are sent once, then forgotten.
-            if !channel.config.kind.is_reliable() {
-                channel.forget_sent();
-            }
+        // Unreliable units are sent once, then forgotten: only the channels this packet
+        // took units from can hold any (a packet went through every channel before, most of
+        // them empty).
+        for &c in &self.unreliable_sent {
+            self.send[usize::from(c)].forget_sent();
         }
+        self.unreliable_sent.clear();
         self.last_sent = now;
         self.ack_owed_since = None;
         self.ack_now = false;
@@ -1091,6 +1097,10 @@ impl Connection {
                 unit.round_sends = unit.round_sends.saturating_add(1);
                 unit.last_sent = Some(now);
                 unit.lost = false;
+                if !reliable && !self.unreliable_sent.contains(&(c as u8)) {
+                    // Listed once: at most a packet's channels, one or two.
+                    self.unreliable_sent.push(c as u8);
+                }
                 if reliable {
                     filled.last_copy |= copies > 1 && unit.round_sends == copies;
                     filled.fresh_reliable |= unit.sends == 1;

@@ -4,7 +4,8 @@
 //!
 //! A slot is *touched* when something happens to it (a datagram, a send, a close); at the end
 //! of the endpoint's method its deadline is recomputed and its events gathered later. Deadlines
-//! sit in a heap, one live entry per slot (its *armed* time) at most: a deadline moving later
+//! sit in a priority queue (`Timers`: entries armed in time order in a plain queue, the others
+//! in a heap), one live entry per slot (its *armed* time) at most: a deadline moving later
 //! leaves that entry where it is, and when it surfaces it is armed again at the slot's deadline
 //! then, so a slot that sends every tick and pushes its keepalive later each time costs the heap
 //! nothing until that entry comes round; a deadline moving earlier arms a new entry and leaves
@@ -19,6 +20,72 @@ use crate::time::Instant;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+/// Armed entries ([`Schedule::entry`]s), earliest first, kept in two parts: a queue of
+/// entries armed in nondecreasing order, and a heap of the others. An owed ack's entry is
+/// armed at its input's time plus `ack_delay_max`, and re-armed at the next one when it
+/// surfaces: connections' inputs come in time order, so nearly every such entry joins the
+/// queue's back and leaves its front, in constant time, where the heap took a sift through
+/// every level for each (the pop and the push of a re-arm were most of the schedule's cost).
+/// An entry earlier than the queue's back (a deadline moved earlier than the last one armed)
+/// goes to the heap; the earliest entry is the earlier of the two fronts, kept apart since
+/// `poll_transmit` reads it for every packet.
+#[derive(Debug)]
+struct Timers {
+    ordered: VecDeque<u128>,
+    heap: BinaryHeap<Reverse<u128>>,
+    /// The earliest entry of either, `NONE` if both are empty.
+    first: u128,
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        Self { ordered: VecDeque::new(), heap: BinaryHeap::new(), first: Self::NONE }
+    }
+}
+
+impl Timers {
+    /// No entry: a slot's index never reaches `u64::MAX`, so no entry is this.
+    const NONE: u128 = u128::MAX;
+
+    fn push(&mut self, entry: u128) {
+        if self.ordered.back().is_none_or(|&last| last <= entry) {
+            self.ordered.push_back(entry);
+        } else {
+            self.heap.push(Reverse(entry));
+        }
+        self.first = self.first.min(entry);
+    }
+
+    /// The earliest entry.
+    #[inline]
+    fn peek(&self) -> Option<u128> {
+        (self.first != Self::NONE).then_some(self.first)
+    }
+
+    /// Drops the earliest entry.
+    fn pop(&mut self) {
+        match (self.ordered.front(), self.heap.peek()) {
+            (Some(&first), Some(&Reverse(top))) if top < first => {
+                self.heap.pop();
+            }
+            (Some(_), _) => {
+                self.ordered.pop_front();
+            }
+            (None, _) => {
+                self.heap.pop();
+            }
+        }
+        let ordered = self.ordered.front().copied().unwrap_or(Self::NONE);
+        let heap = self.heap.peek().map_or(Self::NONE, |&Reverse(top)| top);
+        self.first = ordered.min(heap);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.ordered.len() + self.heap.len()
+    }
+}
+
 /// Per-slot bookkeeping of an endpoint.
 #[derive(Debug, Default)]
 pub(crate) struct Schedule {
@@ -26,8 +93,8 @@ pub(crate) struct Schedule {
     touched: Vec<usize>,
     /// Slots that may have events to gather, or may have drained.
     eventful: Vec<usize>,
-    /// Armed times, earliest first, possibly stale: [`Schedule::entry`]s.
-    heap: BinaryHeap<Reverse<u128>>,
+    /// Armed times, earliest first, possibly stale.
+    heap: Timers,
     /// Slots whose deadline has come, in the order they are served.
     due: VecDeque<usize>,
     /// Per slot: its current deadline (`None` while due or idle) and its list memberships.
@@ -48,13 +115,13 @@ impl Schedule {
     /// A heap entry: `at` in the high half, `slot` in the low one, so that entries order as
     /// `(at, slot)` would but with one wide comparison instead of a tuple's two (a re-armed
     /// owed-ack timer sifts through every level of the heap, comparing at each).
-    fn entry(at: Instant, slot: usize) -> Reverse<u128> {
-        Reverse(u128::from(at.as_nanos()) << 64 | slot as u128)
+    fn entry(at: Instant, slot: usize) -> u128 {
+        u128::from(at.as_nanos()) << 64 | slot as u128
     }
 
     /// The earliest entry's time and slot.
     fn top(&self) -> Option<(Instant, usize)> {
-        let &Reverse(entry) = self.heap.peek()?;
+        let entry = self.heap.peek()?;
         Some((Instant::from_nanos((entry >> 64) as u64), entry as u64 as usize))
     }
 
@@ -133,6 +200,7 @@ impl Schedule {
 
     /// Records `slot`'s deadline (`None`: nothing to do until something happens). A slot in
     /// the due queue keeps its place there instead; it is set again when it leaves.
+    #[inline]
     pub(crate) fn set(&mut self, slot: usize, deadline: Option<Instant>) {
         let state = self.state(slot);
         if state.due || state.deadline == deadline {
@@ -237,6 +305,7 @@ impl Schedule {
     /// The live entry at the top, `slot`'s, whose deadline moved later than it (or went):
     /// armed again at the deadline, or dropped. The step `collect_due` takes when such an
     /// entry comes, and `rearm_before` before it does.
+    #[inline]
     fn rearm_top(&mut self, slot: usize) {
         self.heap.pop();
         let state = &mut self.slots[slot];
@@ -443,6 +512,112 @@ mod tests {
         s.collect_due(at(200));
         assert_eq!((s.leave(), s.leave()), (Some(1), None));
         assert_eq!(s.earliest(), None);
+    }
+
+    /// One step of `every_deadline_comes_due_exactly_at_its_time`: what a host does to the
+    /// schedule, on slot `slot`, `dt` microseconds away.
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// A new deadline, `dt` from now (or none), as `settle` and `leave_due` set them.
+        Set { slot: usize, dt: Option<u64> },
+        /// A message queued.
+        MakeDue { slot: usize },
+        /// Time goes on by `dt` and the due slots are collected and served, each leaving with
+        /// its next deadline (`dt` from then, or none).
+        Advance { dt: u64, next: Option<u64> },
+        /// A host that wakes by `dt` from now anyway asks when to wake.
+        RearmBefore { dt: u64 },
+        /// A slot freed.
+        Forget { slot: usize },
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        let slot = 0..6usize;
+        let dt = prop_oneof![0..40u64, 0..20_000u64];
+        prop_oneof![
+            4 => (slot.clone(), proptest::option::weighted(0.9, dt.clone()))
+                .prop_map(|(slot, dt)| Step::Set { slot, dt }),
+            1 => slot.clone().prop_map(|slot| Step::MakeDue { slot }),
+            4 => (dt.clone(), proptest::option::weighted(0.9, dt.clone()))
+                .prop_map(|(dt, next)| Step::Advance { dt, next }),
+            1 => dt.prop_map(|dt| Step::RearmBefore { dt }),
+            1 => slot.prop_map(|slot| Step::Forget { slot }),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Goal: whatever the order of deadlines set, moved earlier or later, served and
+        /// re-armed (entries in the ordered queue or the heap), every slot comes due at its
+        /// deadline, not before and not after, and `earliest` is never later than the
+        /// earliest deadline. Method: the schedule against a plain list of each slot's
+        /// deadline, time advancing by whole microseconds (deadlines land exactly on them).
+        #[test]
+        fn every_deadline_comes_due_exactly_at_its_time(
+            steps in proptest::collection::vec(step(), 1..200),
+        ) {
+            let us = |n: u64| Duration::from_micros(n);
+            let mut s = Schedule::default();
+            let mut now = at(1);
+            // The model: each slot's deadline, and whether it is due.
+            let mut deadline: [Option<Instant>; 6] = [None; 6];
+            let mut due = [false; 6];
+            for step in steps {
+                match step {
+                    Step::Set { slot, dt } => {
+                        let when = dt.map(|dt| now + us(dt));
+                        s.set_at(slot, when, now);
+                        if !due[slot] {
+                            deadline[slot] = when;
+                            if when.is_some_and(|t| t <= now) {
+                                (deadline[slot], due[slot]) = (None, true);
+                            }
+                        }
+                    }
+                    Step::MakeDue { slot } => {
+                        s.make_due(slot);
+                        (deadline[slot], due[slot]) = (None, true);
+                    }
+                    Step::Advance { dt, next } => {
+                        now += us(dt);
+                        s.collect_due(now);
+                        for slot in 0..6 {
+                            if deadline[slot].is_some_and(|t| t <= now) {
+                                (deadline[slot], due[slot]) = (None, true);
+                            }
+                        }
+                        let mut served: Vec<usize> = Vec::new();
+                        while let Some(slot) = s.leave() {
+                            served.push(slot);
+                        }
+                        served.sort();
+                        let expected: Vec<usize> = (0..6).filter(|&i| due[i]).collect();
+                        proptest::prop_assert_eq!(served, expected, "due at {:?}", now);
+                        for slot in 0..6 {
+                            if due[slot] {
+                                let when = next.map(|dt| now + us(dt.max(1)));
+                                s.set(slot, when);
+                                (deadline[slot], due[slot]) = (when, false);
+                            }
+                        }
+                    }
+                    Step::RearmBefore { dt } => s.rearm_before(now + us(dt)),
+                    Step::Forget { slot } => {
+                        s.forget(slot);
+                        (deadline[slot], due[slot]) = (None, false);
+                    }
+                }
+                let first = deadline.iter().flatten().min().copied();
+                let any_due = due.iter().any(|&d| d);
+                match s.earliest() {
+                    Some(t) if any_due => proptest::prop_assert_eq!(t, Instant::ZERO),
+                    // Possibly earlier (an entry armed before its deadline moved later or
+                    // went: an early wake-up), never later.
+                    Some(t) => proptest::prop_assert!(first.is_none_or(|f| t <= f)),
+                    None => proptest::prop_assert!(first.is_none() && !any_due),
+                }
+            }
+        }
     }
 
     #[test]

@@ -163,7 +163,18 @@ impl Connection {
     /// trip after a message was decoded, and while repairs are short. Its 5 bytes in every
     /// packet cost 0.002 of the mean round trip (`rally-bench transport`, bernoulli-10).
     /// Skipped when the packet has no room.
+    #[inline]
     pub(super) fn write_repair_acks(&mut self, w: &mut Writer<'_>) {
+        // Checked inline (once a packet, nearly always with repairs off): the writing out of
+        // line.
+        if matches!(self.config.repair, Repair::Adaptive { .. }) {
+            self.write_active_repair_acks(w);
+        }
+    }
+
+    /// [`Self::write_repair_acks`] with repairs on.
+    #[inline(never)]
+    fn write_active_repair_acks(&mut self, w: &mut Writer<'_>) {
         for c in 0..self.decoders.len() {
             if !self.decoders[c].active || !self.is_coded(c) {
                 continue;
@@ -206,11 +217,18 @@ impl Connection {
     }
 
     /// Message `seq` of channel `c` arrived (or was decoded): the decoder subtracts it from
-    /// what it holds, which may solve more.
+    /// what it holds, which may solve more. Inline: most messages are of channels without
+    /// repairs, for which a call (two a packet) cost more than the check.
+    #[inline]
     pub(super) fn learn(&mut self, c: usize, seq: u16, payload: &[u8]) {
-        if !self.is_coded(c) {
-            return;
+        if self.is_coded(c) {
+            self.learn_coded(c, seq, payload);
         }
+    }
+
+    /// [`Self::learn`] on a coded channel.
+    #[inline(never)]
+    fn learn_coded(&mut self, c: usize, seq: u16, payload: &[u8]) {
         let room = self.decoder_room();
         let before = self.decoders[c].bytes();
         let solved = self.decoders[c].learn(seq, payload, room);
