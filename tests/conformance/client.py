@@ -59,7 +59,7 @@ class Connection:
         self.closed = None  # a disconnect reason from the server
         self.stats = {"sent": 0, "received": 0, "resent_units": 0, "largest_datagram": 0,
                       "fragment_frames_in": 0, "pieces_in_max": 0, "dropped": 0,
-                      "last_frames_in": 0, "narrow_frames_in": 0}
+                      "last_frames_in": 0}
         self.kinds_in = {}  # data packets received, by type
         self.received_log = []  # (kind, number) of every authenticated data packet
         self.handshake(timeout)
@@ -169,8 +169,7 @@ class Connection:
         self.kinds_in[kind] = self.kinds_in.get(kind, 0) + 1
         forms = []
         frames = p.read_frames(payload, seq, forms)
-        self.stats["last_frames_in"] += forms.count("last") + forms.count("narrow")
-        self.stats["narrow_frames_in"] += forms.count("narrow")
+        self.stats["last_frames_in"] += forms.count("last")
         if frames:
             self.ack_owed = True
         for frame in frames:
@@ -187,11 +186,6 @@ class Connection:
         if frame[0] in ("ping", "repair", "repair_ack"):
             return  # this client neither asks for repairs nor decodes them (section 6a)
         channel, seq = frame[1], frame[2]
-        if frame[0] == "narrow_message":
-            # Only a reliable-ordered channel's sender uses the form (section 4).
-            if self.channels[channel] != RELIABLE_ORDERED:
-                raise p.Malformed("narrow message on a channel not reliable ordered")
-            seq = p.restore_message_seq(self.next_deliver[channel], seq)
         if frame[0] == "fragment":
             _, _, _, index, count, piece = frame
             self.stats["fragment_frames_in"] += 1

@@ -21,7 +21,6 @@ FRAME_MESSAGE, FRAME_FRAGMENT, FRAME_PING = 0x01, 0x02, 0x03
 FRAME_REPAIR, FRAME_REPAIR_ACK = 0x04, 0x05
 # Draft 2's last-frame forms (section 4): the type byte's low six bits are the channel.
 FRAME_MESSAGE_LAST, FRAME_REPAIR_LAST = 0x80, 0xC0
-FRAME_MESSAGE_NARROW = 0x40
 # The longest ack delay the short header carries, in 8 us units (section 3).
 SHORT_DELAY_MAX = 129 * 128
 
@@ -325,10 +324,9 @@ def split(channel, seq, payload):
 
 def read_frames(payload, packet_seq=0, forms=None):
     """Frames as tuples: ("message", ch, seq, bytes), ("fragment", ch, seq, i, n, bytes),
-    ("ping",), ("repair", ch, start, count, seed, bytes), ("repair_ack", ch, next, shortfall),
-    ("narrow_message", ch, low8, bytes) (restore its sequence with restore_message_seq).
+    ("ping",), ("repair", ch, start, count, seed, bytes), ("repair_ack", ch, next, shortfall).
     `packet_seq` is the packet's sequence: the seed of a repair in its last-frame form. With
-    `forms` a list, "last", "narrow" or "draft1" is appended to it for each frame."""
+    `forms` a list, "last" or "draft1" is appended to it for each frame."""
     forms = [] if forms is None else forms
     frames, pos = [], 0
     while pos < len(payload):
@@ -351,14 +349,6 @@ def read_frames(payload, packet_seq=0, forms=None):
             else:
                 raise Malformed("last frame")
             forms.append("last")
-            return frames
-        if kind >= FRAME_MESSAGE_NARROW:
-            # The last-frame message form with a one-byte sequence (section 4).
-            if pos + 2 > len(payload):
-                raise Malformed("narrow message frame")
-            frames.append(("narrow_message", kind & 0x3F, payload[pos + 1],
-                           bytes(payload[pos + 2:])))
-            forms.append("narrow")
             return frames
         if kind == FRAME_REPAIR_ACK and pos + 5 <= len(payload):
             frames.append(("repair_ack",) + struct.unpack_from("<BHB", payload, pos + 1))
@@ -385,13 +375,6 @@ def read_frames(payload, packet_seq=0, forms=None):
         forms.append("draft1")
         pos += length
     return frames
-
-
-def restore_message_seq(expected, low):
-    """The message sequence whose low 8 bits are `low`, nearest `expected` (the next message
-    the channel expects): from expected - 127 to expected + 128 (section 4)."""
-    ahead = (low - expected) % 256
-    return (expected + ahead if ahead <= 128 else expected + ahead - 256) % 65536
 
 
 def newer(a, b):

@@ -180,9 +180,8 @@ def sealed_vectors(v):
     expect(datagram[0] == p.DATA_SHORT and head == 8, "the short header (draft 2)")
     forms = []
     frames = p.read_frames(p.open_sealed(key, number, datagram, head), seq, forms)
-    expect(frames == [("narrow_message", 0, 0, b"hello")], f"frames {frames}")
-    expect(p.restore_message_seq(0, frames[0][2]) == 0, "the sequence restored")
-    expect(forms == ["narrow"], "the message in its narrow last-frame form (draft 2)")
+    expect(frames == [("message", 0, 0, b"hello")], f"frames {frames}")
+    expect(forms == ["last"], "the message in its last-frame form (draft 2)")
     s = v["sealed_disconnect"]
     expect(p.sealed_disconnect(bytes.fromhex(s["key"]), s["number"], 0).hex() == s["datagram"],
            "sealed disconnect")
@@ -245,10 +244,8 @@ def echo_draft_two(conn):
     # a connection without much loss fit 16 bits.
     short, last = conn.kinds_in.get(p.DATA_SHORT, 0), conn.stats["last_frames_in"]
     expect(short > 0, f"no 0x17 among {conn.kinds_in}")
-    narrow = conn.stats["narrow_frames_in"]
     expect(last > 0, "no message frame in its last-frame form")
-    expect(narrow > 0, "no message frame in its narrow form (0x40 | channel)")
-    return f"{short} packets with the short header, {last} last-frame messages ({narrow} narrow)"
+    return f"{short} packets with the short header, {last} last-frame messages"
 
 
 @check("echo: unreliable channel delivers each echo at most once, most of them")

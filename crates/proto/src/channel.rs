@@ -5,7 +5,6 @@
 //! Every queue and buffer is bounded by the connection's configuration.
 
 use crate::config::{ChannelConfig, ChannelKind};
-use crate::packet::{narrow_message_allowed, restore_message_seq};
 use crate::time::Instant;
 use rally_wire::seq::seq16_newer;
 use std::collections::VecDeque;
@@ -142,15 +141,6 @@ impl SendChannel {
     /// The sequence the next message will take.
     pub(crate) fn next_seq(&self) -> u16 {
         self.next_seq
-    }
-
-    /// Whether a message of this channel may go out with a one-byte sequence (the narrow
-    /// form): reliable ordered, and few enough messages queued from the oldest the peer has
-    /// not acknowledged ([`narrow_message_allowed`]). Every unit before the front was acked.
-    pub(crate) fn narrow_allowed(&self) -> bool {
-        let oldest = self.units.front().map_or(self.next_seq, |u| u.seq);
-        self.config.kind == ChannelKind::ReliableOrdered
-            && narrow_message_allowed(oldest, self.next_seq)
     }
 
     /// Marks the unit lost, to be resent at once.
@@ -362,13 +352,6 @@ impl ReceiveChannel {
     /// Ordered: the next message to deliver.
     pub(crate) fn next_seq(&self) -> u16 {
         self.next
-    }
-
-    /// The sequence of a narrow message frame whose low 8 bits are `low`: nearest the next
-    /// message to deliver. `None` unless the channel is reliable ordered, the only kind whose
-    /// sender uses the form.
-    pub(crate) fn restore_narrow(&self, low: u8) -> Option<u16> {
-        (self.kind == ChannelKind::ReliableOrdered).then(|| restore_message_seq(self.next, low))
     }
 
     /// Ordered: message `seq`, if it is complete and held behind a gap.

@@ -545,9 +545,6 @@ impl Connection {
                 return Ok(false);
             }
             Frame::Message { channel, seq, payload } => (channel, seq, 0, 1, payload),
-            Frame::NarrowMessage { channel, seq, payload } => {
-                (channel, self.restore_narrow(channel, seq)?, 0, 1, payload)
-            }
             Frame::Fragment { channel, seq, index, count, payload } => {
                 (channel, seq, index, count, payload)
             }
@@ -593,19 +590,6 @@ impl Connection {
             Received::Held | Received::Duplicate => {}
         }
         Ok(false)
-    }
-
-    /// The full sequence of a narrow message frame on `channel`, restored from the next
-    /// message the channel expects. Only a reliable-ordered channel has one: the form on any
-    /// other breaks the protocol, as does a channel the connection does not have.
-    fn restore_narrow(&mut self, channel: u8, low: u8) -> Result<u16, DisconnectReason> {
-        match self.receive.get(usize::from(channel)).and_then(|r| r.restore_narrow(low)) {
-            Some(seq) => Ok(seq),
-            None => {
-                self.disconnect(DisconnectReason::PeerMisbehaved);
-                Err(DisconnectReason::PeerMisbehaved)
-            }
-        }
     }
 
     /// Moves the messages a channel has ready into events.
@@ -1058,7 +1042,6 @@ impl Connection {
             let coded = self.is_coded(c);
             let copies = gate.copies;
             let reliable = self.send[c].config.kind.is_reliable();
-            let narrow = self.send[c].narrow_allowed();
             for u in 0..self.send[c].units.len() {
                 let unit = &self.send[c].units[u];
                 let wanted = if redundant {
@@ -1082,7 +1065,7 @@ impl Connection {
                     continue;
                 }
                 let written = if unit.count == 1 {
-                    write_message(w, c as u8, unit.seq, &unit.payload, narrow)
+                    write_message(w, c as u8, unit.seq, &unit.payload)
                 } else {
                     write_fragment(w, (c as u8, unit.seq, unit.index, unit.count), &unit.payload)
                 };
@@ -1245,12 +1228,8 @@ mod tests {
             };
             let mut carried: Vec<(u8, &[u8])> = Vec::new();
             for frame in Frames::new(frames, 1) {
-                match frame {
-                    Ok(Frame::Message { channel, payload, .. })
-                    | Ok(Frame::NarrowMessage { channel, payload, .. }) => {
-                        carried.push((channel, payload))
-                    }
-                    _ => {}
+                if let Ok(Frame::Message { channel, payload, .. }) = frame {
+                    carried.push((channel, payload));
                 }
             }
             assert_eq!(carried, expected, "{redundancy:?}");

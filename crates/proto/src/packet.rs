@@ -1,7 +1,7 @@
 //! The datagram format: handshake packets, data packets with acks, and the frames inside them.
 //! Byte-aligned and little-endian; docs/protocol.md specifies it (draft 2: the short data
-//! header `0x17` and the last-frame forms `0x80 | channel`, `0x40 | channel` and
-//! `0xC0 | channel`; decoders accept every draft-1 form too).
+//! header `0x17` and the last-frame forms `0x80 | channel` and `0xC0 | channel`; decoders
+//! accept every draft-1 form too).
 //!
 //! Every decoder takes untrusted bytes and returns a [`PacketError`] naming what was wrong; none
 //! panics or allocates.
@@ -73,14 +73,6 @@ const FRAME_REPAIR_ACK: u8 = 0x05;
 /// `0x80 | channel`: a message frame without channel byte or length, running to the end of the
 /// packet (channels below 64).
 const FRAME_MESSAGE_LAST: u8 = 0x80;
-/// `0x40 | channel`: the last-frame message form with only the message sequence's low 8 bits,
-/// which the receiver restores from the next message it expects (reliable-ordered channels
-/// below 64; [`restore_message_seq`]).
-const FRAME_MESSAGE_NARROW: u8 = 0x40;
-/// Messages a reliable-ordered channel may have queued from the oldest its peer has not
-/// acknowledged, that one included, for a message of it to go out in the narrow form: the
-/// receiver's next expected message then lies within reach of every one of them.
-pub const NARROW_MESSAGE_SPAN_MAX: u16 = 127;
 /// `0xC0 | channel`: a repair frame without seed (the packet's sequence is the seed) or
 /// length, running to the end of the packet (channels below 64).
 const FRAME_REPAIR_LAST: u8 = 0xC0;
@@ -345,17 +337,6 @@ pub enum Frame<'a> {
         /// The combined symbols.
         data: &'a [u8],
     },
-    /// A whole message of a reliable-ordered channel as the last frame of its packet, with
-    /// only its sequence's low 8 bits (`0x40 | channel`): the receiver restores the rest
-    /// ([`restore_message_seq`]) from the next message it expects on the channel.
-    NarrowMessage {
-        /// The channel index (below 64).
-        channel: u8,
-        /// The low 8 bits of the message's sequence.
-        seq: u8,
-        /// The message.
-        payload: &'a [u8],
-    },
     /// The receiver's state of a repaired channel: every message before `next` was delivered,
     /// and `shortfall` more repairs would fill the holes it knows of. Not ack-eliciting.
     RepairAck {
@@ -375,17 +356,9 @@ impl Frame<'_> {
         let mut w = Writer::new(buf);
         match *self {
             Frame::Message { channel, seq, payload } => {
-                write_message(&mut w, channel, seq, payload, false)?;
+                write_message(&mut w, channel, seq, payload)?;
                 // Not the last frame: the draft-1 form.
                 w.widen_last_message();
-            }
-            // It has no other form: nothing may follow it.
-            Frame::NarrowMessage { channel, seq, payload } => {
-                if channel >= LAST_FORM_CHANNELS {
-                    return Err(PacketError::OutOfRange { what: "channel" });
-                }
-                w.put(&[FRAME_MESSAGE_NARROW | channel, seq])?;
-                w.put(payload)?;
             }
             Frame::Ping => write_ping(&mut w)?,
             Frame::Fragment { channel, seq, index, count, payload } => {
@@ -409,7 +382,7 @@ impl Frame<'_> {
         let mut w = Writer::new(buf);
         match *self {
             Frame::Message { channel, seq, payload } => {
-                write_message(&mut w, channel, seq, payload, false)?;
+                write_message(&mut w, channel, seq, payload)?;
                 w.finish();
             }
             Frame::Repair { channel, start, count, seed, data } if seed == packet_seq => {
@@ -485,13 +458,12 @@ impl<'a> Reader<'a> {
 pub(crate) struct Writer<'a> {
     buf: &'a mut [u8],
     len: usize,
-    /// The latest message frame, if its channel has a last-frame form: where it starts, its
-    /// payload's length, and whether it may end the packet in the narrow form. It is written
-    /// in the last-frame form (`0x80 | channel`, no channel byte, no length), which it keeps
-    /// if nothing follows it (narrowed at [`Writer::finish`] if it may be); the next write
-    /// turns it into the draft-1 form first. Most packets end with their one message: its
-    /// payload is written once, not moved back by 2 to 4 bytes at the end.
-    last_message: Option<(usize, usize, bool)>,
+    /// The latest message frame, if its channel has a last-frame form: where it starts and
+    /// its payload's length. It is written in that form (`0x80 | channel`, no channel byte, no
+    /// length), which it keeps if nothing follows it; the next write turns it into the
+    /// draft-1 form first. Most packets end with their one message: its payload is written
+    /// once, not moved back by 2 to 4 bytes at the end.
+    last_message: Option<(usize, usize)>,
 }
 
 impl<'a> Writer<'a> {
@@ -499,19 +471,9 @@ impl<'a> Writer<'a> {
         Self { buf, len: 0, last_message: None }
     }
 
-    /// Ends a data packet: a message frame written last keeps its last-frame form, narrowed
-    /// to a one-byte sequence if its writer allowed it (one byte less).
+    /// Ends a data packet: a message frame written last keeps its last-frame form.
     pub(crate) fn finish(&mut self) {
-        let Some((start, len, narrow)) = self.last_message.take() else { return };
-        if !narrow {
-            return;
-        }
-        let channel = self.buf[start] & !FRAME_MESSAGE_LAST;
-        let payload = start + 3;
-        self.buf[start] = FRAME_MESSAGE_NARROW | channel;
-        // The sequence's low byte stays where it is (little-endian); the payload moves up.
-        self.buf.copy_within(payload..payload + len, payload - 1);
-        self.len -= 1;
+        self.last_message = None;
     }
 
     /// Bytes written, the last message in its last-frame form.
@@ -522,13 +484,13 @@ impl<'a> Writer<'a> {
     /// What another frame may take: the last message's draft-1 form is kept room for, as it
     /// takes that form if anything follows it.
     pub(crate) fn remaining(&self) -> usize {
-        let widen = self.last_message.map_or(0, |(_, len, _)| 1 + varint_len(len));
+        let widen = self.last_message.map_or(0, |(_, len)| 1 + varint_len(len));
         self.buf.len() - self.len - widen
     }
 
     /// Turns the last message's frame into its draft-1 form: something follows it.
     fn widen_last_message(&mut self) {
-        let Some((start, len, _)) = self.last_message.take() else { return };
+        let Some((start, len)) = self.last_message.take() else { return };
         let (channel, seq) =
             (self.buf[start] & !FRAME_MESSAGE_LAST, [self.buf[start + 1], self.buf[start + 2]]);
         let mut prefix = [0u8; 10];
@@ -722,14 +684,12 @@ pub(crate) fn write_data_header(w: &mut Writer<'_>, h: &DataHeader) -> Result<()
 }
 
 /// Writes a message frame: in its last-frame form, widened to the draft-1 form if another
-/// frame follows it (see [`Writer`]); with `narrow`, in the narrow form if it stays last.
-/// Only a reliable-ordered channel within [`NARROW_MESSAGE_SPAN_MAX`] may pass `narrow`.
+/// frame follows it (see [`Writer`]).
 pub(crate) fn write_message(
     w: &mut Writer<'_>,
     channel: u8,
     seq: u16,
     payload: &[u8],
-    narrow: bool,
 ) -> Result<(), PacketError> {
     if channel >= LAST_FORM_CHANNELS {
         w.put(&[FRAME_MESSAGE, channel])?;
@@ -744,7 +704,7 @@ pub(crate) fn write_message(
     w.put(&[FRAME_MESSAGE_LAST | channel])?;
     w.put(&seq.to_le_bytes())?;
     w.put(payload)?;
-    w.last_message = Some((w.len() - payload.len() - 3, payload.len(), narrow));
+    w.last_message = Some((w.len() - payload.len() - 3, payload.len()));
     Ok(())
 }
 
@@ -823,28 +783,6 @@ pub fn message_frame_size_last(len: usize) -> usize {
     3 + len
 }
 
-/// The message sequence whose low 8 bits are `low`, nearest `expected` (the next message the
-/// receiver expects on the channel): from `expected - 127` to `expected + 128`, as the
-/// packet number's low bits are restored.
-pub fn restore_message_seq(expected: u16, low: u8) -> u16 {
-    let ahead = low.wrapping_sub(expected as u8);
-    if ahead <= 128 {
-        expected.wrapping_add(u16::from(ahead))
-    } else {
-        expected.wrapping_sub(256 - u16::from(ahead))
-    }
-}
-
-/// Whether a message of a reliable-ordered channel may go out in the narrow form: `oldest` is
-/// the oldest message the peer has not acknowledged (or `next` if none), `next` the sequence
-/// the channel's next message will take. The receiver's next expected message lies from
-/// `oldest` (it received every message before) to `next` (it cannot be past what was
-/// queued), so every message from `oldest` on restores right if the span is at most
-/// [`NARROW_MESSAGE_SPAN_MAX`].
-pub fn narrow_message_allowed(oldest: u16, next: u16) -> bool {
-    next.wrapping_sub(oldest) <= NARROW_MESSAGE_SPAN_MAX
-}
-
 /// The bytes a repair frame with `len` bytes of data takes in its last-frame form.
 pub fn repair_frame_size_last(len: usize) -> usize {
     4 + len
@@ -893,12 +831,6 @@ impl<'a> Frames<'a> {
             let seq = r.u16("message sequence")?;
             let payload = std::mem::take(&mut r.bytes);
             return Ok(Frame::Message { channel, seq, payload });
-        }
-        if kind >= FRAME_MESSAGE_NARROW {
-            let channel = kind & (LAST_FORM_CHANNELS - 1);
-            let seq = r.u8("message sequence")?;
-            let payload = std::mem::take(&mut r.bytes);
-            return Ok(Frame::NarrowMessage { channel, seq, payload });
         }
         let channel = r.u8("channel")?;
         let seq = r.u16("message sequence")?;
@@ -983,7 +915,7 @@ mod tests {
         let mut w = Writer::new(&mut buf);
         let acks = Some(Acks { ack: 6, bits: 1, delay: 3 });
         write_data_header(&mut w, &DataHeader { seq: 7, narrow: false, acks }).unwrap();
-        write_message(&mut w, 2, 300, b"hello", false).unwrap();
+        write_message(&mut w, 2, 300, b"hello").unwrap();
         write_fragment(&mut w, (1, 9, 1, 3), &[7; 500]).unwrap();
         let len = w.len();
         let frames_len = message_frame_size(5) + fragment_frame_size(500);
@@ -1043,25 +975,6 @@ mod tests {
         }
         assert_eq!(short_delay_units(255), SHORT_DELAY_MAX);
         assert_eq!(short_delay(SHORT_DELAY_MAX + 1), None);
-    }
-
-    /// Goal: the narrow rule allows exactly the spans at which every message in the span
-    /// restores right at every receiver state the span leaves possible: no wider (a wrong
-    /// sequence) and no narrower (a byte given away). Method: every span up to 131 messages
-    /// from an oldest message below and across the wrap, every message and receiver state.
-    #[test]
-    fn the_narrow_rule_allows_exactly_the_spans_that_restore() {
-        for oldest in [0u16, 0xFF40, 0xFFC0] {
-            for span in 1u16..=131 {
-                let next = oldest.wrapping_add(span);
-                let restores = (0..span).all(|k| {
-                    let seq = oldest.wrapping_add(k);
-                    (0..=span)
-                        .all(|j| restore_message_seq(oldest.wrapping_add(j), seq as u8) == seq)
-                });
-                assert_eq!(narrow_message_allowed(oldest, next), restores, "{oldest} {span}");
-            }
-        }
     }
 
     /// Goal: the draft-2 forms save what they promise, and draft-1 packets still decode.
@@ -1161,7 +1074,7 @@ mod properties {
             for frame in &frames {
                 match *frame {
                     Frame::Message { channel, seq, payload } => {
-                        write_message(&mut w, channel, seq, payload, false).unwrap()
+                        write_message(&mut w, channel, seq, payload).unwrap()
                     }
                     Frame::Fragment { channel, seq, index, count, payload } => {
                         write_fragment(&mut w, (channel, seq, index, count), payload).unwrap()
@@ -1242,47 +1155,6 @@ mod properties {
             let decoded: Vec<Frame<'_>> =
                 Frames::new(payload, seq).map(Result::unwrap).collect();
             prop_assert_eq!(decoded, frames);
-        }
-
-        /// Goal: a message the sender narrows (one-byte sequence) decodes to the sequence it
-        /// sent at every receiver state the rule leaves possible, across the u16 wrap and at
-        /// the rule's limit; a message not allowed narrow keeps its two bytes. Method: the
-        /// oldest unacknowledged message anywhere (often just below the wrap), up to 129
-        /// messages queued from it, any of them written last in a packet, the receiver
-        /// expecting any message from the oldest to the next to be queued.
-        #[test]
-        fn narrow_message_sequences_restore_to_the_sent_one(
-            oldest in prop_oneof![any::<u16>(), 0xFF00u16..=0xFFFF],
-            span in prop_oneof![1u16..=129, 120u16..=129],
-            (at, expected_at) in (any::<u16>(), any::<u16>()),
-            (channel, len) in (0u8..64, 0usize..40),
-        ) {
-            let next = oldest.wrapping_add(span);
-            let seq = oldest.wrapping_add(at % span);
-            let expected = oldest.wrapping_add(expected_at % (span + 1));
-            let narrow = narrow_message_allowed(oldest, next);
-            prop_assert_eq!(narrow, span <= NARROW_MESSAGE_SPAN_MAX);
-            let payload = vec![0xA5u8; len];
-            let mut buf = [0u8; 64];
-            let mut w = Writer::new(&mut buf);
-            write_message(&mut w, channel, seq, &payload, narrow).unwrap();
-            w.finish();
-            let written = w.len();
-            let frames: Vec<Frame<'_>> =
-                Frames::new(&buf[..written], 0).collect::<Result<_, _>>().unwrap();
-            match frames[..] {
-                [Frame::NarrowMessage { channel: c, seq: low, payload: p }] => {
-                    prop_assert!(narrow);
-                    prop_assert_eq!(written, message_frame_size_last(len) - 1);
-                    prop_assert_eq!((c, p), (channel, &payload[..]));
-                    prop_assert_eq!(restore_message_seq(expected, low), seq);
-                }
-                [Frame::Message { channel: c, seq: s, payload: p }] => {
-                    prop_assert!(!narrow);
-                    prop_assert_eq!((c, s, p), (channel, seq, &payload[..]));
-                }
-                _ => prop_assert!(false, "one message frame: {:?}", frames),
-            }
         }
 
         /// Goal: handshake packets round trip, and a client's are always padded.

@@ -1,7 +1,6 @@
 //! Goal: draft 2's forms (docs/protocol.md sections 3 and 4) cost on a real connection what the
 //! specification promises: a data packet with one 400-byte message is 8 bytes of short header
-//! and 2 of frame before its payload (7 fewer than draft 1; the narrow last message, a one-byte
-//! sequence, while few messages are in flight), a repair packet 8 and 4 before its
+//! and 3 of frame before its payload (6 fewer than draft 1), a repair packet 8 and 4 before its
 //! symbol (8 fewer), and a sealed one a byte less again once acked (the narrow header's
 //! one-byte sequence), which restores right across wraps and reordering while a stale one is
 //! refused and counted; a receiver still takes draft-1 packets; and garbage behind a short
@@ -13,7 +12,7 @@
 
 use rally_netem::LinkConfig;
 use rally_proto::packet::{Frame, Frames, Packet};
-use rally_proto::{ConnectionConfig, EndpointConfig, Event, Redundancy, Repair};
+use rally_proto::{ConnectionConfig, EndpointConfig, Event, Repair};
 use rally_sim::{Pair, VirtualClock};
 use std::time::Duration;
 
@@ -57,16 +56,15 @@ fn frames(datagram: &[u8]) -> (Vec<Frame<'_>>, usize) {
 }
 
 #[test]
-fn a_message_packet_takes_ten_bytes_besides_its_payload() {
+fn a_message_packet_takes_eleven_bytes_besides_its_payload() {
     let datagrams = stream(Repair::Off, false);
     let mut carrying = 0;
     for datagram in &datagrams {
         let (frames, header) = frames(datagram);
-        // Few messages in flight on a reliable-ordered channel: the one-byte sequence.
-        if let [Frame::NarrowMessage { payload, .. }] = frames[..] {
+        if let [Frame::Message { payload, .. }] = frames[..] {
             assert_eq!(payload.len(), MESSAGE);
             assert_eq!((datagram[0], header), (0x17, 8), "the short header");
-            assert_eq!(datagram.len(), 8 + 2 + MESSAGE, "a narrow last message: 2 bytes");
+            assert_eq!(datagram.len(), 8 + 3 + MESSAGE, "a last-frame message: 3 bytes");
             carrying += 1;
         }
     }
@@ -80,10 +78,10 @@ fn a_message_packet_takes_ten_bytes_besides_its_payload() {
     let acked = with_message.iter().position(|d| d[0] == 0x18).expect("narrow headers");
     assert!(acked <= 3, "{acked} packets before the narrow header");
     for datagram in &with_message[..acked] {
-        assert_eq!((datagram[0], datagram.len()), (0x17, 8 + 2 + MESSAGE + 16), "before an ack");
+        assert_eq!((datagram[0], datagram.len()), (0x17, 8 + 3 + MESSAGE + 16), "before an ack");
     }
     for datagram in &with_message[acked..] {
-        assert_eq!((datagram[0], datagram.len()), (0x18, 7 + 2 + MESSAGE + 16), "narrow");
+        assert_eq!((datagram[0], datagram.len()), (0x18, 7 + 3 + MESSAGE + 16), "narrow");
     }
 }
 
@@ -132,67 +130,6 @@ fn narrow_sequences_survive_wraps_and_reordering_and_a_stale_one_is_refused() {
     let deadline = pair.now() + Duration::from_millis(200);
     pair.run_until(deadline);
     assert_eq!(pair.server_messages(0).last(), Some(&&b"after"[..]), "the connection goes on");
-}
-
-/// Goal: a burst of messages larger than the narrow form's reach goes out with two-byte
-/// sequences until fewer than 128 are unacknowledged, then with one-byte ones, and every
-/// message arrives once and in order through loss, duplication and reordering (a sequence
-/// restored wrong would deliver a message out of place or never). Method: 250 messages of 250
-/// bytes queued at once (about as many as the first window holds, so that a hole early in
-/// the burst leaves the receiver well over 128 messages behind the newest arriving) and 300
-/// more at 60 Hz over a lossy, reordering link, without copies; the frames the server
-/// received and the messages it delivered.
-#[test]
-fn a_burst_past_the_narrow_reach_falls_back_to_two_byte_sequences_and_nothing_is_misplaced() {
-    let link = LinkConfig {
-        delay: Duration::from_millis(15),
-        jitter: Duration::from_millis(6),
-        reorder: true,
-        duplicate: 0.05,
-        loss: rally_netem::LossModel::Bernoulli { probability: 0.1 },
-        ..LinkConfig::default()
-    };
-    // No copies: a copy in another packet would hide a message lost to a wrong sequence.
-    let mut config = config(Repair::Off);
-    config.connection.redundancy = Redundancy::Off;
-    let mut pair = Pair::new(config, link, 5);
-    let (client, _) = pair.connect(Duration::from_secs(2)).expect("connects");
-    pair.net.tap = Some(Default::default());
-    let sent: Vec<Vec<u8>> = (0..550u32).map(|k| k.to_le_bytes().repeat(62)).collect();
-    for message in &sent[..250] {
-        pair.client().send(client, 0, message).expect("queued");
-    }
-    let mut forms = (0, 0);
-    for message in &sent[250..] {
-        pair.client().send(client, 0, message).expect("queued");
-        let next = pair.now() + Duration::from_micros(16_667);
-        pair.run_until(next);
-        count_last_messages(pair.net.tap.as_mut().expect("tapped"), &mut forms);
-    }
-    let deadline = pair.now() + Duration::from_secs(3);
-    pair.run_until(deadline);
-    let arrived: Vec<Vec<u8>> = pair.server_messages(0).into_iter().map(<[u8]>::to_vec).collect();
-    let delivered = arrived.len();
-    assert!(arrived == sent, "every message once, in order ({delivered} of {})", sent.len());
-    let (wide, narrow) = forms;
-    assert!(wide > 0, "the burst's first messages: two-byte sequences ({wide}, {narrow})");
-    assert!(narrow > 0, "once caught up: one-byte sequences");
-}
-
-/// Counts the packets in `tap` ending in a message with a two-byte sequence (`counts.0`) and
-/// with a one-byte one (`counts.1`), and empties it (it keeps only the latest datagrams).
-fn count_last_messages(
-    tap: &mut std::collections::VecDeque<(std::net::SocketAddr, Vec<u8>)>,
-    counts: &mut (usize, usize),
-) {
-    for (_, datagram) in tap.drain(..) {
-        let Ok(Packet::Data { header, frames }) = Packet::decode(&datagram) else { continue };
-        match Frames::new(frames, header.seq).last() {
-            Some(Ok(Frame::Message { .. })) => counts.0 += 1,
-            Some(Ok(Frame::NarrowMessage { .. })) => counts.1 += 1,
-            _ => {}
-        }
-    }
 }
 
 #[test]

@@ -304,13 +304,6 @@ impl Inspector {
                 "bytes": payload.len(),
                 "message": self.message(*channel, direction, payload),
             }),
-            // Inspect keeps no channel state to restore the sequence from: its low 8 bits.
-            Frame::NarrowMessage { channel, seq, payload } => json!({
-                "channel": channel,
-                "seq_low8": seq,
-                "bytes": payload.len(),
-                "message": self.message(*channel, direction, payload),
-            }),
             Frame::Fragment { channel, seq, index, count, payload } => json!({
                 "channel": channel, "seq": seq, "fragment": format!("{} of {count}", index + 1),
                 "bytes": payload.len(),
