@@ -94,7 +94,7 @@ pub(crate) struct Schedule {
     /// Slots that may have events to gather, or may have drained.
     eventful: Vec<usize>,
     /// Armed times, earliest first, possibly stale.
-    heap: Timers,
+    timers: Timers,
     /// Slots whose deadline has come, in the order they are served.
     due: VecDeque<usize>,
     /// Per slot: its current deadline (`None` while due or idle) and its list memberships.
@@ -121,7 +121,7 @@ impl Schedule {
 
     /// The earliest entry's time and slot.
     fn top(&self) -> Option<(Instant, usize)> {
-        let entry = self.heap.peek()?;
+        let entry = self.timers.peek()?;
         Some((Instant::from_nanos((entry >> 64) as u64), entry as u64 as usize))
     }
 
@@ -214,7 +214,7 @@ impl Schedule {
             // heap's top need not be looked at.
             Some(at) => {
                 state.armed = Some(at);
-                self.heap.push(Self::entry(at, slot));
+                self.timers.push(Self::entry(at, slot));
             }
             None => {}
         }
@@ -281,19 +281,19 @@ impl Schedule {
             }
             let state = &mut self.slots[slot];
             if state.armed != Some(at) {
-                self.heap.pop();
+                self.timers.pop();
                 continue;
             }
             match state.deadline {
                 _ if state.due => {
                     state.armed = None;
-                    self.heap.pop();
+                    self.timers.pop();
                 }
                 Some(deadline) if deadline <= now => {
                     state.armed = None;
                     state.deadline = None;
                     state.due = true;
-                    self.heap.pop();
+                    self.timers.pop();
                     self.due.push_back(slot);
                 }
                 _ => self.rearm_top(slot),
@@ -307,11 +307,11 @@ impl Schedule {
     /// entry comes, and `rearm_before` before it does.
     #[inline]
     fn rearm_top(&mut self, slot: usize) {
-        self.heap.pop();
+        self.timers.pop();
         let state = &mut self.slots[slot];
         state.armed = state.deadline;
         if let Some(deadline) = state.deadline {
-            self.heap.push(Self::entry(deadline, slot));
+            self.timers.push(Self::entry(deadline, slot));
         }
     }
 
@@ -358,7 +358,7 @@ impl Schedule {
             }
             let state = &mut self.slots[slot];
             if state.armed != Some(at) {
-                self.heap.pop();
+                self.timers.pop();
                 continue;
             }
             match state.deadline {
@@ -379,7 +379,7 @@ impl Schedule {
             if self.slots[slot].armed == Some(at) {
                 return;
             }
-            self.heap.pop();
+            self.timers.pop();
         }
     }
 }
@@ -473,7 +473,7 @@ mod tests {
             assert_eq!(s.leave(), Some(0));
             s.set(0, Some(at(100 + tick)));
         }
-        assert_eq!(s.heap.len(), 1);
+        assert_eq!(s.timers.len(), 1);
         s.collect_due(at(120));
         assert_eq!(s.next_due(), None, "slot 0's deadline is 150 ms");
         assert_eq!(s.earliest(), Some(at(150)));
