@@ -252,17 +252,8 @@ impl NextSnapshot<'_> {
         let k = self.len;
         let old = self.previous.and_then(|p| Some((p.snapshot.entities().get(k)?, p.changed[k])));
         let kept = old.filter(|(o, _)| **o == entity).map(|(_, changed)| changed);
-        if self.aligned && old.is_some_and(|(o, _)| o.id == entity.id) {
-            // Entities 0..k hold the previous snapshot's ids, entity for entity, so this one
-            // (the previous one's k) ascends past them, as in `keep`: no check to make.
-            self.put(entity, kept);
-            return Ok(());
-        }
-        self.check_ascending(entity.id)?;
-        // Once not aligned, `finish` builds the change set again by id.
-        self.aligned = false;
-        self.put(entity, kept);
-        Ok(())
+        let lines_up = old.is_some_and(|(o, _)| o.id == entity.id);
+        self.put_in_order(entity, lines_up, kept)
     }
 
     /// Appends a freshly quantized entity as [`NextSnapshot::push`] does, recorded as changed at
@@ -275,14 +266,29 @@ impl NextSnapshot<'_> {
     pub fn push_changed(&mut self, entity: QuantizedEntity) -> Result<(), SnapshotError> {
         let k = self.len;
         let previous = self.previous.and_then(|p| p.snapshot.entities().get(k));
-        if self.aligned && previous.is_some_and(|o| o.id == entity.id) {
-            // As in `push`: ids that line up ascend already.
-            self.put(entity, None);
+        let lines_up = previous.is_some_and(|o| o.id == entity.id);
+        self.put_in_order(entity, lines_up, None)
+    }
+
+    /// Puts `entity` after checking that its id ascends, unless it `lines_up` with the previous
+    /// snapshot's entity at its index while every one before did too.
+    #[inline(always)]
+    fn put_in_order(
+        &mut self,
+        entity: QuantizedEntity,
+        lines_up: bool,
+        kept: Option<u32>,
+    ) -> Result<(), SnapshotError> {
+        if self.aligned && lines_up {
+            // Entities 0..k hold the previous snapshot's ids, entity for entity, so this one
+            // (the previous one's k) ascends past them, as in `keep`: no check to make.
+            self.put(entity, kept);
             return Ok(());
         }
         self.check_ascending(entity.id)?;
+        // Once not aligned, `finish` builds the change set again by id.
         self.aligned = false;
-        self.put(entity, None);
+        self.put(entity, kept);
         Ok(())
     }
 
