@@ -7,6 +7,16 @@
 //! nothing else. `callgrind_annotate --inclusive=yes` then gives each function's instructions
 //! with everything it called; a function the compiler inlined into another has no count of its
 //! own, so the phases are the functions that survive as calls (see [`PHASES`]).
+//!
+//! The telemetry-off run also simulates this machine's data caches (`--cache-sim=yes`, with its
+//! first-level data cache and its second level given as callgrind's "last level", read from
+//! `/sys`), and reports the second level's misses per room-tick by phase: the lines a core's
+//! own caches could not serve, which the shared third level or memory served at several times
+//! an L2 hit's latency. Instructions alone do not say why a room-tick takes the time it does
+//! (docs/benchmarks.md, "Instructions and misses"); these say where the rest goes. The model
+//! has no prefetcher (a copy into a cold buffer counts every line, which a real core fetches
+//! ahead) and one cache for every thread (the clients' thread, a bot process on another core
+//! in the load bench, shares it here): a guide to where misses are, not a timing.
 
 use super::count::CountArgs;
 use crate::machine::Machine;
@@ -72,6 +82,21 @@ struct Counted {
     total: f64,
     /// Instructions per room-tick by phase; "other" is the rest of the total.
     phases: BTreeMap<String, f64>,
+    /// Simulated second-level cache misses per room-tick (the telemetry-off run only).
+    misses: Option<Misses>,
+}
+
+/// Simulated second-level data-cache misses per room-tick: reads and writes together.
+#[derive(Debug, Serialize)]
+struct Misses {
+    /// The caches simulated, as callgrind's `--D1` and `--LL` took them (size,ways,line).
+    first_level: String,
+    second_level: String,
+    /// Misses over the worker's whole turn, and of those the writes.
+    total: f64,
+    writes: f64,
+    /// By phase; "other" is the rest of the total.
+    phases: BTreeMap<String, f64>,
 }
 
 /// Runs the count under callgrind, telemetry off and on, and prints the table.
@@ -121,9 +146,12 @@ fn count(args: &CountArgs, telemetry: bool) -> Result<Counted, Box<dyn Error>> {
         .arg("--separate-threads=yes")
         .arg("--collect-atstart=no")
         .arg("--toggle-collect=*count::worker_window*")
-        .arg(format!("--callgrind-out-file={}", base.display()))
-        .arg(exe)
-        .args(["count", "--only", mode, "--rooms", &args.rooms.to_string()]);
+        .arg(format!("--callgrind-out-file={}", base.display()));
+    let caches = if telemetry { None } else { cache_geometry() };
+    if let Some([first, second]) = &caches {
+        command.args(["--cache-sim=yes", &format!("--D1={first}"), &format!("--LL={second}")]);
+    }
+    command.arg(exe).args(["count", "--only", mode, "--rooms", &args.rooms.to_string()]);
     if args.quick {
         command.arg("--quick");
     }
@@ -135,8 +163,17 @@ fn count(args: &CountArgs, telemetry: bool) -> Result<Counted, Box<dyn Error>> {
     }
     let run: serde_json::Value = serde_json::from_slice(&output.stdout)?;
     let room_ticks = run["room_ticks"].as_u64().ok_or("the run reported no room-ticks")?;
-    let inclusive = worker_counts(&base)?;
+    let inclusive = worker_counts(&base, "Ir")?;
     let mut counted = counted(telemetry, room_ticks, &inclusive);
+    if let Some([first, second]) = caches {
+        let reads = counted_by_phase(room_ticks, &worker_counts(&base, "DLmr")?);
+        let writes = counted_by_phase(room_ticks, &worker_counts(&base, "DLmw")?);
+        let phases =
+            reads.1.iter().map(|(phase, r)| (phase.clone(), r + writes.1[phase])).collect();
+        let (total, writes) = (reads.0 + writes.0, writes.0);
+        counted.misses =
+            Some(Misses { first_level: first, second_level: second, total, writes, phases });
+    }
     counted.datagrams_in_per_room_tick = run["datagrams_in_per_room_tick"].as_f64().unwrap_or(0.0);
     counted.datagrams_out_per_room_tick =
         run["datagrams_out_per_room_tick"].as_f64().unwrap_or(0.0);
@@ -158,13 +195,14 @@ fn thread_files(base: &Path) -> Result<Vec<PathBuf>, Box<dyn Error>> {
     Ok(files)
 }
 
-/// The inclusive counts of the thread that ran the worker: the one that collected most (the
-/// others collected nothing).
-fn worker_counts(base: &Path) -> Result<BTreeMap<String, u64>, Box<dyn Error>> {
+/// The inclusive counts of `event` (callgrind's name: `Ir`, `DLmr`, ...) of the thread that ran
+/// the worker: the one that collected most (the others collected nothing).
+fn worker_counts(base: &Path, event: &str) -> Result<BTreeMap<String, u64>, Box<dyn Error>> {
     let mut best = BTreeMap::new();
     for file in thread_files(base)? {
         let output = Command::new("callgrind_annotate")
             .args(["--inclusive=yes", "--threshold=100"])
+            .args([format!("--show={event}"), format!("--sort={event}")])
             .arg(&file)
             .output()?;
         let counts = parse_inclusive(&String::from_utf8_lossy(&output.stdout));
@@ -199,6 +237,24 @@ fn parse_inclusive(text: &str) -> BTreeMap<String, u64> {
 
 /// The counts of a run, per room-tick, by phase.
 fn counted(telemetry: bool, room_ticks: u64, inclusive: &BTreeMap<String, u64>) -> Counted {
+    let (total, phases) = counted_by_phase(room_ticks, inclusive);
+    Counted {
+        telemetry,
+        room_ticks,
+        datagrams_in_per_room_tick: 0.0,
+        datagrams_out_per_room_tick: 0.0,
+        total,
+        phases,
+        misses: None,
+    }
+}
+
+/// One event's inclusive counts per room-tick: the worker's total, and by phase with "other"
+/// the rest of it.
+fn counted_by_phase(
+    room_ticks: u64,
+    inclusive: &BTreeMap<String, u64>,
+) -> (f64, BTreeMap<String, f64>) {
     let per_tick = |count: u64| count as f64 / room_ticks.max(1) as f64;
     let of = |function: &str| -> u64 {
         let matching = inclusive.iter().filter(|(name, _)| name.contains(function));
@@ -212,14 +268,47 @@ fn counted(telemetry: bool, room_ticks: u64, inclusive: &BTreeMap<String, u64>) 
     let total = per_tick(of(TOTAL_FUNCTION));
     let other = total - phases.values().sum::<f64>();
     phases.insert("other".to_string(), other);
-    Counted {
-        telemetry,
-        room_ticks,
-        datagrams_in_per_room_tick: 0.0,
-        datagrams_out_per_room_tick: 0.0,
-        total,
-        phases,
+    (total, phases)
+}
+
+/// The caches to simulate, as callgrind's `--D1` and `--LL` take them ("size,ways,line"): this
+/// machine's first-level data cache and its second level (cpu 0's, from `/sys`); `None` where
+/// the machine does not say, and then no misses are counted.
+fn cache_geometry() -> Option<[String; 2]> {
+    let mut first = None;
+    let mut second = None;
+    for index in 0..8 {
+        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{index}");
+        let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).ok();
+        let (Some(level), Some(kind)) = (read("level"), read("type")) else { continue };
+        let geometry = || -> Option<String> {
+            let size = parse_cache_size(read("size")?.trim())?;
+            let ways: u64 = read("ways_of_associativity")?.trim().parse().ok()?;
+            let line: u64 = read("coherency_line_size")?.trim().parse().ok()?;
+            Some(format!("{size},{ways},{line}"))
+        };
+        match (level.trim(), kind.trim()) {
+            ("1", "Data") => first = geometry(),
+            ("2", "Unified") => second = geometry(),
+            _ => {}
+        }
     }
+    Some([first?, second?])
+}
+
+/// A cache size as `/sys` writes it (`32K`, `1024K`, `2M`), in bytes.
+fn parse_cache_size(text: &str) -> Option<u64> {
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((at, _)) => text.split_at(at),
+        None => (text, ""),
+    };
+    let scale = match unit {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        _ => return None,
+    };
+    digits.parse::<u64>().ok()?.checked_mul(scale)
 }
 
 fn function_of(phase: &str) -> &'static str {
@@ -232,14 +321,29 @@ fn print(args: &CountArgs, ticks: usize, off: &Counted, on: &Counted) {
          ticks: {} room-ticks; the worker's instructions per room-tick (callgrind)",
         args.rooms, on.room_ticks
     );
-    println!("{:<12} {:>14} {:>14} {:>9}", "phase", "telemetry off", "telemetry on", "on/off");
+    let misses = off.misses.as_ref();
+    let column = if misses.is_some() { "L2 misses (off)" } else { "" };
+    println!(
+        "{:<12} {:>14} {:>14} {:>9} {column:>16}",
+        "phase", "telemetry off", "telemetry on", "on/off"
+    );
+    let missed = |name: &str| misses.map_or(String::new(), |m| format!("{:.0}", m.phases[name]));
     let names = PHASES.iter().map(|p| p.phase).chain(["other"]);
     for name in names {
         let (a, b) = (off.phases[name], on.phases[name]);
-        println!("{name:<12} {a:>14.0} {b:>14.0} {:>9.3}", b / a.max(1.0));
+        println!("{name:<12} {a:>14.0} {b:>14.0} {:>9.3} {:>16}", b / a.max(1.0), missed(name));
     }
     let ratio = on.total / off.total;
-    println!("{:<12} {:>14.0} {:>14.0} {ratio:>9.3}", "total", off.total, on.total);
+    let total = misses.map_or(String::new(), |m| format!("{:.0}", m.total));
+    println!("{:<12} {:>14.0} {:>14.0} {ratio:>9.3} {total:>16}", "total", off.total, on.total);
+    match misses {
+        Some(m) => println!(
+            "L2 misses: callgrind's cache model with this machine's L1d ({}) and L2 ({}) as \
+             size,ways,line; {:.0} of the {:.0} a room-tick are writes; no prefetcher modelled",
+            m.first_level, m.second_level, m.writes, m.total
+        ),
+        None => println!("L2 misses: not counted (the machine does not describe its caches)"),
+    }
     println!(
         "telemetry's cost: {:.0} instructions per room-tick, {:.1}% of the worker's \
          instructions (target: at most 2%)",
@@ -285,5 +389,16 @@ mod tests {
         assert_eq!(counted.phases["seal"], 41_491.0);
         let named: f64 = PHASES.iter().map(|p| counted.phases[p.phase]).sum();
         assert_eq!(named + counted.phases["other"], counted.total);
+    }
+
+    #[test]
+    fn cache_sizes_read_as_sys_writes_them() {
+        assert_eq!(parse_cache_size("32K"), Some(32 * 1024));
+        assert_eq!(parse_cache_size("1024K"), Some(1 << 20));
+        assert_eq!(parse_cache_size("2M"), Some(2 << 20));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        assert_eq!(parse_cache_size("1G"), None);
+        assert_eq!(parse_cache_size("K"), None);
+        assert_eq!(parse_cache_size("99999999999999999999M"), None);
     }
 }
