@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Counts the host's instructions per reference room-tick under callgrind, telemetry off and on,
-# by phase, with the telemetry-off run's simulated L2 misses (rally-bench count; docs/benchmarks.md,
-# "Host instructions per room-tick"), after
-# the same run timed natively (CPU time per room-tick, and what a clock read costs here), and
-# sealing plus opening a packet with each AEAD compared, timed and counted.
+# by phase, with the telemetry-off run's simulated L2 misses (rally-bench count;
+# docs/benchmarks.md, "Host instructions per room-tick"), after the same run timed natively (CPU
+# time per room-tick, and what a clock read costs here), and sealing plus opening a packet with
+# each AEAD compared, timed and counted.
 # Usage: scripts/count.sh [--quick] [--rooms N]   (about 10 minutes; --quick about 3)
 # Counts do not move with the machine's load: they can be taken beside a build.
 set -euo pipefail
