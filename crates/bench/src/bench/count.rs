@@ -173,6 +173,18 @@ fn clock_read_ns() -> f64 {
     started.elapsed().as_nanos() as f64 / reads as f64
 }
 
+/// The cores of the worker thread and of the clients' thread: the last core and the others,
+/// as `rally-bench load` pins its worker and its bots, so that the clients' work neither
+/// shares the worker's core caches nor trades cores with it (which moves the worker's CPU
+/// time per room-tick by half here); every core for both on a machine of one.
+fn cores() -> (Vec<usize>, Vec<usize>) {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match n {
+        0 | 1 => (vec![0], vec![0]),
+        _ => (vec![n - 1], (0..n - 1).collect()),
+    }
+}
+
 /// The workload: `rooms` reference rooms, their clients, `WARMUP_TICKS` then `ticks` measured
 /// ticks, the worker's telemetry as `telemetry` says.
 fn play(rooms: u64, ticks: usize, telemetry: bool) -> Result<Run, Box<dyn Error>> {
@@ -180,9 +192,13 @@ fn play(rooms: u64, ticks: usize, telemetry: bool) -> Result<Run, Box<dyn Error>
     let (answers, from_worker) = channel::<Answer>();
     let server: SocketAddr = "10.0.0.2:7777".parse()?;
     let clients = rooms * CLIENTS as u64;
-    let worker = std::thread::Builder::new()
-        .name("rally-count-worker".into())
-        .spawn(move || serve(server, clients, telemetry, &turns, &answers))?;
+    let (worker_cores, client_cores) = cores();
+    rally_driver::cpu::pin_current_thread(&client_cores)?;
+    let worker =
+        std::thread::Builder::new().name("rally-count-worker".into()).spawn(move || {
+            rally_driver::cpu::pin_current_thread(&worker_cores).map_err(|e| e.to_string())?;
+            serve(server, clients, telemetry, &turns, &answers)
+        })?;
     let mut players = Players::new(rooms, server);
     let dt = Duration::from_secs(1) / TICK_HZ;
     let mut now = Instant::ZERO;
