@@ -426,10 +426,13 @@ pub struct Room<S: Simulation> {
     phase: Option<Phase>,
     /// Reused each tick: each entity's replication weight, parallel to the newest snapshot.
     weights: Vec<f32>,
-    /// Last tick's unquantized states as bits, parallel to its snapshot, and a buffer for this
-    /// tick's.
+    /// Each entity's unquantized state as bits, parallel to the newest snapshot, as the last
+    /// walk that compared it saw it (rows in `stale` are older), and a buffer for this tick's.
     raw: Vec<StateBits>,
     raw_next: Vec<StateBits>,
+    /// The rows of `raw` the lent-rows walk quantized since the last whole-world walk, without
+    /// recording their states.
+    stale: StaleRows,
     /// The serial of the world `raw`, `weights` and the newest snapshot were last walked from,
     /// row for row, since when the world has counted the rows it lent to change.
     walked: Option<u64>,
@@ -485,6 +488,7 @@ impl<S: Simulation> Room<S> {
             weights: Vec::new(),
             raw: Vec::new(),
             raw_next: Vec::new(),
+            stale: StaleRows::default(),
             walked: None,
             history: SnapshotHistory::new(config.views_kept + 1),
             shared: Vec::new(),
@@ -1150,11 +1154,12 @@ impl<S: Simulation> Room<S> {
     }
 
     /// Quantizes the world into this tick's snapshot, once for every client, straight into the
-    /// history's next slot. `raw` holds last tick's states, parallel to the newest snapshot: an
-    /// entity whose state is bit for bit unchanged keeps its code (and its change tick) without
-    /// quantizing.
+    /// history's next slot. Between spawns and despawns only the rows the world lent are
+    /// quantized; a tick that walks the whole world compares each entity with its state in
+    /// `raw`, and one bit for bit unchanged (and not `stale`) keeps its code (and its change
+    /// tick) without quantizing.
     fn quantize(&mut self) {
-        let Self { world, weights, history, raw, raw_next, config, tick, walked, .. } = self;
+        let Self { world, weights, history, raw, raw_next, stale, config, tick, walked, .. } = self;
         let config = &config.snapshot;
         let mut in_place = true;
         // The rows lent since the last walk, if that walk was of this world.
@@ -1162,12 +1167,16 @@ impl<S: Simulation> Room<S> {
         // Ticks only increase (wrapping), so the push cannot fail.
         let pushed = history.push_with(*tick, |next| match touched {
             Some(rows) if lined_up(world, raw, weights, next) => {
-                walk_touched(world, rows, raw, weights, next, config);
+                walk_touched(world, rows, weights, next, config);
+                stale.absorb(world.touched_words());
             }
             _ => {
                 weights.clear();
-                let walked = walk_aligned(world, raw, weights, next, config);
-                in_place = walk_rest(world, walked, (raw, raw_next), weights, next, config);
+                let walked = walk_aligned(world, (raw, stale), weights, next, config);
+                let raws = (&mut raw[..], &mut *raw_next, &*stale);
+                in_place = walk_rest(world, walked, raws, weights, next, config);
+                // Every row's state is recorded now, in `raw` or `raw_next`.
+                stale.clear();
             }
         });
         debug_assert!(pushed.is_ok(), "snapshot history refused tick {tick}");
@@ -1210,42 +1219,35 @@ fn lined_up(world: &World, raw: &[StateBits], weights: &[f32], next: &NextSnapsh
 }
 
 /// The world walk of ticks with no spawn or despawn since the last one's: only the rows the
-/// world lent to change (`rows`, ascending) are compared with last tick's states; a moved one is
-/// quantized and its state updated in place, and the rows between are kept a run at a time.
-/// Most bodies at rest are not looked at: the reference room lends 64 of its 256 rows a tick.
+/// world lent to change (`rows`, ascending) are quantized, and the rows between are kept a run
+/// at a time. Most bodies at rest are not looked at: the reference room lends 64 of its 256
+/// rows a tick. A lent row is not compared with its last state (`raw`, which this walk neither
+/// reads nor writes; the caller marks the rows `stale`): nearly every lent row moved, and at 32
+/// rooms a worker its `raw` line was a miss to read and to write (the room last touched it a
+/// tick ago). A lent row that did not move costs a quantize, and its code the encoder's compare
+/// (never a byte).
 fn walk_touched(
     world: &World,
     rows: impl Iterator<Item = usize>,
-    raw: &mut [StateBits],
     weights: &mut [f32],
     next: &mut NextSnapshot<'_>,
     config: &SnapshotConfig,
 ) {
-    // The three sliced to one length (the caller checked that they line up): a row's look-up
+    // The two sliced to one length (the caller checked that they line up): a row's look-up
     // then checks one bound, where it checked one for each.
     let n = world.len();
-    let (Some(raw), Some(weights)) = (raw.get_mut(..n), weights.get_mut(..n)) else { return };
+    let Some(weights) = weights.get_mut(..n) else { return };
     // Rows `kept..k` are unmoved and not yet written out.
     let mut kept = 0;
     for k in rows {
-        let (Some((id, entity)), Some(old), Some(weight)) =
-            (world.row(k), raw.get_mut(k), weights.get_mut(k))
-        else {
+        let (Some((id, entity)), Some(weight)) = (world.row(k), weights.get_mut(k)) else {
             break;
         };
         *weight = entity.priority;
-        let bits = state_bits(id, entity);
-        if same_bits(old, &bits) {
-            continue;
-        }
-        // Rows have not moved since last tick (no spawn or despawn): nor have their ids.
-        debug_assert_eq!(old[0], id, "a row changed ids without a spawn or despawn");
-        // Stored before the quantize, while the bits are still in registers.
-        *old = bits;
         // The run kept before the quantize: its call (rare) then saves no quantized codes.
         let kept_run = next.keep_run(kept..k);
         let code = config.quantize(&entity_state(id, entity));
-        // Its bits moved: its codes almost always did too, and the encoder compares them.
+        // It was lent to change: its codes almost always did, and the encoder compares them.
         let pushed = next.push_changed(code);
         debug_assert!(kept_run.is_ok() && pushed.is_ok(), "world ids out of order");
         kept = k + 1;
@@ -1254,14 +1256,14 @@ fn walk_touched(
     debug_assert!(pushed.is_ok(), "the kept run left the newest snapshot");
 }
 
-/// The world walk of most ticks, while the world's ids are last tick's, entity for entity:
-/// compares each state with last tick's (`raw`) and keeps the unmoved entities a run at a time
-/// (one copy for the bodies at rest between two that moved); a moved one is quantized and its
-/// state updated in place. Stops at the first entity whose id differs (a spawn or despawn) and
-/// returns how many it took.
+/// The whole-world walk, while the world's ids are last tick's, entity for entity: compares
+/// each state with its last (`raw`; a `stale` row counts as moved) and keeps the unmoved
+/// entities a run at a time (one copy for the bodies at rest between two that moved); a moved
+/// one is quantized and its state updated in place. Stops at the first entity whose id differs
+/// (a spawn or despawn) and returns how many it took.
 fn walk_aligned(
     world: &World,
-    raw: &mut [StateBits],
+    (raw, stale): (&mut [StateBits], &StaleRows),
     weights: &mut Vec<f32>,
     next: &mut NextSnapshot<'_>,
     config: &SnapshotConfig,
@@ -1273,7 +1275,7 @@ fn walk_aligned(
     let (mut kept, mut k) = (0, 0);
     for ((id, entity), old) in world.iter().zip(raw.iter_mut()) {
         let bits = state_bits(id, entity);
-        if !same_bits(old, &bits) {
+        if !same_bits(old, &bits) || stale.contains(k) {
             if old[0] != id {
                 break;
             }
@@ -1303,7 +1305,7 @@ fn walk_aligned(
 fn walk_rest(
     world: &World,
     from: usize,
-    (raw, raw_next): (&mut [StateBits], &mut Vec<StateBits>),
+    (raw, raw_next, stale): (&mut [StateBits], &mut Vec<StateBits>, &StaleRows),
     weights: &mut Vec<f32>,
     next: &mut NextSnapshot<'_>,
     config: &SnapshotConfig,
@@ -1318,7 +1320,7 @@ fn walk_rest(
         while raw.get(j).is_some_and(|r| r[0] < id) {
             j += 1;
         }
-        let same = raw.get(j).is_some_and(|old| same_bits(old, &bits));
+        let same = !stale.contains(j) && raw.get(j).is_some_and(|old| same_bits(old, &bits));
         let pushed = match next.previous().get(j) {
             Some(code) if same && code.id == id => next.keep(j),
             _ => next.push(config.quantize(&entity_state(id, entity))),
@@ -1342,6 +1344,33 @@ fn walk_rest(
         raw_next.push(bits);
     }
     in_place
+}
+
+/// Rows of `raw` whose recorded state may be older than the entity's, a bit a row.
+#[derive(Debug, Default)]
+struct StaleRows {
+    words: Vec<u64>,
+}
+
+impl StaleRows {
+    /// Marks the rows set in `rows` (a bit a row, as [`World::touched_words`]).
+    fn absorb(&mut self, rows: &[u64]) {
+        if self.words.len() < rows.len() {
+            self.words.resize(rows.len(), 0);
+        }
+        for (word, row) in self.words.iter_mut().zip(rows) {
+            *word |= row;
+        }
+    }
+
+    #[inline(always)]
+    fn contains(&self, row: usize) -> bool {
+        self.words.get(row / 64).is_some_and(|word| word >> (row % 64) & 1 == 1)
+    }
+
+    fn clear(&mut self) {
+        self.words.clear();
+    }
 }
 
 /// An entity's id and state as bits ([`entity_state`]'s fields, in order): equal bits quantize
@@ -1439,7 +1468,7 @@ mod tests {
                 ..crate::Transform::IDENTITY
             })
         };
-        let ids: Vec<_> = (1..6).map(|x| room.world_mut().spawn(at(x as f32)).unwrap()).collect();
+        let ids: Vec<_> = (1..8).map(|x| room.world_mut().spawn(at(x as f32)).unwrap()).collect();
         let step = |room: &mut Room<Inert>, change: &dyn Fn(&mut World)| {
             change(room.world_mut());
             room.tick = room.tick.wrapping_add(1);
@@ -1472,6 +1501,24 @@ mod tests {
             w.despawn(w.iter().last().unwrap().0).unwrap();
         });
         step(&mut room, &|w| w.get_mut(ids[2]).unwrap().transform.position.x = 3.0);
+        // A row lent and moved on a tick of lent rows, then back on a tick that walks the whole
+        // world (a despawn, a spawn) to the state the last whole walk saw: that walk must not
+        // take it for unmoved and keep its moved code. Rows before the despawn are walked in
+        // place, rows after it by id.
+        step(&mut room, &|w| {
+            w.get_mut(ids[2]).unwrap().transform.position.x = 5.0;
+            w.get_mut(ids[6]).unwrap().transform.position.x = -7.0;
+        });
+        step(&mut room, &|w| {
+            w.despawn(ids[5]).unwrap();
+            w.get_mut(ids[2]).unwrap().transform.position.x = -3.0;
+            w.get_mut(ids[6]).unwrap().transform.position.x = 7.0;
+        });
+        step(&mut room, &|w| w.get_mut(ids[2]).unwrap().transform.position.x = 5.0);
+        step(&mut room, &|w| {
+            w.spawn(at(11.0)).unwrap();
+            w.get_mut(ids[2]).unwrap().transform.position.x = -3.0;
+        });
         // Between spawns and despawns only the rows the world lent are walked: every way of
         // lending one must be seen.
         step(&mut room, &|w| {

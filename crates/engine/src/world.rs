@@ -220,6 +220,12 @@ impl World {
         (!touched.reshaped).then(|| touched.rows())
     }
 
+    /// [`World::touched_rows`] as a bit set: bit `r % 64` of word `r / 64` for row `r` (the
+    /// words may run past the last row, with their bits clear).
+    pub(crate) fn touched_words(&self) -> &[u64] {
+        &self.entities.touched.words
+    }
+
     /// Tells this world apart from any other made in the process: a reader that kept a view
     /// of a world's rows knows by it whether [`World::touched_rows`] speaks of that world.
     pub(crate) fn serial(&self) -> u64 {
