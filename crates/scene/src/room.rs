@@ -267,11 +267,13 @@ impl SceneRoom {
             if world.grabber_of(placed.id).is_some() {
                 continue;
             }
-            let Some(entity) = world.get_mut(placed.id) else { continue };
-            // A NaN height (a broken simulation) respawns too: the start pose is known good.
-            if entity.transform.position.y >= y {
+            // Read, not lent: a row lent to change is walked by replicate, and this looks at
+            // every body with the rule every tick. A NaN height (a broken simulation) respawns
+            // too: the start pose is known good.
+            if world.get(placed.id).is_none_or(|entity| entity.transform.position.y >= y) {
                 continue;
             }
+            let Some(entity) = world.get_mut(placed.id) else { continue };
             *entity = placed.start;
             self.physics.teleport(world, placed.id);
             self.respawns += 1;
