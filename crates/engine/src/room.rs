@@ -18,11 +18,11 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 mod sessions;
-use sessions::{Joined, Sessions};
+use sessions::{Connections, Joined, Sessions};
 
 /// A client's id in its room; it survives a reconnect within the resume window.
 pub type ClientId = u32;
@@ -414,7 +414,7 @@ pub struct Room<S: Simulation> {
     sessions: Sessions,
     /// Connections that have not said hello yet, and the client (and its session's slot) each
     /// joined one is.
-    connections: BTreeMap<ConnectionHandle, Option<Joined>>,
+    connections: Connections,
     next_client: ClientId,
     rng: Xoshiro256PlusPlus,
     events: VecDeque<RoomEvent<S::Message>>,
@@ -475,7 +475,7 @@ impl<S: Simulation> Room<S> {
             tick: 0,
             last_tick_at: Instant::ZERO,
             sessions: Sessions::default(),
-            connections: BTreeMap::new(),
+            connections: Connections::default(),
             next_client: 1,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             events: VecDeque::new(),

@@ -4,6 +4,7 @@
 //! replication, the fast path's copies) read one contiguous run in the order of the ids.
 
 use super::{ClientId, Session};
+use rally_proto::ConnectionHandle;
 
 /// A joined connection's client and the slot its session was in when the connection joined:
 /// a hint, checked on use (a session that leaves moves every later one down a slot).
@@ -24,6 +25,7 @@ impl Sessions {
         self.entries.len()
     }
 
+    #[inline]
     fn find(&self, client: ClientId) -> Result<usize, usize> {
         self.entries.binary_search_by_key(&client, |(id, _)| *id)
     }
@@ -46,6 +48,8 @@ impl Sessions {
 
     /// The session of `joined`'s client: at its slot if it is still there (no search), else
     /// wherever it moved; none if the client has no session. Never another client's.
+    // Inline: called for every message, a call costs what the search saves.
+    #[inline]
     pub(super) fn at_mut(&mut self, joined: Joined) -> Option<&mut Session> {
         let still = self.entries.get(joined.slot).is_some_and(|(id, _)| *id == joined.client);
         let slot = if still { joined.slot } else { self.find(joined.client).ok()? };
@@ -84,5 +88,54 @@ impl std::ops::Index<&ClientId> for Sessions {
 
     fn index(&self, client: &ClientId) -> &Session {
         self.get(client).expect("a session for the client")
+    }
+}
+
+/// The room's connections, ascending by handle, and the client each joined one is: a binary
+/// search of one contiguous run for every message (a tree's search cost twice as much), no
+/// more entries than the tree had.
+#[derive(Debug, Default)]
+pub(super) struct Connections {
+    entries: Vec<(ConnectionHandle, Option<Joined>)>,
+}
+
+impl Connections {
+    #[inline]
+    fn find(&self, connection: ConnectionHandle) -> Result<usize, usize> {
+        self.entries.binary_search_by_key(&connection, |(handle, _)| *handle)
+    }
+
+    // Inline: called for every message, a call costs what the search saves.
+    #[inline]
+    pub(super) fn get(&self, connection: &ConnectionHandle) -> Option<&Option<Joined>> {
+        let at = self.find(*connection).ok()?;
+        Some(&self.entries[at].1)
+    }
+
+    #[cfg(test)]
+    pub(super) fn contains_key(&self, connection: &ConnectionHandle) -> bool {
+        self.find(*connection).is_ok()
+    }
+
+    /// Adds `connection`, or replaces what it was.
+    pub(super) fn insert(&mut self, connection: ConnectionHandle, joined: Option<Joined>) {
+        match self.find(connection) {
+            Ok(at) => self.entries[at].1 = joined,
+            Err(at) => self.entries.insert(at, (connection, joined)),
+        }
+    }
+
+    pub(super) fn remove(&mut self, connection: &ConnectionHandle) -> Option<Option<Joined>> {
+        let at = self.find(*connection).ok()?;
+        Some(self.entries.remove(at).1)
+    }
+}
+
+#[cfg(test)]
+impl std::ops::Index<&ConnectionHandle> for Connections {
+    type Output = Option<Joined>;
+
+    fn index(&self, connection: &ConnectionHandle) -> &Option<Joined> {
+        self.get(connection).expect("a connection of the room")
     }
 }
