@@ -1190,6 +1190,13 @@ impl<S: Simulation> Room<S> {
         world.untouch();
     }
 
+    /// Whether [`Room::transmit`] has anything to hand an endpoint (a message queued, a
+    /// connection to close): a host answering each message between ticks asks first, as most
+    /// messages (inputs) are answered by nothing until the tick.
+    pub fn has_output(&self) -> bool {
+        !self.closing.is_empty() || !self.outbox.queue.is_empty()
+    }
+
     /// Hands every queued message to `endpoint` now. `tick` does this in its last phase; call
     /// it also after answering events between ticks, so that nothing waits for the next tick.
     // A function of its own in profiles: scripts/room-instructions.sh counts each phase.
@@ -1702,6 +1709,26 @@ mod tests {
         // A stale hint naming a client that has no session finds nothing.
         let stale = Joined { client: first, slot: 0 };
         assert!(room.sessions.at_mut(stale).is_none());
+    }
+
+    #[test]
+    fn has_output_says_whether_transmit_has_anything_to_hand_over() {
+        // Goal: a host may skip `transmit` after a message exactly when it would hand over
+        // nothing. Method: a naive room (no fast path) of one client: a hello queues a welcome,
+        // an input queues nothing, a hello past `clients_max` queues a close.
+        let config =
+            RoomConfig { pipeline: Pipeline::Naive, clients_max: 1, ..RoomConfig::default() };
+        let mut room = room(config);
+        assert!(!room.has_output());
+        join(&mut room, 1);
+        assert!(room.has_output(), "the welcome waits");
+        room.outbox.queue.clear();
+        room.receive(NOW, ConnectionHandle(1), STATE, &inputs(0, 1));
+        assert!(!room.has_output(), "an input is answered at the tick");
+        room.accept(ConnectionHandle(2));
+        let hello = room.config.codec.encode(&Envelope::Hello { resume: None }).unwrap();
+        room.receive(NOW, ConnectionHandle(2), RELIABLE, &hello);
+        assert!(room.has_output(), "the refused connection waits to be closed");
     }
 
     /// A one-way message as a client sends it.
