@@ -91,12 +91,18 @@ impl std::ops::Index<&ClientId> for Sessions {
     }
 }
 
-/// The room's connections, ascending by handle, and the client each joined one is: a binary
-/// search of one contiguous run for every message (a tree's search cost twice as much), no
-/// more entries than the tree had.
+/// Slots of [`Connections`]' cache: a room's connections are mostly neighbouring slots of its
+/// endpoint (handles handed out in turn), each in a cache slot of its own.
+const CACHED: usize = 16;
+
+/// The room's connections, ascending by handle, and the client each joined one is; a message
+/// finds its connection in a cache indexed by the handle's low bits (one probe), else by a
+/// binary search. No more entries than connections, and a fixed cache.
 #[derive(Debug, Default)]
 pub(super) struct Connections {
     entries: Vec<(ConnectionHandle, Option<Joined>)>,
+    /// Some of `entries`, each at its handle modulo [`CACHED`]: whatever is here is there too.
+    cache: [Option<(ConnectionHandle, Option<Joined>)>; CACHED],
 }
 
 impl Connections {
@@ -105,9 +111,18 @@ impl Connections {
         self.entries.binary_search_by_key(&connection, |(handle, _)| *handle)
     }
 
+    fn cached(connection: ConnectionHandle) -> usize {
+        connection.0 % CACHED
+    }
+
     // Inline: called for every message, a call costs what the search saves.
     #[inline]
     pub(super) fn get(&self, connection: &ConnectionHandle) -> Option<&Option<Joined>> {
+        if let Some((handle, joined)) = &self.cache[Self::cached(*connection)] {
+            if handle == connection {
+                return Some(joined);
+            }
+        }
         let at = self.find(*connection).ok()?;
         Some(&self.entries[at].1)
     }
@@ -117,15 +132,20 @@ impl Connections {
         self.find(*connection).is_ok()
     }
 
-    /// Adds `connection`, or replaces what it was.
+    /// Adds `connection`, or replaces what it was; it takes its cache slot.
     pub(super) fn insert(&mut self, connection: ConnectionHandle, joined: Option<Joined>) {
         match self.find(connection) {
             Ok(at) => self.entries[at].1 = joined,
             Err(at) => self.entries.insert(at, (connection, joined)),
         }
+        self.cache[Self::cached(connection)] = Some((connection, joined));
     }
 
     pub(super) fn remove(&mut self, connection: &ConnectionHandle) -> Option<Option<Joined>> {
+        let slot = &mut self.cache[Self::cached(*connection)];
+        if slot.is_some_and(|(handle, _)| handle == *connection) {
+            *slot = None;
+        }
         let at = self.find(*connection).ok()?;
         Some(self.entries.remove(at).1)
     }
@@ -137,5 +157,34 @@ impl std::ops::Index<&ConnectionHandle> for Connections {
 
     fn index(&self, connection: &ConnectionHandle) -> &Option<Joined> {
         self.get(connection).expect("a connection of the room")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_sharing_a_cache_slot_each_find_their_own_entry() {
+        // Goal: the cache never answers for another connection, nor for one that left.
+        // Method: handles 3, 3 + CACHED and 4 (two share a cache slot) joined, replaced and
+        // removed in turn, each looked up after each step.
+        let joined = |client| Some(Joined { client, slot: 0 });
+        let (a, b, c) = (ConnectionHandle(3), ConnectionHandle(3 + CACHED), ConnectionHandle(4));
+        let mut connections = Connections::default();
+        connections.insert(a, joined(1));
+        connections.insert(b, joined(2));
+        connections.insert(c, None);
+        assert_eq!(connections.get(&a), Some(&joined(1)));
+        assert_eq!(connections.get(&b), Some(&joined(2)));
+        assert_eq!(connections.get(&c), Some(&None));
+        connections.insert(c, joined(3));
+        assert_eq!(connections.get(&c), Some(&joined(3)));
+        assert_eq!(connections.remove(&b), Some(joined(2)));
+        assert_eq!((connections.get(&a), connections.get(&b)), (Some(&joined(1)), None));
+        assert_eq!(connections.remove(&a), Some(joined(1)));
+        assert_eq!(connections.get(&a), None);
+        assert_eq!(connections.remove(&a), None);
+        assert_eq!(connections.get(&c), Some(&joined(3)));
     }
 }
