@@ -18,8 +18,11 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
+
+mod sessions;
+use sessions::{Connections, Joined, Sessions};
 
 /// A client's id in its room; it survives a reconnect within the resume window.
 pub type ClientId = u32;
@@ -408,9 +411,10 @@ pub struct Room<S: Simulation> {
     tick: u32,
     /// When the last tick ran: fast-path poses say how long after it they were sent.
     last_tick_at: Instant,
-    sessions: BTreeMap<ClientId, Session>,
-    /// Connections that have not said hello yet, and the client each one is.
-    connections: BTreeMap<ConnectionHandle, Option<ClientId>>,
+    sessions: Sessions,
+    /// Connections that have not said hello yet, and the client (and its session's slot) each
+    /// joined one is.
+    connections: Connections,
     next_client: ClientId,
     rng: Xoshiro256PlusPlus,
     events: VecDeque<RoomEvent<S::Message>>,
@@ -473,8 +477,8 @@ impl<S: Simulation> Room<S> {
             simulation,
             tick: 0,
             last_tick_at: Instant::ZERO,
-            sessions: BTreeMap::new(),
-            connections: BTreeMap::new(),
+            sessions: Sessions::default(),
+            connections: Connections::default(),
             next_client: 1,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             events: VecDeque::new(),
@@ -582,7 +586,9 @@ impl<S: Simulation> Room<S> {
         connection: ConnectionHandle,
         reason: DisconnectReason,
     ) {
-        let Some(Some(client)) = self.connections.remove(&connection) else { return };
+        let Some(Some(Joined { client, .. })) = self.connections.remove(&connection) else {
+            return;
+        };
         if let Some(session) = self.sessions.get_mut(&client) {
             session.connection = None;
             session.disconnected_at = Some(now);
@@ -601,14 +607,14 @@ impl<S: Simulation> Room<S> {
         channel: u8,
         payload: &[u8],
     ) {
-        let Some(&client) = self.connections.get(&connection) else {
+        let Some(&joined) = self.connections.get(&connection) else {
             self.stats.messages_dropped += 1;
             return;
         };
-        match (client, channel) {
+        match (joined, channel) {
             (None, RELIABLE) => self.hello(connection, payload),
-            (Some(client), STATE) => self.input_frame(now, client, payload),
-            (Some(client), RELIABLE | UNRELIABLE) => self.envelope(client, payload),
+            (Some(joined), STATE) => self.input_frame(now, joined, payload),
+            (Some(joined), RELIABLE | UNRELIABLE) => self.envelope(joined.client, payload),
             _ => self.stats.messages_dropped += 1,
         }
         self.assert_bounded();
@@ -643,7 +649,7 @@ impl<S: Simulation> Room<S> {
             }
             None => self.join(connection),
         };
-        self.connections.insert(connection, Some(client));
+        self.connections.insert(connection, self.sessions.joined(client));
         let secret = self.sessions[&client].secret;
         let welcome = Envelope::Welcome {
             ticket: SessionTicket { client, secret },
@@ -701,14 +707,14 @@ impl<S: Simulation> Room<S> {
         self.closing.push((connection, DisconnectReason::ServerFull));
     }
 
-    fn input_frame(&mut self, now: Instant, client: ClientId, payload: &[u8]) {
+    fn input_frame(&mut self, now: Instant, joined: Joined, payload: &[u8]) {
         let bytes_max = self.config.codec.message_bytes_max;
         let inputs_max = self.config.inputs_per_frame_max;
         // The buffer is the room's, taken for the frame and put back: no allocation per frame.
         let mut inputs = std::mem::take(&mut self.frame_inputs);
         let head = decode_frame_into(payload, bytes_max, inputs_max, &mut inputs, S::decode_input);
         match head {
-            Some(head) => self.apply_frame(now, client, head, &mut inputs),
+            Some(head) => self.apply_frame(now, joined, head, &mut inputs),
             None => self.stats.messages_dropped += 1,
         }
         inputs.clear();
@@ -720,11 +726,14 @@ impl<S: Simulation> Room<S> {
     fn apply_frame(
         &mut self,
         now: Instant,
-        client: ClientId,
+        joined: Joined,
         head: FrameHead,
         inputs: &mut Vec<S::Input>,
     ) {
-        let Some(session) = self.sessions.get_mut(&client) else { return };
+        let client = joined.client;
+        // The connection's slot, not a search of the ids: every input of every client comes
+        // this way.
+        let Some(session) = self.sessions.at_mut(joined) else { return };
         if let Some(tick) = head.snapshot_ack {
             session.replicator.ack(tick);
         }
@@ -1190,6 +1199,13 @@ impl<S: Simulation> Room<S> {
         world.untouch();
     }
 
+    /// Whether [`Room::transmit`] has anything to hand an endpoint (a message queued, a
+    /// connection to close): a host answering each message between ticks asks first, as most
+    /// messages (inputs) are answered by nothing until the tick.
+    pub fn has_output(&self) -> bool {
+        !self.closing.is_empty() || !self.outbox.queue.is_empty()
+    }
+
     /// Hands every queued message to `endpoint` now. `tick` does this in its last phase; call
     /// it also after answering events between ticks, so that nothing waits for the next tick.
     // A function of its own in profiles: scripts/room-instructions.sh counts each phase.
@@ -1440,7 +1456,7 @@ mod tests {
         room.accept(connection);
         let hello = room.config.codec.encode(&Envelope::Hello { resume: None }).unwrap();
         room.receive(NOW, connection, RELIABLE, &hello);
-        room.connections[&connection].expect("joined")
+        room.connections[&connection].expect("joined").client
     }
 
     /// An input frame of `count` inputs from `first_seq` on.
@@ -1713,6 +1729,53 @@ mod tests {
         room.receive(NOW, ConnectionHandle(2), RELIABLE, &message(&codec, 9));
         assert_eq!(room.poll_event(), Some(RoomEvent::Joined(client)));
         assert_eq!(room.poll_event(), Some(RoomEvent::Message { client, message: 9 }));
+    }
+
+    #[test]
+    fn an_input_reaches_its_own_clients_session_after_an_earlier_session_left() {
+        // Goal: a connection finds its session by the slot it joined at, and a session that
+        // leaves moves the later ones down a slot: an input must still reach its own client,
+        // never the one that moved into its slot, and a slot past the end finds no stranger.
+        // Method: three clients; the first's session expires; inputs from the other two.
+        let window = Duration::from_secs(1);
+        let mut room = room(RoomConfig { resume_window: window, ..RoomConfig::default() });
+        let (first, second, third) = (join(&mut room, 1), join(&mut room, 2), join(&mut room, 3));
+        room.disconnected(NOW, ConnectionHandle(1), DisconnectReason::Closed);
+        room.ingest(NOW + window);
+        assert_eq!(room.sessions.len(), 2, "the first client's session expired");
+        // The second client's slot now holds the third's session; the third's is past the end.
+        room.receive(NOW, ConnectionHandle(2), STATE, &inputs(5, 1));
+        assert_eq!((room.last_input(second), room.last_input(third)), (Some(5), None));
+        room.receive(NOW, ConnectionHandle(3), STATE, &inputs(9, 1));
+        assert_eq!((room.last_input(second), room.last_input(third)), (Some(5), Some(9)));
+        // The expired client's connection is gone: its input is a counted drop.
+        let dropped = room.stats.messages_dropped;
+        room.receive(NOW, ConnectionHandle(1), STATE, &inputs(0, 1));
+        assert_eq!(room.stats.messages_dropped, dropped + 1);
+        assert_eq!(room.last_input(first), None);
+        // A stale hint naming a client that has no session finds nothing.
+        let stale = Joined { client: first, slot: 0 };
+        assert!(room.sessions.at_mut(stale).is_none());
+    }
+
+    #[test]
+    fn has_output_says_whether_transmit_has_anything_to_hand_over() {
+        // Goal: a host may skip `transmit` after a message exactly when it would hand over
+        // nothing. Method: a naive room (no fast path) of one client: a hello queues a welcome,
+        // an input queues nothing, a hello past `clients_max` queues a close.
+        let config =
+            RoomConfig { pipeline: Pipeline::Naive, clients_max: 1, ..RoomConfig::default() };
+        let mut room = room(config);
+        assert!(!room.has_output());
+        join(&mut room, 1);
+        assert!(room.has_output(), "the welcome waits");
+        room.outbox.queue.clear();
+        room.receive(NOW, ConnectionHandle(1), STATE, &inputs(0, 1));
+        assert!(!room.has_output(), "an input is answered at the tick");
+        room.accept(ConnectionHandle(2));
+        let hello = room.config.codec.encode(&Envelope::Hello { resume: None }).unwrap();
+        room.receive(NOW, ConnectionHandle(2), RELIABLE, &hello);
+        assert!(room.has_output(), "the refused connection waits to be closed");
     }
 
     /// A one-way message as a client sends it.

@@ -671,12 +671,18 @@ impl Connection {
 
     fn detect_losses(&mut self) {
         let Some(newest) = self.sent.newest_acked else { return };
+        let mut lost = std::mem::take(&mut self.lost);
+        self.sent.in_flight_before(newest, &mut lost);
+        if lost.is_empty() {
+            // The steady flow's case, every ack of every packet: nothing sent before the newest
+            // acked is still out, and nothing to judge.
+            self.lost = lost;
+            return;
+        }
         let newest_sent_at = self.sent.slot(newest).sent_at;
         // A path that reorders can deliver a packet a little after a later one; wait this long
         // past the later one's send time before calling it lost.
         let reorder_window = (self.rtt.variance() / 4).max(Duration::from_millis(1));
-        let mut lost = std::mem::take(&mut self.lost);
-        self.sent.in_flight_before(newest, &mut lost);
         lost.retain(|seq| {
             let slot_sent_at = self.sent.slot(*seq).sent_at;
             newest_sent_at - slot_sent_at >= reorder_window || newest.wrapping_sub(*seq) >= 3

@@ -260,8 +260,12 @@ pub struct Endpoint {
     events: VecDeque<(ConnectionHandle, Event)>,
     /// Which slots need a look, and when.
     schedule: Schedule,
-    /// Slots whose events were gathered: freed once drained and everything was told.
+    /// Slots whose events were told: freed once drained and everything was told.
     drain_check: Vec<usize>,
+    /// The eventful slots `poll_event` is telling the events of, in turn, and the one it is
+    /// at: each event goes from its connection's queue straight to the caller.
+    pass: Vec<usize>,
+    pass_at: usize,
     /// Reused by `handle_timeout`.
     scratch_slots: Vec<usize>,
     stats: EndpointStats,
@@ -427,6 +431,8 @@ impl Endpoint {
             events: VecDeque::new(),
             schedule: Schedule::default(),
             drain_check: Vec::new(),
+            pass: Vec::new(),
+            pass_at: 0,
             scratch_slots: Vec::new(),
             stats: EndpointStats::default(),
             tokens_used: HashMap::new(),
@@ -1044,23 +1050,46 @@ impl Endpoint {
         if let Some(event) = self.events.pop_front() {
             return Some(event);
         }
-        // One pass gathers the events of every connection something happened to.
-        let eventful = self.schedule.take_eventful();
-        for &index in &eventful {
+        // A pass tells the events of every connection something happened to, connection by
+        // connection, each taken from its connection's queue as it is asked for: not moved
+        // through the endpoint's queue first (two moves of every message fewer).
+        loop {
+            if let Some(event) = self.next_of_pass() {
+                return Some(event);
+            }
+            if !self.start_pass() {
+                break;
+            }
+        }
+        // Everything has been told: closed connections can go.
+        self.forget_drained();
+        None
+    }
+
+    /// The next event of the pass's connections, moving past those with none left.
+    fn next_of_pass(&mut self) -> Option<(ConnectionHandle, Event)> {
+        while let Some(&index) = self.pass.get(self.pass_at) {
             if let Some(Slot::Open { connection, .. }) = self.slots.get_mut(index) {
-                while let Some(event) = connection.poll_event() {
-                    self.events.push_back((ConnectionHandle(index), event));
+                if let Some(event) = connection.poll_event() {
+                    return Some((ConnectionHandle(index), event));
                 }
                 self.drain_check.push(index);
             }
+            self.pass_at += 1;
         }
+        None
+    }
+
+    /// Starts a pass over the slots marked eventful since the last; false if there are none.
+    fn start_pass(&mut self) -> bool {
+        // Copied, the schedule's list given back at once: a slot marked eventful while the
+        // pass is told (between two calls) finds the list's allocation there.
+        let eventful = self.schedule.take_eventful();
+        self.pass.clear();
+        self.pass.extend_from_slice(&eventful);
         self.schedule.return_eventful(eventful);
-        let event = self.events.pop_front();
-        if event.is_none() {
-            // Everything has been told: closed connections can go.
-            self.forget_drained();
-        }
-        event
+        self.pass_at = 0;
+        !self.pass.is_empty()
     }
 
     fn forget_drained(&mut self) {
@@ -1516,6 +1545,37 @@ mod tests {
             }
             assert_eq!(received, Some(n), "message {n} arrived");
         }
+    }
+
+    /// Goal: events are told straight from their connection's queue, so messages that arrive
+    /// while a caller is part way through telling them (between two `poll_event` calls) are
+    /// told too, after the earlier ones and in order, none twice. Method: three messages in,
+    /// one told, two more in, then everything told.
+    #[test]
+    fn messages_arriving_while_events_are_told_follow_in_order() {
+        let (mut client, mut server, handle, mut now) = sealed_pair();
+        let mut told = Vec::new();
+        let mut tell = |server: &mut Endpoint, most: usize| {
+            for _ in 0..most {
+                let Some((_, event)) = server.poll_event() else { break };
+                if let Event::Message { payload, .. } = event {
+                    told.push(payload[0]);
+                }
+            }
+        };
+        for n in 0..3u8 {
+            client.send(handle, 0, &[n]).unwrap();
+        }
+        exchange(&mut client, &mut server, now);
+        tell(&mut server, 1);
+        now += Duration::from_millis(1);
+        for n in 3..5u8 {
+            client.send(handle, 0, &[n]).unwrap();
+        }
+        exchange(&mut client, &mut server, now);
+        tell(&mut server, usize::MAX);
+        assert_eq!(told, [0, 1, 2, 3, 4]);
+        assert!(server.poll_event().is_none());
     }
 
     /// Goal: a connection with more than a packet to send sends all of it in the same instant

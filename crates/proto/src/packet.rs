@@ -428,6 +428,9 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(b.try_into().expect("take returned eight bytes")))
     }
 
+    // Inline: a message frame's length is read for every message, and the call cost half as
+    // much as the read.
+    #[inline]
     fn len(&mut self, what: &'static str) -> Result<usize, PacketError> {
         let (value, used) = read_varint(self.bytes).map_err(|_| PacketError::Truncated { what })?;
         self.bytes = &self.bytes[used..];

@@ -262,8 +262,11 @@ impl<G: Game> Rooms<G> {
                         let nanos = clock.now().as_nanos().saturating_sub(started.as_nanos());
                         ingest = nanos.min(SAMPLE_NANOS_MAX) * INGEST_SAMPLING;
                     }
-                    // What the room answered (the fast path's poses) goes now, not at its tick.
-                    room.transmit(endpoint);
+                    // What the room answered (the fast path's poses) goes now, not at its tick;
+                    // an input is mostly answered by nothing, and the call is spared.
+                    if room.has_output() {
+                        room.transmit(endpoint);
+                    }
                 });
                 hosted.ingest_pending += ingest;
                 if !ok {
