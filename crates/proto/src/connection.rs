@@ -386,22 +386,44 @@ impl Connection {
 
     /// Queues a message on `channel`; it goes out in the next packet with room.
     pub fn send(&mut self, channel: u8, payload: &[u8]) -> Result<(), SendError> {
+        let (queue, piece, now, limits) = self.send_queue(channel, payload.len())?;
+        if !queue.push(payload, piece, now, limits) {
+            return Err(SendError::QueueFull(channel));
+        }
+        Ok(())
+    }
+
+    /// [`Connection::send`] of the message in `buffer`, without copying it when it fits one
+    /// piece: the queue keeps the buffer, and `buffer` is left empty (a spare buffer for the
+    /// next message). On an error, `buffer` is left as it was.
+    pub fn send_buffer(&mut self, channel: u8, buffer: &mut Vec<u8>) -> Result<(), SendError> {
+        let (queue, piece, now, limits) = self.send_queue(channel, buffer.len())?;
+        if !queue.push_buffer(buffer, piece, now, limits) {
+            return Err(SendError::QueueFull(channel));
+        }
+        Ok(())
+    }
+
+    /// The send queue of `channel` for a message of `len` bytes, with the piece size, the time
+    /// and the queue's limits: an error if the connection or the channel cannot take it.
+    fn send_queue(
+        &mut self,
+        channel: u8,
+        len: usize,
+    ) -> Result<(&mut SendChannel, usize, Instant, (usize, Duration)), SendError> {
         if self.state != State::Connected {
             return Err(SendError::Closed);
         }
-        if payload.len() > self.config.message_bytes_max {
-            let max = self.config.message_bytes_max;
-            return Err(SendError::TooLarge { len: payload.len(), max });
+        let max = self.config.message_bytes_max;
+        if len > max {
+            return Err(SendError::TooLarge { len, max });
         }
         let piece = self.piece_size();
         let limits = (self.config.send_queue_max, self.config.send_delay_max);
         let now = self.now;
         let queue =
             self.send.get_mut(usize::from(channel)).ok_or(SendError::UnknownChannel(channel))?;
-        if !queue.push(payload, piece, now, limits) {
-            return Err(SendError::QueueFull(channel));
-        }
-        Ok(())
+        Ok((queue, piece, now, limits))
     }
 
     /// The largest piece of a message one packet carries; a sealed packet keeps room for its
