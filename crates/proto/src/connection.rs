@@ -892,7 +892,10 @@ impl Connection {
             }
             State::Connected => {}
         }
-        let urgent = self.has_urgent(now);
+        // The window and the copies stay as they are until the packet is recorded: worked out
+        // once for it, not in each pass over the queues.
+        let gate = self.gate();
+        let urgent = self.has_urgent(now, gate);
         let ack_due = self.ack_owed_since.is_some_and(|at| now >= at + self.config.ack_delay_max);
         let keepalive_due = now >= self.last_sent + self.config.keepalive_interval;
         let probe_due = self.probe_at.is_some_and(|at| now >= at);
@@ -910,7 +913,7 @@ impl Connection {
         let room = &mut buf[..size.saturating_sub(tag)];
         let written = match repair {
             Some(c) => self.write_repair_packet(now, room, c),
-            None => self.write_packet(now, room, probe_due),
+            None => self.write_packet(now, room, probe_due, gate),
         };
         observer.exit(Stage::Encode);
         let (header_len, mut len) = written?;
@@ -939,13 +942,14 @@ impl Connection {
         Some(len)
     }
 
-    /// Writes a data packet's header and frames into `buf`; returns the header's length and
-    /// the packet's.
+    /// Writes a data packet's header and frames into `buf`, with `gate` the connection's
+    /// [`Connection::gate`] as the packet starts; returns the header's length and the packet's.
     fn write_packet(
         &mut self,
         now: Instant,
         buf: &mut [u8],
         probe_due: bool,
+        gate: Gate,
     ) -> Option<(usize, usize)> {
         let header = self.data_header(now);
         debug_assert!(self.keys.as_ref().is_none_or(|k| k.next_seq() == header.seq));
@@ -953,8 +957,11 @@ impl Connection {
         write_data_header(&mut w, &header).ok()?;
         let header_len = w.len();
         self.write_repair_acks(&mut w);
-        let due = self.fill(now, &mut w, false);
-        let copies = self.fill(now, &mut w, true);
+        let due = self.fill(now, &mut w, gate, false);
+        // A copy goes only below `copies` sends a round, and no channel's gate has more copies
+        // than `gate`: without redundancy the second pass has nothing to write.
+        let copies =
+            if gate.copies > 1 { self.fill(now, &mut w, gate, true) } else { Filled::default() };
         if probe_due {
             self.probe_at = None;
             // A header-only packet already elicits nothing; the ping makes the peer ack it.
@@ -998,8 +1005,7 @@ impl Connection {
     }
 
     /// Whether any unit must go out now: never sent, lost, or past its resend time.
-    fn has_urgent(&self, now: Instant) -> bool {
-        let gate = self.gate();
+    fn has_urgent(&self, now: Instant, gate: Gate) -> bool {
         self.send.iter().enumerate().any(|(c, channel)| {
             let reliable = channel.config.kind.is_reliable();
             let gate = self.channel_gate(c, gate);
@@ -1046,14 +1052,9 @@ impl Connection {
 
     /// Adds units to the packet, channels by priority: first those that are due, then (with
     /// `redundant`) unacknowledged reliable units that may ride again.
-    fn fill(&mut self, now: Instant, w: &mut Writer<'_>, redundant: bool) -> Filled {
+    /// `all` is the connection's gate ([`Connection::gate`]).
+    fn fill(&mut self, now: Instant, w: &mut Writer<'_>, all: Gate, redundant: bool) -> Filled {
         let mut filled = Filled::default();
-        let all = self.gate();
-        if redundant && all.copies <= 1 {
-            // A copy goes only below `copies` sends a round, and no channel's gate has more
-            // copies than `all`: without redundancy this pass has nothing to write.
-            return filled;
-        }
         let plan = self.repair_plan();
         for k in 0..self.channel_order.len() {
             let c = self.channel_order[k];

@@ -110,7 +110,7 @@ impl Connection {
         let room = buf.len().saturating_sub(64 + REPAIR_FRAME_OVERHEAD_MAX);
         let Some((start, count, seed)) = self.encode_repair(now, c, room) else {
             self.encoders[c].clear();
-            return self.write_packet(now, buf, false);
+            return self.write_packet(now, buf, false, self.gate());
         };
         let header = self.data_header(now);
         let mut w = Writer::new(buf);
