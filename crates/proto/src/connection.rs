@@ -185,6 +185,57 @@ impl Gate {
     }
 }
 
+/// A set of channel indices: those below 64 by a bit each, those above (which the engine's
+/// four channels never reach) by one flag for them all.
+#[derive(Debug, Default, Clone, Copy)]
+struct ChannelSet {
+    low: u64,
+    high: bool,
+}
+
+impl ChannelSet {
+    fn insert(&mut self, c: usize) {
+        if c < 64 {
+            self.low |= 1 << c;
+        } else {
+            self.high = true;
+        }
+    }
+
+    fn contains(&self, c: usize) -> bool {
+        if c < 64 {
+            self.low & 1 << c != 0
+        } else {
+            self.high
+        }
+    }
+
+    /// The channels in the set, ascending, of `channels` in all.
+    fn iter(self, channels: usize) -> Members {
+        let high = if self.high { 64..channels } else { 0..0 };
+        Members { low: self.low, high }
+    }
+}
+
+/// [`ChannelSet::iter`]'s iterator: a plain loop over set bits, then the range above 64.
+struct Members {
+    low: u64,
+    high: std::ops::Range<usize>,
+}
+
+impl Iterator for Members {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if self.low == 0 {
+            return self.high.next();
+        }
+        let c = self.low.trailing_zeros() as usize;
+        self.low &= self.low - 1;
+        Some(c)
+    }
+}
+
 /// The share of the resend timer after which a message the repairs cover, once its packet
 /// is declared lost, is resent: the repairs that follow it have had their round trip by then,
 /// and under bursts the full timer left it waiting on them (docs/benchmarks.md). A message
@@ -218,6 +269,11 @@ pub struct Connection {
     received: ReceivedPackets,
     rtt: RttEstimator,
     send: Vec<SendChannel>,
+    /// The send channels that may hold units: added when a message is queued, taken out once
+    /// the channel is found empty after a packet. The passes over the send queues of each
+    /// packet (whether a unit is due, the filling, the deadline) look at these alone: most
+    /// packets find one channel holding anything, or none, of the engine's four.
+    queued: ChannelSet,
     receive: Vec<ReceiveChannel>,
     events: VecDeque<Event>,
     last_received: Instant,
@@ -309,6 +365,7 @@ impl Connection {
             received: ReceivedPackets::default(),
             rtt: RttEstimator::default(),
             send,
+            queued: ChannelSet::default(),
             receive,
             events,
             last_received: now,
@@ -423,6 +480,8 @@ impl Connection {
         let now = self.now;
         let queue =
             self.send.get_mut(usize::from(channel)).ok_or(SendError::UnknownChannel(channel))?;
+        // Listed even if the queue then refuses the message: the list may hold empty channels.
+        self.queued.insert(usize::from(channel));
         Ok((queue, piece, now, limits))
     }
 
@@ -771,7 +830,8 @@ impl Connection {
         // The gates weigh the window and the RTT: worked out only once a channel holds units
         // (most calls find every channel empty: unreliable units go when sent).
         let mut all = None;
-        for (c, channel) in self.send.iter().enumerate() {
+        for c in self.queued.iter(self.send.len()) {
+            let channel = &self.send[c];
             if channel.units.is_empty() {
                 continue;
             }
@@ -934,6 +994,7 @@ impl Connection {
             self.send[usize::from(c)].forget_sent();
         }
         self.unreliable_sent.clear();
+        self.forget_empty_queues();
         self.last_sent = now;
         self.ack_owed_since = None;
         self.ack_now = false;
@@ -1004,9 +1065,25 @@ impl Connection {
         DataHeader { seq, narrow, acks }
     }
 
+    /// Takes the channels found empty out of `queued`.
+    fn forget_empty_queues(&mut self) {
+        let mut low = self.queued.low;
+        while low != 0 {
+            let c = low.trailing_zeros() as usize;
+            low &= low - 1;
+            if self.send[c].units.is_empty() {
+                self.queued.low &= !(1 << c);
+            }
+        }
+        if self.queued.high {
+            self.queued.high = self.send.iter().skip(64).any(|s| !s.units.is_empty());
+        }
+    }
+
     /// Whether any unit must go out now: never sent, lost, or past its resend time.
     fn has_urgent(&self, now: Instant, gate: Gate) -> bool {
-        self.send.iter().enumerate().any(|(c, channel)| {
+        self.queued.iter(self.send.len()).any(|c| {
+            let channel = &self.send[c];
             let reliable = channel.config.kind.is_reliable();
             let gate = self.channel_gate(c, gate);
             channel.units.iter().any(|u| self.is_due(u, reliable, now, gate))
@@ -1058,7 +1135,7 @@ impl Connection {
         let plan = self.repair_plan();
         for k in 0..self.channel_order.len() {
             let c = self.channel_order[k];
-            if self.send[c].units.is_empty() {
+            if !self.queued.contains(c) || self.send[c].units.is_empty() {
                 continue;
             }
             let gate = self.channel_gate(c, all);
@@ -1257,6 +1334,38 @@ mod tests {
             }
             assert_eq!(carried, expected, "{redundancy:?}");
         }
+    }
+
+    /// Goal: a reliable message left unacknowledged keeps its connection's deadline and is
+    /// resent, while an unreliable one sent beside it is gone: the send queues a packet looks
+    /// at must still include the reliable one once the unreliable one is done with. Method:
+    /// one of each in a packet, no acks; the deadline, then the packet at that deadline.
+    #[test]
+    fn an_unacknowledged_message_keeps_its_timer_after_an_unreliable_one_went() {
+        // Keepalives later than the first resend timer (about 125 ms before an RTT sample).
+        let config = ConnectionConfig { keepalive_interval: Duration::from_secs(1), ..config() };
+        let mut connection = Connection::new(config.clone(), Instant::ZERO);
+        let (mut buf, mut observer) = ([0u8; 1500], Observer::default());
+        connection.send(1, b"once").unwrap();
+        connection.send(0, b"until acked").unwrap();
+        assert!(connection.poll_transmit(Instant::ZERO, &mut buf, &mut observer).is_some());
+        assert!(connection.poll_transmit(Instant::ZERO, &mut buf, &mut observer).is_none());
+        let resend = connection.poll_timeout().expect("a deadline");
+        assert!(resend < Instant::ZERO + config.keepalive_interval, "the resend timer's");
+        let len = connection.poll_transmit(resend, &mut buf, &mut observer).expect("a resend");
+        let Ok(crate::packet::Packet::Data { frames, .. }) =
+            crate::packet::Packet::decode(&buf[..len])
+        else {
+            panic!("a data packet");
+        };
+        let carried: Vec<(u8, &[u8])> = Frames::new(frames, 1)
+            .filter_map(|frame| match frame {
+                Ok(Frame::Message { channel, payload, .. }) => Some((channel, payload)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(carried, [(0, &b"until acked"[..])]);
+        assert_eq!(connection.resends(), 1);
     }
 
     /// Goal: a fragment announcing more than `message_bytes_max`, or pieces adding up to more
