@@ -151,7 +151,7 @@ impl SendChannel {
         if self.units.len() + count > queue_max || count > 255 {
             return false;
         }
-        !self.units.iter().find(|u| !u.acked).is_some_and(|u| now - u.queued_at > delay_max)
+        self.units.iter().find(|u| !u.acked).is_none_or(|u| now - u.queued_at <= delay_max)
     }
 
     /// The next message's sequence, taken.

@@ -443,31 +443,29 @@ impl Connection {
 
     /// Queues a message on `channel`; it goes out in the next packet with room.
     pub fn send(&mut self, channel: u8, payload: &[u8]) -> Result<(), SendError> {
-        let (queue, piece, now, limits) = self.send_queue(channel, payload.len())?;
-        if !queue.push(payload, piece, now, limits) {
-            return Err(SendError::QueueFull(channel));
-        }
-        Ok(())
+        self.queue(channel, payload.len(), |queue, piece, now, limits| {
+            queue.push(payload, piece, now, limits)
+        })
     }
 
     /// [`Connection::send`] of the message in `buffer`, without copying it when it fits one
     /// piece: the queue keeps the buffer, and `buffer` is left empty (a spare buffer for the
     /// next message). On an error, `buffer` is left as it was.
     pub fn send_buffer(&mut self, channel: u8, buffer: &mut Vec<u8>) -> Result<(), SendError> {
-        let (queue, piece, now, limits) = self.send_queue(channel, buffer.len())?;
-        if !queue.push_buffer(buffer, piece, now, limits) {
-            return Err(SendError::QueueFull(channel));
-        }
-        Ok(())
+        self.queue(channel, buffer.len(), |queue, piece, now, limits| {
+            queue.push_buffer(buffer, piece, now, limits)
+        })
     }
 
-    /// The send queue of `channel` for a message of `len` bytes, with the piece size, the time
-    /// and the queue's limits: an error if the connection or the channel cannot take it.
-    fn send_queue(
+    /// Queues a message of `len` bytes on `channel` with `push`, given the channel's send
+    /// queue, the piece size, the time and the queue's limits (false: the queue is full); an
+    /// error if the connection or the channel cannot take it.
+    fn queue(
         &mut self,
         channel: u8,
         len: usize,
-    ) -> Result<(&mut SendChannel, usize, Instant, (usize, Duration)), SendError> {
+        push: impl FnOnce(&mut SendChannel, usize, Instant, (usize, Duration)) -> bool,
+    ) -> Result<(), SendError> {
         if self.state != State::Connected {
             return Err(SendError::Closed);
         }
@@ -480,9 +478,11 @@ impl Connection {
         let now = self.now;
         let queue =
             self.send.get_mut(usize::from(channel)).ok_or(SendError::UnknownChannel(channel))?;
-        // Listed even if the queue then refuses the message: the list may hold empty channels.
+        if !push(queue, piece, now, limits) {
+            return Err(SendError::QueueFull(channel));
+        }
         self.queued.insert(usize::from(channel));
-        Ok((queue, piece, now, limits))
+        Ok(())
     }
 
     /// The largest piece of a message one packet carries; a sealed packet keeps room for its
