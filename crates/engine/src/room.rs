@@ -1214,8 +1214,9 @@ impl<S: Simulation> Room<S> {
         for (connection, reason) in self.closing.drain(..) {
             endpoint.disconnect(connection, reason);
         }
-        while let Some((connection, channel, bytes)) = self.outbox.queue.pop_front() {
-            if endpoint.send(connection, channel, &bytes).is_err() {
+        while let Some((connection, channel, mut bytes)) = self.outbox.queue.pop_front() {
+            // Handed over, not copied: what comes back is an empty buffer for a next message.
+            if endpoint.send_buffer(connection, channel, &mut bytes).is_err() {
                 self.stats.sends_failed += 1;
             }
             self.outbox.recycle(bytes);

@@ -32,6 +32,25 @@ pub(crate) struct Unit {
     pub(crate) check: Option<u32>,
 }
 
+impl Unit {
+    /// Piece `index` of `count` of message `seq`, queued at `now` and not yet sent.
+    fn new((seq, index, count): (u16, u8, u8), payload: Vec<u8>, now: Instant) -> Self {
+        Self {
+            seq,
+            index,
+            count,
+            payload,
+            sends: 0,
+            round_sends: 0,
+            last_sent: None,
+            lost: false,
+            acked: false,
+            queued_at: now,
+            check: None,
+        }
+    }
+}
+
 /// The sending half of a channel.
 #[derive(Debug)]
 pub(crate) struct SendChannel {
@@ -85,34 +104,61 @@ impl SendChannel {
         now: Instant,
         limits: (usize, std::time::Duration),
     ) -> bool {
-        let (queue_max, delay_max) = limits;
         let count = payload.len().div_ceil(piece).max(1);
-        if self.units.len() + count > queue_max || count > 255 {
+        if !self.admits(count, now, limits) {
             return false;
         }
-        if self.units.iter().find(|u| !u.acked).is_some_and(|u| now - u.queued_at > delay_max) {
-            return false;
-        }
-        let seq = self.next_seq;
-        self.next_seq = seq.wrapping_add(1);
+        let seq = self.take_seq();
         for (index, chunk) in payload.chunks(piece.max(1)).chain(empty_if(payload)).enumerate() {
             let mut buffer = self.spare.pop().unwrap_or_default();
             buffer.extend_from_slice(chunk);
-            self.units.push_back(Unit {
-                seq,
-                index: index as u8,
-                count: count as u8,
-                payload: buffer,
-                sends: 0,
-                round_sends: 0,
-                last_sent: None,
-                lost: false,
-                acked: false,
-                queued_at: now,
-                check: None,
-            });
+            self.units.push_back(Unit::new((seq, index as u8, count as u8), buffer, now));
         }
         true
+    }
+
+    /// [`SendChannel::push`] of the message in `payload`, taking the buffer itself when the
+    /// message goes in one piece and the buffer holds no more than a piece (what a copied
+    /// unit's buffer grows to, so a queue holds no more memory than before): `payload` is left
+    /// empty (a spare buffer of the channel's, or a new one) once queued, and untouched if not.
+    pub(crate) fn push_buffer(
+        &mut self,
+        payload: &mut Vec<u8>,
+        piece: usize,
+        now: Instant,
+        limits: (usize, std::time::Duration),
+    ) -> bool {
+        if payload.len() > piece || payload.capacity() > piece {
+            let pushed = self.push(payload, piece, now, limits);
+            if pushed {
+                payload.clear();
+            }
+            return pushed;
+        }
+        if !self.admits(1, now, limits) {
+            return false;
+        }
+        let seq = self.take_seq();
+        let buffer = std::mem::replace(payload, self.spare.pop().unwrap_or_default());
+        self.units.push_back(Unit::new((seq, 0, 1), buffer, now));
+        true
+    }
+
+    /// Whether `count` more units fit within `limits.0` units, and the oldest unacknowledged
+    /// unit has waited at most `limits.1`.
+    fn admits(&self, count: usize, now: Instant, limits: (usize, std::time::Duration)) -> bool {
+        let (queue_max, delay_max) = limits;
+        if self.units.len() + count > queue_max || count > 255 {
+            return false;
+        }
+        self.units.iter().find(|u| !u.acked).is_none_or(|u| now - u.queued_at <= delay_max)
+    }
+
+    /// The next message's sequence, taken.
+    fn take_seq(&mut self) -> u16 {
+        let seq = self.next_seq;
+        self.next_seq = seq.wrapping_add(1);
+        seq
     }
 
     /// Marks the unit acked and drops acked units from the front of the queue.
@@ -585,6 +631,34 @@ mod tests {
         assert!(send.push(b"", 1000, Instant::ZERO, limits));
         let payloads: Vec<&[u8]> = send.units.iter().map(|u| u.payload.as_slice()).collect();
         assert_eq!(payloads, [b"too big to fit".as_slice(), b"ab", b""]);
+    }
+
+    /// Goal: a message handed over in its buffer is queued as `push` would queue a copy (the
+    /// same pieces and sequences, whatever the buffer), the caller gets an empty buffer back,
+    /// and a refused message is left with the caller. Method: a small message (taken), one
+    /// over a piece (split), one in a buffer larger than a piece (copied), then a full queue.
+    #[test]
+    fn a_handed_over_buffer_is_queued_as_a_copy_would_be_and_refusals_keep_it() {
+        use std::time::Duration;
+        let config = ChannelConfig { kind: ChannelKind::ReliableOrdered, priority: 0 };
+        let (mut send, piece, limits) = (SendChannel::new(config), 8, (5, Duration::from_secs(1)));
+        let mut roomy = Vec::with_capacity(piece + 1);
+        roomy.extend_from_slice(b"roomy");
+        for mut buffer in [b"small".to_vec(), b"over a piece".to_vec(), roomy] {
+            assert!(send.push_buffer(&mut buffer, piece, Instant::ZERO, limits));
+            assert!(buffer.is_empty());
+        }
+        let units: Vec<(u16, u8, u8, &[u8])> =
+            send.units.iter().map(|u| (u.seq, u.index, u.count, u.payload.as_slice())).collect();
+        let expected: [(u16, u8, u8, &[u8]); 4] =
+            [(0, 0, 1, b"small"), (1, 0, 2, b"over a p"), (1, 1, 2, b"iece"), (2, 0, 1, b"roomy")];
+        assert_eq!(units, expected);
+        // Four units of five: a fifth fits, a sixth does not, and its buffer stays.
+        assert!(send.push_buffer(&mut b"fifth".to_vec(), piece, Instant::ZERO, limits));
+        let mut refused = b"sixth".to_vec();
+        assert!(!send.push_buffer(&mut refused, piece, Instant::ZERO, limits));
+        assert_eq!(refused, b"sixth");
+        assert_eq!(send.next_seq(), 4);
     }
 
     /// Splits messages into pieces as the sender does and feeds them in a shuffled order with

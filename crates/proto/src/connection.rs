@@ -185,6 +185,57 @@ impl Gate {
     }
 }
 
+/// A set of channel indices: those below 64 by a bit each, those above (which the engine's
+/// four channels never reach) by one flag for them all.
+#[derive(Debug, Default, Clone, Copy)]
+struct ChannelSet {
+    low: u64,
+    high: bool,
+}
+
+impl ChannelSet {
+    fn insert(&mut self, c: usize) {
+        if c < 64 {
+            self.low |= 1 << c;
+        } else {
+            self.high = true;
+        }
+    }
+
+    fn contains(&self, c: usize) -> bool {
+        if c < 64 {
+            self.low & 1 << c != 0
+        } else {
+            self.high
+        }
+    }
+
+    /// The channels in the set, ascending, of `channels` in all.
+    fn iter(self, channels: usize) -> Members {
+        let high = if self.high { 64..channels } else { 0..0 };
+        Members { low: self.low, high }
+    }
+}
+
+/// [`ChannelSet::iter`]'s iterator: a plain loop over set bits, then the range above 64.
+struct Members {
+    low: u64,
+    high: std::ops::Range<usize>,
+}
+
+impl Iterator for Members {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if self.low == 0 {
+            return self.high.next();
+        }
+        let c = self.low.trailing_zeros() as usize;
+        self.low &= self.low - 1;
+        Some(c)
+    }
+}
+
 /// The share of the resend timer after which a message the repairs cover, once its packet
 /// is declared lost, is resent: the repairs that follow it have had their round trip by then,
 /// and under bursts the full timer left it waiting on them (docs/benchmarks.md). A message
@@ -218,6 +269,11 @@ pub struct Connection {
     received: ReceivedPackets,
     rtt: RttEstimator,
     send: Vec<SendChannel>,
+    /// The send channels that may hold units: added when a message is queued, taken out once
+    /// the channel is found empty after a packet. The passes over the send queues of each
+    /// packet (whether a unit is due, the filling, the deadline) look at these alone: most
+    /// packets find one channel holding anything, or none, of the engine's four.
+    queued: ChannelSet,
     receive: Vec<ReceiveChannel>,
     events: VecDeque<Event>,
     last_received: Instant,
@@ -309,6 +365,7 @@ impl Connection {
             received: ReceivedPackets::default(),
             rtt: RttEstimator::default(),
             send,
+            queued: ChannelSet::default(),
             receive,
             events,
             last_received: now,
@@ -386,21 +443,45 @@ impl Connection {
 
     /// Queues a message on `channel`; it goes out in the next packet with room.
     pub fn send(&mut self, channel: u8, payload: &[u8]) -> Result<(), SendError> {
+        self.queue(channel, payload.len(), |queue, piece, now, limits| {
+            queue.push(payload, piece, now, limits)
+        })
+    }
+
+    /// [`Connection::send`] of the message in `buffer`, without copying it when it fits one
+    /// piece: the queue keeps the buffer, and `buffer` is left empty (a spare buffer for the
+    /// next message). On an error, `buffer` is left as it was.
+    pub fn send_buffer(&mut self, channel: u8, buffer: &mut Vec<u8>) -> Result<(), SendError> {
+        self.queue(channel, buffer.len(), |queue, piece, now, limits| {
+            queue.push_buffer(buffer, piece, now, limits)
+        })
+    }
+
+    /// Queues a message of `len` bytes on `channel` with `push`, given the channel's send
+    /// queue, the piece size, the time and the queue's limits (false: the queue is full); an
+    /// error if the connection or the channel cannot take it.
+    fn queue(
+        &mut self,
+        channel: u8,
+        len: usize,
+        push: impl FnOnce(&mut SendChannel, usize, Instant, (usize, Duration)) -> bool,
+    ) -> Result<(), SendError> {
         if self.state != State::Connected {
             return Err(SendError::Closed);
         }
-        if payload.len() > self.config.message_bytes_max {
-            let max = self.config.message_bytes_max;
-            return Err(SendError::TooLarge { len: payload.len(), max });
+        let max = self.config.message_bytes_max;
+        if len > max {
+            return Err(SendError::TooLarge { len, max });
         }
         let piece = self.piece_size();
         let limits = (self.config.send_queue_max, self.config.send_delay_max);
         let now = self.now;
         let queue =
             self.send.get_mut(usize::from(channel)).ok_or(SendError::UnknownChannel(channel))?;
-        if !queue.push(payload, piece, now, limits) {
+        if !push(queue, piece, now, limits) {
             return Err(SendError::QueueFull(channel));
         }
+        self.queued.insert(usize::from(channel));
         Ok(())
     }
 
@@ -755,7 +836,8 @@ impl Connection {
         // The gates weigh the window and the RTT: worked out only once a channel holds units
         // (most calls find every channel empty: unreliable units go when sent).
         let mut all = None;
-        for (c, channel) in self.send.iter().enumerate() {
+        for c in self.queued.iter(self.send.len()) {
+            let channel = &self.send[c];
             if channel.units.is_empty() {
                 continue;
             }
@@ -876,7 +958,10 @@ impl Connection {
             }
             State::Connected => {}
         }
-        let urgent = self.has_urgent(now);
+        // The window and the copies stay as they are until the packet is recorded: worked out
+        // once for it, not in each pass over the queues.
+        let gate = self.gate();
+        let urgent = self.has_urgent(now, gate);
         let ack_due = self.ack_owed_since.is_some_and(|at| now >= at + self.config.ack_delay_max);
         let keepalive_due = now >= self.last_sent + self.config.keepalive_interval;
         let probe_due = self.probe_at.is_some_and(|at| now >= at);
@@ -894,7 +979,7 @@ impl Connection {
         let room = &mut buf[..size.saturating_sub(tag)];
         let written = match repair {
             Some(c) => self.write_repair_packet(now, room, c),
-            None => self.write_packet(now, room, probe_due),
+            None => self.write_packet(now, room, probe_due, gate),
         };
         observer.exit(Stage::Encode);
         let (header_len, mut len) = written?;
@@ -915,6 +1000,7 @@ impl Connection {
             self.send[usize::from(c)].forget_sent();
         }
         self.unreliable_sent.clear();
+        self.forget_empty_queues();
         self.last_sent = now;
         self.ack_owed_since = None;
         self.ack_now = false;
@@ -923,13 +1009,14 @@ impl Connection {
         Some(len)
     }
 
-    /// Writes a data packet's header and frames into `buf`; returns the header's length and
-    /// the packet's.
+    /// Writes a data packet's header and frames into `buf`, with `gate` the connection's
+    /// [`Connection::gate`] as the packet starts; returns the header's length and the packet's.
     fn write_packet(
         &mut self,
         now: Instant,
         buf: &mut [u8],
         probe_due: bool,
+        gate: Gate,
     ) -> Option<(usize, usize)> {
         let header = self.data_header(now);
         debug_assert!(self.keys.as_ref().is_none_or(|k| k.next_seq() == header.seq));
@@ -937,8 +1024,11 @@ impl Connection {
         write_data_header(&mut w, &header).ok()?;
         let header_len = w.len();
         self.write_repair_acks(&mut w);
-        let due = self.fill(now, &mut w, false);
-        let copies = self.fill(now, &mut w, true);
+        let due = self.fill(now, &mut w, gate, false);
+        // A copy goes only below `copies` sends a round, and no channel's gate has more copies
+        // than `gate`: without redundancy the second pass has nothing to write.
+        let copies =
+            if gate.copies > 1 { self.fill(now, &mut w, gate, true) } else { Filled::default() };
         if probe_due {
             self.probe_at = None;
             // A header-only packet already elicits nothing; the ping makes the peer ack it.
@@ -981,10 +1071,25 @@ impl Connection {
         DataHeader { seq, narrow, acks }
     }
 
+    /// Takes the channels found empty out of `queued`.
+    fn forget_empty_queues(&mut self) {
+        let mut low = self.queued.low;
+        while low != 0 {
+            let c = low.trailing_zeros() as usize;
+            low &= low - 1;
+            if self.send[c].units.is_empty() {
+                self.queued.low &= !(1 << c);
+            }
+        }
+        if self.queued.high {
+            self.queued.high = self.send.iter().skip(64).any(|s| !s.units.is_empty());
+        }
+    }
+
     /// Whether any unit must go out now: never sent, lost, or past its resend time.
-    fn has_urgent(&self, now: Instant) -> bool {
-        let gate = self.gate();
-        self.send.iter().enumerate().any(|(c, channel)| {
+    fn has_urgent(&self, now: Instant, gate: Gate) -> bool {
+        self.queued.iter(self.send.len()).any(|c| {
+            let channel = &self.send[c];
             let reliable = channel.config.kind.is_reliable();
             let gate = self.channel_gate(c, gate);
             channel.units.iter().any(|u| self.is_due(u, reliable, now, gate))
@@ -1030,18 +1135,13 @@ impl Connection {
 
     /// Adds units to the packet, channels by priority: first those that are due, then (with
     /// `redundant`) unacknowledged reliable units that may ride again.
-    fn fill(&mut self, now: Instant, w: &mut Writer<'_>, redundant: bool) -> Filled {
+    /// `all` is the connection's gate ([`Connection::gate`]).
+    fn fill(&mut self, now: Instant, w: &mut Writer<'_>, all: Gate, redundant: bool) -> Filled {
         let mut filled = Filled::default();
-        let all = self.gate();
-        if redundant && all.copies <= 1 {
-            // A copy goes only below `copies` sends a round, and no channel's gate has more
-            // copies than `all`: without redundancy this pass has nothing to write.
-            return filled;
-        }
         let plan = self.repair_plan();
         for k in 0..self.channel_order.len() {
             let c = self.channel_order[k];
-            if self.send[c].units.is_empty() {
+            if !self.queued.contains(c) || self.send[c].units.is_empty() {
                 continue;
             }
             let gate = self.channel_gate(c, all);
@@ -1240,6 +1340,38 @@ mod tests {
             }
             assert_eq!(carried, expected, "{redundancy:?}");
         }
+    }
+
+    /// Goal: a reliable message left unacknowledged keeps its connection's deadline and is
+    /// resent, while an unreliable one sent beside it is gone: the send queues a packet looks
+    /// at must still include the reliable one once the unreliable one is done with. Method:
+    /// one of each in a packet, no acks; the deadline, then the packet at that deadline.
+    #[test]
+    fn an_unacknowledged_message_keeps_its_timer_after_an_unreliable_one_went() {
+        // Keepalives later than the first resend timer (about 125 ms before an RTT sample).
+        let config = ConnectionConfig { keepalive_interval: Duration::from_secs(1), ..config() };
+        let mut connection = Connection::new(config.clone(), Instant::ZERO);
+        let (mut buf, mut observer) = ([0u8; 1500], Observer::default());
+        connection.send(1, b"once").unwrap();
+        connection.send(0, b"until acked").unwrap();
+        assert!(connection.poll_transmit(Instant::ZERO, &mut buf, &mut observer).is_some());
+        assert!(connection.poll_transmit(Instant::ZERO, &mut buf, &mut observer).is_none());
+        let resend = connection.poll_timeout().expect("a deadline");
+        assert!(resend < Instant::ZERO + config.keepalive_interval, "the resend timer's");
+        let len = connection.poll_transmit(resend, &mut buf, &mut observer).expect("a resend");
+        let Ok(crate::packet::Packet::Data { frames, .. }) =
+            crate::packet::Packet::decode(&buf[..len])
+        else {
+            panic!("a data packet");
+        };
+        let carried: Vec<(u8, &[u8])> = Frames::new(frames, 1)
+            .filter_map(|frame| match frame {
+                Ok(Frame::Message { channel, payload, .. }) => Some((channel, payload)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(carried, [(0, &b"until acked"[..])]);
+        assert_eq!(connection.resends(), 1);
     }
 
     /// Goal: a fragment announcing more than `message_bytes_max`, or pieces adding up to more

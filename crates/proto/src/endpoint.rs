@@ -544,8 +544,30 @@ impl Endpoint {
         channel: u8,
         payload: &[u8],
     ) -> Result<(), SendError> {
+        self.queue_with(handle, |connection| connection.send(channel, payload))
+    }
+
+    /// [`Endpoint::send`] of the message in `buffer`, handing the buffer itself to the
+    /// connection's send queue when the message fits one piece (a snapshot, an input frame),
+    /// instead of copying it: `buffer` is left empty, a buffer to write the next message into.
+    /// On an error, `buffer` is left as it was.
+    pub fn send_buffer(
+        &mut self,
+        handle: ConnectionHandle,
+        channel: u8,
+        buffer: &mut Vec<u8>,
+    ) -> Result<(), SendError> {
+        self.queue_with(handle, |connection| connection.send_buffer(channel, buffer))
+    }
+
+    /// Queues a message on `handle`'s connection with `send`, and makes it due.
+    fn queue_with(
+        &mut self,
+        handle: ConnectionHandle,
+        send: impl FnOnce(&mut Connection) -> Result<(), SendError>,
+    ) -> Result<(), SendError> {
         let sent = match self.slots.get_mut(handle.0) {
-            Some(Slot::Open { connection, .. }) => connection.send(channel, payload),
+            Some(Slot::Open { connection, .. }) => send(connection),
             _ => Err(SendError::Closed),
         };
         if sent.is_ok() {

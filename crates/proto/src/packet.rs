@@ -664,26 +664,25 @@ fn handshake_prefix(w: &mut Writer<'_>, kind: u8, nonce: u64) -> Result<(), Pack
 
 /// Writes a data packet's header: the short form when the acks fit it, else the long one.
 pub(crate) fn write_data_header(w: &mut Writer<'_>, h: &DataHeader) -> Result<(), PacketError> {
+    // Each form laid out in a local array and put at once: one bounds check and one copy a
+    // packet instead of one a field.
+    let [seq_lo, seq_hi] = h.seq.to_le_bytes();
     let Some(acks) = h.acks else {
-        w.put(&[TYPE_DATA_NO_ACKS])?;
-        return w.put(&h.seq.to_le_bytes());
+        return w.put(&[TYPE_DATA_NO_ACKS, seq_lo, seq_hi]);
     };
+    let [ack_lo, ack_hi] = acks.ack.to_le_bytes();
     if let (Ok(bits), Some(delay)) = (u16::try_from(acks.bits), short_delay(acks.delay)) {
-        if h.narrow {
-            w.put(&[TYPE_DATA_NARROW, h.seq as u8])?;
+        let [bits_lo, bits_hi] = bits.to_le_bytes();
+        return if h.narrow {
+            w.put(&[TYPE_DATA_NARROW, seq_lo, ack_lo, ack_hi, bits_lo, bits_hi, delay])
         } else {
-            w.put(&[TYPE_DATA_SHORT])?;
-            w.put(&h.seq.to_le_bytes())?;
-        }
-        w.put(&acks.ack.to_le_bytes())?;
-        w.put(&bits.to_le_bytes())?;
-        return w.put(&[delay]);
+            w.put(&[TYPE_DATA_SHORT, seq_lo, seq_hi, ack_lo, ack_hi, bits_lo, bits_hi, delay])
+        };
     }
-    w.put(&[TYPE_DATA])?;
-    w.put(&h.seq.to_le_bytes())?;
-    w.put(&acks.ack.to_le_bytes())?;
-    w.put(&acks.bits.to_le_bytes())?;
-    w.put(&acks.delay.to_le_bytes())
+    let [b0, b1, b2, b3] = acks.bits.to_le_bytes();
+    let [delay_lo, delay_hi] = acks.delay.to_le_bytes();
+    let head = [TYPE_DATA, seq_lo, seq_hi, ack_lo, ack_hi, b0, b1, b2, b3, delay_lo, delay_hi];
+    w.put(&head)
 }
 
 /// Writes a message frame: in its last-frame form, widened to the draft-1 form if another
@@ -704,8 +703,8 @@ pub(crate) fn write_message(
     if message_frame_size(payload.len()) > w.remaining() {
         return Err(PacketError::BufferTooSmall);
     }
-    w.put(&[FRAME_MESSAGE_LAST | channel])?;
-    w.put(&seq.to_le_bytes())?;
+    let [seq_lo, seq_hi] = seq.to_le_bytes();
+    w.put(&[FRAME_MESSAGE_LAST | channel, seq_lo, seq_hi])?;
     w.put(payload)?;
     w.last_message = Some((w.len() - payload.len() - 3, payload.len()));
     Ok(())

@@ -22,8 +22,15 @@ impl Connection {
     /// Whether channel `c` sends and takes repairs: a reliable-ordered channel of a
     /// connection configured with them.
     pub(super) fn is_coded(&self, c: usize) -> bool {
-        matches!(self.config.repair, Repair::Adaptive { .. })
+        self.repairs_on()
             && self.config.channels.get(c).is_some_and(|k| k.kind == ChannelKind::ReliableOrdered)
+    }
+
+    /// Whether the connection is configured with repairs: without, no channel is coded, and
+    /// the look for a repair due (each packet, each deadline) stops here, not after asking
+    /// every channel.
+    fn repairs_on(&self) -> bool {
+        matches!(self.config.repair, Repair::Adaptive { .. })
     }
 
     /// The gate of channel `c`: a coded channel sends no copies, and while repairs are on it
@@ -68,7 +75,7 @@ impl Connection {
 
     /// The coded channel with a repair to send at `now`, if the window admits one.
     pub(super) fn repair_due(&mut self, now: Instant) -> Option<usize> {
-        if !self.window_open() {
+        if !self.repairs_on() || !self.window_open() {
             return None;
         }
         for c in 0..self.encoders.len() {
@@ -84,7 +91,7 @@ impl Connection {
 
     /// When a repair is next due, if the window admits one.
     pub(super) fn repair_timeout(&self) -> Option<Instant> {
-        if !self.window_open() {
+        if !self.repairs_on() || !self.window_open() {
             return None;
         }
         let due = |c: usize| {
@@ -110,7 +117,7 @@ impl Connection {
         let room = buf.len().saturating_sub(64 + REPAIR_FRAME_OVERHEAD_MAX);
         let Some((start, count, seed)) = self.encode_repair(now, c, room) else {
             self.encoders[c].clear();
-            return self.write_packet(now, buf, false);
+            return self.write_packet(now, buf, false, self.gate());
         };
         let header = self.data_header(now);
         let mut w = Writer::new(buf);
