@@ -51,6 +51,8 @@ pub struct UdpDriver {
     clock: Clock,
     received: Batch,
     to_send: Batch,
+    /// Datagrams built into `to_send` and not sent yet (see [`UdpDriver::stage`]).
+    staged: usize,
     /// Datagrams the socket refused to send (counted, then dropped like a lost packet).
     pub send_errors: u64,
     /// Datagrams received too long for any Rally packet or from an unknown address family
@@ -143,6 +145,7 @@ impl UdpDriver {
             clock,
             received: Batch::new(RECEIVE_BATCH),
             to_send: Batch::new(SEND_BATCH),
+            staged: 0,
             send_errors: 0,
             oversized: 0,
             traffic: Traffic::default(),
@@ -374,20 +377,30 @@ impl UdpDriver {
     /// another thread pumps, and wants it out at once rather than at that thread's next wake.
     /// Returns how many datagrams it handed to the socket.
     pub fn transmit(&mut self) -> io::Result<usize> {
+        let total = self.stage()?;
+        let staged = std::mem::take(&mut self.staged);
+        self.send_queued(staged)?;
+        Ok(total)
+    }
+
+    /// Builds what the endpoint has to send now into the send batch, and sends the batch only
+    /// when it is full; [`UdpDriver::transmit`] sends the rest. For a worker ticking rooms in a
+    /// row: each room's datagrams are built (and sealed) while what its tick wrote is still in
+    /// the core's caches, and still go out in full batches. Returns how many it built.
+    pub fn stage(&mut self) -> io::Result<usize> {
         let now = self.clock.now();
-        let (mut queued, mut total) = (0, 0);
-        while let Some(t) = self.endpoint.poll_transmit(now, self.to_send.slot_mut(queued)) {
-            self.to_send.set(queued, t.len, t.destination);
+        let mut total = 0;
+        while let Some(t) = self.endpoint.poll_transmit(now, self.to_send.slot_mut(self.staged)) {
+            self.to_send.set(self.staged, t.len, t.destination);
             self.traffic.datagrams_out += 1;
             self.traffic.bytes_out += t.len as u64;
-            queued += 1;
+            self.staged += 1;
             total += 1;
-            if queued == SEND_BATCH {
-                self.send_queued(queued)?;
-                queued = 0;
+            if self.staged == SEND_BATCH {
+                let staged = std::mem::take(&mut self.staged);
+                self.send_queued(staged)?;
             }
         }
-        self.send_queued(queued)?;
         Ok(total)
     }
 

@@ -292,7 +292,7 @@ fn worker_turn(worker: &mut MemoryWorker<Game>, turn: Turn, buf: &mut [u8]) -> A
     worker.receive(now, datagrams.iter().map(|(from, bytes)| (*from, bytes.as_slice())));
     let mut out = Out { spare, sent: Vec::with_capacity(datagrams.len() * 2) };
     worker.flush(now, buf, |t, bytes| out.push(t.destination, bytes));
-    worker.tick_due(now);
+    worker.tick_due(now, buf, |t, bytes| out.push(t.destination, bytes));
     worker.flush(now, buf, |t, bytes| out.push(t.destination, bytes));
     worker.housekeeping(now);
     (out.sent, datagrams)

@@ -75,12 +75,25 @@ impl<G: Game> MemoryWorker<G> {
         self.endpoint.handle_timeout(now);
     }
 
-    /// Ticks every room whose deadline is at most `now`, each starting at `now`.
-    pub fn tick_due(&mut self, now: Instant) {
+    /// Ticks every room whose deadline is at most `now`, each starting at `now`, and hands
+    /// each room's datagrams to `send` right after its tick, as a worker builds them.
+    pub fn tick_due(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        mut send: impl FnMut(Transmit, &[u8]),
+    ) {
         // A worker reads its clock as each tick starts, telemetry or not (that reading is its
         // `now`, and starts the phases' timing when it is on): so does this one.
         let clock = self.clock;
-        self.rooms.tick_due_by(&mut self.endpoint, now, |_| (now, Some(clock.now())));
+        let start = |_: &Rooms<G>| (now, Some(clock.now()));
+        while self.rooms.tick_next_due(&mut self.endpoint, now, start) {
+            while let Some(t) = self.endpoint.poll_transmit(now, buf) {
+                self.traffic.datagrams_out += 1;
+                self.traffic.bytes_out += t.len as u64;
+                send(t, &buf[..t.len]);
+            }
+        }
     }
 
     /// Hands every datagram the endpoint has to `send` and every event to its room, until

@@ -372,34 +372,23 @@ impl<G: Game> Rooms<G> {
         None
     }
 
-    /// Ticks every room whose deadline has come, earliest first.
-    fn tick_due(&mut self, endpoint: &mut Endpoint) {
-        // Only what was due when this pass began, each room once: ticks that outlast the next
-        // deadline must not keep the worker from its socket (acks, timeouts, the drain flag).
-        let due_by = self.clock.now();
-        self.tick_due_by(endpoint, due_by, |rooms| {
-            let now = rooms.clock.now();
-            (now, Some(now))
-        });
-    }
-
-    /// Ticks every room whose deadline is at most `due_by`, earliest first, each starting at
-    /// the time `start()` says (the clock; a [`super::MemoryWorker`]'s virtual time) with the
-    /// clock's reading then, if it took one (the phases' timing starts from it).
-    pub(super) fn tick_due_by(
+    /// Ticks the room whose deadline comes first, if it is at most `due_by`, starting at the
+    /// time `start()` says (the clock; a [`super::MemoryWorker`]'s virtual time) with the
+    /// clock's reading then, if it took one (the phases' timing starts from it): whether one
+    /// was ticked. Called until it says no, it ticks every room due, earliest first; a worker
+    /// builds each room's datagrams between two calls, while what the tick wrote is still in
+    /// the core's caches.
+    pub(super) fn tick_next_due(
         &mut self,
         endpoint: &mut Endpoint,
         due_by: Instant,
         start: impl Fn(&Self) -> (Instant, Option<Instant>),
-    ) {
-        while let Some(at) = self.next_deadline() {
-            if at > due_by {
-                return;
-            }
-            let Some(Reverse((_, slot))) = self.schedule.pop() else { return };
-            let (now, clock_now) = start(self);
-            self.tick(endpoint, slot, at, now, clock_now);
-        }
+    ) -> bool {
+        let Some(at) = self.next_deadline().filter(|at| *at <= due_by) else { return false };
+        let Some(Reverse((_, slot))) = self.schedule.pop() else { return false };
+        let (now, clock_now) = start(self);
+        self.tick(endpoint, slot, at, now, clock_now);
+        true
     }
 
     /// One room's tick, timed by phase; a tick that would start more than a tick late is
@@ -769,10 +758,29 @@ impl<G: Game> Worker<G> {
                 self.driver.run_batched(wait, handler)?;
             }
             self.rooms.last_sleep = self.driver.last_sleep();
-            self.rooms.tick_due(self.driver.endpoint());
+            self.tick_due()?;
             self.housekeeping();
         }
         self.drain()
+    }
+
+    /// Ticks every room whose deadline has come, earliest first, and sends what they wrote.
+    /// Each room's datagrams are built and sealed right after its tick, while its snapshots
+    /// and connections are still in the core's caches (at 32 rooms a worker, a room's data is
+    /// out of them by the time the last room has ticked), and go out in batches as full as
+    /// before.
+    fn tick_due(&mut self) -> io::Result<()> {
+        // Only what was due when this pass began, each room once: ticks that outlast the next
+        // deadline must not keep the worker from its socket (acks, timeouts, the drain flag).
+        let due_by = self.rooms.clock.now();
+        let start = |rooms: &Rooms<G>| {
+            let now = rooms.clock.now();
+            (now, Some(now))
+        };
+        while self.rooms.tick_next_due(self.driver.endpoint(), due_by, start) {
+            self.driver.stage()?;
+        }
+        self.driver.transmit().map(|_| ())
     }
 
     /// Resets figures when asked, publishes them every `PUBLISH_INTERVAL`.
