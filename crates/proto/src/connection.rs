@@ -1073,10 +1073,8 @@ impl Connection {
 
     /// Takes the channels found empty out of `queued`.
     fn forget_empty_queues(&mut self) {
-        let mut low = self.queued.low;
-        while low != 0 {
-            let c = low.trailing_zeros() as usize;
-            low &= low - 1;
+        // The bits below 64 (`iter` of an empty range above them): each one's own.
+        for c in self.queued.iter(0) {
             if self.send[c].units.is_empty() {
                 self.queued.low &= !(1 << c);
             }

@@ -14,36 +14,74 @@ pub(super) struct Joined {
     pub(super) slot: usize,
 }
 
+/// A map kept as one vector in ascending order of its keys: a look-up is a binary search over
+/// contiguous entries, a walk reads them in order. Both of the room's maps are small (a room's
+/// clients) and walked or looked up far more often than changed.
+#[derive(Debug)]
+struct SortedMap<K, V> {
+    entries: Vec<(K, V)>,
+}
+
+impl<K, V> Default for SortedMap<K, V> {
+    fn default() -> Self {
+        Self { entries: Vec::new() }
+    }
+}
+
+impl<K: Ord + Copy, V> SortedMap<K, V> {
+    #[inline]
+    fn find(&self, key: K) -> Result<usize, usize> {
+        self.entries.binary_search_by_key(&key, |(k, _)| *k)
+    }
+
+    #[inline]
+    fn get(&self, key: K) -> Option<&V> {
+        let at = self.find(key).ok()?;
+        Some(&self.entries[at].1)
+    }
+
+    fn get_mut(&mut self, key: K) -> Option<&mut V> {
+        let at = self.find(key).ok()?;
+        Some(&mut self.entries[at].1)
+    }
+
+    /// Adds `key`'s value, or replaces the one it had.
+    fn insert(&mut self, key: K, value: V) {
+        match self.find(key) {
+            Ok(at) => self.entries[at].1 = value,
+            Err(at) => self.entries.insert(at, (key, value)),
+        }
+    }
+
+    fn remove(&mut self, key: K) -> Option<V> {
+        let at = self.find(key).ok()?;
+        Some(self.entries.remove(at).1)
+    }
+}
+
 /// Every session of a room, ascending by client id.
 #[derive(Debug, Default)]
 pub(super) struct Sessions {
-    entries: Vec<(ClientId, Session)>,
+    map: SortedMap<ClientId, Session>,
 }
 
 impl Sessions {
     pub(super) fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    #[inline]
-    fn find(&self, client: ClientId) -> Result<usize, usize> {
-        self.entries.binary_search_by_key(&client, |(id, _)| *id)
+        self.map.entries.len()
     }
 
     /// Where `client`'s session is now.
     pub(super) fn joined(&self, client: ClientId) -> Option<Joined> {
-        let slot = self.find(client).ok()?;
+        let slot = self.map.find(client).ok()?;
         Some(Joined { client, slot })
     }
 
     pub(super) fn get(&self, client: &ClientId) -> Option<&Session> {
-        let slot = self.find(*client).ok()?;
-        Some(&self.entries[slot].1)
+        self.map.get(*client)
     }
 
     pub(super) fn get_mut(&mut self, client: &ClientId) -> Option<&mut Session> {
-        let slot = self.find(*client).ok()?;
-        Some(&mut self.entries[slot].1)
+        self.map.get_mut(*client)
     }
 
     /// The session of `joined`'s client: at its slot if it is still there (no search), else
@@ -51,35 +89,32 @@ impl Sessions {
     // Inline: called for every message, a call costs what the search saves.
     #[inline]
     pub(super) fn at_mut(&mut self, joined: Joined) -> Option<&mut Session> {
-        let still = self.entries.get(joined.slot).is_some_and(|(id, _)| *id == joined.client);
-        let slot = if still { joined.slot } else { self.find(joined.client).ok()? };
-        Some(&mut self.entries[slot].1)
+        let entries = &self.map.entries;
+        let still = entries.get(joined.slot).is_some_and(|(id, _)| *id == joined.client);
+        let slot = if still { joined.slot } else { self.map.find(joined.client).ok()? };
+        Some(&mut self.map.entries[slot].1)
     }
 
-    /// Adds `client`'s session, or replaces the one it had.
+    /// Adds `client`'s session, or replaces the one it had (ids are handed out in ascending
+    /// order: a new one goes at the end).
     pub(super) fn insert(&mut self, client: ClientId, session: Session) {
-        match self.find(client) {
-            Ok(slot) => self.entries[slot].1 = session,
-            // Ids are handed out in ascending order: this is a push at the end.
-            Err(slot) => self.entries.insert(slot, (client, session)),
-        }
+        self.map.insert(client, session);
     }
 
     pub(super) fn remove(&mut self, client: &ClientId) -> Option<Session> {
-        let slot = self.find(*client).ok()?;
-        Some(self.entries.remove(slot).1)
+        self.map.remove(*client)
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = (&ClientId, &Session)> {
-        self.entries.iter().map(|(id, session)| (id, session))
+        self.map.entries.iter().map(|(id, session)| (id, session))
     }
 
     pub(super) fn values(&self) -> impl Iterator<Item = &Session> {
-        self.entries.iter().map(|(_, session)| session)
+        self.map.entries.iter().map(|(_, session)| session)
     }
 
     pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut Session> {
-        self.entries.iter_mut().map(|(_, session)| session)
+        self.map.entries.iter_mut().map(|(_, session)| session)
     }
 }
 
@@ -100,17 +135,13 @@ const CACHED: usize = 16;
 /// binary search. No more entries than connections, and a fixed cache.
 #[derive(Debug, Default)]
 pub(super) struct Connections {
-    entries: Vec<(ConnectionHandle, Option<Joined>)>,
-    /// Some of `entries`, each at its handle modulo [`CACHED`]: whatever is here is there too.
+    map: SortedMap<ConnectionHandle, Option<Joined>>,
+    /// Some of `map`'s entries, each at its handle modulo [`CACHED`]: whatever is here is
+    /// there too.
     cache: [Option<(ConnectionHandle, Option<Joined>)>; CACHED],
 }
 
 impl Connections {
-    #[inline]
-    fn find(&self, connection: ConnectionHandle) -> Result<usize, usize> {
-        self.entries.binary_search_by_key(&connection, |(handle, _)| *handle)
-    }
-
     fn cached(connection: ConnectionHandle) -> usize {
         connection.0 % CACHED
     }
@@ -123,21 +154,17 @@ impl Connections {
                 return Some(joined);
             }
         }
-        let at = self.find(*connection).ok()?;
-        Some(&self.entries[at].1)
+        self.map.get(*connection)
     }
 
     #[cfg(test)]
     pub(super) fn contains_key(&self, connection: &ConnectionHandle) -> bool {
-        self.find(*connection).is_ok()
+        self.map.find(*connection).is_ok()
     }
 
     /// Adds `connection`, or replaces what it was; it takes its cache slot.
     pub(super) fn insert(&mut self, connection: ConnectionHandle, joined: Option<Joined>) {
-        match self.find(connection) {
-            Ok(at) => self.entries[at].1 = joined,
-            Err(at) => self.entries.insert(at, (connection, joined)),
-        }
+        self.map.insert(connection, joined);
         self.cache[Self::cached(connection)] = Some((connection, joined));
     }
 
@@ -146,8 +173,7 @@ impl Connections {
         if slot.is_some_and(|(handle, _)| handle == *connection) {
             *slot = None;
         }
-        let at = self.find(*connection).ok()?;
-        Some(self.entries.remove(at).1)
+        self.map.remove(*connection)
     }
 }
 
