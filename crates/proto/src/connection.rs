@@ -92,28 +92,27 @@ pub struct Quality {
 }
 
 /// Counters and estimates a game shows its players and an operator graphs.
+///
+/// `repr(C)`: the counters every packet in or out adds to lead, so that they share a cache
+/// line (a connection keeps its statistics inline); the figures [`Connection::stats`] fills in
+/// come last.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[repr(C)]
 pub struct ConnectionStats {
-    /// Smoothed round-trip time.
-    pub rtt: Duration,
-    /// Mean deviation of the round-trip time.
-    pub rtt_variance: Duration,
-    /// Smallest round-trip time seen.
-    pub rtt_min: Duration,
-    /// Packet loss estimate (moving average of lost over sent).
-    pub loss: f64,
     /// Datagrams sent.
     pub packets_sent: u64,
-    /// Datagrams received and accepted.
-    pub packets_received: u64,
-    /// Packets declared lost.
-    pub packets_lost: u64,
-    /// Datagrams received twice (dropped).
-    pub duplicates_received: u64,
     /// Bytes sent, headers included.
     pub bytes_sent: u64,
+    /// Datagrams received and accepted.
+    pub packets_received: u64,
     /// Bytes received, headers included.
     pub bytes_received: u64,
+    /// Packet loss estimate (moving average of lost over sent).
+    pub loss: f64,
+    /// Datagrams received twice (dropped).
+    pub duplicates_received: u64,
+    /// Packets declared lost.
+    pub packets_lost: u64,
     /// Reliable units sent again.
     pub resends: u64,
     /// Frames refused (outside a window, inconsistent fragments).
@@ -125,11 +124,6 @@ pub struct ConnectionStats {
     pub packets_deferred: u64,
     /// Unreliable assemblies dropped to make room under `receive_bytes_max`.
     pub assemblies_evicted: u64,
-    /// What each channel holds against `receive_bytes_max` (messages in reassembly and held
-    /// behind a gap, bookkeeping included).
-    pub receive_bytes: Vec<usize>,
-    /// Units waiting in each channel's send queue.
-    pub send_queue: Vec<usize>,
     /// Repairs sent (coded combinations of unacknowledged messages, see [`crate::repair`]).
     pub repairs_sent: u64,
     /// Repairs received.
@@ -143,6 +137,17 @@ pub struct ConnectionStats {
     /// Repairs that decoded to a message failing its checks (a wrong combination): dropped,
     /// with every equation held, and nothing delivered.
     pub repairs_failed: u64,
+    /// Smoothed round-trip time.
+    pub rtt: Duration,
+    /// Mean deviation of the round-trip time.
+    pub rtt_variance: Duration,
+    /// Smallest round-trip time seen.
+    pub rtt_min: Duration,
+    /// What each channel holds against `receive_bytes_max` (messages in reassembly and held
+    /// behind a gap, bookkeeping included).
+    pub receive_bytes: Vec<usize>,
+    /// Units waiting in each channel's send queue.
+    pub send_queue: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,36 +266,53 @@ const WINDOW_INITIAL: usize = 64 * 1024;
 const WINDOW_MIN: usize = 16 * 1024;
 
 /// One established connection. Owned by an [`crate::Endpoint`], which routes datagrams to it.
+///
+/// `repr(C)`: the fields lie in the order written, and the order is for the caches (the
+/// struct starts a 64-byte line, so that the order decides which fields share one). A server
+/// worker's rooms take turns, each room's tick finding its connections evicted by the other
+/// rooms' ticks, so each distinct line a packet in or out reads is a miss (docs/benchmarks.md,
+/// "Round 14"). What every packet and every deadline reads comes first, packed; the
+/// statistics' per-packet counters lead their struct, which follows; the configuration, the
+/// delivery-rate ring (one slot a sample) and the keys (whose own hot fields lead them) come
+/// last.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct Connection {
-    config: ConnectionConfig,
-    state: State,
-    sent: SentPackets,
+    /// The latest time any input carried: what `send`, which takes no time, counts as now.
+    now: Instant,
+    last_received: Instant,
+    last_sent: Instant,
+    /// When an ack became owed for a received packet with frames, if none has gone out since.
+    ack_owed_since: Option<Instant>,
+    /// When to send a tail-loss probe: a tiny ack-eliciting packet after the last copy of
+    /// new data, so that a loss of every copy is detected one ack later, not one message later.
+    probe_at: Option<Instant>,
     received: ReceivedPackets,
-    rtt: RttEstimator,
-    send: Vec<SendChannel>,
+    sent: SentPackets,
+    /// The window those samples and the RTT give, recomputed when acks change them (it is
+    /// read several times per packet sent).
+    window_bytes: usize,
+    rate_next: usize,
+    /// The largest of `rate_samples` (0 before any): kept as they change, since the window
+    /// is recomputed on every ack and a scan of the ring each time cost more than the ack.
+    rate_max: f64,
+    /// The slower loss estimate that switches adaptive redundancy (see `record_fate`).
+    redundancy_loss: f64,
+    /// Mean length of runs of consecutive lost packets, a moving average: how bursty the
+    /// losses are, which sets the repairs per message.
+    loss_burst: f64,
+    /// What the receive channels and the repair decoders hold against `receive_bytes_max`.
+    receive_bytes: usize,
+    /// Room within `receive_bytes_max` kept for the next message of each ordered channel.
+    head_reserve: usize,
     /// The send channels that may hold units: added when a message is queued, taken out once
     /// the channel is found empty after a packet. The passes over the send queues of each
     /// packet (whether a unit is due, the filling, the deadline) look at these alone: most
     /// packets find one channel holding anything, or none, of the engine's four.
     queued: ChannelSet,
+    send: Vec<SendChannel>,
     receive: Vec<ReceiveChannel>,
     events: VecDeque<Event>,
-    last_received: Instant,
-    last_sent: Instant,
-    /// When an ack became owed for a received packet with frames, if none has gone out since.
-    ack_owed_since: Option<Instant>,
-    /// Ack at once: a reliable message arrived ahead of one still missing (a hole the sender
-    /// must learn of now, as TCP's duplicate acks), or a ping asked for it. A gap in packet
-    /// numbers alone is no reason: with copies on, most lost packets had their messages
-    /// repaired by the copy, and every extra packet on a path that does not reorder may hold
-    /// back the data behind it.
-    ack_now: bool,
-    stats: ConnectionStats,
-    /// The slower loss estimate that switches adaptive redundancy (see `record_fate`).
-    redundancy_loss: f64,
-    /// Whether adaptive redundancy is on.
-    copying: bool,
     /// Channel indices, highest priority first (stable among equals): the order packets are
     /// filled in.
     channel_order: Vec<usize>,
@@ -301,41 +323,34 @@ pub struct Connection {
     /// Reused to collect the unreliable channels the packet being built took units from:
     /// those units are forgotten once it goes out, and only those channels need a look.
     unreliable_sent: Vec<u8>,
-    /// Send a packet at the next chance even with nothing to say (the server's first packet,
-    /// which completes the client's handshake).
-    prompted: bool,
-    /// The latest time any input carried: what `send`, which takes no time, counts as now.
-    now: Instant,
-    /// When to send a tail-loss probe: a tiny ack-eliciting packet after the last copy of
-    /// new data, so that a loss of every copy is detected one ack later, not one message later.
-    probe_at: Option<Instant>,
-    /// Recent delivery-rate samples, bytes per second, a ring.
-    rate_samples: [f64; RATE_SAMPLES],
-    rate_next: usize,
-    /// The largest of `rate_samples` (0 before any): kept as they change, since the window
-    /// is recomputed on every ack and a scan of the ring each time cost more than the ack.
-    rate_max: f64,
-    /// The window those samples and the RTT give, recomputed when acks change them (it is
-    /// read several times per packet sent).
-    window_bytes: usize,
-    /// The connection's keys, when it was opened with a connect token: every packet is sealed.
-    keys: Option<PacketKeys>,
-    /// Room within `receive_bytes_max` kept for the next message of each ordered channel.
-    head_reserve: usize,
-    /// What the receive channels and the repair decoders hold against `receive_bytes_max`.
-    receive_bytes: usize,
     /// Per channel: repairs to send (used on reliable-ordered channels with repairs on).
     encoders: Vec<crate::repair::Encoder>,
     /// Per channel: repairs received.
     decoders: Vec<crate::repair::Decoder>,
+    rtt: RttEstimator,
+    /// The ack field of the packet being built, recorded with it when it goes out.
+    header_ack: Option<u16>,
+    state: State,
+    /// Ack at once: a reliable message arrived ahead of one still missing (a hole the sender
+    /// must learn of now, as TCP's duplicate acks), or a ping asked for it. A gap in packet
+    /// numbers alone is no reason: with copies on, most lost packets had their messages
+    /// repaired by the copy, and every extra packet on a path that does not reorder may hold
+    /// back the data behind it.
+    ack_now: bool,
+    /// Whether adaptive redundancy is on.
+    copying: bool,
+    /// Send a packet at the next chance even with nothing to say (the server's first packet,
+    /// which completes the client's handshake).
+    prompted: bool,
     /// Whether the measured loss calls for repairs (the slow estimate, with the margin of
     /// copies).
     repairing: bool,
-    /// Mean length of runs of consecutive lost packets, a moving average: how bursty the
-    /// losses are, which sets the repairs per message.
-    loss_burst: f64,
-    /// The ack field of the packet being built, recorded with it when it goes out.
-    header_ack: Option<u16>,
+    stats: ConnectionStats,
+    config: ConnectionConfig,
+    /// Recent delivery-rate samples, bytes per second, a ring.
+    rate_samples: [f64; RATE_SAMPLES],
+    /// The connection's keys, when it was opened with a connect token: every packet is sealed.
+    keys: Option<PacketKeys>,
 }
 
 impl Connection {
