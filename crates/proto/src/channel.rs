@@ -5,6 +5,7 @@
 //! Every queue and buffer is bounded by the connection's configuration.
 
 use crate::config::{ChannelConfig, ChannelKind};
+use crate::connection::Event;
 use crate::time::Instant;
 use rally_wire::seq::seq16_newer;
 use std::collections::VecDeque;
@@ -334,11 +335,24 @@ pub(crate) struct ReceiveChannel {
     delivered: Vec<Option<u16>>,
     /// Unordered: the newest sequence seen.
     newest: Option<u16>,
-    /// Messages ready for the application.
-    pub(crate) ready: VecDeque<Vec<u8>>,
     /// Delivered messages' buffers given back ([`ReceiveChannel::recycle`]), for the next
-    /// messages in one piece to be copied into instead of new allocations.
-    spare: Vec<Vec<u8>>,
+    /// messages in one piece to be copied into instead of new allocations; an empty slot has
+    /// no capacity. Kept inline: a list on the heap was one more cache line each message.
+    spare: [Vec<u8>; RECYCLED_MAX],
+}
+
+/// Where a channel delivers its messages: straight into its connection's events, tagged with
+/// the channel's index, so that each message is moved once (a queue of the channel's own in
+/// between cost a write to one more heap line, and a read of it, on every message).
+pub(crate) struct Ready<'a> {
+    pub(crate) events: &'a mut VecDeque<Event>,
+    pub(crate) channel: u8,
+}
+
+impl Ready<'_> {
+    fn push(&mut self, payload: Vec<u8>) {
+        self.events.push_back(Event::Message { channel: self.channel, payload });
+    }
 }
 
 /// Buffers a channel keeps for its next messages: a client's datagram of a tick carries an
@@ -368,8 +382,7 @@ impl ReceiveChannel {
             held_bytes: 0,
             delivered,
             newest: None,
-            ready: VecDeque::new(),
-            spare: Vec::new(),
+            spare: Default::default(),
         }
     }
 
@@ -377,14 +390,18 @@ impl ReceiveChannel {
     /// `RECYCLED_MAX`, each no larger than a piece, so what a channel keeps stays within two
     /// pieces.
     pub(crate) fn recycle(&mut self, buffer: Vec<u8>) {
-        if self.spare.len() < RECYCLED_MAX && buffer.capacity() <= self.piece {
-            self.spare.push(buffer);
+        if buffer.capacity() == 0 || buffer.capacity() > self.piece {
+            return;
+        }
+        if let Some(slot) = self.spare.iter_mut().find(|s| s.capacity() == 0) {
+            *slot = buffer;
         }
     }
 
     /// `payload` copied into a spare buffer if there is one, else into a new one.
     fn copy(&mut self, payload: &[u8]) -> Vec<u8> {
-        let mut buffer = self.spare.pop().unwrap_or_default();
+        let slot = self.spare.iter_mut().rev().find(|s| s.capacity() > 0);
+        let mut buffer = slot.map(std::mem::take).unwrap_or_default();
         buffer.clear();
         buffer.extend_from_slice(payload);
         buffer
@@ -433,12 +450,21 @@ impl ReceiveChannel {
     }
 
     /// Takes one piece of message `seq`, holding at most `room` more bytes for it.
-    pub(crate) fn receive(&mut self, piece: (u16, u8, u8), payload: &[u8], room: Room) -> Received {
+    /// A message it completes goes to `ready`, with those it frees from behind a gap.
+    pub(crate) fn receive(
+        &mut self,
+        piece: (u16, u8, u8),
+        payload: &[u8],
+        room: Room,
+        ready: &mut Ready<'_>,
+    ) -> Received {
         let received = match self.kind {
-            ChannelKind::ReliableOrdered => self.receive_ordered(piece, payload, room),
-            ChannelKind::ReliableUnordered => self.receive_unordered(piece, payload, room.ahead),
+            ChannelKind::ReliableOrdered => self.receive_ordered(piece, payload, room, ready),
+            ChannelKind::ReliableUnordered => {
+                self.receive_unordered(piece, payload, room.ahead, ready)
+            }
             ChannelKind::Unreliable | ChannelKind::UnreliableSequenced => {
-                self.receive_unreliable(piece, payload, room.ahead)
+                self.receive_unreliable(piece, payload, room.ahead, ready)
             }
         };
         debug_assert!(self.held.len() <= self.window, "held past the window");
@@ -446,7 +472,13 @@ impl ReceiveChannel {
         received
     }
 
-    fn receive_ordered(&mut self, piece: (u16, u8, u8), payload: &[u8], room: Room) -> Received {
+    fn receive_ordered(
+        &mut self,
+        piece: (u16, u8, u8),
+        payload: &[u8],
+        room: Room,
+        ready: &mut Ready<'_>,
+    ) -> Received {
         let seq = piece.0;
         if seq != self.next && !seq16_newer(seq, self.next) {
             return Received::Duplicate;
@@ -478,7 +510,7 @@ impl ReceiveChannel {
             return Received::Held;
         }
         // Deliver it, and everything held behind it that is now in order.
-        self.ready.push_back(complete);
+        ready.push(complete);
         self.next = self.next.wrapping_add(1);
         while let Some(front) = self.held.front() {
             if front.seq != self.next || front.parts.len() != 1 {
@@ -486,13 +518,19 @@ impl ReceiveChannel {
             }
             let mut front = self.held.pop_front().expect("front exists");
             self.held_bytes -= front.cost;
-            self.ready.push_back(front.parts[0].take().unwrap_or_default());
+            ready.push(front.parts[0].take().unwrap_or_default());
             self.next = self.next.wrapping_add(1);
         }
         Received::Deliver
     }
 
-    fn receive_unordered(&mut self, piece: (u16, u8, u8), payload: &[u8], room: usize) -> Received {
+    fn receive_unordered(
+        &mut self,
+        piece: (u16, u8, u8),
+        payload: &[u8],
+        room: usize,
+        ready: &mut Ready<'_>,
+    ) -> Received {
         let seq = piece.0;
         if let Some(newest) = self.newest {
             let behind = newest.wrapping_sub(seq);
@@ -512,7 +550,7 @@ impl ReceiveChannel {
         if self.newest.is_none_or(|n| seq16_newer(seq, n)) {
             self.newest = Some(seq);
         }
-        self.ready.push_back(complete);
+        ready.push(complete);
         Received::Deliver
     }
 
@@ -521,6 +559,7 @@ impl ReceiveChannel {
         piece: (u16, u8, u8),
         payload: &[u8],
         room: usize,
+        ready: &mut Ready<'_>,
     ) -> Received {
         let seq = piece.0;
         let sequenced = self.kind == ChannelKind::UnreliableSequenced;
@@ -535,7 +574,7 @@ impl ReceiveChannel {
         if sequenced {
             self.last = Some(seq);
         }
-        self.ready.push_back(complete);
+        ready.push(complete);
         Received::Deliver
     }
 
@@ -661,6 +700,36 @@ mod tests {
         assert_eq!(send.next_seq(), 4);
     }
 
+    /// Goal: a channel keeps at most two given-back buffers, none larger than a piece, and
+    /// copies its next messages into them, each once, with nothing of their old contents.
+    /// Method: give back a too-large buffer and three small ones told apart by their
+    /// capacities, then receive three messages and see which buffers carry them.
+    #[test]
+    fn a_channel_reuses_at_most_two_given_back_buffers_each_once() {
+        let mut receive = ReceiveChannel::new(ChannelKind::Unreliable, 64, 100, 4000);
+        for capacity in [101, 40, 41, 42] {
+            let mut buffer = Vec::with_capacity(capacity);
+            buffer.extend_from_slice(b"old contents");
+            receive.recycle(buffer);
+        }
+        let (room, mut events) = (Room { ahead: 4000, head: 4000 }, VecDeque::new());
+        for seq in 0..3u16 {
+            let mut ready = Ready { events: &mut events, channel: 0 };
+            let got = receive.receive((seq, 0, 1), &[seq as u8; 3], room, &mut ready);
+            assert_eq!(got, Received::Deliver);
+        }
+        let payloads: Vec<Vec<u8>> = (events.into_iter())
+            .map(|e| match e {
+                Event::Message { payload, .. } => payload,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(payloads, [[0u8; 3], [1; 3], [2; 3]]);
+        let capacities: Vec<usize> = payloads.iter().map(Vec::capacity).collect();
+        assert_eq!(capacities[..2], [41, 40], "the two kept, the last given back first");
+        assert!(![40, 41, 42, 101].contains(&capacities[2]), "a new buffer: {capacities:?}");
+    }
+
     /// Splits messages into pieces as the sender does and feeds them in a shuffled order with
     /// duplicates; every message must come out once, in order.
     #[test]
@@ -685,11 +754,18 @@ mod tests {
             }
             let mut receive = ReceiveChannel::new(ChannelKind::ReliableOrdered, 64, 1000, 4000);
             let room = Room { ahead: usize::MAX, head: usize::MAX };
+            let mut events = VecDeque::new();
             for (seq, index, count, payload) in &pieces {
-                receive.receive((*seq, *index, *count), payload, room);
+                let mut ready = Ready { events: &mut events, channel: 3 };
+                receive.receive((*seq, *index, *count), payload, room, &mut ready);
             }
             assert_eq!(receive.held_bytes(), 0, "seed {seed}: nothing left held");
-            let got: Vec<Vec<u8>> = receive.ready.drain(..).collect();
+            let got: Vec<Vec<u8>> = (events.into_iter())
+                .map(|e| match e {
+                    Event::Message { channel: 3, payload } => payload,
+                    other => panic!("seed {seed}: {other:?}"),
+                })
+                .collect();
             let want: Vec<Vec<u8>> =
                 sizes.iter().enumerate().map(|(i, s)| vec![i as u8; *s]).collect();
             assert_eq!(got, want, "seed {seed}");

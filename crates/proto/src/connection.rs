@@ -19,7 +19,7 @@
 //! at home instead of in the path.
 
 use crate::acks::{ReceivedPackets, RttEstimator, SentPackets};
-use crate::channel::{ReceiveChannel, Received, Room, SendChannel};
+use crate::channel::{Ready, ReceiveChannel, Received, Room, SendChannel};
 use crate::config::{ConnectionConfig, Redundancy};
 use crate::crypto::{OpenError, PacketKeys};
 use crate::observe::{Observer, Stage};
@@ -667,11 +667,10 @@ impl Connection {
         }
         self.ack_now |= ahead && matches!(received, Received::Deliver | Received::Held);
         if count == 1 && matches!(received, Received::Deliver | Received::Held) {
-            // Before the messages go out as events: the decoder takes them by reference.
+            // From the frame's bytes: the message's event holds a copy of its own.
             self.learn(usize::from(channel), seq, payload);
         }
         match received {
-            Received::Deliver => self.take_ready(channel),
             Received::Refused => self.stats.frames_refused += 1,
             Received::NoRoom => {
                 self.stats.frames_deferred += 1;
@@ -683,28 +682,21 @@ impl Connection {
                 self.disconnect(DisconnectReason::PeerMisbehaved);
                 return Err(DisconnectReason::PeerMisbehaved);
             }
-            Received::Held | Received::Duplicate => {}
+            Received::Deliver | Received::Held | Received::Duplicate => {}
         }
         Ok(false)
     }
 
-    /// Moves the messages a channel has ready into events.
-    fn take_ready(&mut self, channel: u8) {
-        let receive = &mut self.receive[usize::from(channel)];
-        while let Some(payload) = receive.ready.pop_front() {
-            self.events.push_back(Event::Message { channel, payload });
-        }
-    }
-
     /// Hands a piece to its channel with the room the receive limit leaves, and keeps the
-    /// connection's total in step with the channel's.
+    /// connection's total in step with the channel's; the messages it delivers become events.
     fn receive_piece(&mut self, channel: u8, piece: (u16, u8, u8), payload: &[u8]) -> Received {
         let limit = self.config.receive_bytes_max;
         let head = limit.saturating_sub(self.receive_bytes);
         let room = Room { ahead: head.saturating_sub(self.head_reserve), head };
         let receive = &mut self.receive[usize::from(channel)];
         let before = receive.held_bytes();
-        let received = receive.receive(piece, payload, room);
+        let mut ready = Ready { events: &mut self.events, channel };
+        let received = receive.receive(piece, payload, room, &mut ready);
         self.receive_bytes = self.receive_bytes - before + receive.held_bytes();
         debug_assert!(self.receive_bytes <= limit, "{} held past {limit}", self.receive_bytes);
         received

@@ -255,7 +255,6 @@ impl Connection {
                 // The repair ack telling the sender so rides on the acks this owes.
                 self.ack_owed_since.get_or_insert(self.now);
                 self.learn(c, seq, &payload);
-                self.take_ready(c as u8);
             }
         }
     }
