@@ -8,29 +8,37 @@
 use crate::time::Instant;
 use rally_wire::seq::seq16_newer;
 use std::time::Duration;
+use std::vec::Drain;
 
 /// Packets remembered on each side; acks older than this are ignored.
 pub const SENT_RING: usize = 1024;
 
-/// What is remembered of a sent packet until it is acked or known lost.
-#[derive(Debug, Clone, Default)]
+/// What is remembered of a sent packet until it is acked or known lost. 32 bytes, two to a
+/// cache line: each packet sent writes one and each ack reads one, and the packet acked is
+/// mostly the one before the packet sent. Its reliable units lie in a ring of their own,
+/// looked at only when it carried some (most packets carry none).
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct SentPacket {
-    pub(crate) seq: u16,
     pub(crate) sent_at: Instant,
-    pub(crate) size: usize,
-    pub(crate) in_flight: bool,
     /// Bytes the peer had acknowledged when this packet was sent, for delivery-rate samples.
     pub(crate) delivered_at_send: u64,
-    /// The reliable units (channel, message sequence, fragment index) it carried.
-    pub(crate) units: Vec<(u8, u16, u8)>,
+    /// The datagram's size (a datagram's fits 32 bits).
+    size: u32,
+    pub(crate) seq: u16,
     /// The ack field it carried, if any.
     pub(crate) ack: Option<u16>,
+    pub(crate) in_flight: bool,
+    /// Whether it carried reliable units (its slot of `SentPackets::units` holds them).
+    has_units: bool,
 }
 
 /// The sender's ring of packets in flight.
 #[derive(Debug)]
 pub(crate) struct SentPackets {
     ring: Vec<SentPacket>,
+    /// The reliable units (channel, message sequence, fragment index) each packet of `ring`
+    /// carried, by the same index.
+    units: Vec<Vec<(u8, u16, u8)>>,
     /// Sequence of the next packet to send.
     pub(crate) next_seq: u16,
     /// The newest packet acked so far, if any.
@@ -50,6 +58,7 @@ impl SentPackets {
         let ring = vec![SentPacket::default(); SENT_RING];
         Self {
             ring,
+            units: vec![Vec::new(); SENT_RING],
             next_seq: 0,
             newest_acked: None,
             peer_acks_known: None,
@@ -72,18 +81,30 @@ impl SentPackets {
             // The slot is reused: whatever was in flight there is forgotten, as too old to ack.
             self.oldest = seq.wrapping_sub(SENT_RING as u16 - 1);
         }
-        let slot = &mut self.ring[usize::from(seq) % SENT_RING];
+        let index = usize::from(seq) % SENT_RING;
+        let slot = &mut self.ring[index];
         if slot.in_flight {
-            self.bytes_in_flight -= slot.size;
+            self.bytes_in_flight -= slot.size as usize;
         }
-        slot.seq = seq;
-        slot.sent_at = now;
-        slot.size = size;
-        slot.in_flight = true;
-        slot.delivered_at_send = self.delivered;
-        self.bytes_in_flight += size;
-        slot.units.clear();
-        slot.units.append(units);
+        // Never clamped: a datagram is at most 64 KiB.
+        let size = u32::try_from(size).unwrap_or(u32::MAX);
+        let had_units = slot.has_units;
+        *slot = SentPacket {
+            sent_at: now,
+            delivered_at_send: self.delivered,
+            size,
+            seq,
+            ack: None,
+            in_flight: true,
+            has_units: !units.is_empty(),
+        };
+        self.bytes_in_flight += size as usize;
+        if had_units || !units.is_empty() {
+            // A slot reused before its units were taken (too old to ack) forgets them here.
+            let carried = &mut self.units[index];
+            carried.clear();
+            carried.append(units);
+        }
         seq
     }
 
@@ -108,11 +129,19 @@ impl SentPackets {
             return None;
         }
         slot.in_flight = false;
-        self.bytes_in_flight -= slot.size;
+        self.bytes_in_flight -= slot.size as usize;
         if acked {
-            self.delivered += slot.size as u64;
+            self.delivered += u64::from(slot.size);
         }
         Some(slot)
+    }
+
+    /// Takes out the reliable units packet `seq` carried, if it carried any (the slot keeps
+    /// its allocation); only then is its slot of `units` looked at.
+    pub(crate) fn take_units(&mut self, seq: u16) -> Option<Drain<'_, (u8, u16, u8)>> {
+        let index = usize::from(seq) % SENT_RING;
+        let carried = std::mem::take(&mut self.ring[index].has_units);
+        carried.then(|| self.units[index].drain(..))
     }
 
     /// Adds to `out` the packets still in flight that were sent before `newest`, oldest first,
@@ -308,6 +337,37 @@ mod tests {
             let stale = sent.bits_maybe_in_flight(seqs[1], 0b1);
             assert_eq!(stale, 0b1, "start {start}");
         }
+    }
+
+    /// Goal: a packet's reliable units come back once, for that packet only, and a slot
+    /// reused before its packet was acked (too old to ack) carries nothing of it over.
+    /// Method: packets with and without units; ack them; then wrap the ring over a packet
+    /// whose units were never taken.
+    #[test]
+    fn a_packet_s_units_come_back_once_and_never_with_a_later_packet_in_its_slot() {
+        let t = Instant::ZERO;
+        let mut sent = SentPackets::new();
+        let with = sent.record(t, 100, &mut vec![(1, 7, 0), (2, 9, 1)]);
+        let without = sent.record(t, 100, &mut Vec::new());
+        assert!(sent.take_in_flight(with, true).is_some());
+        let units: Vec<_> = sent.take_units(with).into_iter().flatten().collect();
+        assert_eq!(units, [(1, 7, 0), (2, 9, 1)]);
+        assert!(sent.take_units(with).is_none(), "taken once");
+        assert!(sent.take_in_flight(without, true).is_some());
+        assert!(sent.take_units(without).is_none());
+        assert_eq!(sent.bytes_in_flight, 0);
+        assert_eq!(sent.delivered, 200);
+        // A packet never acked, then a whole ring of packets: its slot goes to a new one.
+        let forgotten = sent.record(t, 100, &mut vec![(3, 1, 0)]);
+        for _ in 1..SENT_RING {
+            sent.record(t, 50, &mut Vec::new());
+        }
+        let last = sent.record(t, 50, &mut vec![(4, 2, 0)]);
+        assert_eq!(usize::from(last) % SENT_RING, usize::from(forgotten) % SENT_RING);
+        assert!(sent.take_in_flight(forgotten, true).is_none(), "too old to ack");
+        assert!(sent.take_in_flight(last, true).is_some());
+        let units: Vec<_> = sent.take_units(last).into_iter().flatten().collect();
+        assert_eq!(units, [(4, 2, 0)], "its own units, nothing of the forgotten packet");
     }
 
     #[test]

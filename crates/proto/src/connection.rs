@@ -738,9 +738,10 @@ impl Connection {
             let Some(packet) = self.sent.take_in_flight(seq, true) else { continue };
             let (sent_at, delivered_before) = (packet.sent_at, packet.delivered_at_send);
             let carried = packet.ack;
-            // Cleared, not taken: the slot keeps its allocation for the next packet.
-            for (channel, message, index) in packet.units.drain(..) {
-                self.send[usize::from(channel)].ack(message, index);
+            if let Some(units) = self.sent.take_units(seq) {
+                for (channel, message, index) in units {
+                    self.send[usize::from(channel)].ack(message, index);
+                }
             }
             self.record_fate(false);
             if seq == acks.ack {
@@ -777,9 +778,13 @@ impl Connection {
         });
         self.note_loss_runs(&lost);
         for &seq in &lost {
-            let Some(packet) = self.sent.take_in_flight(seq, false) else { continue };
-            for (channel, message, index) in packet.units.drain(..) {
-                self.send[usize::from(channel)].lose(message, index);
+            if self.sent.take_in_flight(seq, false).is_none() {
+                continue;
+            }
+            if let Some(units) = self.sent.take_units(seq) {
+                for (channel, message, index) in units {
+                    self.send[usize::from(channel)].lose(message, index);
+                }
             }
             self.stats.packets_lost += 1;
             self.record_fate(true);
