@@ -10,7 +10,11 @@ use rally_wire::seq::seq16_newer;
 use std::collections::VecDeque;
 
 /// One fragment (or a whole message, as fragment 0 of 1) waiting to be sent or acked.
+///
+/// Aligned to a cache line (it is 64 bytes): a unit a packet reads and updates is then one
+/// line, not two straddled ones (a queue's buffer is only as aligned as the allocator makes it).
 #[derive(Debug)]
+#[repr(align(64))]
 pub(crate) struct Unit {
     pub(crate) seq: u16,
     pub(crate) index: u8,
@@ -52,31 +56,39 @@ impl Unit {
 }
 
 /// The sending half of a channel.
+///
+/// Aligned to a cache line (its fields fill 64 bytes): a packet reads the channels it takes
+/// units from, and at many connections a worker each one's line is a miss; straddling two
+/// lines made it two.
 #[derive(Debug)]
+#[repr(align(64))]
 pub(crate) struct SendChannel {
     pub(crate) config: ChannelConfig,
     next_seq: u16,
     pub(crate) units: VecDeque<Unit>,
-    /// Payload buffers of units done with, for the next messages: a channel carrying a
-    /// message per tick would otherwise allocate and free one per message.
-    spare: Vec<Vec<u8>>,
+    /// The payload buffer of a unit done with, for the next message: a channel carrying a
+    /// message per tick would otherwise allocate and free one per message. One, held here
+    /// rather than in a list of its own: a list's allocation was one more line a packet.
+    spare: Option<Vec<u8>>,
 }
-
-/// Spare payload buffers kept per channel: a few, of at most a packet each, so that an idle
-/// connection holds little.
-const SPARE_MAX: usize = 2;
 
 impl SendChannel {
     pub(crate) fn new(config: ChannelConfig) -> Self {
-        Self { config, next_seq: 0, units: VecDeque::new(), spare: Vec::new() }
+        Self { config, next_seq: 0, units: VecDeque::new(), spare: None }
     }
 
-    /// Keeps `payload`'s buffer for a later unit, if there is room.
+    /// Keeps `payload`'s buffer for a later unit, if none is kept yet (so that an idle
+    /// connection holds little).
     fn recycle(&mut self, mut payload: Vec<u8>) {
-        if self.spare.len() < SPARE_MAX {
+        if self.spare.is_none() {
             payload.clear();
-            self.spare.push(payload);
+            self.spare = Some(payload);
         }
+    }
+
+    /// The spare buffer, or a new (empty, unallocated) one.
+    fn spare(&mut self) -> Vec<u8> {
+        self.spare.take().unwrap_or_default()
     }
 
     /// Drops the units of an unreliable channel that went out: they are sent once.
@@ -110,7 +122,7 @@ impl SendChannel {
         }
         let seq = self.take_seq();
         for (index, chunk) in payload.chunks(piece.max(1)).chain(empty_if(payload)).enumerate() {
-            let mut buffer = self.spare.pop().unwrap_or_default();
+            let mut buffer = self.spare();
             buffer.extend_from_slice(chunk);
             self.units.push_back(Unit::new((seq, index as u8, count as u8), buffer, now));
         }
@@ -139,7 +151,7 @@ impl SendChannel {
             return false;
         }
         let seq = self.take_seq();
-        let buffer = std::mem::replace(payload, self.spare.pop().unwrap_or_default());
+        let buffer = std::mem::replace(payload, self.spare());
         self.units.push_back(Unit::new((seq, 0, 1), buffer, now));
         true
     }
