@@ -31,6 +31,7 @@ use crate::packet::{
 use crate::time::Instant;
 use rally_wire::seq::seq16_newer;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 mod repairs;
@@ -463,6 +464,25 @@ impl Connection {
         })
     }
 
+    /// [`Connection::send_buffer`] of the message `head` followed by `body`, if any: `body` is
+    /// kept shared, not copied, until it is copied into the packet that carries the message,
+    /// so that bytes sent to many peers (a room's snapshot encoding) are copied once for each
+    /// instead of twice. Where the message takes more than one piece, or the channel's repairs
+    /// combine whole payloads, `body` is copied after `head` instead. The peer receives the
+    /// two as one message. `head` is left empty once queued, and as it was on an error.
+    pub fn send_parts(
+        &mut self,
+        channel: u8,
+        head: &mut Vec<u8>,
+        body: Option<Arc<Vec<u8>>>,
+    ) -> Result<(), SendError> {
+        let Some(body) = body else { return self.send_buffer(channel, head) };
+        let whole = usize::from(channel) < self.send.len() && self.is_coded(channel.into());
+        self.queue(channel, head.len() + body.len(), |queue, piece, now, limits| {
+            queue.push_parts((head, body), piece, now, (limits, whole))
+        })
+    }
+
     /// Queues a message of `len` bytes on `channel` with `push`, given the channel's send
     /// queue, the piece size, the time and the queue's limits (false: the queue is full); an
     /// error if the connection or the channel cannot take it.
@@ -849,7 +869,7 @@ impl Connection {
             }
             let gate = self.channel_gate(c, *all.get_or_insert_with(|| self.gate()));
             for unit in channel.units.iter().filter(|u| !u.acked) {
-                let due = match unit.last_sent {
+                let due = match unit.last_sent() {
                     None if gate.open => return Some(self.last_sent.min(next)),
                     None => continue,
                     Some(_) if unit.lost && !gate.covers(unit) => {
@@ -1113,7 +1133,7 @@ impl Connection {
         now: Instant,
         gate: Gate,
     ) -> bool {
-        match unit.last_sent {
+        match unit.last_sent() {
             _ if unit.acked => false,
             // New data waits while the window is full; acks reopen it.
             None => gate.open,
@@ -1163,7 +1183,7 @@ impl Connection {
                         && !unit.acked
                         && unit.round_sends > 0
                         && unit.round_sends < copies
-                        && unit.last_sent != Some(now)
+                        && unit.last_sent() != Some(now)
                 } else {
                     self.is_due(unit, reliable, now, gate)
                 };
@@ -1171,7 +1191,7 @@ impl Connection {
                     continue;
                 }
                 let size = if unit.count == 1 {
-                    message_frame_size(unit.payload.len())
+                    message_frame_size(unit.len())
                 } else {
                     fragment_frame_size(unit.payload.len())
                 };
@@ -1179,7 +1199,7 @@ impl Connection {
                     continue;
                 }
                 let written = if unit.count == 1 {
-                    write_message(w, c as u8, unit.seq, &unit.payload)
+                    write_message(w, c as u8, unit.seq, [&unit.payload, unit.body()])
                 } else {
                     write_fragment(w, (c as u8, unit.seq, unit.index, unit.count), &unit.payload)
                 };
@@ -1192,7 +1212,7 @@ impl Connection {
                 }
                 unit.sends = unit.sends.saturating_add(1);
                 unit.round_sends = unit.round_sends.saturating_add(1);
-                unit.last_sent = Some(now);
+                unit.sent_at = now;
                 unit.lost = false;
                 if !reliable && !self.unreliable_sent.contains(&(c as u8)) {
                     // Listed once: at most a packet's channels, one or two.
@@ -1203,7 +1223,7 @@ impl Connection {
                     filled.fresh_reliable |= unit.sends == 1;
                     self.units.push((c as u8, unit.seq, unit.index));
                     if unit.sends == 1 && coded {
-                        let len = unit.payload.len();
+                        let len = unit.len();
                         self.encoders[c].on_fresh(now, len, plan);
                     }
                 }
@@ -1484,6 +1504,55 @@ mod tests {
             assert_eq!(take(&mut connection, 2 + seq, &[piece]), Ok(()));
         }
         assert_eq!(connection.stats().frames_refused, 2, "the fifth assembly");
+    }
+
+    /// Goal: a message sent in two parts (a head and a shared body) puts the same bytes on the
+    /// wire as the joined message sent whole, whether its body stays shared (one piece), is
+    /// copied after its head (more than a piece, or a channel whose repairs combine whole
+    /// payloads), or the message rides behind another. Method: two connections alike, one
+    /// sending parts and one the joined message; their packets compared.
+    #[test]
+    fn a_message_in_two_parts_goes_out_as_the_joined_message_would() {
+        let repaired = ConnectionConfig {
+            repair: crate::Repair::Adaptive { loss_threshold: 0.0, interval: Duration::ZERO },
+            ..config()
+        };
+        let big = vec![7u8; config().piece_bytes() + 100];
+        let cases: [(&ConnectionConfig, u8, &[u8], &[u8]); 5] = [
+            (&config(), 1, b"head", b"shared body"),
+            (&config(), 1, b"", b"all body"),
+            (&config(), 1, b"head", &big),
+            (&repaired, 0, b"head", b"shared body"),
+            (&config(), 0, b"head", b"after another"),
+        ];
+        for (k, (config, channel, head, body)) in cases.into_iter().enumerate() {
+            let mut packets = Vec::new();
+            for parts in [true, false] {
+                let mut connection = Connection::new(config.clone(), Instant::ZERO);
+                if k == 4 {
+                    connection.send(1, b"before").unwrap();
+                }
+                if parts {
+                    let mut head = head.to_vec();
+                    connection
+                        .send_parts(channel, &mut head, Some(Arc::new(body.to_vec())))
+                        .unwrap();
+                    assert!(head.is_empty());
+                } else {
+                    connection.send(channel, &[head, body].concat()).unwrap();
+                }
+                let (mut buf, mut observer) = ([0u8; 1500], Observer::default());
+                let mut sent = Vec::new();
+                while let Some(len) =
+                    connection.poll_transmit(Instant::ZERO, &mut buf, &mut observer)
+                {
+                    sent.push(buf[..len].to_vec());
+                }
+                packets.push(sent);
+            }
+            assert!(!packets[0].is_empty(), "case {k}");
+            assert_eq!(packets[0], packets[1], "case {k}");
+        }
     }
 
     /// Goal: once the oldest unacknowledged message has waited `send_delay_max`, new messages
