@@ -164,6 +164,10 @@ struct Filled {
     last_copy: bool,
     /// A reliable unit sent for the first time.
     fresh_reliable: bool,
+    /// The unreliable channels it took units from: those units are forgotten once the packet
+    /// goes out, and only those channels need a look. A set on the stack, not a list on the
+    /// connection: the list's allocation was one more line a packet.
+    unreliable: ChannelSet,
 }
 
 /// What a pass over the send queues needs to know, computed once per pass.
@@ -305,9 +309,6 @@ pub struct Connection {
     lost: Vec<u16>,
     /// Reused to collect the reliable units of the packet being built.
     units: Vec<(u8, u16, u8)>,
-    /// Reused to collect the unreliable channels the packet being built took units from:
-    /// those units are forgotten once it goes out, and only those channels need a look.
-    unreliable_sent: Vec<u8>,
     /// Send a packet at the next chance even with nothing to say (the server's first packet,
     /// which completes the client's handshake).
     prompted: bool,
@@ -384,7 +385,6 @@ impl Connection {
             copying: false,
             lost: Vec::new(),
             units: Vec::new(),
-            unreliable_sent: Vec::new(),
             prompted: false,
             now,
             probe_at: None,
@@ -1008,7 +1008,7 @@ impl Connection {
             None => self.write_packet(now, room, probe_due, gate),
         };
         observer.exit(Stage::Encode);
-        let (header_len, mut len) = written?;
+        let (header_len, mut len, unreliable) = written?;
         if let Some(keys) = &mut self.keys {
             // The room for the tag was kept aside above, so sealing cannot fail.
             let sealed =
@@ -1022,10 +1022,11 @@ impl Connection {
         // Unreliable units are sent once, then forgotten: only the channels this packet
         // took units from can hold any (a packet went through every channel before, most of
         // them empty).
-        for &c in &self.unreliable_sent {
-            self.send[usize::from(c)].forget_sent();
+        for c in unreliable.iter(self.send.len()) {
+            if !self.send[c].config.kind.is_reliable() {
+                self.send[c].forget_sent();
+            }
         }
-        self.unreliable_sent.clear();
         self.forget_empty_queues();
         self.last_sent = now;
         self.ack_owed_since = None;
@@ -1036,14 +1037,15 @@ impl Connection {
     }
 
     /// Writes a data packet's header and frames into `buf`, with `gate` the connection's
-    /// [`Connection::gate`] as the packet starts; returns the header's length and the packet's.
+    /// [`Connection::gate`] as the packet starts; returns the header's length, the packet's,
+    /// and the unreliable channels it took units from.
     fn write_packet(
         &mut self,
         now: Instant,
         buf: &mut [u8],
         probe_due: bool,
         gate: Gate,
-    ) -> Option<(usize, usize)> {
+    ) -> Option<(usize, usize, ChannelSet)> {
         let header = self.data_header(now);
         debug_assert!(self.keys.as_ref().is_none_or(|k| k.next_seq() == header.seq));
         let mut w = Writer::new(buf);
@@ -1073,7 +1075,7 @@ impl Connection {
             let wait = self.config.repeat_interval.max(self.rtt.smoothed_or(INITIAL_RTT) / 2);
             self.probe_at = Some(now + wait);
         }
-        Some((header_len, w.len()))
+        Some((header_len, w.len(), due.unreliable))
     }
 
     /// The header of the next data packet: its sequence and the acks. The ack bits above 15
@@ -1214,9 +1216,8 @@ impl Connection {
                 unit.round_sends = unit.round_sends.saturating_add(1);
                 unit.sent_at = now;
                 unit.lost = false;
-                if !reliable && !self.unreliable_sent.contains(&(c as u8)) {
-                    // Listed once: at most a packet's channels, one or two.
-                    self.unreliable_sent.push(c as u8);
+                if !reliable {
+                    filled.unreliable.insert(c);
                 }
                 if reliable {
                     filled.last_copy |= copies > 1 && unit.round_sends == copies;
