@@ -751,8 +751,8 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
                 None => self.stats.sends_failed += 1,
             }
         }
-        while let Some(((), channel, bytes)) = self.outbox.queue.pop_front() {
-            if endpoint.send(connection, channel, &bytes).is_err() {
+        while let Some(((), channel, mut bytes, body)) = self.outbox.queue.pop_front() {
+            if endpoint.send_parts(connection, channel, &mut bytes, body).is_err() {
                 self.stats.sends_failed += 1;
             }
         }

@@ -19,6 +19,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 mod sessions;
@@ -444,9 +445,9 @@ pub struct Room<S: Simulation> {
     /// world is quantized straight into it; its newest is the room's snapshot.
     history: SnapshotHistory,
     /// This tick's encodings shared by every client with the same baseline (none for a full
-    /// snapshot): the baseline, and where its bytes sit in `shared_bytes`.
-    shared: Vec<(Option<u32>, std::ops::Range<usize>)>,
-    shared_bytes: Vec<u8>,
+    /// snapshot): the baseline, and its bytes (`None`: over the budget), which each client's
+    /// send queue shares rather than copies (`Endpoint::send_parts`).
+    shared: Vec<(Option<u32>, Option<Arc<Vec<u8>>>)>,
     datagram: Vec<u8>,
     /// Reused on every fast-path input: the driven roots, their chains' ids, and the chains.
     fast_roots: Vec<crate::EntityId>,
@@ -496,7 +497,6 @@ impl<S: Simulation> Room<S> {
             walked: None,
             history: SnapshotHistory::new(config.views_kept + 1),
             shared: Vec::new(),
-            shared_bytes: Vec::new(),
             // One datagram's worth: an encoding that does not fit is over the budget anyway.
             datagram: vec![0; config.snapshot_budget_bytes + 16],
             fast_roots: Vec::new(),
@@ -1069,7 +1069,6 @@ impl<S: Simulation> Room<S> {
         }
         self.quantize();
         self.shared.clear();
-        self.shared_bytes.clear();
         // Out of the room while each is replicated to, so that each session is at hand without
         // a look-up by id (two a client). Nothing here adds or removes sessions; a panic on the
         // way loses them, and a host closes a room that panicked.
@@ -1096,8 +1095,15 @@ impl<S: Simulation> Room<S> {
         let budget = self.config.snapshot_budget_bytes;
         let tick = self.tick;
         let baseline = session.replicator.baseline();
-        if let Some(range) = self.shared_encoding(baseline) {
-            message.extend_from_slice(&self.shared_bytes[range]);
+        // The shared encoding goes behind the prefix by reference, copied once, into the
+        // packet: copied into each client's message first, it wrote a cold buffer per client.
+        let mut body = None;
+        if let Some(shared) = self.shared_encoding(baseline) {
+            if naive {
+                message.extend_from_slice(&shared);
+            } else {
+                body = Some(shared);
+            }
             session.replicator.sent_complete(tick);
         } else {
             let (config, history) = (&self.config.snapshot, &self.history);
@@ -1118,14 +1124,15 @@ impl<S: Simulation> Room<S> {
             self.stats.changes_deferred += built.deferred as u64;
             message.extend_from_slice(&self.datagram[..built.len]);
         }
-        self.stats.snapshot_bytes += message.len() as u64;
+        let body_len = body.as_ref().map_or(0, |b| b.len());
+        self.stats.snapshot_bytes += (message.len() + body_len) as u64;
         if naive {
             self.deferred_snapshots.push(DeferredSnapshot {
                 connection,
                 arrivals,
                 snapshot: message,
             });
-        } else if !self.outbox.push(connection, STATE, message) {
+        } else if !self.outbox.push_parts(connection, STATE, message, body) {
             self.stats.sends_failed += 1;
         }
     }
@@ -1133,14 +1140,14 @@ impl<S: Simulation> Room<S> {
     /// The room's whole snapshot as a delta against `baseline` (or in full), encoded once per
     /// tick and baseline and shared by every client on that baseline; `None` if the client's
     /// baseline is a view of its own, or if the encoding exceeds the budget.
-    fn shared_encoding(&mut self, baseline: Baseline) -> Option<std::ops::Range<usize>> {
+    fn shared_encoding(&mut self, baseline: Baseline) -> Option<Arc<Vec<u8>>> {
         let key = match baseline {
             Baseline::Nothing => None,
             Baseline::Room(tick) => Some(tick),
             Baseline::Own(_) => return None,
         };
-        if let Some((_, range)) = self.shared.iter().find(|(k, _)| *k == key) {
-            return (!range.is_empty()).then(|| range.clone());
+        if let Some((_, body)) = self.shared.iter().find(|(k, _)| *k == key) {
+            return body.clone();
         }
         let config = &self.config.snapshot;
         let written = match key {
@@ -1149,17 +1156,10 @@ impl<S: Simulation> Room<S> {
         };
         // Room for the largest prefix, so that the encoding fits every client's budget.
         let fits = |len: &usize| *len + STATE_PREFIX_MAX <= self.config.snapshot_budget_bytes;
-        let start = self.shared_bytes.len();
-        let range = match written.ok().filter(fits) {
-            Some(len) => {
-                self.shared_bytes.extend_from_slice(&self.datagram[..len]);
-                start..start + len
-            }
-            // Remembered as empty, so that other clients skip the attempt.
-            None => start..start,
-        };
-        self.shared.push((key, range.clone()));
-        (!range.is_empty()).then_some(range)
+        // Remembered as `None` when over, so that other clients skip the attempt.
+        let body = written.ok().filter(fits).map(|len| Arc::new(self.datagram[..len].to_vec()));
+        self.shared.push((key, body.clone()));
+        body
     }
 
     /// Quantizes the world into this tick's snapshot, once for every client, straight into the
@@ -1214,9 +1214,9 @@ impl<S: Simulation> Room<S> {
         for (connection, reason) in self.closing.drain(..) {
             endpoint.disconnect(connection, reason);
         }
-        while let Some((connection, channel, mut bytes)) = self.outbox.queue.pop_front() {
+        while let Some((connection, channel, mut bytes, body)) = self.outbox.queue.pop_front() {
             // Handed over, not copied: what comes back is an empty buffer for a next message.
-            if endpoint.send_buffer(connection, channel, &mut bytes).is_err() {
+            if endpoint.send_parts(connection, channel, &mut bytes, body).is_err() {
                 self.stats.sends_failed += 1;
             }
             self.outbox.recycle(bytes);
@@ -1469,7 +1469,7 @@ mod tests {
 
     /// Fast-path messages queued so far.
     fn fast_messages(room: &Room<Inert>) -> usize {
-        room.outbox.queue.iter().filter(|(_, channel, _)| *channel == FAST).count()
+        room.outbox.queue.iter().filter(|(_, channel, ..)| *channel == FAST).count()
     }
 
     #[test]
@@ -1818,7 +1818,7 @@ mod tests {
         join(&mut room, 1);
         let client = join(&mut room, 2);
         room.receive(NOW, ConnectionHandle(2), STATE, &inputs(0, 1));
-        let (_, _, payload) = room.outbox.queue.iter().find(|(_, c, _)| *c == FAST).unwrap();
+        let (_, _, payload, _) = room.outbox.queue.iter().find(|(_, c, ..)| *c == FAST).unwrap();
         let (sender, seq, _, bytes) = crate::client::parse_fast(payload).unwrap();
         assert_eq!((sender, seq), (client, Some(0)));
         let mut chain = Snapshot::default();

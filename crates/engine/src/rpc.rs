@@ -6,6 +6,7 @@ use rally_proto::Instant;
 use rally_wire::{MessageCodec, MessageError};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How an RPC travels.
@@ -100,10 +101,11 @@ pub(crate) fn frame<M: Serialize>(
     codec.encode(&wrap(payload))
 }
 
-/// Messages framed and waiting for `transmit`, to whom, on which channel; bounded.
+/// Messages framed and waiting for `transmit`, to whom, on which channel; bounded. A message
+/// may end with a body shared with other messages (`Endpoint::send_parts`).
 #[derive(Debug)]
 pub(crate) struct Outbox<To> {
-    pub(crate) queue: VecDeque<(To, u8, Vec<u8>)>,
+    pub(crate) queue: VecDeque<(To, u8, Vec<u8>, Option<Arc<Vec<u8>>>)>,
     max: usize,
     /// Buffers of messages already handed on, for the next ones: a room sends every client a
     /// snapshot every tick, and would otherwise allocate (and free) one buffer per snapshot.
@@ -136,10 +138,22 @@ impl<To> Outbox<To> {
 
     /// Queues a message; `false` (and nothing queued) when the outbox is full.
     pub(crate) fn push(&mut self, to: To, channel: u8, bytes: Vec<u8>) -> bool {
+        self.push_parts(to, channel, bytes, None)
+    }
+
+    /// [`Outbox::push`] of the message `bytes` followed by `body`, if any.
+    #[inline]
+    pub(crate) fn push_parts(
+        &mut self,
+        to: To,
+        channel: u8,
+        bytes: Vec<u8>,
+        body: Option<Arc<Vec<u8>>>,
+    ) -> bool {
         if self.queue.len() >= self.max {
             return false;
         }
-        self.queue.push_back((to, channel, bytes));
+        self.queue.push_back((to, channel, bytes, body));
         debug_assert!(self.queue.len() <= self.max);
         true
     }

@@ -9,21 +9,33 @@ use crate::connection::Event;
 use crate::time::Instant;
 use rally_wire::seq::seq16_newer;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// One fragment (or a whole message, as fragment 0 of 1) waiting to be sent or acked.
+///
+/// Aligned to a cache line (it is 64 bytes): a unit a packet reads and updates is then one
+/// line, not two straddled ones (a queue's buffer is only as aligned as the allocator makes it).
 #[derive(Debug)]
+#[repr(align(64))]
 pub(crate) struct Unit {
     pub(crate) seq: u16,
     pub(crate) index: u8,
     pub(crate) count: u8,
+    /// The message's bytes (its head, when it has a shared `body`).
     pub(crate) payload: Vec<u8>,
+    /// The rest of a message queued in two parts ([`SendChannel::push_parts`]): bytes shared
+    /// with other messages (a room's snapshot encoding, sent to each of its clients behind a
+    /// head of their own), copied into the packet straight from there.
+    pub(crate) body: Option<Arc<Vec<u8>>>,
     /// How many packets carried it.
     pub(crate) sends: u8,
     /// Sends since it was queued or last declared lost: redundancy counts its copies here, so
     /// that a repair is copied as the first send was (a repair lost again costs another round
     /// trip, and on a lossy path it is as likely to be lost as any packet).
     pub(crate) round_sends: u8,
-    pub(crate) last_sent: Option<Instant>,
+    /// When a packet last carried it: meaningful once `sends` is above 0 (an `Option` would
+    /// take 8 bytes more, and the unit its line).
+    pub(crate) sent_at: Instant,
     /// A packet carrying it was declared lost: send it again at once.
     pub(crate) lost: bool,
     pub(crate) acked: bool,
@@ -41,46 +53,74 @@ impl Unit {
             index,
             count,
             payload,
+            body: None,
             sends: 0,
             round_sends: 0,
-            last_sent: None,
+            sent_at: Instant::ZERO,
             lost: false,
             acked: false,
             queued_at: now,
             check: None,
         }
     }
+
+    /// When a packet last carried it, if one did.
+    pub(crate) fn last_sent(&self) -> Option<Instant> {
+        (self.sends > 0).then_some(self.sent_at)
+    }
+
+    /// The message's length: its payload and its body's.
+    pub(crate) fn len(&self) -> usize {
+        self.payload.len() + self.body.as_ref().map_or(0, |b| b.len())
+    }
+
+    /// The body's bytes (empty without one).
+    pub(crate) fn body(&self) -> &[u8] {
+        self.body.as_ref().map_or(&[], |b| b.as_slice())
+    }
 }
 
+// One line a unit (see `Unit`'s alignment): a field more must take the place of another.
+const _: () = assert!(std::mem::size_of::<Unit>() == 64);
+
 /// The sending half of a channel.
+///
+/// Aligned to a cache line (its fields fill 64 bytes): a packet reads the channels it takes
+/// units from, and at many connections a worker each one's line is a miss; straddling two
+/// lines made it two.
 #[derive(Debug)]
+#[repr(align(64))]
 pub(crate) struct SendChannel {
     pub(crate) config: ChannelConfig,
     next_seq: u16,
     pub(crate) units: VecDeque<Unit>,
-    /// Payload buffers of units done with, for the next messages: a channel carrying a
-    /// message per tick would otherwise allocate and free one per message.
-    spare: Vec<Vec<u8>>,
+    /// The payload buffer of a unit done with, for the next message: a channel carrying a
+    /// message per tick would otherwise allocate and free one per message. One, held here
+    /// rather than in a list of its own: a list's allocation was one more line a packet.
+    spare: Option<Vec<u8>>,
 }
-
-/// Spare payload buffers kept per channel: a few, of at most a packet each, so that an idle
-/// connection holds little.
-const SPARE_MAX: usize = 2;
 
 impl SendChannel {
     pub(crate) fn new(config: ChannelConfig) -> Self {
-        Self { config, next_seq: 0, units: VecDeque::new(), spare: Vec::new() }
+        Self { config, next_seq: 0, units: VecDeque::new(), spare: None }
     }
 
-    /// Keeps `payload`'s buffer for a later unit, if there is room.
+    /// Keeps `payload`'s buffer for a later unit, if none is kept yet (so that an idle
+    /// connection holds little).
     fn recycle(&mut self, mut payload: Vec<u8>) {
-        if self.spare.len() < SPARE_MAX {
+        if self.spare.is_none() {
             payload.clear();
-            self.spare.push(payload);
+            self.spare = Some(payload);
         }
     }
 
+    /// The spare buffer, or a new (empty, unallocated) one.
+    fn spare(&mut self) -> Vec<u8> {
+        self.spare.take().unwrap_or_default()
+    }
+
     /// Drops the units of an unreliable channel that went out: they are sent once.
+    #[inline]
     pub(crate) fn forget_sent(&mut self) {
         while self.units.front().is_some_and(|u| u.sends > 0) {
             let unit = self.units.pop_front().expect("front exists");
@@ -111,7 +151,7 @@ impl SendChannel {
         }
         let seq = self.take_seq();
         for (index, chunk) in payload.chunks(piece.max(1)).chain(empty_if(payload)).enumerate() {
-            let mut buffer = self.spare.pop().unwrap_or_default();
+            let mut buffer = self.spare();
             buffer.extend_from_slice(chunk);
             self.units.push_back(Unit::new((seq, index as u8, count as u8), buffer, now));
         }
@@ -140,8 +180,42 @@ impl SendChannel {
             return false;
         }
         let seq = self.take_seq();
-        let buffer = std::mem::replace(payload, self.spare.pop().unwrap_or_default());
+        let buffer = std::mem::replace(payload, self.spare());
         self.units.push_back(Unit::new((seq, 0, 1), buffer, now));
+        true
+    }
+
+    /// [`SendChannel::push_buffer`] of the message `head` followed by `body`, keeping `body`
+    /// shared instead of copying it when the whole goes in one piece, `head` holds no more than
+    /// a piece and `whole` is false (a channel whose repairs combine whole payloads); otherwise
+    /// `body` is copied after `head` and the message queued as `push_buffer` queues it. `head`
+    /// is left empty once queued, and as it was if not.
+    #[inline]
+    pub(crate) fn push_parts(
+        &mut self,
+        (head, body): (&mut Vec<u8>, Arc<Vec<u8>>),
+        piece: usize,
+        now: Instant,
+        (limits, whole): ((usize, std::time::Duration), bool),
+    ) -> bool {
+        let len = head.len() + body.len();
+        if whole || len > piece || head.capacity() > piece {
+            let head_len = head.len();
+            head.extend_from_slice(&body);
+            let pushed = self.push_buffer(head, piece, now, limits);
+            if !pushed {
+                head.truncate(head_len);
+            }
+            return pushed;
+        }
+        if !self.admits(1, now, limits) {
+            return false;
+        }
+        let seq = self.take_seq();
+        let buffer = std::mem::replace(head, self.spare());
+        let mut unit = Unit::new((seq, 0, 1), buffer, now);
+        unit.body = Some(body);
+        self.units.push_back(unit);
         true
     }
 
@@ -728,6 +802,60 @@ mod tests {
         let capacities: Vec<usize> = payloads.iter().map(Vec::capacity).collect();
         assert_eq!(capacities[..2], [41, 40], "the two kept, the last given back first");
         assert!(![40, 41, 42, 101].contains(&capacities[2]), "a new buffer: {capacities:?}");
+    }
+
+    /// Goal: a message in two parts keeps its body shared only where it goes in one piece and
+    /// the channel takes parts; otherwise it is queued as the joined message would be, and a
+    /// refused one leaves its head as it was. Method: a fitting message (shared), one over a
+    /// piece (split), one on a channel taking whole payloads, then a full queue.
+    #[test]
+    fn a_message_in_two_parts_shares_its_body_only_when_it_goes_whole_in_one_piece() {
+        use std::time::Duration;
+        let config = ChannelConfig { kind: ChannelKind::ReliableOrdered, priority: 0 };
+        let (mut send, piece, limits) = (SendChannel::new(config), 8, (5, Duration::from_secs(1)));
+        let body = Arc::new(b"body".to_vec());
+        let cases =
+            [(b"head".to_vec(), false, 2), (b"head+".to_vec(), false, 1), (b"h".to_vec(), true, 1)];
+        for (mut head, whole, shares) in cases {
+            assert!(send.push_parts(
+                (&mut head, body.clone()),
+                piece,
+                Instant::ZERO,
+                (limits, whole)
+            ));
+            assert!(head.is_empty());
+            assert_eq!(Arc::strong_count(&body), shares, "whole {whole}");
+            send.units.retain(|u| u.body.is_none());
+        }
+        let units: Vec<(u16, u8, u8, &[u8])> =
+            send.units.iter().map(|u| (u.seq, u.index, u.count, u.payload.as_slice())).collect();
+        let expected: [(u16, u8, u8, &[u8]); 3] =
+            [(1, 0, 2, b"head+bod"), (1, 1, 2, b"y"), (2, 0, 1, b"hbody")];
+        assert_eq!(units, expected);
+        // Three units of five: two more fit, the next does not, and its head stays.
+        for _ in 0..2 {
+            assert!(send.push_parts(
+                (&mut b"h".to_vec(), body.clone()),
+                piece,
+                Instant::ZERO,
+                (limits, false)
+            ));
+        }
+        let mut refused = b"head".to_vec();
+        assert!(!send.push_parts(
+            (&mut refused, body.clone()),
+            piece,
+            Instant::ZERO,
+            (limits, false)
+        ));
+        let mut refused_joined = b"h".to_vec();
+        assert!(!send.push_parts(
+            (&mut refused_joined, body),
+            piece,
+            Instant::ZERO,
+            (limits, true)
+        ));
+        assert_eq!((refused.as_slice(), refused_joined.as_slice()), (&b"head"[..], &b"h"[..]));
     }
 
     /// Splits messages into pieces as the sender does and feeds them in a shuffled order with

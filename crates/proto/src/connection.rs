@@ -31,6 +31,7 @@ use crate::packet::{
 use crate::time::Instant;
 use rally_wire::seq::seq16_newer;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 mod repairs;
@@ -168,6 +169,10 @@ struct Filled {
     last_copy: bool,
     /// A reliable unit sent for the first time.
     fresh_reliable: bool,
+    /// The unreliable channels it took units from: those units are forgotten once the packet
+    /// goes out, and only those channels need a look. A set on the stack, not a list on the
+    /// connection: the list's allocation was one more line a packet.
+    unreliable: ChannelSet,
 }
 
 /// What a pass over the send queues needs to know, computed once per pass.
@@ -213,6 +218,12 @@ impl ChannelSet {
         } else {
             self.high
         }
+    }
+
+    /// The one channel in the set, if it holds exactly one (most packets: a client's
+    /// snapshot alone).
+    fn only(&self) -> Option<usize> {
+        (!self.high && self.low.count_ones() == 1).then(|| self.low.trailing_zeros() as usize)
     }
 
     /// The channels in the set, ascending, of `channels` in all.
@@ -320,9 +331,6 @@ pub struct Connection {
     lost: Vec<u16>,
     /// Reused to collect the reliable units of the packet being built.
     units: Vec<(u8, u16, u8)>,
-    /// Reused to collect the unreliable channels the packet being built took units from:
-    /// those units are forgotten once it goes out, and only those channels need a look.
-    unreliable_sent: Vec<u8>,
     /// Per channel: repairs to send (used on reliable-ordered channels with repairs on).
     encoders: Vec<crate::repair::Encoder>,
     /// Per channel: repairs received.
@@ -392,7 +400,6 @@ impl Connection {
             copying: false,
             lost: Vec::new(),
             units: Vec::new(),
-            unreliable_sent: Vec::new(),
             prompted: false,
             now,
             probe_at: None,
@@ -469,6 +476,25 @@ impl Connection {
     pub fn send_buffer(&mut self, channel: u8, buffer: &mut Vec<u8>) -> Result<(), SendError> {
         self.queue(channel, buffer.len(), |queue, piece, now, limits| {
             queue.push_buffer(buffer, piece, now, limits)
+        })
+    }
+
+    /// [`Connection::send_buffer`] of the message `head` followed by `body`, if any: `body` is
+    /// kept shared, not copied, until it is copied into the packet that carries the message,
+    /// so that bytes sent to many peers (a room's snapshot encoding) are copied once for each
+    /// instead of twice. Where the message takes more than one piece, or the channel's repairs
+    /// combine whole payloads, `body` is copied after `head` instead. The peer receives the
+    /// two as one message. `head` is left empty once queued, and as it was on an error.
+    pub fn send_parts(
+        &mut self,
+        channel: u8,
+        head: &mut Vec<u8>,
+        body: Option<Arc<Vec<u8>>>,
+    ) -> Result<(), SendError> {
+        let Some(body) = body else { return self.send_buffer(channel, head) };
+        let whole = usize::from(channel) < self.send.len() && self.is_coded(channel.into());
+        self.queue(channel, head.len() + body.len(), |queue, piece, now, limits| {
+            queue.push_parts((head, body), piece, now, (limits, whole))
         })
     }
 
@@ -855,7 +881,7 @@ impl Connection {
             }
             let gate = self.channel_gate(c, *all.get_or_insert_with(|| self.gate()));
             for unit in channel.units.iter().filter(|u| !u.acked) {
-                let due = match unit.last_sent {
+                let due = match unit.last_sent() {
                     None if gate.open => return Some(self.last_sent.min(next)),
                     None => continue,
                     Some(_) if unit.lost && !gate.covers(unit) => {
@@ -994,7 +1020,7 @@ impl Connection {
             None => self.write_packet(now, room, probe_due, gate),
         };
         observer.exit(Stage::Encode);
-        let (header_len, mut len) = written?;
+        let (header_len, mut len, unreliable) = written?;
         if let Some(keys) = &mut self.keys {
             // The room for the tag was kept aside above, so sealing cannot fail.
             let sealed =
@@ -1008,10 +1034,11 @@ impl Connection {
         // Unreliable units are sent once, then forgotten: only the channels this packet
         // took units from can hold any (a packet went through every channel before, most of
         // them empty).
-        for &c in &self.unreliable_sent {
-            self.send[usize::from(c)].forget_sent();
+        for c in unreliable.iter(self.send.len()) {
+            if !self.send[c].config.kind.is_reliable() {
+                self.send[c].forget_sent();
+            }
         }
-        self.unreliable_sent.clear();
         self.forget_empty_queues();
         self.last_sent = now;
         self.ack_owed_since = None;
@@ -1022,14 +1049,15 @@ impl Connection {
     }
 
     /// Writes a data packet's header and frames into `buf`, with `gate` the connection's
-    /// [`Connection::gate`] as the packet starts; returns the header's length and the packet's.
+    /// [`Connection::gate`] as the packet starts; returns the header's length, the packet's,
+    /// and the unreliable channels it took units from.
     fn write_packet(
         &mut self,
         now: Instant,
         buf: &mut [u8],
         probe_due: bool,
         gate: Gate,
-    ) -> Option<(usize, usize)> {
+    ) -> Option<(usize, usize, ChannelSet)> {
         let header = self.data_header(now);
         debug_assert!(self.keys.as_ref().is_none_or(|k| k.next_seq() == header.seq));
         let mut w = Writer::new(buf);
@@ -1059,7 +1087,7 @@ impl Connection {
             let wait = self.config.repeat_interval.max(self.rtt.smoothed_or(INITIAL_RTT) / 2);
             self.probe_at = Some(now + wait);
         }
-        Some((header_len, w.len()))
+        Some((header_len, w.len(), due.unreliable))
     }
 
     /// The header of the next data packet: its sequence and the acks. The ack bits above 15
@@ -1119,7 +1147,7 @@ impl Connection {
         now: Instant,
         gate: Gate,
     ) -> bool {
-        match unit.last_sent {
+        match unit.last_sent() {
             _ if unit.acked => false,
             // New data waits while the window is full; acks reopen it.
             None => gate.open,
@@ -1149,8 +1177,12 @@ impl Connection {
     fn fill(&mut self, now: Instant, w: &mut Writer<'_>, all: Gate, redundant: bool) -> Filled {
         let mut filled = Filled::default();
         let plan = self.repair_plan();
-        for k in 0..self.channel_order.len() {
-            let c = self.channel_order[k];
+        // One channel queued needs no order: the order's own line (a heap allocation) is one
+        // more miss a packet when the connection's lines went cold since its last tick.
+        let only = self.queued.only();
+        let passes = if only.is_some() { 1 } else { self.channel_order.len() };
+        for k in 0..passes {
+            let c = only.unwrap_or_else(|| self.channel_order[k]);
             if !self.queued.contains(c) || self.send[c].units.is_empty() {
                 continue;
             }
@@ -1165,7 +1197,7 @@ impl Connection {
                         && !unit.acked
                         && unit.round_sends > 0
                         && unit.round_sends < copies
-                        && unit.last_sent != Some(now)
+                        && unit.last_sent() != Some(now)
                 } else {
                     self.is_due(unit, reliable, now, gate)
                 };
@@ -1173,7 +1205,7 @@ impl Connection {
                     continue;
                 }
                 let size = if unit.count == 1 {
-                    message_frame_size(unit.payload.len())
+                    message_frame_size(unit.len())
                 } else {
                     fragment_frame_size(unit.payload.len())
                 };
@@ -1181,7 +1213,7 @@ impl Connection {
                     continue;
                 }
                 let written = if unit.count == 1 {
-                    write_message(w, c as u8, unit.seq, &unit.payload)
+                    write_message(w, c as u8, unit.seq, [&unit.payload, unit.body()])
                 } else {
                     write_fragment(w, (c as u8, unit.seq, unit.index, unit.count), &unit.payload)
                 };
@@ -1194,18 +1226,17 @@ impl Connection {
                 }
                 unit.sends = unit.sends.saturating_add(1);
                 unit.round_sends = unit.round_sends.saturating_add(1);
-                unit.last_sent = Some(now);
+                unit.sent_at = now;
                 unit.lost = false;
-                if !reliable && !self.unreliable_sent.contains(&(c as u8)) {
-                    // Listed once: at most a packet's channels, one or two.
-                    self.unreliable_sent.push(c as u8);
+                if !reliable {
+                    filled.unreliable.insert(c);
                 }
                 if reliable {
                     filled.last_copy |= copies > 1 && unit.round_sends == copies;
                     filled.fresh_reliable |= unit.sends == 1;
                     self.units.push((c as u8, unit.seq, unit.index));
                     if unit.sends == 1 && coded {
-                        let len = unit.payload.len();
+                        let len = unit.len();
                         self.encoders[c].on_fresh(now, len, plan);
                     }
                 }
@@ -1486,6 +1517,55 @@ mod tests {
             assert_eq!(take(&mut connection, 2 + seq, &[piece]), Ok(()));
         }
         assert_eq!(connection.stats().frames_refused, 2, "the fifth assembly");
+    }
+
+    /// Goal: a message sent in two parts (a head and a shared body) puts the same bytes on the
+    /// wire as the joined message sent whole, whether its body stays shared (one piece), is
+    /// copied after its head (more than a piece, or a channel whose repairs combine whole
+    /// payloads), or the message rides behind another. Method: two connections alike, one
+    /// sending parts and one the joined message; their packets compared.
+    #[test]
+    fn a_message_in_two_parts_goes_out_as_the_joined_message_would() {
+        let repaired = ConnectionConfig {
+            repair: crate::Repair::Adaptive { loss_threshold: 0.0, interval: Duration::ZERO },
+            ..config()
+        };
+        let big = vec![7u8; config().piece_bytes() + 100];
+        let cases: [(&ConnectionConfig, u8, &[u8], &[u8]); 5] = [
+            (&config(), 1, b"head", b"shared body"),
+            (&config(), 1, b"", b"all body"),
+            (&config(), 1, b"head", &big),
+            (&repaired, 0, b"head", b"shared body"),
+            (&config(), 0, b"head", b"after another"),
+        ];
+        for (k, (config, channel, head, body)) in cases.into_iter().enumerate() {
+            let mut packets = Vec::new();
+            for parts in [true, false] {
+                let mut connection = Connection::new(config.clone(), Instant::ZERO);
+                if k == 4 {
+                    connection.send(1, b"before").unwrap();
+                }
+                if parts {
+                    let mut head = head.to_vec();
+                    connection
+                        .send_parts(channel, &mut head, Some(Arc::new(body.to_vec())))
+                        .unwrap();
+                    assert!(head.is_empty());
+                } else {
+                    connection.send(channel, &[head, body].concat()).unwrap();
+                }
+                let (mut buf, mut observer) = ([0u8; 1500], Observer::default());
+                let mut sent = Vec::new();
+                while let Some(len) =
+                    connection.poll_transmit(Instant::ZERO, &mut buf, &mut observer)
+                {
+                    sent.push(buf[..len].to_vec());
+                }
+                packets.push(sent);
+            }
+            assert!(!packets[0].is_empty(), "case {k}");
+            assert_eq!(packets[0], packets[1], "case {k}");
+        }
     }
 
     /// Goal: once the oldest unacknowledged message has waited `send_delay_max`, new messages

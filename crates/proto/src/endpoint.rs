@@ -560,6 +560,22 @@ impl Endpoint {
         self.queue_with(handle, |connection| connection.send_buffer(channel, buffer))
     }
 
+    /// [`Endpoint::send_buffer`] of the message `head` followed by `body`, if any, where `body`
+    /// is shared by many messages (a room's snapshot encoding, sent to each client behind a
+    /// head of its own): the queue keeps a reference to it and the packet copies it from
+    /// there, so that it is not first copied into each message (see
+    /// [`Connection::send_parts`]). The peer receives one message, `head` then `body`. `head`
+    /// is left empty once queued, and as it was on an error.
+    pub fn send_parts(
+        &mut self,
+        handle: ConnectionHandle,
+        channel: u8,
+        head: &mut Vec<u8>,
+        body: Option<std::sync::Arc<Vec<u8>>>,
+    ) -> Result<(), SendError> {
+        self.queue_with(handle, |connection| connection.send_parts(channel, head, body))
+    }
+
     /// Queues a message on `handle`'s connection with `send`, and makes it due.
     fn queue_with(
         &mut self,

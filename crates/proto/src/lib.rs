@@ -13,7 +13,9 @@
 //! - inputs: [`Endpoint::handle_datagram`], [`Endpoint::handle_timeout`], and the application's
 //!   [`Endpoint::connect`], [`Endpoint::send`] (or [`Endpoint::send_buffer`], which hands the
 //!   message's buffer itself to the send queue instead of copying it, and gives back an empty
-//!   one for the next message), [`Endpoint::disconnect`];
+//!   one for the next message; or [`Endpoint::send_parts`], a head of the message's own and a
+//!   body shared with other messages, copied from there into the packet),
+//!   [`Endpoint::disconnect`];
 //! - outputs: [`Endpoint::poll_transmit`] (a datagram to send), [`Endpoint::poll_event`]
 //!   (connected, message, disconnected); a message's payload, once read, may go back through
 //!   [`Endpoint::recycle`], so that the next message on its channel needs no allocation;

@@ -356,7 +356,7 @@ impl Frame<'_> {
         let mut w = Writer::new(buf);
         match *self {
             Frame::Message { channel, seq, payload } => {
-                write_message(&mut w, channel, seq, payload)?;
+                write_message(&mut w, channel, seq, [payload, &[]])?;
                 // Not the last frame: the draft-1 form.
                 w.widen_last_message();
             }
@@ -382,7 +382,7 @@ impl Frame<'_> {
         let mut w = Writer::new(buf);
         match *self {
             Frame::Message { channel, seq, payload } => {
-                write_message(&mut w, channel, seq, payload)?;
+                write_message(&mut w, channel, seq, [payload, &[]])?;
                 w.finish();
             }
             Frame::Repair { channel, start, count, seed, data } if seed == packet_seq => {
@@ -685,28 +685,32 @@ pub(crate) fn write_data_header(w: &mut Writer<'_>, h: &DataHeader) -> Result<()
     w.put(&head)
 }
 
-/// Writes a message frame: in its last-frame form, widened to the draft-1 form if another
-/// frame follows it (see [`Writer`]).
+/// Writes a message frame whose payload is `head` then `body` (the same bytes as one payload):
+/// in its last-frame form, widened to the draft-1 form if another frame follows it (see
+/// [`Writer`]).
 pub(crate) fn write_message(
     w: &mut Writer<'_>,
     channel: u8,
     seq: u16,
-    payload: &[u8],
+    [head, body]: [&[u8]; 2],
 ) -> Result<(), PacketError> {
+    let len = head.len() + body.len();
     if channel >= LAST_FORM_CHANNELS {
         w.put(&[FRAME_MESSAGE, channel])?;
         w.put(&seq.to_le_bytes())?;
-        w.len_prefix(payload.len())?;
-        return w.put(payload);
+        w.len_prefix(len)?;
+        w.put(head)?;
+        return w.put(body);
     }
     // The last-frame form, with room kept for the draft-1 form it takes if a frame follows.
-    if message_frame_size(payload.len()) > w.remaining() {
+    if message_frame_size(len) > w.remaining() {
         return Err(PacketError::BufferTooSmall);
     }
     let [seq_lo, seq_hi] = seq.to_le_bytes();
     w.put(&[FRAME_MESSAGE_LAST | channel, seq_lo, seq_hi])?;
-    w.put(payload)?;
-    w.last_message = Some((w.len() - payload.len() - 3, payload.len()));
+    w.put(head)?;
+    w.put(body)?;
+    w.last_message = Some((w.len() - len - 3, len));
     Ok(())
 }
 
@@ -917,7 +921,7 @@ mod tests {
         let mut w = Writer::new(&mut buf);
         let acks = Some(Acks { ack: 6, bits: 1, delay: 3 });
         write_data_header(&mut w, &DataHeader { seq: 7, narrow: false, acks }).unwrap();
-        write_message(&mut w, 2, 300, b"hello").unwrap();
+        write_message(&mut w, 2, 300, [b"hel", b"lo"]).unwrap();
         write_fragment(&mut w, (1, 9, 1, 3), &[7; 500]).unwrap();
         let len = w.len();
         let frames_len = message_frame_size(5) + fragment_frame_size(500);
@@ -1076,7 +1080,7 @@ mod properties {
             for frame in &frames {
                 match *frame {
                     Frame::Message { channel, seq, payload } => {
-                        write_message(&mut w, channel, seq, payload).unwrap()
+                        write_message(&mut w, channel, seq, [payload, &[]]).unwrap()
                     }
                     Frame::Fragment { channel, seq, index, count, payload } => {
                         write_fragment(&mut w, (channel, seq, index, count), payload).unwrap()

@@ -1,7 +1,7 @@
 //! The connection's side of streaming repair ([`crate::repair`]): when repairs go out, what
 //! they combine, and what the receiver does with them and with repair acks.
 
-use super::{Connection, Gate, INITIAL_RTT};
+use super::{ChannelSet, Connection, Gate, INITIAL_RTT};
 use crate::channel::Received;
 use crate::config::{ChannelKind, Repair};
 use crate::packet::{
@@ -112,7 +112,7 @@ impl Connection {
         now: Instant,
         buf: &mut [u8],
         c: usize,
-    ) -> Option<(usize, usize)> {
+    ) -> Option<(usize, usize, ChannelSet)> {
         // Header, repair acks and the frame's overhead: what the data must leave room for.
         let room = buf.len().saturating_sub(64 + REPAIR_FRAME_OVERHEAD_MAX);
         let Some((start, count, seed)) = self.encode_repair(now, c, room) else {
@@ -130,7 +130,7 @@ impl Connection {
         self.encoders[c].scratch = data;
         written.ok()?;
         self.stats.repairs_sent += 1;
-        Some((header_len, w.len()))
+        Some((header_len, w.len(), ChannelSet::default()))
     }
 
     /// Codes the window of channel `c` (from its oldest unacknowledged message to the newest
