@@ -16,6 +16,7 @@
 //! comparing them; clients acknowledging the same tick share one encoding. Only a client
 //! whose changes overflow the budget gets a view of its own, built as above.
 
+use crate::World;
 use rally_wire::seq::seq32_newer;
 use rally_wire::{EncodeError, QuantizedEntity, Snapshot, SnapshotConfig, SnapshotHistory};
 use std::collections::HashMap;
@@ -52,18 +53,24 @@ pub(crate) enum Baseline {
     Own(u32),
 }
 
-/// One client's replication state.
+/// One client's replication state. Laid out in the order written (`repr(C)`): what an ack,
+/// the baseline and a complete view read and write every tick first, within one cache line
+/// (the session's second), the scratch of views built for the client alone after it.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Replicator {
     /// Recent views sent, a ring; the acknowledged one is the next baseline.
     views: Vec<View>,
-    /// Each view's entities when it is not complete, parallel to `views` (otherwise an unused,
-    /// reused buffer).
-    owns: Vec<Snapshot>,
     next: usize,
     acked: Option<u32>,
     /// The ring slot of the acknowledged view, while `acked` is some.
     acked_slot: usize,
+    /// Whether `priority` may hold entries (a view was ranked since it was last cleared):
+    /// a complete view then clears it, and otherwise reads no line of it.
+    ranked: bool,
+    /// Each view's entities when it is not complete, parallel to `views` (otherwise an unused,
+    /// reused buffer).
+    owns: Vec<Snapshot>,
     /// Accumulated priority of entities with changes not yet sent.
     priority: HashMap<u32, f32>,
     /// Scratch: (priority, index in the room snapshot, estimated bytes) of candidates.
@@ -73,6 +80,9 @@ pub(crate) struct Replicator {
     /// Scratch: the view being built.
     building: Snapshot,
 }
+
+// The fields every tick touches share a line (the session's second).
+const _: () = assert!(std::mem::offset_of!(Replicator, owns) <= 64);
 
 /// What one tick's replication for one client produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +103,7 @@ impl Replicator {
             next: 0,
             acked: None,
             acked_slot: 0,
+            ranked: false,
             priority: HashMap::new(),
             candidates: Vec::new(),
             chosen: Vec::new(),
@@ -153,7 +164,9 @@ impl Replicator {
     /// Records that the client was sent the room's whole snapshot of `tick` (everything it
     /// missed fitted the budget).
     pub(crate) fn sent_complete(&mut self, tick: u32) {
-        self.priority.clear();
+        if std::mem::take(&mut self.ranked) {
+            self.priority.clear();
+        }
         let slot = self.advance();
         let view = &mut self.views[slot];
         (view.used, view.tick, view.complete) = (true, tick, true);
@@ -172,14 +185,14 @@ impl Replicator {
         slot
     }
 
-    /// Builds this tick's view of `room` (with per-entity `weights`, parallel to its entities)
-    /// within `budget` bytes and encodes it into `out`.
+    /// Builds this tick's view of `room` (the quantized `world`, whose entities' priorities
+    /// weigh their changes) within `budget` bytes and encodes it into `out`.
     pub(crate) fn build(
         &mut self,
         config: &SnapshotConfig,
         room: &Snapshot,
         history: &SnapshotHistory,
-        weights: &[f32],
+        world: &World,
         budget: usize,
         out: &mut [u8],
     ) -> Result<Built, EncodeError> {
@@ -195,7 +208,7 @@ impl Replicator {
             Baseline::Room(tick) => history.get(tick),
             Baseline::Own(_) => own_view.as_ref(),
         };
-        let result = self.build_from(config, room, baseline, weights, budget, out);
+        let result = self.build_from(config, room, baseline, world, budget, out);
         if let (Some(i), Some(view)) = (own, own_view) {
             self.owns[i] = view;
         }
@@ -221,12 +234,13 @@ impl Replicator {
         config: &SnapshotConfig,
         room: &Snapshot,
         baseline: Option<&Snapshot>,
-        weights: &[f32],
+        world: &World,
         budget: usize,
         out: &mut [u8],
     ) -> Result<(Built, usize), EncodeError> {
         let Self { priority, candidates, chosen, building, .. } = self;
-        rank(candidates, priority, room, weights, baseline);
+        self.ranked = true;
+        rank(candidates, priority, room, world, baseline);
         let mut take = affordable(candidates, budget);
         loop {
             chosen.clear();
@@ -257,12 +271,13 @@ impl Replicator {
 }
 
 /// Collects the entities whose state differs from the baseline, raises their priority by their
-/// weight, and sorts them most urgent first.
+/// weight (the world's entity's priority: `room` is the world quantized, row for row), and
+/// sorts them most urgent first.
 fn rank(
     candidates: &mut Vec<(f32, usize, usize)>,
     priority: &mut HashMap<u32, f32>,
     room: &Snapshot,
-    weights: &[f32],
+    world: &World,
     baseline: Option<&Snapshot>,
 ) {
     candidates.clear();
@@ -271,7 +286,8 @@ fn rank(
         if known == Some(entity) {
             continue;
         }
-        let weight = weights.get(index).copied().unwrap_or(1.0);
+        let row = world.row(index).filter(|(id, _)| *id == entity.id);
+        let weight = row.map_or(1.0, |(_, entity)| entity.priority);
         let accumulated = priority.entry(entity.id).or_insert(0.0);
         *accumulated += weight;
         let bytes = if known.is_some() { CHANGE_BYTES } else { SPAWN_BYTES };
@@ -314,5 +330,48 @@ fn fill_view(view: &mut Snapshot, room: &Snapshot, baseline: Option<&Snapshot>, 
             // Ids ascend in the room snapshot, so they ascend here.
             let _ = view.push(*state);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Entity, Transform};
+    use glam::Vec3;
+    use rally_wire::EntityState;
+
+    #[test]
+    fn changes_that_do_not_fit_wait_behind_the_entities_the_world_weighs_more() {
+        // Goal: under a budget too small for every change, the entities whose priority the
+        // world raised go first, whatever their ids, and the rest wait.
+        // Method: 20 entities new to a client, the three newest weighted 8, and a budget for
+        // five: the view sent holds the three and the two oldest.
+        let mut world = World::new(64);
+        for k in 0..20 {
+            let at = Entity::at(Transform::from_position(Vec3::X * k as f32));
+            world.spawn(Entity { priority: if k >= 17 { 8.0 } else { 1.0 }, ..at }).unwrap();
+        }
+        let config = SnapshotConfig::default();
+        let mut history = SnapshotHistory::new(4);
+        history
+            .push_with(1, |next| {
+                for (id, e) in world.iter() {
+                    let (position, rotation) = (e.transform.position, e.transform.rotation);
+                    let (linear_velocity, angular_velocity) = (Vec3::ZERO, Vec3::ZERO);
+                    let state =
+                        EntityState { id, position, rotation, linear_velocity, angular_velocity };
+                    next.push(config.quantize(&state)).unwrap();
+                }
+            })
+            .unwrap();
+        let room = history.newest().unwrap();
+        let mut replicator = Replicator::new(4);
+        let budget = HEADER_BYTES + 5 * SPAWN_BYTES;
+        let built = replicator.build(&config, room, &history, &world, budget, &mut [0; 1500]);
+        assert_eq!(built.unwrap().deferred, 15);
+        replicator.ack(1);
+        assert_eq!(replicator.baseline(), Baseline::Own(1));
+        let sent: Vec<u32> = replicator.owns[0].entities().iter().map(|e| e.id).collect();
+        assert_eq!(sent, [1, 2, 18, 19, 20]);
     }
 }

@@ -330,23 +330,31 @@ pub struct RoomStats {
     pub events_dropped: u64,
 }
 
-/// One client's session.
+/// One client's session. Laid out in the order written (`repr(C)`) and from a line's start:
+/// what every input frame and every tick read and write first, on the session's first two
+/// lines (the replicator's own hot fields lead it), and the rest after. At 32 rooms a worker
+/// each line a room-tick touches is a miss (the room last touched it a tick ago); the
+/// compiler's order spread a client's tick over five.
 #[derive(Debug)]
+#[repr(C, align(64))]
 struct Session {
-    secret: u64,
     connection: Option<ConnectionHandle>,
-    /// When the connection ended, while it has none.
-    disconnected_at: Option<Instant>,
     last_input: Option<u32>,
     /// The last input whose effects, grab chains included, the world shows: what snapshots
     /// report to the client's latency meter.
     reflected: Option<u32>,
-    /// Naive pipeline: the last input applied before this tick's ingest.
-    last_input_before_tick: Option<u32>,
     /// When the newest inputs arrived, oldest first, until a snapshot reports their holds.
     arrivals: VecDeque<(u32, Instant)>,
     replicator: Replicator,
+    secret: u64,
+    /// When the connection ended, while it has none.
+    disconnected_at: Option<Instant>,
+    /// Naive pipeline: the last input applied before this tick's ingest.
+    last_input_before_tick: Option<u32>,
 }
+
+// The hot fields fill the first line exactly, and the replicator's lead the second.
+const _: () = assert!(std::mem::offset_of!(Session, replicator) == 64);
 
 impl Session {
     /// The arrivals of the inputs up to `reflected`, newest first, taken: the next snapshot
@@ -428,8 +436,6 @@ pub struct Room<S: Simulation> {
     stats: RoomStats,
     /// The phase running, while a tick runs.
     phase: Option<Phase>,
-    /// Reused each tick: each entity's replication weight, parallel to the newest snapshot.
-    weights: Vec<f32>,
     /// Each entity's unquantized state as bits, parallel to the newest snapshot, as the last
     /// walk that compared it saw it (rows in `stale` are older), and a buffer for this tick's.
     raw: Vec<StateBits>,
@@ -437,7 +443,7 @@ pub struct Room<S: Simulation> {
     /// The rows of `raw` the lent-rows walk quantized since the last whole-world walk, without
     /// recording their states.
     stale: StaleRows,
-    /// The serial of the world `raw`, `weights` and the newest snapshot were last walked from,
+    /// The serial of the world `raw` and the newest snapshot were last walked from,
     /// row for row, since when the world has counted the rows it lent to change.
     walked: Option<u64>,
     /// The last `views_kept` snapshots, with change ticks: the baselines of complete views. The
@@ -489,7 +495,6 @@ impl<S: Simulation> Room<S> {
             deferred_snapshots: Vec::new(),
             stats: RoomStats::default(),
             phase: None,
-            weights: Vec::new(),
             raw: Vec::new(),
             raw_next: Vec::new(),
             stale: StaleRows::default(),
@@ -1107,7 +1112,7 @@ impl<S: Simulation> Room<S> {
                 config,
                 room,
                 history,
-                &self.weights,
+                &self.world,
                 budget.saturating_sub(prefix),
                 out,
             );
@@ -1168,22 +1173,21 @@ impl<S: Simulation> Room<S> {
     /// `raw`, and one bit for bit unchanged (and not `stale`) keeps its code (and its change
     /// tick) without quantizing.
     fn quantize(&mut self) {
-        let Self { world, weights, history, raw, raw_next, stale, config, tick, walked, .. } = self;
+        let Self { world, history, raw, raw_next, stale, config, tick, walked, .. } = self;
         let config = &config.snapshot;
         let mut in_place = true;
         // The rows lent since the last walk, if that walk was of this world.
         let touched = world.touched_rows().filter(|_| *walked == Some(world.serial()));
         // Ticks only increase (wrapping), so the push cannot fail.
         let pushed = history.push_with(*tick, |next| match touched {
-            Some(rows) if lined_up(world, raw, weights, next) => {
-                walk_touched(world, rows, weights, next, config);
+            Some(rows) if lined_up(world, raw, next) => {
+                walk_touched(world, rows, next, config);
                 stale.absorb(world.touched_words());
             }
             _ => {
-                weights.clear();
-                let walked = walk_aligned(world, (raw, stale), weights, next, config);
+                let walked = walk_aligned(world, (raw, stale), next, config);
                 let raws = (&mut raw[..], &mut *raw_next, &*stale);
-                in_place = walk_rest(world, walked, raws, weights, next, config);
+                in_place = walk_rest(world, walked, raws, next, config);
                 // Every row's state is recorded now, in `raw` or `raw_next`.
                 stale.clear();
             }
@@ -1229,10 +1233,10 @@ impl<S: Simulation> Room<S> {
     }
 }
 
-/// Whether `raw`, `weights` and the newest snapshot hold a row each for every row of `world`.
-fn lined_up(world: &World, raw: &[StateBits], weights: &[f32], next: &NextSnapshot<'_>) -> bool {
+/// Whether `raw` and the newest snapshot hold a row each for every row of `world`.
+fn lined_up(world: &World, raw: &[StateBits], next: &NextSnapshot<'_>) -> bool {
     let rows = world.len();
-    raw.len() == rows && weights.len() == rows && next.previous().len() == rows
+    raw.len() == rows && next.previous().len() == rows
 }
 
 /// The world walk of ticks with no spawn or despawn since the last one's: only the rows the
@@ -1246,21 +1250,14 @@ fn lined_up(world: &World, raw: &[StateBits], weights: &[f32], next: &NextSnapsh
 fn walk_touched(
     world: &World,
     rows: impl Iterator<Item = usize>,
-    weights: &mut [f32],
     next: &mut NextSnapshot<'_>,
     config: &SnapshotConfig,
 ) {
-    // The two sliced to one length (the caller checked that they line up): a row's look-up
-    // then checks one bound, where it checked one for each.
     let n = world.len();
-    let Some(weights) = weights.get_mut(..n) else { return };
     // Rows `kept..k` are unmoved and not yet written out.
     let mut kept = 0;
     for k in rows {
-        let (Some((id, entity)), Some(weight)) = (world.row(k), weights.get_mut(k)) else {
-            break;
-        };
-        *weight = entity.priority;
+        let Some((id, entity)) = world.row(k) else { break };
         // The run kept before the quantize: its call (rare) then saves no quantized codes.
         let kept_run = next.keep_run(kept..k);
         let code = config.quantize(&entity_state(id, entity));
@@ -1281,7 +1278,6 @@ fn walk_touched(
 fn walk_aligned(
     world: &World,
     (raw, stale): (&mut [StateBits], &StaleRows),
-    weights: &mut Vec<f32>,
     next: &mut NextSnapshot<'_>,
     config: &SnapshotConfig,
 ) -> usize {
@@ -1306,7 +1302,6 @@ fn walk_aligned(
             debug_assert!(kept_run.is_ok() && pushed.is_ok(), "world ids out of order");
             kept = k + 1;
         }
-        weights.push(entity.priority);
         k += 1;
     }
     let pushed = next.keep_run(kept..k);
@@ -1323,7 +1318,6 @@ fn walk_rest(
     world: &World,
     from: usize,
     (raw, raw_next, stale): (&mut [StateBits], &mut Vec<StateBits>, &StaleRows),
-    weights: &mut Vec<f32>,
     next: &mut NextSnapshot<'_>,
     config: &SnapshotConfig,
 ) -> bool {
@@ -1344,7 +1338,6 @@ fn walk_rest(
         };
         // Ids ascend and the world holds at most entities_max.
         debug_assert!(pushed.is_ok(), "world ids out of order");
-        weights.push(entity.priority);
         if in_place && j == k && raw.get(k).is_some_and(|r| r[0] == id) {
             if !same {
                 raw[k] = bits;
@@ -1494,8 +1487,6 @@ mod tests {
             let fresh: Vec<_> =
                 room.world.iter().map(|(id, e)| config.quantize(&entity_state(id, e))).collect();
             assert_eq!(newest(&room.history).entities(), &fresh[..]);
-            let priorities: Vec<f32> = room.world.iter().map(|(_, e)| e.priority).collect();
-            assert_eq!(room.weights, priorities);
         };
         step(&mut room, &|_| {});
         step(&mut room, &|w| w.get_mut(ids[3]).unwrap().transform.position.y = 2.0);
