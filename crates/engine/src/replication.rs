@@ -61,10 +61,11 @@ pub(crate) enum Baseline {
 pub(crate) struct Replicator {
     /// Recent views sent, a ring; the acknowledged one is the next baseline.
     views: Vec<View>,
-    next: usize,
     acked: Option<u32>,
+    /// The ring slot of the next view (ring slots are u32: views_kept is at most 1,024).
+    next: u32,
     /// The ring slot of the acknowledged view, while `acked` is some.
-    acked_slot: usize,
+    acked_slot: u32,
     /// Whether `priority` may hold entries (a view was ranked since it was last cleared):
     /// a complete view then clears it, and otherwise reads no line of it.
     ranked: bool,
@@ -81,8 +82,8 @@ pub(crate) struct Replicator {
     building: Snapshot,
 }
 
-// The fields every tick touches share a line (the session's second).
-const _: () = assert!(std::mem::offset_of!(Replicator, owns) <= 64);
+// The fields every tick touches end the session's second line.
+const _: () = assert!(std::mem::offset_of!(Replicator, owns) <= 48);
 
 /// What one tick's replication for one client produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +120,7 @@ impl Replicator {
         }
         if let Some(slot) = self.find(tick) {
             self.acked = Some(tick);
-            self.acked_slot = slot;
+            self.acked_slot = slot as u32;
         }
         self.assert_baseline_held();
     }
@@ -146,7 +147,7 @@ impl Replicator {
     /// takes a look or two where a walk from the ring's start took half the ring.
     fn find(&self, tick: u32) -> Option<usize> {
         let n = self.views.len();
-        let newest_first = (1..=n).map(|back| (self.next + n - back) % n);
+        let newest_first = (1..=n).map(|back| (self.next as usize + n - back) % n);
         newest_first.into_iter().find(|&i| self.views[i].used && self.views[i].tick == tick)
     }
 
@@ -154,7 +155,7 @@ impl Replicator {
     pub(crate) fn baseline(&self) -> Baseline {
         let Some(tick) = self.acked else { return Baseline::Nothing };
         // `advance` forgets the ack when it reuses the slot, so the slot still holds the view.
-        match self.views.get(self.acked_slot).filter(|v| v.used && v.tick == tick) {
+        match self.views.get(self.acked_slot as usize).filter(|v| v.used && v.tick == tick) {
             Some(view) if view.complete => Baseline::Room(tick),
             Some(_) => Baseline::Own(tick),
             None => Baseline::Nothing,
@@ -176,8 +177,8 @@ impl Replicator {
     /// The ring slot for the next view; if it held the acknowledged view, the client's ack of
     /// the new one (or a later one) will give the next baseline.
     fn advance(&mut self) -> usize {
-        let slot = self.next;
-        self.next = (self.next + 1) % self.views.len();
+        let slot = self.next as usize;
+        self.next = ((slot + 1) % self.views.len()) as u32;
         let view = &self.views[slot];
         if view.used && self.acked == Some(view.tick) {
             self.acked = None;

@@ -331,30 +331,37 @@ pub struct RoomStats {
 }
 
 /// One client's session. Laid out in the order written (`repr(C)`) and from a line's start:
-/// what every input frame and every tick read and write first, on the session's first two
-/// lines (the replicator's own hot fields lead it), and the rest after. At 32 rooms a worker
-/// each line a room-tick touches is a miss (the room last touched it a tick ago); the
-/// compiler's order spread a client's tick over five.
+/// what an input frame reads and writes on the first line, what the tick's replication reads
+/// and writes besides on the second (the replicator's own hot fields end it), the rest after.
+/// At 32 rooms a worker each line a room-tick touches is a miss (the room last touched it a
+/// tick ago), and so is a line an input touched by the time the room ticks (the other rooms'
+/// inputs came between): the compiler's order spread a client's tick over five lines, and
+/// its input over four.
 #[derive(Debug)]
 #[repr(C, align(64))]
 struct Session {
-    connection: Option<ConnectionHandle>,
+    /// When the newest inputs arrived, oldest first, until a snapshot reports their holds.
+    arrivals: VecDeque<(u32, Instant)>,
     last_input: Option<u32>,
     /// The last input whose effects, grab chains included, the world shows: what snapshots
     /// report to the client's latency meter.
     reflected: Option<u32>,
-    /// When the newest inputs arrived, oldest first, until a snapshot reports their holds.
-    arrivals: VecDeque<(u32, Instant)>,
-    replicator: Replicator,
+    /// The newest snapshot the client acknowledged since the last replication, handed to the
+    /// replicator then: an input frame touches none of the replicator's lines. (A forged
+    /// acknowledgement of a tick never sent, newer than a true one in the same tick, costs
+    /// the client that true one: a delta against an older baseline, never a wrong one.)
+    ack: Option<u32>,
     secret: u64,
+    connection: Option<ConnectionHandle>,
+    replicator: Replicator,
     /// When the connection ended, while it has none.
     disconnected_at: Option<Instant>,
     /// Naive pipeline: the last input applied before this tick's ingest.
     last_input_before_tick: Option<u32>,
 }
 
-// The hot fields fill the first line exactly, and the replicator's lead the second.
-const _: () = assert!(std::mem::offset_of!(Session, replicator) == 64);
+// An input frame's fields fill the first line, and replication's begin the second.
+const _: () = assert!(std::mem::offset_of!(Session, connection) == 64);
 
 impl Session {
     /// The arrivals of the inputs up to `reflected`, newest first, taken: the next snapshot
@@ -682,6 +689,7 @@ impl<S: Simulation> Room<S> {
         }
         session.disconnected_at = None;
         // The client may have lost its state with its connection: start it from nothing.
+        session.ack = None;
         session.replicator.reset();
         self.events.push_back(RoomEvent::Resumed(ticket.client));
         Some(ticket.client)
@@ -691,6 +699,7 @@ impl<S: Simulation> Room<S> {
         let client = self.next_client;
         self.next_client += 1;
         let session = Session {
+            ack: None,
             secret: self.rng.next_u64(),
             connection: Some(connection),
             disconnected_at: None,
@@ -740,7 +749,9 @@ impl<S: Simulation> Room<S> {
         // this way.
         let Some(session) = self.sessions.at_mut(joined) else { return };
         if let Some(tick) = head.snapshot_ack {
-            session.replicator.ack(tick);
+            if session.ack.is_none_or(|newest| seq32_newer(tick, newest)) {
+                session.ack = Some(tick);
+            }
         }
         // Inputs ride again in later frames until acknowledged; apply each once, in order.
         // Sequences ascend through the frame, so the fresh ones are its tail.
@@ -1100,6 +1111,9 @@ impl<S: Simulation> Room<S> {
         let prefix = STATE_PREFIX_MAX;
         let budget = self.config.snapshot_budget_bytes;
         let tick = self.tick;
+        if let Some(ack) = session.ack.take() {
+            session.replicator.ack(ack);
+        }
         let baseline = session.replicator.baseline();
         if let Some(range) = self.shared_encoding(baseline) {
             message.extend_from_slice(&self.shared_bytes[range]);
@@ -1748,6 +1762,41 @@ mod tests {
         // A stale hint naming a client that has no session finds nothing.
         let stale = Joined { client: first, slot: 0 };
         assert!(room.sessions.at_mut(stale).is_none());
+    }
+
+    #[test]
+    fn the_newest_acknowledgement_before_a_tick_is_the_next_baseline_whatever_the_order() {
+        // Goal: a client's acknowledgements are kept until the tick replicates; the newest one
+        // becomes its baseline, one arriving late (older) does not take it back, and one of a
+        // reconnected client's old connection is forgotten.
+        // Method: three ticks sent whole, frames acknowledging 3 then 2, a tick; then a frame
+        // acknowledging 4 and a resume before the next tick.
+        let mut room = room(RoomConfig::default());
+        let client = join(&mut room, 1);
+        let replicate = |room: &mut Room<Inert>| {
+            room.tick += 1;
+            room.replicate(NOW);
+        };
+        (0..3).for_each(|_| replicate(&mut room));
+        let ack = |tick| {
+            let frame: InputFrame<&u8> =
+                InputFrame { snapshot_ack: Some(tick), first_seq: 0, inputs: vec![] };
+            encode_frame(&frame).unwrap()
+        };
+        for tick in [3, 2] {
+            room.receive(NOW, ConnectionHandle(1), STATE, &ack(tick));
+        }
+        replicate(&mut room);
+        let baseline = |room: &Room<Inert>| room.sessions[&client].replicator.baseline();
+        assert_eq!(baseline(&room), Baseline::Room(3));
+        room.receive(NOW, ConnectionHandle(1), STATE, &ack(4));
+        let secret = room.sessions[&client].secret;
+        let hello = Envelope::Hello { resume: Some(SessionTicket { client, secret }) };
+        let hello = room.config.codec.encode(&hello).unwrap();
+        room.accept(ConnectionHandle(2));
+        room.receive(NOW, ConnectionHandle(2), RELIABLE, &hello);
+        replicate(&mut room);
+        assert_eq!(baseline(&room), Baseline::Nothing);
     }
 
     #[test]
