@@ -16,6 +16,7 @@
 //! comparing them; clients acknowledging the same tick share one encoding. Only a client
 //! whose changes overflow the budget gets a view of its own, built as above.
 
+use crate::World;
 use rally_wire::seq::seq32_newer;
 use rally_wire::{EncodeError, QuantizedEntity, Snapshot, SnapshotConfig, SnapshotHistory};
 use std::collections::HashMap;
@@ -52,18 +53,25 @@ pub(crate) enum Baseline {
     Own(u32),
 }
 
-/// One client's replication state.
+/// One client's replication state. Laid out in the order written (`repr(C)`): what an ack,
+/// the baseline and a complete view read and write every tick first, within one cache line
+/// (the session's second), the scratch of views built for the client alone after it.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Replicator {
     /// Recent views sent, a ring; the acknowledged one is the next baseline.
     views: Vec<View>,
+    acked: Option<u32>,
+    /// The ring slot of the next view (ring slots are u32: views_kept is at most 1,024).
+    next: u32,
+    /// The ring slot of the acknowledged view, while `acked` is some.
+    acked_slot: u32,
+    /// Whether `priority` may hold entries (a view was ranked since it was last cleared):
+    /// a complete view then clears it, and otherwise reads no line of it.
+    ranked: bool,
     /// Each view's entities when it is not complete, parallel to `views` (otherwise an unused,
     /// reused buffer).
     owns: Vec<Snapshot>,
-    next: usize,
-    acked: Option<u32>,
-    /// The ring slot of the acknowledged view, while `acked` is some.
-    acked_slot: usize,
     /// Accumulated priority of entities with changes not yet sent.
     priority: HashMap<u32, f32>,
     /// Scratch: (priority, index in the room snapshot, estimated bytes) of candidates.
@@ -73,6 +81,9 @@ pub(crate) struct Replicator {
     /// Scratch: the view being built.
     building: Snapshot,
 }
+
+// The fields every tick touches end the session's second line.
+const _: () = assert!(std::mem::offset_of!(Replicator, owns) <= 48);
 
 /// What one tick's replication for one client produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +104,7 @@ impl Replicator {
             next: 0,
             acked: None,
             acked_slot: 0,
+            ranked: false,
             priority: HashMap::new(),
             candidates: Vec::new(),
             chosen: Vec::new(),
@@ -108,7 +120,7 @@ impl Replicator {
         }
         if let Some(slot) = self.find(tick) {
             self.acked = Some(tick);
-            self.acked_slot = slot;
+            self.acked_slot = slot as u32;
         }
         self.assert_baseline_held();
     }
@@ -135,7 +147,7 @@ impl Replicator {
     /// takes a look or two where a walk from the ring's start took half the ring.
     fn find(&self, tick: u32) -> Option<usize> {
         let n = self.views.len();
-        let newest_first = (1..=n).map(|back| (self.next + n - back) % n);
+        let newest_first = (1..=n).map(|back| (self.next as usize + n - back) % n);
         newest_first.into_iter().find(|&i| self.views[i].used && self.views[i].tick == tick)
     }
 
@@ -143,7 +155,7 @@ impl Replicator {
     pub(crate) fn baseline(&self) -> Baseline {
         let Some(tick) = self.acked else { return Baseline::Nothing };
         // `advance` forgets the ack when it reuses the slot, so the slot still holds the view.
-        match self.views.get(self.acked_slot).filter(|v| v.used && v.tick == tick) {
+        match self.views.get(self.acked_slot as usize).filter(|v| v.used && v.tick == tick) {
             Some(view) if view.complete => Baseline::Room(tick),
             Some(_) => Baseline::Own(tick),
             None => Baseline::Nothing,
@@ -153,7 +165,9 @@ impl Replicator {
     /// Records that the client was sent the room's whole snapshot of `tick` (everything it
     /// missed fitted the budget).
     pub(crate) fn sent_complete(&mut self, tick: u32) {
-        self.priority.clear();
+        if std::mem::take(&mut self.ranked) {
+            self.priority.clear();
+        }
         let slot = self.advance();
         let view = &mut self.views[slot];
         (view.used, view.tick, view.complete) = (true, tick, true);
@@ -163,8 +177,8 @@ impl Replicator {
     /// The ring slot for the next view; if it held the acknowledged view, the client's ack of
     /// the new one (or a later one) will give the next baseline.
     fn advance(&mut self) -> usize {
-        let slot = self.next;
-        self.next = (self.next + 1) % self.views.len();
+        let slot = self.next as usize;
+        self.next = ((slot + 1) % self.views.len()) as u32;
         let view = &self.views[slot];
         if view.used && self.acked == Some(view.tick) {
             self.acked = None;
@@ -172,14 +186,14 @@ impl Replicator {
         slot
     }
 
-    /// Builds this tick's view of `room` (with per-entity `weights`, parallel to its entities)
-    /// within `budget` bytes and encodes it into `out`.
+    /// Builds this tick's view of `room` (the quantized `world`, whose entities' priorities
+    /// weigh their changes) within `budget` bytes and encodes it into `out`.
     pub(crate) fn build(
         &mut self,
         config: &SnapshotConfig,
         room: &Snapshot,
         history: &SnapshotHistory,
-        weights: &[f32],
+        world: &World,
         budget: usize,
         out: &mut [u8],
     ) -> Result<Built, EncodeError> {
@@ -195,7 +209,7 @@ impl Replicator {
             Baseline::Room(tick) => history.get(tick),
             Baseline::Own(_) => own_view.as_ref(),
         };
-        let result = self.build_from(config, room, baseline, weights, budget, out);
+        let result = self.build_from(config, room, baseline, world, budget, out);
         if let (Some(i), Some(view)) = (own, own_view) {
             self.owns[i] = view;
         }
@@ -221,12 +235,13 @@ impl Replicator {
         config: &SnapshotConfig,
         room: &Snapshot,
         baseline: Option<&Snapshot>,
-        weights: &[f32],
+        world: &World,
         budget: usize,
         out: &mut [u8],
     ) -> Result<(Built, usize), EncodeError> {
         let Self { priority, candidates, chosen, building, .. } = self;
-        rank(candidates, priority, room, weights, baseline);
+        self.ranked = true;
+        rank(candidates, priority, room, world, baseline);
         let mut take = affordable(candidates, budget);
         loop {
             chosen.clear();
@@ -257,12 +272,13 @@ impl Replicator {
 }
 
 /// Collects the entities whose state differs from the baseline, raises their priority by their
-/// weight, and sorts them most urgent first.
+/// weight (the world's entity's priority: `room` is the world quantized, row for row), and
+/// sorts them most urgent first.
 fn rank(
     candidates: &mut Vec<(f32, usize, usize)>,
     priority: &mut HashMap<u32, f32>,
     room: &Snapshot,
-    weights: &[f32],
+    world: &World,
     baseline: Option<&Snapshot>,
 ) {
     candidates.clear();
@@ -271,7 +287,8 @@ fn rank(
         if known == Some(entity) {
             continue;
         }
-        let weight = weights.get(index).copied().unwrap_or(1.0);
+        let row = world.row(index).filter(|(id, _)| *id == entity.id);
+        let weight = row.map_or(1.0, |(_, entity)| entity.priority);
         let accumulated = priority.entry(entity.id).or_insert(0.0);
         *accumulated += weight;
         let bytes = if known.is_some() { CHANGE_BYTES } else { SPAWN_BYTES };
@@ -314,5 +331,48 @@ fn fill_view(view: &mut Snapshot, room: &Snapshot, baseline: Option<&Snapshot>, 
             // Ids ascend in the room snapshot, so they ascend here.
             let _ = view.push(*state);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Entity, Transform};
+    use glam::Vec3;
+    use rally_wire::EntityState;
+
+    #[test]
+    fn changes_that_do_not_fit_wait_behind_the_entities_the_world_weighs_more() {
+        // Goal: under a budget too small for every change, the entities whose priority the
+        // world raised go first, whatever their ids, and the rest wait.
+        // Method: 20 entities new to a client, the three newest weighted 8, and a budget for
+        // five: the view sent holds the three and the two oldest.
+        let mut world = World::new(64);
+        for k in 0..20 {
+            let at = Entity::at(Transform::from_position(Vec3::X * k as f32));
+            world.spawn(Entity { priority: if k >= 17 { 8.0 } else { 1.0 }, ..at }).unwrap();
+        }
+        let config = SnapshotConfig::default();
+        let mut history = SnapshotHistory::new(4);
+        history
+            .push_with(1, |next| {
+                for (id, e) in world.iter() {
+                    let (position, rotation) = (e.transform.position, e.transform.rotation);
+                    let (linear_velocity, angular_velocity) = (Vec3::ZERO, Vec3::ZERO);
+                    let state =
+                        EntityState { id, position, rotation, linear_velocity, angular_velocity };
+                    next.push(config.quantize(&state)).unwrap();
+                }
+            })
+            .unwrap();
+        let room = history.newest().unwrap();
+        let mut replicator = Replicator::new(4);
+        let budget = HEADER_BYTES + 5 * SPAWN_BYTES;
+        let built = replicator.build(&config, room, &history, &world, budget, &mut [0; 1500]);
+        assert_eq!(built.unwrap().deferred, 15);
+        replicator.ack(1);
+        assert_eq!(replicator.baseline(), Baseline::Own(1));
+        let sent: Vec<u32> = replicator.owns[0].entities().iter().map(|e| e.id).collect();
+        assert_eq!(sent, [1, 2, 18, 19, 20]);
     }
 }

@@ -90,7 +90,7 @@ pub struct World {
 impl std::fmt::Debug for World {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("World")
-            .field("entities", &self.entities.rows.len())
+            .field("entities", &self.entities.ids.len())
             .field("grabs", &self.grabs)
             .finish()
     }
@@ -111,7 +111,7 @@ impl World {
 
     /// Adds an entity and returns its id; ids ascend and are never reused.
     pub fn spawn(&mut self, entity: Entity) -> Result<EntityId, WorldError> {
-        if self.entities.rows.len() >= self.entities_max {
+        if self.entities.ids.len() >= self.entities_max {
             return Err(WorldError::Full(self.entities_max));
         }
         let id = self.next_id;
@@ -156,8 +156,8 @@ impl World {
             };
         }
         let mut found = [const { None }; N];
-        let touched = &mut self.entities.touched;
-        let mut rest = self.entities.rows.as_mut_slice();
+        let Entities { ids: held, rows, touched } = &mut self.entities;
+        let mut rest = rows.as_mut_slice();
         // The row in the whole world where `rest` starts.
         let mut base = 0;
         let mut last = None;
@@ -166,7 +166,7 @@ impl World {
                 continue;
             }
             last = Some(id);
-            let (at, hit) = match Entities::position_in(rest, &id) {
+            let (at, hit) = match Entities::position_in(held.get(base..).unwrap_or_default(), &id) {
                 Ok(at) => (at, true),
                 Err(at) => (at, false),
             };
@@ -177,9 +177,9 @@ impl World {
                 rest = tail;
                 continue;
             }
-            let Some(((_, entity), after)) = tail.split_first_mut() else { break };
+            let Some((row, after)) = tail.split_first_mut() else { break };
             touched.mark(base);
-            *slot = Some(entity);
+            *slot = Some(&mut row.0);
             rest = after;
             base += 1;
         }
@@ -198,15 +198,15 @@ impl World {
 
     /// Every entity, ascending by id.
     pub fn iter(&self) -> impl Iterator<Item = (EntityId, &Entity)> {
-        self.entities.rows.iter().map(|(id, e)| (*id, e))
+        self.entities.ids.iter().zip(&self.entities.rows).map(|(id, row)| (*id, &row.0))
     }
 
     /// Every entity, ascending by id, to change.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (EntityId, &mut Entity)> {
-        let Entities { rows, touched } = &mut self.entities;
-        rows.iter_mut().enumerate().map(move |(row, (id, e))| {
-            touched.mark(row);
-            (*id, e)
+        let Entities { ids, rows, touched } = &mut self.entities;
+        ids.iter().zip(rows).enumerate().map(move |(k, (id, row))| {
+            touched.mark(k);
+            (*id, &mut row.0)
         })
     }
 
@@ -234,7 +234,8 @@ impl World {
 
     /// The entity in `row` (rows ascend by id), as [`World::touched_rows`] names it.
     pub(crate) fn row(&self, row: usize) -> Option<(EntityId, &Entity)> {
-        self.entities.rows.get(row).map(|(id, e)| (*id, e))
+        let entities = &self.entities;
+        Some((*entities.ids.get(row)?, &entities.rows.get(row)?.0))
     }
 
     /// Forgets the rows lent so far: [`World::touched_rows`] starts again from here.
@@ -244,12 +245,12 @@ impl World {
 
     /// Number of entities.
     pub fn len(&self) -> usize {
-        self.entities.rows.len()
+        self.entities.ids.len()
     }
 
     /// Whether the world is empty.
     pub fn is_empty(&self) -> bool {
-        self.entities.rows.is_empty()
+        self.entities.ids.is_empty()
     }
 
     /// Sets the rule every grab must pass (all grabs are allowed by default).
@@ -323,13 +324,19 @@ impl World {
     }
 }
 
-/// The entities by id, in one array sorted by id: every tick reads all of them in order (to
+/// The entities by id, in arrays sorted by id: every tick reads all of them in order (to
 /// quantize the snapshot) and looks some up (inputs, grabs), and ids only ascend, so a spawn
 /// appends. A tree would scatter them over the heap; a room's ticks would then spend their
-/// time on cache misses once many rooms share a core.
+/// time on cache misses once many rooms share a core. The ids are an array of their own, and
+/// each entity a cache line of its own: a look-up reads ids packed 16 a line, and a moved
+/// entity is one line to write, where rows of an id and an entity (80 bytes) put the id a
+/// look-up reads in the next row's line and spread a moved entity over two (at 32 rooms a
+/// worker, each line a miss: the room last touched it a tick ago).
 #[derive(Debug, Default)]
 struct Entities {
-    rows: Vec<(EntityId, Entity)>,
+    /// Ascending; `ids[k]` is the id of `rows[k]`.
+    ids: Vec<EntityId>,
+    rows: Vec<Row>,
     /// The rows lent to change since the reader last looked.
     touched: Touched,
 }
@@ -414,6 +421,14 @@ impl Iterator for SetBits<'_> {
     }
 }
 
+/// An entity alone on its cache line (an [`Entity`] is 64 bytes).
+#[derive(Debug)]
+#[repr(align(64))]
+struct Row(Entity);
+
+// A row is one line only if an entity stays 64 bytes (glam's layout of its fields).
+const _: () = assert!(std::mem::size_of::<Row>() == 64);
+
 impl Entities {
     /// Where `id` is (or would go). Ids ascend by one from spawn to spawn and are never reused,
     /// so an entity is at most `id - first` rows in, and exactly there until an older one is
@@ -421,20 +436,20 @@ impl Entities {
     /// searched. Inputs, grabs and the fast path look up a few entities per input; in a room
     /// whose entities stay, each look-up costs a subtraction and a compare, not a search.
     fn position(&self, id: &EntityId) -> Result<usize, usize> {
-        Self::position_in(&self.rows, id)
+        Self::position_in(&self.ids, id)
     }
 
-    /// [`Entities::position`] in `rows`, any run of rows ascending by id.
+    /// [`Entities::position`] in `ids`, any run of the ids (ascending).
     #[inline(always)]
-    fn position_in(rows: &[(EntityId, Entity)], id: &EntityId) -> Result<usize, usize> {
-        let Some(first) = rows.first().map(|(first, _)| *first) else { return Err(0) };
+    fn position_in(ids: &[EntityId], id: &EntityId) -> Result<usize, usize> {
+        let Some(&first) = ids.first() else { return Err(0) };
         let Some(offset) = id.checked_sub(first) else { return Err(0) };
-        let at = (offset as usize).min(rows.len() - 1);
-        match rows[at].0.cmp(id) {
+        let at = (offset as usize).min(ids.len() - 1);
+        match ids[at].cmp(id) {
             std::cmp::Ordering::Equal => Ok(at),
             std::cmp::Ordering::Less => Err(at + 1),
             // Every row past `at` holds a newer id still, so only the rows before it can.
-            std::cmp::Ordering::Greater => rows[..at].binary_search_by_key(id, |(row, _)| *row),
+            std::cmp::Ordering::Greater => ids[..at].binary_search(id),
         }
     }
 
@@ -443,53 +458,54 @@ impl Entities {
     /// line, its call and the bounds checked twice cost an input about a tenth of its look-up).
     #[inline(always)]
     fn lend_ids<const N: usize>(&mut self, ids: [EntityId; N]) -> Option<[&mut Entity; N]> {
-        let at = Self::position_in(&self.rows, ids.first()?).ok()?;
-        let run: &mut [(EntityId, Entity); N] = self.rows.get_mut(at..at + N)?.try_into().ok()?;
-        if !run.iter().zip(ids).all(|((row, _), id)| *row == id) {
+        let at = Self::position_in(&self.ids, ids.first()?).ok()?;
+        if self.ids.get(at..at + N)? != ids {
             return None;
         }
+        let run: &mut [Row; N] = self.rows.get_mut(at..at + N)?.try_into().ok()?;
         self.touched.mark_run(at, N);
-        Some(run.each_mut().map(|(_, entity)| entity))
+        Some(run.each_mut().map(|row| &mut row.0))
     }
 
     /// The first id's row, if the `N` rows from it on hold exactly `ids`, in order.
     fn run<const N: usize>(&self, ids: [EntityId; N]) -> Option<usize> {
         let at = self.position(ids.first()?).ok()?;
-        let run = self.rows.get(at..at + N)?;
-        run.iter().zip(ids).all(|((row, _), id)| *row == id).then_some(at)
+        (self.ids.get(at..at + N)? == ids).then_some(at)
     }
 
     /// The `N` rows from `at` on, marked lent; `None` if the world has fewer.
     #[inline(always)]
     fn lend_run<const N: usize>(&mut self, at: usize) -> Option<[&mut Entity; N]> {
-        let run: &mut [(EntityId, Entity); N] = self.rows.get_mut(at..at + N)?.try_into().ok()?;
+        let run: &mut [Row; N] = self.rows.get_mut(at..at + N)?.try_into().ok()?;
         self.touched.mark_run(at, N);
-        Some(run.each_mut().map(|(_, entity)| entity))
+        Some(run.each_mut().map(|row| &mut row.0))
     }
 
     /// Adds `entity`; `id` is newer than every id held (ids ascend).
     fn push(&mut self, id: EntityId, entity: Entity) {
-        debug_assert!(self.rows.last().is_none_or(|(last, _)| *last < id));
-        self.rows.push((id, entity));
-        self.touched.fit(self.rows.len());
+        debug_assert!(self.ids.last().is_none_or(|last| *last < id));
+        self.ids.push(id);
+        self.rows.push(Row(entity));
+        self.touched.fit(self.ids.len());
     }
 
     fn remove(&mut self, id: &EntityId) -> Option<Entity> {
         let at = self.position(id).ok()?;
-        let entity = self.rows.remove(at).1;
-        self.touched.fit(self.rows.len());
+        self.ids.remove(at);
+        let entity = self.rows.remove(at).0;
+        self.touched.fit(self.ids.len());
         Some(entity)
     }
 
     fn get(&self, id: &EntityId) -> Option<&Entity> {
-        self.position(id).ok().map(|at| &self.rows[at].1)
+        self.position(id).ok().map(|at| &self.rows[at].0)
     }
 
     #[inline]
     fn get_mut(&mut self, id: &EntityId) -> Option<&mut Entity> {
         let at = self.position(id).ok()?;
         self.touched.mark(at);
-        Some(&mut self.rows[at].1)
+        Some(&mut self.rows[at].0)
     }
 
     fn contains_key(&self, id: &EntityId) -> bool {

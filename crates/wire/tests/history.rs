@@ -307,3 +307,32 @@ proptest! {
         }
     }
 }
+
+/// A room's quiet runs of 64 entities are stepped over whole when a slot coming round holds
+/// them already: one entity that moved and moved back since that slot's snapshot must still
+/// be written (its run is not in place there), and one that did not move is left.
+#[test]
+fn a_run_kept_whole_over_a_ring_coming_round_holds_the_newest_codes() {
+    let reference = rally_wire::reference::snapshots(&common::config(), 3, 100).0;
+    let at = |tick: u32, moved: Option<usize>| {
+        let mut entities = reference.entities()[..200].to_vec();
+        if let Some(k) = moved {
+            entities[k].position[0] ^= 1;
+        }
+        common::build(tick, entities)
+    };
+    // Entity 70 (the second run) moves at tick 2 and back at tick 3; entity 10 (the first)
+    // moves at tick 7 and stays. Three slots: tick 5 overwrites tick 2's, which holds 70
+    // moved; tick 8 overwrites tick 5's.
+    let moves = [None, Some(70), None, None, None, None, Some(10), Some(10), Some(10), Some(10)];
+    let steps: Vec<Snapshot> =
+        moves.iter().enumerate().map(|(n, moved)| at(1 + n as u32, *moved)).collect();
+    let mut history = SnapshotHistory::new(3);
+    for (n, snapshot) in steps.iter().enumerate() {
+        push_with_runs(&mut history, snapshot, &[true]);
+        assert_eq!(history.newest(), Some(snapshot), "tick {}", snapshot.tick());
+        for baseline in &steps[(n + 1).saturating_sub(3)..=n] {
+            check_against_comparing(&history, baseline, snapshot).unwrap();
+        }
+    }
+}

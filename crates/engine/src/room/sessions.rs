@@ -14,48 +14,56 @@ pub(super) struct Joined {
     pub(super) slot: usize,
 }
 
-/// A map kept as one vector in ascending order of its keys: a look-up is a binary search over
-/// contiguous entries, a walk reads them in order. Both of the room's maps are small (a room's
+/// A map kept as two vectors in ascending order of its keys, the keys apart from the values:
+/// a look-up is a binary search over packed keys (a room's client ids fit a cache line), a
+/// walk reads the values in order, and a value's own layout decides which of its lines are
+/// hot ([`Session`]'s), not a key before it. Both of the room's maps are small (a room's
 /// clients) and walked or looked up far more often than changed.
 #[derive(Debug)]
 struct SortedMap<K, V> {
-    entries: Vec<(K, V)>,
+    /// Ascending; `keys[k]` is the key of `values[k]`.
+    keys: Vec<K>,
+    values: Vec<V>,
 }
 
 impl<K, V> Default for SortedMap<K, V> {
     fn default() -> Self {
-        Self { entries: Vec::new() }
+        Self { keys: Vec::new(), values: Vec::new() }
     }
 }
 
 impl<K: Ord + Copy, V> SortedMap<K, V> {
     #[inline]
     fn find(&self, key: K) -> Result<usize, usize> {
-        self.entries.binary_search_by_key(&key, |(k, _)| *k)
+        self.keys.binary_search(&key)
     }
 
     #[inline]
     fn get(&self, key: K) -> Option<&V> {
         let at = self.find(key).ok()?;
-        Some(&self.entries[at].1)
+        self.values.get(at)
     }
 
     fn get_mut(&mut self, key: K) -> Option<&mut V> {
         let at = self.find(key).ok()?;
-        Some(&mut self.entries[at].1)
+        self.values.get_mut(at)
     }
 
     /// Adds `key`'s value, or replaces the one it had.
     fn insert(&mut self, key: K, value: V) {
         match self.find(key) {
-            Ok(at) => self.entries[at].1 = value,
-            Err(at) => self.entries.insert(at, (key, value)),
+            Ok(at) => self.values[at] = value,
+            Err(at) => {
+                self.keys.insert(at, key);
+                self.values.insert(at, value);
+            }
         }
     }
 
     fn remove(&mut self, key: K) -> Option<V> {
         let at = self.find(key).ok()?;
-        Some(self.entries.remove(at).1)
+        self.keys.remove(at);
+        Some(self.values.remove(at))
     }
 }
 
@@ -67,7 +75,7 @@ pub(super) struct Sessions {
 
 impl Sessions {
     pub(super) fn len(&self) -> usize {
-        self.map.entries.len()
+        self.map.keys.len()
     }
 
     /// Where `client`'s session is now.
@@ -89,10 +97,9 @@ impl Sessions {
     // Inline: called for every message, a call costs what the search saves.
     #[inline]
     pub(super) fn at_mut(&mut self, joined: Joined) -> Option<&mut Session> {
-        let entries = &self.map.entries;
-        let still = entries.get(joined.slot).is_some_and(|(id, _)| *id == joined.client);
+        let still = self.map.keys.get(joined.slot) == Some(&joined.client);
         let slot = if still { joined.slot } else { self.map.find(joined.client).ok()? };
-        Some(&mut self.map.entries[slot].1)
+        self.map.values.get_mut(slot)
     }
 
     /// Adds `client`'s session, or replaces the one it had (ids are handed out in ascending
@@ -106,15 +113,15 @@ impl Sessions {
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = (&ClientId, &Session)> {
-        self.map.entries.iter().map(|(id, session)| (id, session))
+        self.map.keys.iter().zip(&self.map.values)
     }
 
     pub(super) fn values(&self) -> impl Iterator<Item = &Session> {
-        self.map.entries.iter().map(|(_, session)| session)
+        self.map.values.iter()
     }
 
     pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut Session> {
-        self.map.entries.iter_mut().map(|(_, session)| session)
+        self.map.values.iter_mut()
     }
 }
 
