@@ -458,9 +458,11 @@ pub struct Room<S: Simulation> {
     /// world is quantized straight into it; its newest is the room's snapshot.
     history: SnapshotHistory,
     /// This tick's encodings shared by every client with the same baseline (none for a full
-    /// snapshot): the baseline, and its bytes (`None`: over the budget), which each client's
-    /// send queue shares rather than copies (`Endpoint::send_parts`).
-    shared: Vec<(Option<u32>, Option<Arc<Vec<u8>>>)>,
+    /// snapshot): whether it is this tick's, the baseline, and its bytes (`None`: over the
+    /// budget), which each client's send queue shares rather than copies
+    /// (`Endpoint::send_parts`). Earlier ticks' entries stay for their buffers, refilled once
+    /// no send queue holds them (allocating two a tick and freeing them cost 300 instructions).
+    shared: Vec<(bool, Option<u32>, Option<Arc<Vec<u8>>>)>,
     datagram: Vec<u8>,
     /// Reused on every fast-path input: the driven roots, their chains' ids, and the chains.
     fast_roots: Vec<crate::EntityId>,
@@ -1084,7 +1086,7 @@ impl<S: Simulation> Room<S> {
             self.queue(deferred.connection, STATE, message);
         }
         self.quantize();
-        self.shared.clear();
+        self.shared.iter_mut().for_each(|(current, ..)| *current = false);
         // Out of the room while each is replicated to, so that each session is at hand without
         // a look-up by id (two a client). Nothing here adds or removes sessions; a panic on the
         // way loses them, and a host closes a room that panicked.
@@ -1165,7 +1167,7 @@ impl<S: Simulation> Room<S> {
             Baseline::Room(tick) => Some(tick),
             Baseline::Own(_) => return None,
         };
-        if let Some((_, body)) = self.shared.iter().find(|(k, _)| *k == key) {
+        if let Some((.., body)) = self.shared.iter().find(|(c, k, _)| *c && *k == key) {
             return body.clone();
         }
         let config = &self.config.snapshot;
@@ -1175,10 +1177,30 @@ impl<S: Simulation> Room<S> {
         };
         // Room for the largest prefix, so that the encoding fits every client's budget.
         let fits = |len: &usize| *len + STATE_PREFIX_MAX <= self.config.snapshot_budget_bytes;
+        // An earlier tick's entry is taken over, its buffer refilled if no queue holds it.
+        let at = match self.shared.iter().position(|(current, ..)| !current) {
+            Some(at) => at,
+            None => {
+                self.shared.push((false, key, None));
+                self.shared.len() - 1
+            }
+        };
+        let (current, entry_key, entry) = &mut self.shared[at];
+        (*current, *entry_key) = (true, key);
         // Remembered as `None` when over, so that other clients skip the attempt.
-        let body = written.ok().filter(fits).map(|len| Arc::new(self.datagram[..len].to_vec()));
-        self.shared.push((key, body.clone()));
-        body
+        let Some(len) = written.ok().filter(fits) else {
+            *entry = None;
+            return None;
+        };
+        let bytes = &self.datagram[..len];
+        match entry.as_mut().and_then(Arc::get_mut) {
+            Some(buffer) => {
+                buffer.clear();
+                buffer.extend_from_slice(bytes);
+            }
+            None => *entry = Some(Arc::new(bytes.to_vec())),
+        }
+        entry.clone()
     }
 
     /// Quantizes the world into this tick's snapshot, once for every client, straight into the
