@@ -60,7 +60,7 @@ pub(crate) enum Baseline {
 #[repr(C)]
 pub(crate) struct Replicator {
     /// Recent views sent, a ring; the acknowledged one is the next baseline.
-    views: Vec<View>,
+    views: Box<[View]>,
     acked: Option<u32>,
     /// The ring slot of the next view (ring slots are u32: views_kept is at most 1,024).
     next: u32,
@@ -82,8 +82,11 @@ pub(crate) struct Replicator {
     building: Snapshot,
 }
 
-// The fields every tick touches end the session's second line.
-const _: () = assert!(std::mem::offset_of!(Replicator, owns) <= 48);
+impl Replicator {
+    /// The bytes from the start of the fields every tick touches (ack, baseline, a complete
+    /// view) to the end of them: they end the session's second line.
+    pub(crate) const HOT_BYTES: usize = std::mem::offset_of!(Replicator, owns);
+}
 
 /// What one tick's replication for one client produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +102,7 @@ impl Replicator {
     pub(crate) fn new(views: usize) -> Self {
         debug_assert!(views >= 2, "a ring of {views} views holds no baseline while sending");
         Self {
-            views: vec![View::default(); views.max(2)],
+            views: vec![View::default(); views.max(2)].into_boxed_slice(),
             owns: (0..views.max(2)).map(|_| Snapshot::default()).collect(),
             next: 0,
             acked: None,

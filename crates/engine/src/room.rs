@@ -332,54 +332,104 @@ pub struct RoomStats {
 }
 
 /// One client's session. Laid out in the order written (`repr(C)`) and from a line's start:
-/// what an input frame reads and writes on the first line, what the tick's replication reads
-/// and writes besides on the second (the replicator's own hot fields end it), the rest after.
-/// At 32 rooms a worker each line a room-tick touches is a miss (the room last touched it a
-/// tick ago), and so is a line an input touched by the time the room ticks (the other rooms'
+/// what an input frame reads and writes on the first line (its arrivals inline, where a
+/// queue's buffer was a line or two of its own), what the tick's replication reads and writes
+/// besides on the second (the replicator's own hot fields end it), the rest after. At 32
+/// rooms a worker each line a room-tick touches is a miss (the room last touched it a tick
+/// ago), and so is a line an input touched by the time the room ticks (the other rooms'
 /// inputs came between): the compiler's order spread a client's tick over five lines, and
 /// its input over four.
 #[derive(Debug)]
 #[repr(C, align(64))]
 struct Session {
-    /// When the newest inputs arrived, oldest first, until a snapshot reports their holds.
-    arrivals: VecDeque<(u32, Instant)>,
+    /// When the newest inputs arrived: input `arrived_seq[k]` at `arrived_at[k]`, for `k` in
+    /// `0..arrived`, oldest first, until a snapshot reports their holds.
+    arrived_at: [Instant; HOLDS_MAX],
+    arrived_seq: [u32; HOLDS_MAX],
     last_input: Option<u32>,
+    /// The newest snapshot the client acknowledged since the last replication, while
+    /// `ack_pending`; handed to the replicator then: an input frame touches none of the
+    /// replicator's lines. (A forged acknowledgement of a tick never sent, newer than a true
+    /// one in the same tick, costs the client that true one: a delta against an older
+    /// baseline, never a wrong one.)
+    ack: u32,
+    arrived: u8,
+    ack_pending: bool,
     /// The last input whose effects, grab chains included, the world shows: what snapshots
     /// report to the client's latency meter.
     reflected: Option<u32>,
-    /// The newest snapshot the client acknowledged since the last replication, handed to the
-    /// replicator then: an input frame touches none of the replicator's lines. (A forged
-    /// acknowledgement of a tick never sent, newer than a true one in the same tick, costs
-    /// the client that true one: a delta against an older baseline, never a wrong one.)
-    ack: Option<u32>,
-    secret: u64,
     connection: Option<ConnectionHandle>,
     replicator: Replicator,
+    secret: u64,
     /// When the connection ended, while it has none.
     disconnected_at: Option<Instant>,
     /// Naive pipeline: the last input applied before this tick's ingest.
     last_input_before_tick: Option<u32>,
 }
 
-// An input frame's fields fill the first line, and replication's begin the second.
-const _: () = assert!(std::mem::offset_of!(Session, connection) == 64);
+// An input frame's fields fill the first line, and replication's the second.
+const _: () = assert!(std::mem::offset_of!(Session, reflected) == 64);
+const _: () = assert!(std::mem::offset_of!(Session, replicator) + Replicator::HOT_BYTES <= 128);
 
 impl Session {
+    /// A new client's session on `connection`, its secret `secret`.
+    fn new(connection: ConnectionHandle, secret: u64, views: usize) -> Self {
+        Self {
+            arrived_at: [Instant::ZERO; HOLDS_MAX],
+            arrived_seq: [0; HOLDS_MAX],
+            last_input: None,
+            ack: 0,
+            arrived: 0,
+            ack_pending: false,
+            reflected: None,
+            connection: Some(connection),
+            replicator: Replicator::new(views),
+            secret,
+            disconnected_at: None,
+            last_input_before_tick: None,
+        }
+    }
+
+    /// Input `seq` arrived `now`; the oldest arrival is forgotten past [`HOLDS_MAX`].
+    fn arrive(&mut self, seq: u32, now: Instant) {
+        if usize::from(self.arrived) >= HOLDS_MAX {
+            self.arrived_at.copy_within(1.., 0);
+            self.arrived_seq.copy_within(1.., 0);
+            self.arrived -= 1;
+        }
+        let k = usize::from(self.arrived).min(HOLDS_MAX - 1);
+        (self.arrived_at[k], self.arrived_seq[k]) = (now, seq);
+        self.arrived += 1;
+    }
+
+    /// Keeps `seq` as the acknowledged snapshot to hand the replicator if it is the newest.
+    fn acknowledge(&mut self, tick: u32) {
+        if !self.ack_pending || seq32_newer(tick, self.ack) {
+            (self.ack, self.ack_pending) = (tick, true);
+        }
+    }
+
     /// The arrivals of the inputs up to `reflected`, newest first, taken: the next snapshot
     /// reports their holds.
     fn take_arrivals(&mut self) -> Arrivals {
         let mut taken = Arrivals::default();
         let Some(reflected) = self.reflected else { return taken };
-        while let Some(&(seq, at)) = self.arrivals.front() {
-            if seq32_newer(seq, reflected) {
-                break;
-            }
-            self.arrivals.pop_front();
-            // Contiguous and ascending, so the newest ends up first after the reversal.
-            taken.at.rotate_right(1);
-            taken.at[0] = at;
-            taken.len = (taken.len + 1).min(HOLDS_MAX);
+        let held = usize::from(self.arrived).min(HOLDS_MAX);
+        // Ascending, so those up to `reflected` are the oldest.
+        let seqs = &self.arrived_seq[..held];
+        let n = seqs.iter().take_while(|seq| !seq32_newer(**seq, reflected)).count();
+        for (hold, at) in taken.at.iter_mut().zip(self.arrived_at[..n].iter().rev()) {
+            *hold = *at;
         }
+        taken.len = n;
+        // The rest moved to the front: every slot copied, past `held` too (what is there is
+        // not read), so that the copy is four moves, not a call with its ranges checked.
+        for k in 0..HOLDS_MAX {
+            let from = (k + n).min(HOLDS_MAX - 1);
+            (self.arrived_at[k], self.arrived_seq[k]) =
+                (self.arrived_at[from], self.arrived_seq[from]);
+        }
+        self.arrived = (held - n) as u8;
         taken.reflected = Some(reflected);
         taken
     }
@@ -644,7 +694,7 @@ impl<S: Simulation> Room<S> {
         debug_assert!(self.world.len() <= config.snapshot.entities_max, "world past entities_max");
         let deferred_max = config.inputs_per_frame_max * config.clients_max;
         debug_assert!(self.deferred_inputs.len() <= deferred_max, "deferred inputs unbounded");
-        debug_assert!(self.sessions.values().all(|s| s.arrivals.len() <= HOLDS_MAX));
+        debug_assert!(self.sessions.values().all(|s| usize::from(s.arrived) <= HOLDS_MAX));
     }
 
     fn hello(&mut self, connection: ConnectionHandle, payload: &[u8]) {
@@ -691,7 +741,7 @@ impl<S: Simulation> Room<S> {
         }
         session.disconnected_at = None;
         // The client may have lost its state with its connection: start it from nothing.
-        session.ack = None;
+        session.ack_pending = false;
         session.replicator.reset();
         self.events.push_back(RoomEvent::Resumed(ticket.client));
         Some(ticket.client)
@@ -700,17 +750,7 @@ impl<S: Simulation> Room<S> {
     fn join(&mut self, connection: ConnectionHandle) -> ClientId {
         let client = self.next_client;
         self.next_client += 1;
-        let session = Session {
-            ack: None,
-            secret: self.rng.next_u64(),
-            connection: Some(connection),
-            disconnected_at: None,
-            last_input: None,
-            reflected: None,
-            last_input_before_tick: None,
-            arrivals: VecDeque::new(),
-            replicator: Replicator::new(self.config.views_kept),
-        };
+        let session = Session::new(connection, self.rng.next_u64(), self.config.views_kept);
         self.sessions.insert(client, session);
         self.simulation.joined(&mut self.world, client);
         self.events.push_back(RoomEvent::Joined(client));
@@ -751,9 +791,7 @@ impl<S: Simulation> Room<S> {
         // this way.
         let Some(session) = self.sessions.at_mut(joined) else { return };
         if let Some(tick) = head.snapshot_ack {
-            if session.ack.is_none_or(|newest| seq32_newer(tick, newest)) {
-                session.ack = Some(tick);
-            }
+            session.acknowledge(tick);
         }
         // Inputs ride again in later frames until acknowledged; apply each once, in order.
         // Sequences ascend through the frame, so the fresh ones are its tail.
@@ -765,10 +803,7 @@ impl<S: Simulation> Room<S> {
         for i in stale..inputs.len() {
             let seq = head.first_seq.wrapping_add(i as u32);
             session.last_input = Some(seq);
-            if session.arrivals.len() >= HOLDS_MAX {
-                session.arrivals.pop_front();
-            }
-            session.arrivals.push_back((seq, now));
+            session.arrive(seq, now);
         }
         if self.config.pipeline == Pipeline::Naive {
             // Bounded: what every client may send in one frame.
@@ -1112,8 +1147,8 @@ impl<S: Simulation> Room<S> {
         let prefix = STATE_PREFIX_MAX;
         let budget = self.config.snapshot_budget_bytes;
         let tick = self.tick;
-        if let Some(ack) = session.ack.take() {
-            session.replicator.ack(ack);
+        if std::mem::take(&mut session.ack_pending) {
+            session.replicator.ack(session.ack);
         }
         let baseline = session.replicator.baseline();
         // The shared encoding goes behind the prefix by reference, copied once, into the
@@ -1170,13 +1205,6 @@ impl<S: Simulation> Room<S> {
         if let Some((.., body)) = self.shared.iter().find(|(c, k, _)| *c && *k == key) {
             return body.clone();
         }
-        let config = &self.config.snapshot;
-        let written = match key {
-            None => config.encode_full(newest(&self.history), &mut self.datagram),
-            Some(tick) => self.history.encode_delta(config, tick, &mut self.datagram),
-        };
-        // Room for the largest prefix, so that the encoding fits every client's budget.
-        let fits = |len: &usize| *len + STATE_PREFIX_MAX <= self.config.snapshot_budget_bytes;
         // An earlier tick's entry is taken over, its buffer refilled if no queue holds it.
         let at = match self.shared.iter().position(|(current, ..)| !current) {
             Some(at) => at,
@@ -1187,18 +1215,26 @@ impl<S: Simulation> Room<S> {
         };
         let (current, entry_key, entry) = &mut self.shared[at];
         (*current, *entry_key) = (true, key);
-        // Remembered as `None` when over, so that other clients skip the attempt.
-        let Some(len) = written.ok().filter(fits) else {
-            *entry = None;
-            return None;
+        // Encoded in place, into a buffer no queue holds: written into a scratch buffer and
+        // copied, it touched the scratch buffer's lines too, a tick cold at 32 rooms a worker.
+        if entry.as_mut().and_then(Arc::get_mut).is_none() {
+            *entry = Some(Arc::default());
+        }
+        // Held by nothing else now, so this does not copy.
+        let buffer = Arc::make_mut(entry.get_or_insert_with(Arc::default));
+        // Room for the largest prefix, so that the encoding fits every client's budget: one
+        // that does not fit this is refused by the encoder.
+        let room = self.config.snapshot_budget_bytes.saturating_sub(STATE_PREFIX_MAX);
+        buffer.resize(room, 0);
+        let config = &self.config.snapshot;
+        let written = match key {
+            None => config.encode_full(newest(&self.history), buffer),
+            Some(tick) => self.history.encode_delta(config, tick, buffer),
         };
-        let bytes = &self.datagram[..len];
-        match entry.as_mut().and_then(Arc::get_mut) {
-            Some(buffer) => {
-                buffer.clear();
-                buffer.extend_from_slice(bytes);
-            }
-            None => *entry = Some(Arc::new(bytes.to_vec())),
+        match written {
+            Ok(len) => buffer.truncate(len),
+            // Remembered as `None` when over, so that other clients skip the attempt.
+            Err(_) => *entry = None,
         }
         entry.clone()
     }
@@ -1819,6 +1855,26 @@ mod tests {
         room.receive(NOW, ConnectionHandle(2), RELIABLE, &hello);
         replicate(&mut room);
         assert_eq!(baseline(&room), Baseline::Nothing);
+    }
+
+    #[test]
+    fn a_snapshot_reports_the_holds_of_the_inputs_it_reflects_newest_first_once() {
+        // Goal: each snapshot reports when the inputs it is the first to reflect arrived,
+        // newest first, at most HOLDS_MAX of them (the oldest forgotten), each once.
+        // Method: six inputs arrive a millisecond apart (the last four kept); the snapshot
+        // reflecting the fifth reports the third to fifth, the next one the sixth, the one
+        // after none.
+        let mut session = Session::new(ConnectionHandle(1), 0, 2);
+        let at = |seq: u32| Instant::ZERO + Duration::from_millis(u64::from(seq));
+        (0..6).for_each(|seq| session.arrive(seq, at(seq)));
+        let mut take = |reflected| {
+            session.reflected = Some(reflected);
+            let taken = session.take_arrivals();
+            taken.at[..taken.len].to_vec()
+        };
+        assert_eq!(take(4), [at(4), at(3), at(2)]);
+        assert_eq!(take(5), [at(5)]);
+        assert_eq!(take(5), []);
     }
 
     #[test]
