@@ -45,22 +45,28 @@ impl Observer {
         Self { observer: Some(observer), skipping: 0, watching: false }
     }
 
+    // `skipping` and `watching` are looked at before the observer: they are only ever set
+    // with an observer, and most runs (all of them without one) end at that first test.
     #[inline]
     pub(crate) fn enter(&mut self, stage: Stage) {
-        let Some(observer) = &mut self.observer else { return };
         if self.skipping > 0 {
-            // A plain decrement, not a call through the box: most runs end here.
+            // A plain decrement, not a call through the box: most watched endpoints' runs end
+            // here.
             self.skipping -= 1;
             return;
         }
+        let Some(observer) = &mut self.observer else { return };
         self.watching = true;
         observer.enter(stage);
     }
 
     #[inline]
     pub(crate) fn exit(&mut self, stage: Stage) {
-        let Some(observer) = &mut self.observer else { return };
-        if std::mem::take(&mut self.watching) {
+        if !self.watching {
+            return;
+        }
+        self.watching = false;
+        if let Some(observer) = &mut self.observer {
             observer.exit(stage);
             self.skipping = observer.skip();
         }
