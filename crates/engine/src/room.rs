@@ -6,7 +6,7 @@ use crate::protocol::{
 };
 use crate::protocol::{FAST, HOLDS_MAX, RELIABLE, STATE, STATE_PREFIX_MAX, UNRELIABLE};
 use crate::replication::{Baseline, Replicator};
-use crate::rpc::{frame, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
+use crate::rpc::{frame, Body, Delivery, Outbox, Pending, RequestId, REQUEST_TIMEOUT};
 use crate::world::World;
 use rally_proto::{ConnectionHandle, DisconnectReason, Endpoint, Event, Instant};
 use rally_wire::seq::seq32_newer;
@@ -512,7 +512,7 @@ pub struct Room<S: Simulation> {
     /// budget), which each client's send queue shares rather than copies
     /// (`Endpoint::send_parts`). Earlier ticks' entries stay for their buffers, refilled once
     /// no send queue holds them (allocating two a tick and freeing them cost 300 instructions).
-    shared: Vec<(bool, Option<u32>, Option<Arc<Vec<u8>>>)>,
+    shared: Vec<(bool, Option<u32>, Option<Body>)>,
     datagram: Vec<u8>,
     /// Reused on every fast-path input: the driven roots, their chains' ids, and the chains.
     fast_roots: Vec<crate::EntityId>,
@@ -1196,7 +1196,7 @@ impl<S: Simulation> Room<S> {
     /// The room's whole snapshot as a delta against `baseline` (or in full), encoded once per
     /// tick and baseline and shared by every client on that baseline; `None` if the client's
     /// baseline is a view of its own, or if the encoding exceeds the budget.
-    fn shared_encoding(&mut self, baseline: Baseline) -> Option<Arc<Vec<u8>>> {
+    fn shared_encoding(&mut self, baseline: Baseline) -> Option<Body> {
         let key = match baseline {
             Baseline::Nothing => None,
             Baseline::Room(tick) => Some(tick),

@@ -101,11 +101,15 @@ pub(crate) fn frame<M: Serialize>(
     codec.encode(&wrap(payload))
 }
 
+/// The end of a message shared with other messages (`Endpoint::send_parts`): a room's snapshot
+/// encoding, behind each client's own prefix.
+pub(crate) type Body = Arc<Vec<u8>>;
+
 /// Messages framed and waiting for `transmit`, to whom, on which channel; bounded. A message
-/// may end with a body shared with other messages (`Endpoint::send_parts`).
+/// may end with a [`Body`].
 #[derive(Debug)]
 pub(crate) struct Outbox<To> {
-    pub(crate) queue: VecDeque<(To, u8, Vec<u8>, Option<Arc<Vec<u8>>>)>,
+    pub(crate) queue: VecDeque<(To, u8, Vec<u8>, Option<Body>)>,
     max: usize,
     /// Buffers of messages already handed on, for the next ones: a room sends every client a
     /// snapshot every tick, and would otherwise allocate (and free) one buffer per snapshot.
@@ -148,7 +152,7 @@ impl<To> Outbox<To> {
         to: To,
         channel: u8,
         bytes: Vec<u8>,
-        body: Option<Arc<Vec<u8>>>,
+        body: Option<Body>,
     ) -> bool {
         if self.queue.len() >= self.max {
             return false;
