@@ -1095,6 +1095,10 @@ impl<S: Simulation> Room<S> {
         let expired: Vec<ClientId> = self
             .sessions
             .iter()
+            // A session has a disconnection time only while it has no connection, and the
+            // connection is on a line the tick reads anyway: the time's (cold) line is read
+            // only for the sessions that wait to resume.
+            .filter(|(_, s)| s.connection.is_none())
             .filter(|(_, s)| s.disconnected_at.is_some_and(|at| now >= at + window))
             .map(|(id, _)| *id)
             .collect();
