@@ -35,10 +35,12 @@ pub(crate) struct SentPacket {
 /// The sender's ring of packets in flight.
 #[derive(Debug)]
 pub(crate) struct SentPackets {
-    ring: Vec<SentPacket>,
+    /// Boxed slices, not `Vec`s: the connection keeps this struct among what each packet
+    /// touches, and a length that never changes needs no capacity beside it.
+    ring: Box<[SentPacket]>,
     /// The reliable units (channel, message sequence, fragment index) each packet of `ring`
     /// carried, by the same index.
-    units: Vec<Vec<(u8, u16, u8)>>,
+    units: Box<[Vec<(u8, u16, u8)>]>,
     /// Sequence of the next packet to send.
     pub(crate) next_seq: u16,
     /// The newest packet acked so far, if any.
@@ -55,10 +57,9 @@ pub(crate) struct SentPackets {
 
 impl SentPackets {
     pub(crate) fn new() -> Self {
-        let ring = vec![SentPacket::default(); SENT_RING];
         Self {
-            ring,
-            units: vec![Vec::new(); SENT_RING],
+            ring: vec![SentPacket::default(); SENT_RING].into_boxed_slice(),
+            units: vec![Vec::new(); SENT_RING].into_boxed_slice(),
             next_seq: 0,
             newest_acked: None,
             peer_acks_known: None,
@@ -169,20 +170,35 @@ impl SentPackets {
     }
 }
 
-/// The receiver's record of which packet sequences arrived, for the ack fields.
+/// The receiver's record of which packet sequences arrived, for the ack fields. 16 bytes (an
+/// `Option<(u16, Instant)>` took 24 and the whole 32): every packet in reads it and every
+/// packet out.
 #[derive(Debug, Default)]
 pub(crate) struct ReceivedPackets {
-    /// The newest sequence received and when.
-    newest: Option<(u16, Instant)>,
+    /// When the newest sequence arrived (if `any`).
+    newest_at: Instant,
     /// Bit `i`: `newest - 1 - i` was received.
     bits: u32,
+    /// The newest sequence received (if `any`).
+    newest_seq: u16,
+    /// Whether any packet was received.
+    any: bool,
 }
 
 impl ReceivedPackets {
+    /// The newest sequence received and when.
+    fn newest(&self) -> Option<(u16, Instant)> {
+        self.any.then_some((self.newest_seq, self.newest_at))
+    }
+
+    fn set_newest(&mut self, seq: u16, at: Instant) {
+        (self.any, self.newest_seq, self.newest_at) = (true, seq, at);
+    }
+
     /// Whether `seq` is neither a duplicate nor too old to track (what `record` would return,
     /// without recording it).
     pub(crate) fn is_new(&self, seq: u16) -> bool {
-        let Some((newest, _)) = self.newest else { return true };
+        let Some((newest, _)) = self.newest() else { return true };
         if seq16_newer(seq, newest) {
             return true;
         }
@@ -192,9 +208,9 @@ impl ReceivedPackets {
 
     /// Records `seq`; returns false for a duplicate or a packet too old to track.
     pub(crate) fn record(&mut self, seq: u16, now: Instant) -> bool {
-        let Some((newest, _)) = self.newest else {
+        let Some((newest, _)) = self.newest() else {
             // Nothing received yet: the ack fields start here.
-            self.newest = Some((seq, now));
+            self.set_newest(seq, now);
             return true;
         };
         if seq == newest {
@@ -204,7 +220,7 @@ impl ReceivedPackets {
             let shift = u32::from(seq.wrapping_sub(newest));
             // The old newest becomes bit shift - 1.
             self.bits = if shift >= 33 { 0 } else { ((self.bits << 1) | 1) << (shift - 1) };
-            self.newest = Some((seq, now));
+            self.set_newest(seq, now);
             return true;
         }
         let back = u32::from(newest.wrapping_sub(seq));
@@ -220,7 +236,7 @@ impl ReceivedPackets {
     /// The ack fields for an outgoing packet: newest, bits, and the delay since the newest
     /// arrived in units of 8 microseconds.
     pub(crate) fn ack_fields(&self, now: Instant) -> Option<crate::packet::Acks> {
-        let (ack, at) = self.newest?;
+        let (ack, at) = self.newest()?;
         let delay = ((now - at).as_micros() / 8).min(u128::from(u16::MAX)) as u16;
         Some(crate::packet::Acks { ack, bits: self.bits, delay })
     }
@@ -228,15 +244,22 @@ impl ReceivedPackets {
 
 /// Smoothed RTT, its variance and its minimum, as RFC 6298 and QUIC estimate them, and a
 /// recent minimum that forgets old samples.
+///
+/// The minimums and the latest sample in nanoseconds of 64 bits, not [`Duration`]s of 128
+/// (72 bytes, not 104: an ack reads and writes every field, and the connection keeps the
+/// estimator among what each packet touches); the smoothed RTT and its deviation, which the
+/// sender reads for every unit it times, stay `Duration`s. Exactly the values `Duration`s
+/// held: a sample is a whole number of nanoseconds far below 2^64 (584 years).
 #[derive(Debug, Clone, Copy)]
 pub struct RttEstimator {
     smoothed: Option<Duration>,
     variance: Duration,
-    min: Duration,
-    latest: Duration,
+    /// [`NONE`] before the first sample.
+    min: u64,
+    latest: u64,
     /// The smallest samples of the current and of the previous epoch of
-    /// [`RECENT_MIN_SAMPLES`] samples.
-    recent: [Duration; 2],
+    /// [`RECENT_MIN_SAMPLES`] samples ([`NONE`]: none).
+    recent: [u64; 2],
     samples: u32,
 }
 
@@ -244,14 +267,27 @@ pub struct RttEstimator {
 /// (a second or two at a game's packet rates).
 const RECENT_MIN_SAMPLES: u32 = 64;
 
+/// No sample (a sample as long saturates to it: 584 years).
+const NONE: u64 = u64::MAX;
+
+/// `duration` in nanoseconds, saturating.
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(NONE)
+}
+
+/// `nanos` as a [`Duration`], if it is one.
+fn some(nanos: u64) -> Option<Duration> {
+    (nanos != NONE).then(|| Duration::from_nanos(nanos))
+}
+
 impl Default for RttEstimator {
     fn default() -> Self {
         Self {
             smoothed: None,
             variance: Duration::ZERO,
-            min: Duration::MAX,
-            latest: Duration::ZERO,
-            recent: [Duration::MAX; 2],
+            min: NONE,
+            latest: 0,
+            recent: [NONE; 2],
             samples: 0,
         }
     }
@@ -262,14 +298,16 @@ impl RttEstimator {
     /// reported ack delay (but never below the minimum seen). The minimums are of raw samples,
     /// as QUIC's.
     pub fn update(&mut self, sample: Duration, ack_delay: Duration) {
-        self.min = self.min.min(sample);
+        let raw = nanos(sample);
+        self.min = self.min.min(raw);
         if self.samples % RECENT_MIN_SAMPLES == 0 {
-            self.recent = [Duration::MAX, self.recent[0]];
+            self.recent = [NONE, self.recent[0]];
         }
         self.samples = self.samples.wrapping_add(1);
-        self.recent[0] = self.recent[0].min(sample);
-        let adjusted = if sample >= self.min + ack_delay { sample - ack_delay } else { sample };
-        self.latest = adjusted;
+        self.recent[0] = self.recent[0].min(raw);
+        let min = Duration::from_nanos(self.min);
+        let adjusted = if sample >= min + ack_delay { sample - ack_delay } else { sample };
+        self.latest = nanos(adjusted);
         match self.smoothed {
             None => {
                 self.smoothed = Some(adjusted);
@@ -295,19 +333,18 @@ impl RttEstimator {
 
     /// The smallest sample, if any.
     pub fn min(&self) -> Option<Duration> {
-        (self.min != Duration::MAX).then_some(self.min)
+        some(self.min)
     }
 
     /// The smallest of the last 64 to 128 samples, if any: the path's round trip as it is now,
     /// where [`RttEstimator::min`] may hold a low draw from a jittery spell long past.
     pub fn recent_min(&self) -> Option<Duration> {
-        let min = self.recent[0].min(self.recent[1]);
-        (min != Duration::MAX).then_some(min)
+        some(self.recent[0].min(self.recent[1]))
     }
 
     /// The newest sample.
     pub fn latest(&self) -> Duration {
-        self.latest
+        Duration::from_nanos(self.latest)
     }
 }
 
