@@ -106,6 +106,12 @@ pub struct LoadArgs {
     /// spikes and other processes would stop the ramp at its first steps.
     #[arg(long)]
     pub to_saturation: bool,
+    /// After the ramp and its floor, run its largest step and the kernel's floor beside it
+    /// this many more times, alternately, and report Rally's own share (the step less its
+    /// floor) of each pair with their median: one pair's share moves by 10 us or more here
+    /// from run to run.
+    #[arg(long, value_name = "PAIRS", default_value_t = 0)]
+    pub own_share: usize,
 }
 
 /// Scrapes of the telemetry endpoint at a step.
@@ -119,6 +125,23 @@ pub struct Scrapes {
     pub stats_bytes: usize,
     pub stats_ms_median: f64,
     pub stats_ms_max: f64,
+}
+
+/// Rally's own share at a step, from pairs of runs: the step, then the kernel's floor beside
+/// it, alternately.
+#[derive(Debug, Clone, Serialize)]
+pub struct OwnShare {
+    pub rooms: u64,
+    /// Each pair's CPU per room-tick without simulate, microseconds: Rally's, then the floor's.
+    pub rally_us: Vec<f64>,
+    pub floor_us: Vec<f64>,
+    /// Each pair's Rally less its floor.
+    pub own_us: Vec<f64>,
+    pub own_median_us: f64,
+    pub rally_median_us: f64,
+    pub floor_median_us: f64,
+    /// Rooms a core at the tick rate from the median of Rally's runs.
+    pub rooms_per_core: f64,
 }
 
 /// Telemetry's cost at a step: CPU per room-tick with it and without.
@@ -290,6 +313,10 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
     } else {
         None
     };
+    let own = match (args.own_share, first.steps.last()) {
+        (0, _) | (_, None) => None,
+        (pairs, Some(last)) => Some(own_share(last.rooms, pairs, args, &plan, first.wait)?),
+    };
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "bench": "load",
@@ -312,6 +339,7 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
             "waits": runs,
             "kernel_floor": floor,
             "telemetry_cost": cost,
+            "own_share": own,
         });
         super::write_json(path, &json)?;
     }
@@ -407,11 +435,6 @@ fn telemetry_cost(
         off_us.push(measure(rooms, args, plan, false, wait)?.cpu_us_per_room_tick);
         on_us.push(measure(rooms, args, plan, true, wait)?.cpu_us_per_room_tick);
     }
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let (off_median_us, on_median_us) = (median(&off_us), median(&on_us));
     let cost_percent = (on_median_us - off_median_us) / off_median_us.max(1e-9) * 100.0;
     println!(
@@ -420,6 +443,56 @@ fn telemetry_cost(
          {off_us:.1?}): {cost_percent:+.1}%"
     );
     Ok(TelemetryCost { rooms, off_us, on_us, off_median_us, on_median_us, cost_percent })
+}
+
+/// Rally's own share at `rooms` from `pairs` alternated runs of the step and its floor (the
+/// floor with each run's own datagram sizes), printed with their median.
+fn own_share(
+    rooms: u64,
+    pairs: usize,
+    args: &LoadArgs,
+    plan: &Plan,
+    wait: Wait,
+) -> Result<OwnShare, Box<dyn Error>> {
+    let progress = indicatif::ProgressBar::new(pairs as u64);
+    let (mut rally_us, mut floor_us) = (Vec::new(), Vec::new());
+    for _ in 0..pairs {
+        let step = measure(rooms, args, plan, true, wait)?;
+        let floor = bare_beside(&step, args, plan)?;
+        rally_us.push(step.cpu_us_per_room_tick_without_simulate);
+        floor_us.push(floor.cpu_us_per_room_tick);
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    let own_us: Vec<f64> = rally_us.iter().zip(&floor_us).map(|(r, f)| r - f).collect();
+    let (own_median_us, rally_median_us) = (median(&own_us), median(&rally_us));
+    let floor_median_us = median(&floor_us);
+    let rooms_per_core =
+        if rally_median_us > 0.0 { 1e6 / f64::from(TICK_HZ) / rally_median_us } else { 0.0 };
+    println!(
+        "Rally's own share at {rooms} rooms over {pairs} alternated pairs (the step, then its \
+         floor): median {own_median_us:.1} us per room-tick (each: {own_us:.1?}); Rally \
+         {rally_median_us:.1} (each: {rally_us:.1?}), floor {floor_median_us:.1} (each: \
+         {floor_us:.1?}); rooms per core from Rally's median: {rooms_per_core:.0} (target: own \
+         share at most {TARGET_US:.0} us, rooms per core at least 75)"
+    );
+    Ok(OwnShare {
+        rooms,
+        rally_us,
+        floor_us,
+        own_us,
+        own_median_us,
+        rally_median_us,
+        floor_median_us,
+        rooms_per_core,
+    })
+}
+
+/// The middle value (the upper of the two middle ones for an even count; 0 for none).
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// Ten scrapes of each of `/metrics` and `/stats` from a telemetry endpoint over `host`.
@@ -541,13 +614,7 @@ fn floor(
     plan: &Plan,
 ) -> Result<Option<bare::BareStep>, Box<dyn Error>> {
     let Some(step) = steps.last() else { return Ok(None) };
-    // The bots received snapshots and sent inputs (with acks riding on them).
-    let (input, snapshot) = step.bots.datagram_bytes();
-    let sizes = (input.round() as usize, snapshot.round() as usize);
-    let (worker_cores, bot_cores) = cores(args);
-    let bots = (args.bot_threads, bot_cores.as_slice());
-    let core = worker_cores.first().copied();
-    let floor = bare::measure(step.rooms, sizes, plan, core, bots, args.bots_beside)?;
+    let floor = bare_beside(step, args, plan)?;
     println!(
         "kernel floor at {} rooms (bare UDP on the same sockets and syscalls, no protocol, \
          encryption or game: {:.1} datagrams of {} bytes in and {:.1} of {} out per room-tick): \
@@ -568,6 +635,21 @@ fn floor(
         );
     }
     Ok(Some(floor))
+}
+
+/// The kernel's floor for `step`: its rooms, with the datagram sizes its bots saw.
+fn bare_beside(
+    step: &Step,
+    args: &LoadArgs,
+    plan: &Plan,
+) -> Result<bare::BareStep, Box<dyn Error>> {
+    // The bots received snapshots and sent inputs (with acks riding on them).
+    let (input, snapshot) = step.bots.datagram_bytes();
+    let sizes = (input.round() as usize, snapshot.round() as usize);
+    let (worker_cores, bot_cores) = cores(args);
+    let bots = (args.bot_threads, bot_cores.as_slice());
+    let core = worker_cores.first().copied();
+    bare::measure(step.rooms, sizes, plan, core, bots, args.bots_beside)
 }
 
 /// The host's workers get the last cores, one each; the bots get the rest. With a worker for
