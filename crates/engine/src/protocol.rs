@@ -108,6 +108,10 @@ pub(crate) struct FrameHead {
 /// ([`Simulation::decode_input`](crate::Simulation::decode_input): the game's, which may read
 /// a fixed layout rather than through serde). `None` (and `inputs` empty) if the frame is
 /// malformed, larger or holds more inputs: the count is checked before any input is decoded.
+///
+/// Out of line, as it has been in every build profiled: whether the compiler inlined it into
+/// `Room::receive` moved with unrelated code, and each form's count with it.
+#[inline(never)]
 pub(crate) fn decode_frame_into<I>(
     payload: &[u8],
     bytes_max: usize,
