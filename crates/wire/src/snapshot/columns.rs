@@ -181,10 +181,10 @@ fn row_groups(old: &QuantizedEntity, new: &QuantizedEntity) -> Option<([Group; 3
 #[inline(always)]
 fn lane_groups(e: &QuantizedEntity) -> [Group; 3] {
     let [p0, p1, p2] = e.position;
-    let [r0, r1, r2] = e.rotation.components.map(u32::from);
     let [l0, l1, l2] = e.linear_velocity.map(|c| c as u32);
     let [a0, a1, a2] = e.angular_velocity.map(|c| c as u32);
-    [[p0, p1, p2, l0], [l1, l2, a0, a1], [a2, r0, r1, r2]].map(group::of)
+    let last = group::with_rotation(a2, e.rotation.components);
+    [group::of([p0, p1, p2, l0]), group::of([l1, l2, a0, a1]), last]
 }
 
 use group::Group;
@@ -195,8 +195,9 @@ use group::Group;
 mod group {
     use super::DELTA_WIDTH_MAX;
     use safe_arch::{
-        bitor_m128i, bitxor_m128i, cmp_eq_mask_i32_m128i, m128i, move_mask_i8_m128i,
-        shl_imm_u32_m128i, shr_imm_i32_m128i, shr_imm_u32_m128i, sub_i32_m128i, zeroed_m128i,
+        bitor_m128i, bitxor_m128i, byte_shl_imm_u128_m128i, cmp_eq_mask_i32_m128i, m128i,
+        move_mask_i8_m128i, set_i16_m128i, set_i32_m128i_s, shl_imm_u32_m128i, shr_imm_i32_m128i,
+        shr_imm_u32_m128i, sub_i32_m128i, unpack_low_i16_m128i, zeroed_m128i,
     };
 
     pub(super) type Group = m128i;
@@ -209,6 +210,16 @@ mod group {
     #[inline(always)]
     pub(super) fn to_array(g: Group) -> [u32; 4] {
         g.into()
+    }
+
+    /// `[first, rotation[0], rotation[1], rotation[2]]`: the three 16-bit codes widened in the
+    /// vector (a few shuffles, where four lanes set one by one took twice as many).
+    #[inline(always)]
+    pub(super) fn with_rotation(first: u32, rotation: [u16; 3]) -> Group {
+        let [r0, r1, r2] = rotation.map(|r| r as i16);
+        let codes = set_i16_m128i(0, 0, 0, 0, 0, r2, r1, r0);
+        let widened = unpack_low_i16_m128i(codes, zeroed_m128i());
+        bitor_m128i(byte_shl_imm_u128_m128i::<4>(widened), set_i32_m128i_s(first as i32))
     }
 
     #[inline(always)]
@@ -256,6 +267,12 @@ mod group {
     #[inline(always)]
     pub(super) fn to_array(g: Group) -> [u32; 4] {
         g
+    }
+
+    #[inline(always)]
+    pub(super) fn with_rotation(first: u32, rotation: [u16; 3]) -> Group {
+        let [r0, r1, r2] = rotation.map(u32::from);
+        [first, r0, r1, r2]
     }
 
     #[inline(always)]
