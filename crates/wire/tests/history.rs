@@ -29,6 +29,27 @@ fn check_against_comparing(
     prop_assert_eq!(&buf[..len], &other[..compared]);
     config.decode(&buf[..len], Some(baseline), &mut decoded).unwrap();
     prop_assert_eq!(&decoded, snapshot);
+    check_into_a_vec(history, baseline, &other[..compared])
+}
+
+/// `encode_delta_into` leaves a reused buffer holding exactly `expected` (whatever it held),
+/// at a limit of its length, and refuses a limit a byte short as a buffer that short is.
+fn check_into_a_vec(
+    history: &SnapshotHistory,
+    baseline: &Snapshot,
+    expected: &[u8],
+) -> Result<(), TestCaseError> {
+    let config = common::config();
+    let mut reused = vec![0xA5u8; 3 * expected.len() + 7];
+    let tick = baseline.tick();
+    let len = history.encode_delta_into(&config, tick, &mut reused, expected.len()).unwrap();
+    prop_assert_eq!(len, expected.len());
+    prop_assert_eq!(&reused[..], expected);
+    let short = history.encode_delta_into(&config, tick, &mut reused, expected.len() - 1);
+    let mut buf = vec![0u8; expected.len() - 1];
+    prop_assert_eq!(&short, &history.encode_delta(&config, tick, &mut buf));
+    let refused = matches!(short, Err(EncodeError::BufferTooSmall { .. }));
+    prop_assert!(refused, "{short:?}");
     Ok(())
 }
 

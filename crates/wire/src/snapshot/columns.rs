@@ -161,6 +161,146 @@ fn row(old: &QuantizedEntity, new: &QuantizedEntity) -> Option<([u32; 12], u32)>
     Some(split_exceptions(z, layout))
 }
 
+/// [`row`] in three groups of four lanes ([`lanes`]' order), each group one vector.
+#[inline(always)]
+fn row_groups(old: &QuantizedEntity, new: &QuantizedEntity) -> Option<([Group; 3], u32)> {
+    let (a, b) = (lane_groups(old), lane_groups(new));
+    let z: [Group; 3] = std::array::from_fn(|g| group::zigzag_difference(b[g], a[g]));
+    let any = group::or(group::or(z[0], z[1]), z[2]);
+    let layout = old.rotation.largest != new.rotation.largest;
+    if group::narrow(any) && !layout {
+        return (!group::is_zero(any)).then_some((z, 0));
+    }
+    let row: [u32; 12] = std::array::from_fn(|k| group::to_array(z[k / 4])[k % 4]);
+    let (row, fields) = split_exceptions(row, layout);
+    let groups = std::array::from_fn(|g| group::of(std::array::from_fn(|k| row[4 * g + k])));
+    Some((groups, fields))
+}
+
+/// [`lanes`] in three groups of four.
+#[inline(always)]
+fn lane_groups(e: &QuantizedEntity) -> [Group; 3] {
+    let [p0, p1, p2] = e.position;
+    let [l0, l1, l2] = e.linear_velocity.map(|c| c as u32);
+    let [a0, a1, a2] = e.angular_velocity.map(|c| c as u32);
+    let last = group::with_rotation(a2, e.rotation.components);
+    [group::of([p0, p1, p2, l0]), group::of([l1, l2, a0, a1]), last]
+}
+
+use group::Group;
+
+/// Four lanes of 32 bits in one SSE2 vector, which x86_64 always has: the encoder's row
+/// arithmetic on them, through safe_arch's safe wrappers (as the quantizer's kernels).
+#[cfg(target_arch = "x86_64")]
+mod group {
+    use super::DELTA_WIDTH_MAX;
+    use safe_arch::{
+        bitor_m128i, bitxor_m128i, byte_shl_imm_u128_m128i, cmp_eq_mask_i32_m128i, m128i,
+        move_mask_i8_m128i, set_i16_m128i, set_i32_m128i_s, shl_imm_u32_m128i, shr_imm_i32_m128i,
+        shr_imm_u32_m128i, sub_i32_m128i, unpack_low_i16_m128i, zeroed_m128i,
+    };
+
+    pub(super) type Group = m128i;
+
+    #[inline(always)]
+    pub(super) fn of(lanes: [u32; 4]) -> Group {
+        m128i::from(lanes)
+    }
+
+    #[inline(always)]
+    pub(super) fn to_array(g: Group) -> [u32; 4] {
+        g.into()
+    }
+
+    /// `[first, rotation[0], rotation[1], rotation[2]]`: the three 16-bit codes widened in the
+    /// vector (a few shuffles, where four lanes set one by one took twice as many).
+    #[inline(always)]
+    pub(super) fn with_rotation(first: u32, rotation: [u16; 3]) -> Group {
+        let [r0, r1, r2] = rotation.map(|r| r as i16);
+        let codes = set_i16_m128i(0, 0, 0, 0, 0, r2, r1, r0);
+        let widened = unpack_low_i16_m128i(codes, zeroed_m128i());
+        bitor_m128i(byte_shl_imm_u128_m128i::<4>(widened), set_i32_m128i_s(first as i32))
+    }
+
+    #[inline(always)]
+    pub(super) fn zero() -> Group {
+        zeroed_m128i()
+    }
+
+    #[inline(always)]
+    pub(super) fn or(a: Group, b: Group) -> Group {
+        bitor_m128i(a, b)
+    }
+
+    /// Each lane's `zigzag(new - old)`, as [`crate::varint::zigzag`].
+    #[inline(always)]
+    pub(super) fn zigzag_difference(new: Group, old: Group) -> Group {
+        let d = sub_i32_m128i(new, old);
+        bitxor_m128i(shl_imm_u32_m128i::<1>(d), shr_imm_i32_m128i::<31>(d))
+    }
+
+    #[inline(always)]
+    pub(super) fn is_zero(g: Group) -> bool {
+        move_mask_i8_m128i(cmp_eq_mask_i32_m128i(g, zeroed_m128i())) == 0xFFFF
+    }
+
+    /// Whether every lane fits [`DELTA_WIDTH_MAX`] bits.
+    #[inline(always)]
+    pub(super) fn narrow(g: Group) -> bool {
+        is_zero(shr_imm_u32_m128i::<{ DELTA_WIDTH_MAX as i32 }>(g))
+    }
+}
+
+/// [`group`] on other targets, in plain arrays.
+#[cfg(not(target_arch = "x86_64"))]
+mod group {
+    use super::DELTA_WIDTH_MAX;
+    use crate::varint::zigzag;
+
+    pub(super) type Group = [u32; 4];
+
+    #[inline(always)]
+    pub(super) fn of(lanes: [u32; 4]) -> Group {
+        lanes
+    }
+
+    #[inline(always)]
+    pub(super) fn to_array(g: Group) -> [u32; 4] {
+        g
+    }
+
+    #[inline(always)]
+    pub(super) fn with_rotation(first: u32, rotation: [u16; 3]) -> Group {
+        let [r0, r1, r2] = rotation.map(u32::from);
+        [first, r0, r1, r2]
+    }
+
+    #[inline(always)]
+    pub(super) fn zero() -> Group {
+        [0; 4]
+    }
+
+    #[inline(always)]
+    pub(super) fn or(a: Group, b: Group) -> Group {
+        std::array::from_fn(|k| a[k] | b[k])
+    }
+
+    #[inline(always)]
+    pub(super) fn zigzag_difference(new: Group, old: Group) -> Group {
+        std::array::from_fn(|k| zigzag(new[k].wrapping_sub(old[k]) as i32))
+    }
+
+    #[inline(always)]
+    pub(super) fn is_zero(g: Group) -> bool {
+        g == [0; 4]
+    }
+
+    #[inline(always)]
+    pub(super) fn narrow(g: Group) -> bool {
+        g.iter().all(|v| v >> DELTA_WIDTH_MAX == 0)
+    }
+}
+
 /// [`row`] for an update with an exception: fields wider than [`DELTA_WIDTH_MAX`], and the
 /// rotation when its smallest-three layout changed.
 #[cold]
@@ -207,9 +347,7 @@ impl Plan {
         let mut plan = Plan::default();
         // A single call of `add` per loop, so that it is inlined into the common one.
         match &changes.moved {
-            Some(moved) => for_each_moved(changes.old, changes.new, moved, |old, new, index| {
-                plan.add(config, first, old, new, index)
-            }),
+            Some(moved) => return Plan::of_moved(config, changes.old, changes.new, moved, first),
             None => {
                 let mut previous = None;
                 changes.for_each(|step| {
@@ -225,6 +363,52 @@ impl Plan {
                 })
             }
         }
+        plan
+    }
+
+    /// [`Plan::of`] between snapshots with the same ids, told which entities may differ (a
+    /// history's change sets): no edits, only updates, the common case of every tick. Its
+    /// sums are locals and each row three groups of four lanes, so that they stay in
+    /// registers over the loop: as the fields of a plan that a closure wrote, they were loaded
+    /// and stored for every update, and four of the twelve lanes were left out of the vector
+    /// instructions.
+    fn of_moved(
+        config: &SnapshotConfig,
+        old: &[QuantizedEntity],
+        new: &[QuantizedEntity],
+        moved: &impl Fn(usize) -> u64,
+        first: &mut Held,
+    ) -> Self {
+        let mut plan = Plan::default();
+        let (mut lanes, mut gaps, mut updates, mut next) = ([group::zero(); 3], 0, 0, 0);
+        for_each_moved(old, new, moved, |old, new, index| {
+            let Some((row, fields)) = row_groups(old, new) else { return };
+            for (sum, group) in lanes.iter_mut().zip(row) {
+                *sum = group::or(*sum, group);
+            }
+            if updates == 0 {
+                // The header holds the first index, so that the gaps start from it.
+                (plan.first, next) = (index, index);
+            }
+            let gap = (index - next) as u32;
+            gaps |= gap;
+            if let (Some(held), Some(held_gap)) =
+                (first.rows.get_mut(updates), first.gaps.get_mut(updates))
+            {
+                for (lanes, group) in held.chunks_exact_mut(4).zip(row) {
+                    lanes.copy_from_slice(&group::to_array(group));
+                }
+                *held_gap = gap;
+            }
+            if fields != 0 {
+                plan.updates = updates;
+                plan.add_exceptions(config, first, fields, new, index);
+            }
+            next = index + 1;
+            updates += 1;
+        });
+        plan.lanes = std::array::from_fn(|k| group::to_array(lanes[k / 4])[k % 4]);
+        (plan.gaps, plan.updates, plan.next) = (gaps, updates, next);
         plan
     }
 
@@ -283,6 +467,14 @@ impl Plan {
         }
     }
 
+    /// The delta's widths and where its sections end, given where the edits end.
+    fn layout(&self, edits_end: usize) -> Layout {
+        let widths = self.widths();
+        let columns_end = edits_end + column_bytes(widths, self.updates).iter().sum::<usize>();
+        let len = columns_end + self.exception_bits.div_ceil(8);
+        Layout { widths, edits_end, columns_end, len }
+    }
+
     /// The gap width, then the twelve component widths in [`COLUMNS`] order.
     fn widths(&self) -> [u32; 13] {
         let bits = |v: u32| 32 - v.leading_zeros();
@@ -291,6 +483,16 @@ impl Plan {
             _ => bits(self.lanes[COLUMNS[c - 1]]),
         })
     }
+}
+
+/// A planned delta's widths ([`Plan::widths`]) and the ends of its sections, in bytes: the
+/// edits, the columns, and the exceptions (the whole length).
+#[derive(Clone, Copy)]
+struct Layout {
+    widths: [u32; 13],
+    edits_end: usize,
+    columns_end: usize,
+    len: usize,
 }
 
 /// Up to [`HELD`] updates' column values: each row's zigzags (zero for an exception's field),
@@ -385,18 +587,64 @@ impl SnapshotConfig {
         let capacity = out.len();
         // The edits are written as the walk meets them, after the header, which waits for
         // the counts the walk finds.
-        let (header, rest) = out.split_at_mut(HEADER_BYTES.min(capacity));
-        let mut edits = BitWriter::new(rest);
+        let mut edits = BitWriter::new(out.get_mut(HEADER_BYTES..).unwrap_or_default());
         let plan = Plan::of(self, changes, first, &mut edits);
-        let widths = plan.widths();
         // Every section's length is known before the columns are written, so that a short
         // buffer is reported with the whole length it needs.
         let edits_end = HEADER_BYTES + edits.finish().unwrap_or_else(|needed| needed);
-        let columns_end = edits_end + column_bytes(widths, plan.updates).iter().sum::<usize>();
-        let len = columns_end + plan.exception_bits.div_ceil(8);
-        if len > capacity {
-            return Err(too_small(len, capacity));
+        let layout = plan.layout(edits_end);
+        if layout.len > capacity {
+            return Err(too_small(layout.len, capacity));
         }
+        self.write_planned(baseline, current, out, changes, first, (&plan, &layout))
+    }
+
+    /// [`SnapshotConfig::encode_columns_with`] between snapshots with the same ids (no edits),
+    /// into `out`, which is cleared and then holds exactly the encoding: refused, as a buffer
+    /// of `max` bytes would be, if longer. The bytes past the encoding are not written at
+    /// all, where a buffer sized for the largest first had them zeroed each time.
+    pub(super) fn encode_same_ids_into(
+        &self,
+        baseline: &Snapshot,
+        current: &Snapshot,
+        out: &mut Vec<u8>,
+        max: usize,
+        moved: impl Fn(usize) -> u64,
+    ) -> Result<usize, EncodeError> {
+        self.check_count(baseline)?;
+        self.check_count(current)?;
+        let (old, new) = (baseline.entities(), current.entities());
+        ENCODER_ROWS.with_borrow_mut(|held| {
+            let first = held.get_or_insert_with(Held::new);
+            first.excepted = [0; HELD / 64];
+            let plan = Plan::of_moved(self, old, new, &moved, first);
+            let layout = plan.layout(HEADER_BYTES);
+            out.clear();
+            if layout.len > max {
+                return Err(too_small(layout.len, max));
+            }
+            out.resize(layout.len, 0);
+            let changes = Changes { old, new, moved: Some(moved), unchanged: |_| false };
+            let planned = (&plan, &layout);
+            self.write_planned(baseline, current, out, &changes, first, planned)
+        })
+    }
+
+    /// Writes the header, the columns and the exceptions of a delta planned by the first pass
+    /// (`plan`, laid out as `layout`) into `out`, which holds at least its length, and returns
+    /// that length.
+    fn write_planned<M: Fn(usize) -> u64, U: Fn(usize) -> bool>(
+        &self,
+        baseline: &Snapshot,
+        current: &Snapshot,
+        out: &mut [u8],
+        changes: &Changes<'_, M, U>,
+        first: &Held,
+        (plan, layout): (&Plan, &Layout),
+    ) -> Result<usize, EncodeError> {
+        let capacity = out.len();
+        let Layout { widths, edits_end, columns_end, len } = *layout;
+        let header = &mut out[..HEADER_BYTES];
         // Every header field is whole bytes, so its bit stream is the little-endian bytes.
         let packed = widths[1..].iter().rev().fold(0, |packed, w| packed << 4 | u64::from(*w));
         let fields: [&[u8]; 9] = [
@@ -420,9 +668,9 @@ impl SnapshotConfig {
         let (columns, exceptions) = out[edits_end..].split_at_mut(columns_end - edits_end);
         let mut w = BitWriter::new(exceptions);
         if plan.updates <= HELD {
-            self.write_held(&plan, first, current.entities(), columns, &mut w);
+            self.write_held(plan, first, current.entities(), columns, &mut w);
         } else {
-            self.write_columns(&plan, changes, columns, &mut w);
+            self.write_columns(plan, changes, columns, &mut w);
         }
         w.finish().map_err(|needed| too_small(columns_end + needed, capacity))?;
         Ok(len)

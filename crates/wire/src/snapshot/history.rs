@@ -172,6 +172,30 @@ impl SnapshotHistory {
         config.encode_columns_with(old, new, out, moved, unchanged)
     }
 
+    /// [`SnapshotHistory::encode_delta`] into `out`, which is cleared and then holds exactly the
+    /// encoding, refused (as `encode_delta` refuses a buffer of `max` bytes) if longer than
+    /// `max`: for a buffer reused tick after tick, which `encode_delta` needs grown to the
+    /// largest length (zeroed) each time. The bytes are the same.
+    pub fn encode_delta_into(
+        &self,
+        config: &SnapshotConfig,
+        baseline_tick: u32,
+        out: &mut Vec<u8>,
+        max: usize,
+    ) -> Result<usize, EncodeError> {
+        let pair = self.pair(baseline_tick)?;
+        let (old, new) = (pair.baseline, pair.newest);
+        if let Some(moved) = pair.moved(self) {
+            return config.encode_same_ids_into(old, new, out, max, moved);
+        }
+        // Spawns or despawns since the baseline: edits, written as the first pass meets them.
+        out.clear();
+        out.resize(max, 0);
+        let written = self.encode_delta(config, baseline_tick, out);
+        out.truncate(*written.as_ref().unwrap_or(&0));
+        written
+    }
+
     /// [`SnapshotHistory::encode_delta`] as a record delta (format `0x02`, see
     /// [`SnapshotConfig::encode_delta_records`]).
     pub fn encode_delta_records(
