@@ -419,15 +419,26 @@ pub(crate) struct ReceiveChannel {
 /// the channel's index, so that each message is moved once (a queue of the channel's own in
 /// between cost a write to one more heap line, and a read of it, on every message).
 pub(crate) struct Ready<'a> {
-    pub(crate) events: &'a mut VecDeque<Event>,
+    pub(crate) events: &'a mut VecDeque<Queued>,
     pub(crate) channel: u8,
 }
 
 impl Ready<'_> {
     fn push(&mut self, payload: Vec<u8>) {
-        self.events.push_back(Event::Message { channel: self.channel, payload });
+        self.events.push_back(Queued(Event::Message { channel: self.channel, payload }));
     }
 }
+
+/// An event in its connection's queue, aligned to its 32 bytes: the queue's buffer then
+/// starts on a 32-byte boundary, and no event straddles two cache lines (a 16-byte aligned
+/// buffer put every other one across two, each a miss when the room's turn comes round:
+/// docs/benchmarks.md, "Round 15").
+#[derive(Debug)]
+#[repr(align(32))]
+pub(crate) struct Queued(pub(crate) Event);
+
+// One event to a half line, never more.
+const _: () = assert!(std::mem::size_of::<Queued>() == 32);
 
 /// Buffers a channel keeps for its next messages: a client's datagram of a tick carries an
 /// input frame and often an acknowledgement on the same channel, both read before either is
@@ -793,7 +804,7 @@ mod tests {
             assert_eq!(got, Received::Deliver);
         }
         let payloads: Vec<Vec<u8>> = (events.into_iter())
-            .map(|e| match e {
+            .map(|Queued(e)| match e {
                 Event::Message { payload, .. } => payload,
                 other => panic!("{other:?}"),
             })
@@ -889,7 +900,7 @@ mod tests {
             }
             assert_eq!(receive.held_bytes(), 0, "seed {seed}: nothing left held");
             let got: Vec<Vec<u8>> = (events.into_iter())
-                .map(|e| match e {
+                .map(|Queued(e)| match e {
                     Event::Message { channel: 3, payload } => payload,
                     other => panic!("seed {seed}: {other:?}"),
                 })

@@ -19,7 +19,7 @@
 //! at home instead of in the path.
 
 use crate::acks::{ReceivedPackets, RttEstimator, SentPackets};
-use crate::channel::{Ready, ReceiveChannel, Received, Room, SendChannel};
+use crate::channel::{Queued, Ready, ReceiveChannel, Received, Room, SendChannel};
 use crate::config::{ConnectionConfig, Redundancy};
 use crate::crypto::{OpenError, PacketKeys};
 use crate::observe::{Observer, Stage};
@@ -323,7 +323,7 @@ pub struct Connection {
     queued: ChannelSet,
     send: Vec<SendChannel>,
     receive: Vec<ReceiveChannel>,
-    events: VecDeque<Event>,
+    events: VecDeque<Queued>,
     /// Channel indices, highest priority first (stable among equals): the order packets are
     /// filled in.
     channel_order: Vec<usize>,
@@ -376,7 +376,7 @@ impl Connection {
         let mut channel_order: Vec<usize> = (0..config.channels.len()).collect();
         channel_order.sort_by_key(|i| std::cmp::Reverse(config.channels[*i].priority));
         let mut events = VecDeque::new();
-        events.push_back(Event::Connected);
+        events.push_back(Queued(Event::Connected));
         let repair_start = config.repair.start_loss();
         Self {
             channel_order,
@@ -541,7 +541,7 @@ impl Connection {
     pub fn disconnect(&mut self, reason: DisconnectReason) {
         if self.state == State::Connected {
             self.state = State::Closing { reason, left: DISCONNECT_COPIES };
-            self.events.push_back(Event::Disconnected { reason });
+            self.events.push_back(Queued(Event::Disconnected { reason }));
         }
     }
 
@@ -558,14 +558,20 @@ impl Connection {
     /// The peer closed the connection.
     pub(crate) fn handle_disconnect(&mut self, reason: DisconnectReason) {
         if self.state == State::Connected {
-            self.events.push_back(Event::Disconnected { reason });
+            self.events.push_back(Queued(Event::Disconnected { reason }));
         }
         self.state = State::Closed;
     }
 
     /// The next thing the application should know.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        let event = self.events.pop_front();
+        if event.is_none() {
+            // Told everything: the next events start the buffer again, on its first line,
+            // rather than wherever the ring had come round to.
+            self.events.clear();
+        }
+        event.map(|Queued(event)| event)
     }
 
     /// Gives back the payload of a message of `channel` once read, for the channel's next
