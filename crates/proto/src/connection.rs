@@ -20,7 +20,7 @@
 
 use crate::acks::{ReceivedPackets, RttEstimator, SentPackets};
 use crate::channel::{Queued, Ready, ReceiveChannel, Received, Room, SendChannel};
-use crate::config::{ConnectionConfig, Redundancy};
+use crate::config::{ConnectionConfig, HotConfig, Redundancy, Repair};
 use crate::crypto::{OpenError, PacketKeys};
 use crate::observe::{Observer, Stage};
 use crate::packet::{
@@ -282,10 +282,11 @@ const WINDOW_MIN: usize = 16 * 1024;
 /// struct starts a 64-byte line, so that the order decides which fields share one). A server
 /// worker's rooms take turns, each room's tick finding its connections evicted by the other
 /// rooms' ticks, so each distinct line a packet in or out reads is a miss (docs/benchmarks.md,
-/// "Round 14"). What every packet and every deadline reads comes first, packed; the
-/// statistics' per-packet counters lead their struct, which follows; the configuration, the
-/// delivery-rate ring (one slot a sample) and the keys (whose own hot fields lead them) come
-/// last.
+/// "Round 14"). What every packet and every deadline reads comes first, packed; then the
+/// configuration's per-packet fields ([`HotConfig`], three lines where the whole config took
+/// four); the statistics' per-packet counters lead their struct, which follows, on the
+/// config's last line; the delivery-rate ring (one slot a sample), the keys (whose own hot
+/// fields lead them) and the repairs' settings come last.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Connection {
@@ -353,12 +354,17 @@ pub struct Connection {
     /// Whether the measured loss calls for repairs (the slow estimate, with the margin of
     /// copies).
     repairing: bool,
+    /// The configuration's per-packet fields (the channel list is in `send`), after the
+    /// fields above so that its first line is shared with them and its last with the
+    /// statistics' per-packet counters.
+    config: HotConfig,
     stats: ConnectionStats,
-    config: ConnectionConfig,
     /// Recent delivery-rate samples, bytes per second, a ring.
     rate_samples: [f64; RATE_SAMPLES],
     /// The connection's keys, when it was opened with a connect token: every packet is sealed.
     keys: Option<PacketKeys>,
+    /// The configured repairs: read only when they are on (`config.repairs`).
+    repair: Repair,
 }
 
 impl Connection {
@@ -382,7 +388,8 @@ impl Connection {
             channel_order,
             head_reserve,
             receive_bytes: 0,
-            config,
+            config: HotConfig::new(&config),
+            repair: config.repair,
             state: State::Connected,
             sent: SentPackets::new(),
             received: ReceivedPackets::default(),
@@ -839,7 +846,7 @@ impl Connection {
                 self.copying = false;
             }
         }
-        if let crate::Repair::Adaptive { loss_threshold, .. } = self.config.repair {
+        if let Some((loss_threshold, _)) = self.repair_settings() {
             if self.redundancy_loss > loss_threshold {
                 self.repairing = true;
             } else if self.redundancy_loss < loss_threshold / 2.0 {
@@ -1533,7 +1540,7 @@ mod tests {
     #[test]
     fn a_message_in_two_parts_goes_out_as_the_joined_message_would() {
         let repaired = ConnectionConfig {
-            repair: crate::Repair::Adaptive { loss_threshold: 0.0, interval: Duration::ZERO },
+            repair: Repair::Adaptive { loss_threshold: 0.0, interval: Duration::ZERO },
             ..config()
         };
         let big = vec![7u8; config().piece_bytes() + 100];
