@@ -325,17 +325,10 @@ pub struct Connection {
     send: Vec<SendChannel>,
     receive: Vec<ReceiveChannel>,
     events: VecDeque<Queued>,
-    /// Channel indices, highest priority first (stable among equals): the order packets are
-    /// filled in.
-    channel_order: Vec<usize>,
     /// Reused to collect the packets declared lost by an ack.
     lost: Vec<u16>,
     /// Reused to collect the reliable units of the packet being built.
     units: Vec<(u8, u16, u8)>,
-    /// Per channel: repairs to send (used on reliable-ordered channels with repairs on).
-    encoders: Vec<crate::repair::Encoder>,
-    /// Per channel: repairs received.
-    decoders: Vec<crate::repair::Decoder>,
     rtt: RttEstimator,
     /// The ack field of the packet being built, recorded with it when it goes out.
     header_ack: Option<u16>,
@@ -359,6 +352,15 @@ pub struct Connection {
     /// statistics' per-packet counters.
     config: HotConfig,
     stats: ConnectionStats,
+    /// Channel indices, highest priority first (stable among equals): the order packets are
+    /// filled in. Read only when more than one channel holds units (`fill`), so it lies
+    /// out of the hot lines.
+    channel_order: Vec<usize>,
+    /// Per channel: repairs to send (used on reliable-ordered channels with repairs on; not
+    /// read with repairs off, so out of the hot lines).
+    encoders: Vec<crate::repair::Encoder>,
+    /// Per channel: repairs received.
+    decoders: Vec<crate::repair::Decoder>,
     /// Recent delivery-rate samples, bytes per second, a ring.
     rate_samples: [f64; RATE_SAMPLES],
     /// The connection's keys, when it was opened with a connect token: every packet is sealed.
