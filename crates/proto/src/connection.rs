@@ -283,10 +283,11 @@ const WINDOW_MIN: usize = 16 * 1024;
 /// worker's rooms take turns, each room's tick finding its connections evicted by the other
 /// rooms' ticks, so each distinct line a packet in or out reads is a miss (docs/benchmarks.md,
 /// "Round 14"). What every packet and every deadline reads comes first, packed; then the
-/// configuration's per-packet fields (`HotConfig`, three lines where the whole config took
-/// four); the statistics' per-packet counters lead their struct, which follows, on the
-/// config's last line; the delivery-rate ring (one slot a sample), the keys (whose own hot
-/// fields lead them) and the repairs' settings come last.
+/// configuration's per-packet fields (`HotConfig`, two lines of its own where the whole
+/// config took four); the statistics' per-packet counters lead their struct, which follows,
+/// on the config's last line; what only some packets read (the channel order, the repair
+/// coders), the delivery-rate ring (one slot a sample), the keys (whose own hot fields lead
+/// them) and the repairs' settings come last.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Connection {
