@@ -1,6 +1,7 @@
 //! Connection and endpoint configuration: every limit has a name and a default.
 
 use crate::packet::{DATA_HEADER_SIZE, FRAGMENT_FRAME_OVERHEAD_MAX, TAG_SIZE};
+use crate::time::Nanos;
 use std::time::Duration;
 
 /// The smallest MTU a connection accepts.
@@ -202,17 +203,18 @@ fn piece_bytes(mtu: usize) -> usize {
 /// on every deadline, copied out of it when the connection is made (the config never changes
 /// after). The config spans four cache lines, each a miss when a server worker's rooms take
 /// turns and evict each other's connections (docs/benchmarks.md, "The config's lines"); these
-/// take two of their own, the lines at either end being shared with other hot fields. The
+/// take two of their own (the timers as 64-bit nanoseconds, half a `Duration`), the lines at
+/// either end being shared with other hot fields. The
 /// channel list and the rest are read only when the connection is made.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HotConfig {
-    pub(crate) idle_timeout: Duration,
-    pub(crate) keepalive_interval: Duration,
-    pub(crate) ack_delay_max: Duration,
-    pub(crate) resend_interval_min: Duration,
-    pub(crate) resend_interval_max: Duration,
-    pub(crate) repeat_interval: Duration,
-    pub(crate) send_delay_max: Duration,
+    pub(crate) idle_timeout: Nanos,
+    pub(crate) keepalive_interval: Nanos,
+    pub(crate) ack_delay_max: Nanos,
+    pub(crate) resend_interval_min: Nanos,
+    pub(crate) resend_interval_max: Nanos,
+    pub(crate) repeat_interval: Nanos,
+    pub(crate) send_delay_max: Nanos,
     pub(crate) mtu: usize,
     pub(crate) message_bytes_max: usize,
     pub(crate) send_queue_max: usize,
@@ -227,13 +229,13 @@ pub(crate) struct HotConfig {
 impl HotConfig {
     pub(crate) fn new(config: &ConnectionConfig) -> Self {
         Self {
-            idle_timeout: config.idle_timeout,
-            keepalive_interval: config.keepalive_interval,
-            ack_delay_max: config.ack_delay_max,
-            resend_interval_min: config.resend_interval_min,
-            resend_interval_max: config.resend_interval_max,
-            repeat_interval: config.repeat_interval,
-            send_delay_max: config.send_delay_max,
+            idle_timeout: Nanos::new(config.idle_timeout),
+            keepalive_interval: Nanos::new(config.keepalive_interval),
+            ack_delay_max: Nanos::new(config.ack_delay_max),
+            resend_interval_min: Nanos::new(config.resend_interval_min),
+            resend_interval_max: Nanos::new(config.resend_interval_max),
+            repeat_interval: Nanos::new(config.repeat_interval),
+            send_delay_max: Nanos::new(config.send_delay_max),
             mtu: config.mtu,
             message_bytes_max: config.message_bytes_max,
             send_queue_max: config.send_queue_max,

@@ -525,7 +525,7 @@ impl Connection {
             return Err(SendError::TooLarge { len, max });
         }
         let piece = self.piece_size();
-        let limits = (self.config.send_queue_max, self.config.send_delay_max);
+        let limits = (self.config.send_queue_max, self.config.send_delay_max.get());
         let now = self.now;
         let queue =
             self.send.get_mut(usize::from(channel)).ok_or(SendError::UnknownChannel(channel))?;
@@ -861,7 +861,9 @@ impl Connection {
     /// Closes the connection if the peer has been silent for the idle timeout.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
-        if self.state == State::Connected && now - self.last_received >= self.config.idle_timeout {
+        if self.state == State::Connected
+            && now - self.last_received >= self.config.idle_timeout.get()
+        {
             self.disconnect(DisconnectReason::TimedOut);
         }
     }
@@ -922,11 +924,11 @@ impl Connection {
     fn resend_interval(&self, sends: u8) -> Duration {
         let rtt = self.rtt.smoothed_or(INITIAL_RTT);
         // The peer may hold its ack this long, hoping to send it with data.
-        let base = rtt + self.rtt.variance() * 4 + self.config.ack_delay_max;
+        let base = rtt + self.rtt.variance() * 4 + self.config.ack_delay_max.get();
         let backoff = 1.5f64.powi(i32::from(sends.saturating_sub(1)).min(16));
         let bounded = base
             .mul_f64(backoff)
-            .clamp(self.config.resend_interval_min, self.config.resend_interval_max);
+            .clamp(self.config.resend_interval_min.get(), self.config.resend_interval_max.get());
         bounded.max(rtt.mul_f64(1.25))
     }
 
@@ -1100,7 +1102,7 @@ impl Connection {
         if (due.last_copy || copies.last_copy) && self.config.tail_probe {
             // Late enough that a steady sender's next message, not the probe, reveals the
             // loss (a probe elicits an ack of its own, one more packet on the path).
-            let wait = self.config.repeat_interval.max(self.rtt.smoothed_or(INITIAL_RTT) / 2);
+            let wait = self.config.repeat_interval.get().max(self.rtt.smoothed_or(INITIAL_RTT) / 2);
             self.probe_at = Some(now + wait);
         }
         Some((header_len, w.len(), due.unreliable))
@@ -1178,7 +1180,7 @@ impl Connection {
     /// sooner for a message the repairs cover once a packet of it was declared lost.
     fn next_send_gap(&self, unit: &crate::channel::Unit, gate: Gate) -> Duration {
         if unit.round_sends < gate.copies && !gate.covers(unit) {
-            self.config.repeat_interval
+            self.config.repeat_interval.get()
         } else if unit.lost {
             // Declared lost under repairs: the repairs had their chance by now.
             self.resend_interval(unit.sends).mul_f64(COVERED_LOST_RESEND)
