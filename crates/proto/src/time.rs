@@ -106,4 +106,15 @@ mod tests {
         assert_eq!(t - Instant::from_millis(7), Duration::ZERO);
         assert_eq!((t + Duration::MAX).as_nanos(), u64::MAX);
     }
+
+    #[test]
+    fn a_timer_in_nanoseconds_adds_as_its_duration_does() {
+        let t = Instant::from_millis(5);
+        for d in [Duration::ZERO, Duration::from_micros(16_001), Duration::from_secs(5)] {
+            assert_eq!(t + Nanos::new(d), t + d);
+            assert_eq!(Nanos::new(d).get(), d);
+        }
+        // "Never" stays never: saturated, not wrapped.
+        assert_eq!(t + Nanos::new(Duration::MAX), t + Duration::MAX);
+    }
 }
