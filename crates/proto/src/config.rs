@@ -203,9 +203,9 @@ fn piece_bytes(mtu: usize) -> usize {
 /// on every deadline, copied out of it when the connection is made (the config never changes
 /// after). The config spans four cache lines, each a miss when a server worker's rooms take
 /// turns and evict each other's connections (docs/benchmarks.md, "The config's lines"); these
-/// take two of their own (the timers as 64-bit nanoseconds, half a `Duration`), the lines at
-/// either end being shared with other hot fields. The
-/// channel list and the rest are read only when the connection is made.
+/// take 112 bytes (the timers as 64-bit nanoseconds, half a `Duration`), one line of their
+/// own, the lines at either end being shared with other hot fields. The channel list and the
+/// rest are read only when the connection is made.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HotConfig {
     pub(crate) idle_timeout: Nanos,

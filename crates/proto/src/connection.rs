@@ -283,7 +283,7 @@ const WINDOW_MIN: usize = 16 * 1024;
 /// worker's rooms take turns, each room's tick finding its connections evicted by the other
 /// rooms' ticks, so each distinct line a packet in or out reads is a miss (docs/benchmarks.md,
 /// "Round 14"). What every packet and every deadline reads comes first, packed; then the
-/// configuration's per-packet fields (`HotConfig`, two lines of its own where the whole
+/// configuration's per-packet fields (`HotConfig`, one line of its own where the whole
 /// config took four); the statistics' per-packet counters lead their struct, which follows,
 /// on the config's last line; what only some packets read (the channel order, the repair
 /// coders), the delivery-rate ring (one slot a sample), the keys (whose own hot fields lead
