@@ -1,6 +1,7 @@
 //! Connection and endpoint configuration: every limit has a name and a default.
 
 use crate::packet::{DATA_HEADER_SIZE, FRAGMENT_FRAME_OVERHEAD_MAX, TAG_SIZE};
+use crate::time::Nanos;
 use std::time::Duration;
 
 /// The smallest MTU a connection accepts.
@@ -192,6 +193,65 @@ impl Default for ConnectionConfig {
     }
 }
 
+/// The largest piece of a message in a packet of `mtu` bytes.
+fn piece_bytes(mtu: usize) -> usize {
+    let overhead = DATA_HEADER_SIZE + FRAGMENT_FRAME_OVERHEAD_MAX + TAG_SIZE;
+    mtu.saturating_sub(overhead).max(1)
+}
+
+/// The fields of a [`ConnectionConfig`] that a connection reads on every packet in or out and
+/// on every deadline, copied out of it when the connection is made (the config never changes
+/// after). The config spans four cache lines, each a miss when a server worker's rooms take
+/// turns and evict each other's connections (docs/benchmarks.md, "The config's lines"); these
+/// take 112 bytes (the timers as 64-bit nanoseconds, half a `Duration`), one line of their
+/// own, the lines at either end being shared with other hot fields. The channel list and the
+/// rest are read only when the connection is made.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HotConfig {
+    pub(crate) idle_timeout: Nanos,
+    pub(crate) keepalive_interval: Nanos,
+    pub(crate) ack_delay_max: Nanos,
+    pub(crate) resend_interval_min: Nanos,
+    pub(crate) resend_interval_max: Nanos,
+    pub(crate) repeat_interval: Nanos,
+    pub(crate) send_delay_max: Nanos,
+    pub(crate) mtu: usize,
+    pub(crate) message_bytes_max: usize,
+    pub(crate) send_queue_max: usize,
+    pub(crate) receive_bytes_max: usize,
+    pub(crate) redundancy: Redundancy,
+    /// Whether repairs are configured ([`Repair::Adaptive`]): the connection keeps the
+    /// repairs' own fields apart, read only when they are on.
+    pub(crate) repairs: bool,
+    pub(crate) tail_probe: bool,
+}
+
+impl HotConfig {
+    pub(crate) fn new(config: &ConnectionConfig) -> Self {
+        Self {
+            idle_timeout: Nanos::new(config.idle_timeout),
+            keepalive_interval: Nanos::new(config.keepalive_interval),
+            ack_delay_max: Nanos::new(config.ack_delay_max),
+            resend_interval_min: Nanos::new(config.resend_interval_min),
+            resend_interval_max: Nanos::new(config.resend_interval_max),
+            repeat_interval: Nanos::new(config.repeat_interval),
+            send_delay_max: Nanos::new(config.send_delay_max),
+            mtu: config.mtu,
+            message_bytes_max: config.message_bytes_max,
+            send_queue_max: config.send_queue_max,
+            receive_bytes_max: config.receive_bytes_max,
+            redundancy: config.redundancy,
+            repairs: matches!(config.repair, Repair::Adaptive { .. }),
+            tail_probe: config.tail_probe,
+        }
+    }
+
+    /// [`ConnectionConfig::piece_bytes`].
+    pub(crate) fn piece_bytes(&self) -> usize {
+        piece_bytes(self.mtu)
+    }
+}
+
 /// Why a configuration cannot work.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -327,8 +387,7 @@ impl ConnectionConfig {
     /// for after its header, the fragment frame's overhead and the tag. Both ends compute it
     /// from the shared configuration; a receiver bounds a message's size by it.
     pub fn piece_bytes(&self) -> usize {
-        let overhead = DATA_HEADER_SIZE + FRAGMENT_FRAME_OVERHEAD_MAX + TAG_SIZE;
-        self.mtu.saturating_sub(overhead).max(1)
+        piece_bytes(self.mtu)
     }
 
     /// What one largest message counts against `receive_bytes_max` while held.

@@ -20,7 +20,7 @@
 
 use crate::acks::{ReceivedPackets, RttEstimator, SentPackets};
 use crate::channel::{Queued, Ready, ReceiveChannel, Received, Room, SendChannel};
-use crate::config::{ConnectionConfig, Redundancy};
+use crate::config::{ConnectionConfig, HotConfig, Redundancy, Repair};
 use crate::crypto::{OpenError, PacketKeys};
 use crate::observe::{Observer, Stage};
 use crate::packet::{
@@ -282,10 +282,12 @@ const WINDOW_MIN: usize = 16 * 1024;
 /// struct starts a 64-byte line, so that the order decides which fields share one). A server
 /// worker's rooms take turns, each room's tick finding its connections evicted by the other
 /// rooms' ticks, so each distinct line a packet in or out reads is a miss (docs/benchmarks.md,
-/// "Round 14"). What every packet and every deadline reads comes first, packed; the
-/// statistics' per-packet counters lead their struct, which follows; the configuration, the
-/// delivery-rate ring (one slot a sample) and the keys (whose own hot fields lead them) come
-/// last.
+/// "Round 14"). What every packet and every deadline reads comes first, packed; then the
+/// configuration's per-packet fields (`HotConfig`, one line of its own where the whole
+/// config took four); the statistics' per-packet counters lead their struct, which follows,
+/// on the config's last line; what only some packets read (the channel order, the repair
+/// coders), the delivery-rate ring (one slot a sample), the keys (whose own hot fields lead
+/// them) and the repairs' settings come last.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Connection {
@@ -324,17 +326,10 @@ pub struct Connection {
     send: Vec<SendChannel>,
     receive: Vec<ReceiveChannel>,
     events: VecDeque<Queued>,
-    /// Channel indices, highest priority first (stable among equals): the order packets are
-    /// filled in.
-    channel_order: Vec<usize>,
     /// Reused to collect the packets declared lost by an ack.
     lost: Vec<u16>,
     /// Reused to collect the reliable units of the packet being built.
     units: Vec<(u8, u16, u8)>,
-    /// Per channel: repairs to send (used on reliable-ordered channels with repairs on).
-    encoders: Vec<crate::repair::Encoder>,
-    /// Per channel: repairs received.
-    decoders: Vec<crate::repair::Decoder>,
     rtt: RttEstimator,
     /// The ack field of the packet being built, recorded with it when it goes out.
     header_ack: Option<u16>,
@@ -353,12 +348,26 @@ pub struct Connection {
     /// Whether the measured loss calls for repairs (the slow estimate, with the margin of
     /// copies).
     repairing: bool,
+    /// The configuration's per-packet fields (the channel list is in `send`), after the
+    /// fields above so that its first line is shared with them and its last with the
+    /// statistics' per-packet counters.
+    config: HotConfig,
     stats: ConnectionStats,
-    config: ConnectionConfig,
+    /// Channel indices, highest priority first (stable among equals): the order packets are
+    /// filled in. Read only when more than one channel holds units (`fill`), so it lies
+    /// out of the hot lines.
+    channel_order: Vec<usize>,
+    /// Per channel: repairs to send (used on reliable-ordered channels with repairs on; not
+    /// read with repairs off, so out of the hot lines).
+    encoders: Vec<crate::repair::Encoder>,
+    /// Per channel: repairs received.
+    decoders: Vec<crate::repair::Decoder>,
     /// Recent delivery-rate samples, bytes per second, a ring.
     rate_samples: [f64; RATE_SAMPLES],
     /// The connection's keys, when it was opened with a connect token: every packet is sealed.
     keys: Option<PacketKeys>,
+    /// The configured repairs: read only when they are on (`config.repairs`).
+    repair: Repair,
 }
 
 impl Connection {
@@ -382,7 +391,8 @@ impl Connection {
             channel_order,
             head_reserve,
             receive_bytes: 0,
-            config,
+            config: HotConfig::new(&config),
+            repair: config.repair,
             state: State::Connected,
             sent: SentPackets::new(),
             received: ReceivedPackets::default(),
@@ -515,7 +525,7 @@ impl Connection {
             return Err(SendError::TooLarge { len, max });
         }
         let piece = self.piece_size();
-        let limits = (self.config.send_queue_max, self.config.send_delay_max);
+        let limits = (self.config.send_queue_max, self.config.send_delay_max.get());
         let now = self.now;
         let queue =
             self.send.get_mut(usize::from(channel)).ok_or(SendError::UnknownChannel(channel))?;
@@ -839,7 +849,7 @@ impl Connection {
                 self.copying = false;
             }
         }
-        if let crate::Repair::Adaptive { loss_threshold, .. } = self.config.repair {
+        if let Some((loss_threshold, _)) = self.repair_settings() {
             if self.redundancy_loss > loss_threshold {
                 self.repairing = true;
             } else if self.redundancy_loss < loss_threshold / 2.0 {
@@ -851,7 +861,9 @@ impl Connection {
     /// Closes the connection if the peer has been silent for the idle timeout.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
-        if self.state == State::Connected && now - self.last_received >= self.config.idle_timeout {
+        if self.state == State::Connected
+            && now - self.last_received >= self.config.idle_timeout.get()
+        {
             self.disconnect(DisconnectReason::TimedOut);
         }
     }
@@ -912,11 +924,11 @@ impl Connection {
     fn resend_interval(&self, sends: u8) -> Duration {
         let rtt = self.rtt.smoothed_or(INITIAL_RTT);
         // The peer may hold its ack this long, hoping to send it with data.
-        let base = rtt + self.rtt.variance() * 4 + self.config.ack_delay_max;
+        let base = rtt + self.rtt.variance() * 4 + self.config.ack_delay_max.get();
         let backoff = 1.5f64.powi(i32::from(sends.saturating_sub(1)).min(16));
         let bounded = base
             .mul_f64(backoff)
-            .clamp(self.config.resend_interval_min, self.config.resend_interval_max);
+            .clamp(self.config.resend_interval_min.get(), self.config.resend_interval_max.get());
         bounded.max(rtt.mul_f64(1.25))
     }
 
@@ -1090,7 +1102,7 @@ impl Connection {
         if (due.last_copy || copies.last_copy) && self.config.tail_probe {
             // Late enough that a steady sender's next message, not the probe, reveals the
             // loss (a probe elicits an ack of its own, one more packet on the path).
-            let wait = self.config.repeat_interval.max(self.rtt.smoothed_or(INITIAL_RTT) / 2);
+            let wait = self.config.repeat_interval.get().max(self.rtt.smoothed_or(INITIAL_RTT) / 2);
             self.probe_at = Some(now + wait);
         }
         Some((header_len, w.len(), due.unreliable))
@@ -1168,7 +1180,7 @@ impl Connection {
     /// sooner for a message the repairs cover once a packet of it was declared lost.
     fn next_send_gap(&self, unit: &crate::channel::Unit, gate: Gate) -> Duration {
         if unit.round_sends < gate.copies && !gate.covers(unit) {
-            self.config.repeat_interval
+            self.config.repeat_interval.get()
         } else if unit.lost {
             // Declared lost under repairs: the repairs had their chance by now.
             self.resend_interval(unit.sends).mul_f64(COVERED_LOST_RESEND)
@@ -1533,7 +1545,7 @@ mod tests {
     #[test]
     fn a_message_in_two_parts_goes_out_as_the_joined_message_would() {
         let repaired = ConnectionConfig {
-            repair: crate::Repair::Adaptive { loss_threshold: 0.0, interval: Duration::ZERO },
+            repair: Repair::Adaptive { loss_threshold: 0.0, interval: Duration::ZERO },
             ..config()
         };
         let big = vec![7u8; config().piece_bytes() + 100];

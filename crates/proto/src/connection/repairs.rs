@@ -23,14 +23,27 @@ impl Connection {
     /// connection configured with them.
     pub(super) fn is_coded(&self, c: usize) -> bool {
         self.repairs_on()
-            && self.config.channels.get(c).is_some_and(|k| k.kind == ChannelKind::ReliableOrdered)
+            && self.send.get(c).is_some_and(|s| s.config.kind == ChannelKind::ReliableOrdered)
     }
 
     /// Whether the connection is configured with repairs: without, no channel is coded, and
     /// the look for a repair due (each packet, each deadline) stops here, not after asking
     /// every channel.
     fn repairs_on(&self) -> bool {
-        matches!(self.config.repair, Repair::Adaptive { .. })
+        self.config.repairs
+    }
+
+    /// The configured repairs' loss threshold and interval, if any. The flag among the hot
+    /// fields is read first: with repairs off (the default), the packets and acks that ask
+    /// never touch the cold line the repairs' own fields lie on.
+    pub(super) fn repair_settings(&self) -> Option<(f64, Duration)> {
+        if !self.config.repairs {
+            return None;
+        }
+        match self.repair {
+            Repair::Off => None,
+            Repair::Adaptive { loss_threshold, interval } => Some((loss_threshold, interval)),
+        }
     }
 
     /// The gate of channel `c`: a coded channel sends no copies, and while repairs are on it
@@ -46,7 +59,7 @@ impl Connection {
     /// measured loss is below the threshold or a queue stands on the path (there, losses come
     /// from the queue overflowing and repairs would only feed it).
     pub(super) fn repair_plan(&self) -> (f64, Duration) {
-        let Repair::Adaptive { interval, .. } = self.config.repair else {
+        let Some((_, interval)) = self.repair_settings() else {
             return (0.0, Duration::ZERO);
         };
         let on = self.repairing && !self.queueing();
@@ -174,7 +187,7 @@ impl Connection {
     pub(super) fn write_repair_acks(&mut self, w: &mut Writer<'_>) {
         // Checked inline (once a packet, nearly always with repairs off): the writing out of
         // line.
-        if matches!(self.config.repair, Repair::Adaptive { .. }) {
+        if self.config.repairs {
             self.write_active_repair_acks(w);
         }
     }
