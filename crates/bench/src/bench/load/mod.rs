@@ -488,11 +488,17 @@ fn own_share(
     })
 }
 
-/// The middle value (the upper of the two middle ones for an even count; 0 for none).
+/// The middle value (the mean of the two middle ones for an even count, as the docs compute
+/// medians over pairs by hand; 0 for none).
 fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
+    let mid = sorted.len() / 2;
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 0 => (sorted[mid - 1] + sorted[mid]) / 2.0,
+        _ => sorted[mid],
+    }
 }
 
 /// Ten scrapes of each of `/metrics` and `/stats` from a telemetry endpoint over `host`.
@@ -1153,7 +1159,7 @@ fn draw(dir: &std::path::Path, runs: &[Run]) -> Result<(), Box<dyn Error>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{growth, LoadArgs, Wait};
+    use super::{growth, median, LoadArgs, Wait};
     use clap::Parser;
 
     /// `rally-bench load`'s options alone, as its command line gives them.
@@ -1177,6 +1183,15 @@ mod tests {
             let error = parse(&["--waits", bad]).expect_err(bad).to_string();
             assert!(error.contains("--waits") && error.contains(says), "{bad}: {error}");
         }
+    }
+
+    #[test]
+    fn the_median_of_pairs_is_the_middle_or_the_mean_of_the_two_middle_ones() {
+        // Goal: six pairs' median is what the docs compute by hand (the mean of the third and
+        // fourth), not the upper middle one; an odd count gives its middle, none gives 0.
+        assert!((median(&[44.0, 21.5, 26.3, 24.1, 39.0, 21.9]) - 25.2).abs() < 1e-9);
+        assert_eq!(median(&[33.2, 19.2, 38.8]), 33.2);
+        assert_eq!(median(&[]), 0.0);
     }
 
     #[test]
