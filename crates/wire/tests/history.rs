@@ -357,3 +357,100 @@ fn a_run_kept_whole_over_a_ring_coming_round_holds_the_newest_codes() {
         }
     }
 }
+
+/// Writes `snapshot` into `history` as a room's walk over the rows it lent does, in one call
+/// ([`rally_wire::NextSnapshot::push_moved`]): the entities `moved` says moved (by index) or
+/// whose codes differ are written as changed, every other one kept. Only for a snapshot with
+/// the newest's ids, entity for entity (as a room walks only then), or the first.
+fn push_moved(history: &mut SnapshotHistory, snapshot: &Snapshot, moved: &[bool]) {
+    let entities = snapshot.entities();
+    history
+        .push_with(snapshot.tick(), |next| {
+            let previous = next.previous().to_vec();
+            let rows = (0..entities.len())
+                .filter(|&k| moved[k % moved.len()] || previous.get(k) != Some(&entities[k]));
+            next.push_moved(rows, entities.len(), |k| entities.get(k).copied()).unwrap();
+        })
+        .unwrap();
+}
+
+proptest! {
+    /// The walk over moved rows in one call writes what the rows pushed one by one and the
+    /// runs kept between write: the same newest snapshot, and byte for byte the same deltas
+    /// from every baseline held (the slots coming round, rows in place or not, included).
+    #[test]
+    fn moved_rows_pushed_in_one_walk_encode_as_pushed_one_by_one(
+        steps in quiet_sequence(),
+        moved in prop::collection::vec(any::<bool>(), 1..8),
+        capacity in 1usize..4,
+    ) {
+        let config = common::config();
+        let (mut walked, mut one_by_one) =
+            (SnapshotHistory::new(capacity), SnapshotHistory::new(capacity));
+        // Each step twice, as in the test above: the second time no codes change.
+        let steps: Vec<Snapshot> = steps
+            .iter()
+            .flat_map(|s| [s, s])
+            .enumerate()
+            .map(|(n, s)| {
+                let mut s = s.clone();
+                s.set_tick(1000 + n as u32);
+                s
+            })
+            .collect();
+        let (mut buf, mut other) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+        for (n, snapshot) in steps.iter().enumerate() {
+            let ids = |s: &Snapshot| s.entities().iter().map(|e| e.id).collect::<Vec<_>>();
+            let lined_up = walked.newest().is_none_or(|newest| ids(newest) == ids(snapshot));
+            match lined_up {
+                true => push_moved(&mut walked, snapshot, &moved),
+                false => push_with_moved(&mut walked, snapshot, &moved),
+            }
+            push_with_moved(&mut one_by_one, snapshot, &moved);
+            prop_assert_eq!(walked.newest(), Some(snapshot));
+            for baseline in &steps[(n + 1).saturating_sub(capacity)..=n] {
+                let tick = baseline.tick();
+                let len = walked.encode_delta(&config, tick, &mut buf).unwrap();
+                let expected = one_by_one.encode_delta(&config, tick, &mut other).unwrap();
+                prop_assert_eq!(&buf[..len], &other[..expected]);
+                let len = walked.encode_delta_records(&config, tick, &mut buf).unwrap();
+                let expected = one_by_one.encode_delta_records(&config, tick, &mut other).unwrap();
+                prop_assert_eq!(&buf[..len], &other[..expected]);
+                check_against_comparing(&walked, baseline, snapshot)?;
+            }
+        }
+    }
+}
+
+/// A row past the snapshot's end, or a row whose id is not the newest's at that index, is
+/// refused as `push_changed` refuses it, and the walk goes on: the rows after it and the run
+/// up to the end are still written.
+#[test]
+fn a_moved_row_out_of_line_is_refused_and_the_walk_goes_on() {
+    let reference = rally_wire::reference::snapshots(&common::config(), 3, 100).0;
+    let first = common::build(1, reference.entities()[..100].to_vec());
+    let mut history = SnapshotHistory::new(2);
+    history.push(&first).unwrap();
+    let mut second = first.entities().to_vec();
+    second[20].position[0] ^= 1;
+    let mut result = None;
+    history
+        .push_with(2, |next| {
+            let code = |k: usize| {
+                let mut entity = *second.get(k)?;
+                // Row 10's code comes with an id that is already written: out of order.
+                if k == 10 {
+                    entity.id = second[3].id;
+                }
+                Some(entity)
+            };
+            result = Some(next.push_moved([10, 20], 100, code));
+        })
+        .unwrap();
+    assert!(matches!(result, Some(Err(rally_wire::SnapshotError::IdNotAscending { .. }))));
+    let newest = history.newest().unwrap().entities();
+    // Row 10 is left out; row 20 is written with its new codes, the rest kept.
+    assert_eq!(newest.len(), 99);
+    assert_eq!(newest[19], second[20]);
+    assert_eq!(&newest[20..], &second[21..]);
+}

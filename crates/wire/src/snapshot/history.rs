@@ -430,16 +430,7 @@ impl NextSnapshot<'_> {
     #[inline(always)]
     fn put(&mut self, entity: QuantizedEntity, kept: Option<u32>) {
         let changed = kept.unwrap_or(self.slot.snapshot.tick);
-        let (k, slot) = (self.len, &mut *self.slot);
-        // Overwrites the old snapshot's entity and change tick where it has them (the change
-        // ticks are as long): one bounds check each, no second one inside the indexing.
-        match (slot.snapshot.entities.get_mut(k), slot.changed.get_mut(k)) {
-            (Some(old), Some(old_changed)) => {
-                *old = entity;
-                *old_changed = changed;
-            }
-            _ => append(slot, k, entity, changed),
-        }
+        *place(self.slot, self.len, changed) = entity;
         self.advance(kept.is_none());
     }
 
@@ -449,12 +440,77 @@ impl NextSnapshot<'_> {
         let k = self.len;
         self.word |= u64::from(changed) << (k % 64);
         if k % 64 == 63 {
-            match self.previous {
-                Some(previous) => self.end_run(previous),
-                None => self.slot.moved.push(std::mem::take(&mut self.word)),
-            }
+            self.end_word();
         }
         self.len += 1;
+    }
+
+    /// Ends the run of 64 entities whose change bits `word` holds.
+    #[inline(always)]
+    fn end_word(&mut self) {
+        match self.previous {
+            Some(previous) => self.end_run(previous),
+            None => self.slot.moved.push(std::mem::take(&mut self.word)),
+        }
+    }
+
+    /// Writes the entities of `rows` (ascending indices into the newest snapshot, each one's
+    /// state moved: [`NextSnapshot::push_changed`] of `code(k)`) and keeps every other one
+    /// from the next to be written up to `end` ([`NextSnapshot::keep_run`]): a room's world
+    /// walk over the rows it lent to change, as one loop that holds how many entities are
+    /// written and the run's change bits in registers (through `push_changed`, each moved
+    /// entity loaded and stored them, and went through the stack). `code` returning `None`
+    /// ends the rows there; the run up to `end` is kept all the same. An error does not stop
+    /// the walk (the entity is left out, as `push_changed` leaves it); the first is returned.
+    #[inline]
+    pub fn push_moved(
+        &mut self,
+        rows: impl IntoIterator<Item = usize>,
+        end: usize,
+        mut code: impl FnMut(usize) -> Option<QuantizedEntity>,
+    ) -> Result<(), SnapshotError> {
+        let mut result = Ok(());
+        let previous = self.previous.map(|p| p.snapshot.entities()).unwrap_or_default();
+        let tick = self.slot.snapshot.tick;
+        // Entities 0..len are written, and `word` holds the change bits of their last run:
+        // written back to `self` around the calls that read them, read again after. Rows
+        // `kept..k` are not moved and not yet written (`kept` is `len` but after an error).
+        let (mut len, mut word, mut kept) = (self.len, self.word, self.len);
+        for k in rows {
+            if k > kept {
+                (self.len, self.word) = (len, word);
+                result = result.and(self.keep_some(kept..k));
+                (len, word) = (self.len, self.word);
+            }
+            let Some(entity) = code(k) else { break };
+            kept = k + 1;
+            // Entity `k` of the newest snapshot has this id and every one before lined up, as
+            // in `push_changed`: it ascends past them, and the slot's old snapshot has room.
+            let lines_up = self.aligned && k == len;
+            let lines_up = lines_up && previous.get(k).is_some_and(|o| o.id == entity.id);
+            let slot = &mut *self.slot;
+            match (slot.snapshot.entities.get_mut(k), slot.changed.get_mut(k)) {
+                (Some(place), Some(changed)) if lines_up => {
+                    *place = entity;
+                    *changed = tick;
+                }
+                _ => {
+                    (self.len, self.word) = (len, word);
+                    result = result.and(self.push_changed(entity));
+                    (len, word) = (self.len, self.word);
+                    continue;
+                }
+            }
+            word |= 1 << (k % 64);
+            len = k + 1;
+            if k % 64 == 63 {
+                self.word = word;
+                self.end_word();
+                word = 0;
+            }
+        }
+        (self.len, self.word) = (len, word);
+        result.and(self.keep_run(kept..end))
     }
 
     /// Completes the change set; after a spawn or despawn, builds it by id as `push` does.
@@ -495,16 +551,35 @@ fn newest_changes(changed: &[u32], newest: &mut Vec<u32>) {
     newest.extend(changed.chunks(64).map(|run| run.iter().copied().reduce(newer).unwrap_or(0)));
 }
 
-/// Writes entity `k` and its change tick past the end of `slot` (a slot whose old snapshot is
-/// not reused, or shorter). Cold and out of line: were its growth's call in the walk's loop,
-/// every moved entity would pay the spills of the registers around it.
+/// Writes `changed` as entity `k`'s change tick and returns the place of its codes: the old
+/// snapshot's where it has one (the change ticks are as long), else a new one. The caller
+/// writes the codes there itself, so that they go from registers to the slot: an entity
+/// handed to a call (as the growth's once was) is built on the stack first and copied from
+/// there on every path, as the compiler cannot split a value whose address a call takes.
+#[inline(always)]
+fn place(slot: &mut Slot, k: usize, changed: u32) -> &mut QuantizedEntity {
+    if k >= slot.snapshot.entities.len() || k >= slot.changed.len() {
+        return append(slot, k, changed);
+    }
+    // In bounds, as checked above: the compiler drops the indexing's own checks.
+    slot.changed[k] = changed;
+    &mut slot.snapshot.entities[k]
+}
+
+/// Appends entity `k`'s change tick and a place for its codes past the end of `slot` (a slot
+/// whose old snapshot is not reused, or shorter). Cold and out of line: were its growth's
+/// call in the walk's loop, every moved entity would pay the spills of the registers around
+/// it.
 #[cold]
 #[inline(never)]
-fn append(slot: &mut Slot, k: usize, entity: QuantizedEntity, changed: u32) {
+fn append(slot: &mut Slot, k: usize, changed: u32) -> &mut QuantizedEntity {
     slot.snapshot.entities.truncate(k);
     slot.changed.truncate(k);
-    slot.snapshot.entities.push(entity);
     slot.changed.push(changed);
+    let entities = &mut slot.snapshot.entities;
+    entities.push(QuantizedEntity::default());
+    let last = entities.len() - 1;
+    &mut entities[last]
 }
 
 /// A baseline and the newest snapshot of a history, with what the history knows of the changes
