@@ -1333,11 +1333,21 @@ fn walk_touched(
     next: &mut NextSnapshot<'_>,
     config: &SnapshotConfig,
 ) {
-    // A lent row was lent to change: its codes almost always did, and the encoder compares
-    // them. The rows between are kept a run at a time.
-    let code = |k| world.row(k).map(|(id, entity)| config.quantize(&entity_state(id, entity)));
-    let pushed = next.push_moved(rows, world.len(), code);
-    debug_assert!(pushed.is_ok(), "world ids out of order, or a kept run past the newest");
+    let n = world.len();
+    // Rows `kept..k` are unmoved and not yet written out.
+    let mut kept = 0;
+    for k in rows {
+        let Some((id, entity)) = world.row(k) else { break };
+        // The run kept before the quantize: its call (rare) then saves no quantized codes.
+        let kept_run = next.keep_run(kept..k);
+        let code = config.quantize(&entity_state(id, entity));
+        // It was lent to change: its codes almost always did, and the encoder compares them.
+        let pushed = next.push_changed(code);
+        debug_assert!(kept_run.is_ok() && pushed.is_ok(), "world ids out of order");
+        kept = k + 1;
+    }
+    let pushed = next.keep_run(kept..n);
+    debug_assert!(pushed.is_ok(), "the kept run left the newest snapshot");
 }
 
 /// The whole-world walk, while the world's ids are last tick's, entity for entity: compares

@@ -388,6 +388,19 @@ impl NextSnapshot<'_> {
                 k += 64;
                 continue;
             }
+            // The entities in place from `k` on, short of the run's last (which ends the run):
+            // counted in a scan of their change ticks, with no bit to set and nothing to write.
+            let run_last = range.end.min(k - k % 64 + 63);
+            let in_place = |stale: u32| {
+                let ticks = changed.get(k..run_last).unwrap_or_default();
+                ticks.iter().take_while(|&&changed| !seq32_newer(changed, stale)).count()
+            };
+            let skipped = self.stale.map_or(0, in_place);
+            if skipped > 0 {
+                self.len += skipped;
+                k += skipped;
+                continue;
+            }
             let in_place = self.stale.is_some_and(|tick| !seq32_newer(changed[k], tick));
             if in_place {
                 self.advance(false);
@@ -440,77 +453,12 @@ impl NextSnapshot<'_> {
         let k = self.len;
         self.word |= u64::from(changed) << (k % 64);
         if k % 64 == 63 {
-            self.end_word();
+            match self.previous {
+                Some(previous) => self.end_run(previous),
+                None => self.slot.moved.push(std::mem::take(&mut self.word)),
+            }
         }
         self.len += 1;
-    }
-
-    /// Ends the run of 64 entities whose change bits `word` holds.
-    #[inline(always)]
-    fn end_word(&mut self) {
-        match self.previous {
-            Some(previous) => self.end_run(previous),
-            None => self.slot.moved.push(std::mem::take(&mut self.word)),
-        }
-    }
-
-    /// Writes the entities of `rows` (ascending indices into the newest snapshot, each one's
-    /// state moved: [`NextSnapshot::push_changed`] of `code(k)`) and keeps every other one
-    /// from the next to be written up to `end` ([`NextSnapshot::keep_run`]): a room's world
-    /// walk over the rows it lent to change, as one loop that holds how many entities are
-    /// written and the run's change bits in registers (through `push_changed`, each moved
-    /// entity loaded and stored them, and went through the stack). `code` returning `None`
-    /// ends the rows there; the run up to `end` is kept all the same. An error does not stop
-    /// the walk (the entity is left out, as `push_changed` leaves it); the first is returned.
-    #[inline]
-    pub fn push_moved(
-        &mut self,
-        rows: impl IntoIterator<Item = usize>,
-        end: usize,
-        mut code: impl FnMut(usize) -> Option<QuantizedEntity>,
-    ) -> Result<(), SnapshotError> {
-        let mut result = Ok(());
-        let previous = self.previous.map(|p| p.snapshot.entities()).unwrap_or_default();
-        let tick = self.slot.snapshot.tick;
-        // Entities 0..len are written, and `word` holds the change bits of their last run:
-        // written back to `self` around the calls that read them, read again after. Rows
-        // `kept..k` are not moved and not yet written (`kept` is `len` but after an error).
-        let (mut len, mut word, mut kept) = (self.len, self.word, self.len);
-        for k in rows {
-            if k > kept {
-                (self.len, self.word) = (len, word);
-                result = result.and(self.keep_some(kept..k));
-                (len, word) = (self.len, self.word);
-            }
-            let Some(entity) = code(k) else { break };
-            kept = k + 1;
-            // Entity `k` of the newest snapshot has this id and every one before lined up, as
-            // in `push_changed`: it ascends past them, and the slot's old snapshot has room.
-            let lines_up = self.aligned && k == len;
-            let lines_up = lines_up && previous.get(k).is_some_and(|o| o.id == entity.id);
-            let slot = &mut *self.slot;
-            match (slot.snapshot.entities.get_mut(k), slot.changed.get_mut(k)) {
-                (Some(place), Some(changed)) if lines_up => {
-                    *place = entity;
-                    *changed = tick;
-                }
-                _ => {
-                    (self.len, self.word) = (len, word);
-                    result = result.and(self.push_changed(entity));
-                    (len, word) = (self.len, self.word);
-                    continue;
-                }
-            }
-            word |= 1 << (k % 64);
-            len = k + 1;
-            if k % 64 == 63 {
-                self.word = word;
-                self.end_word();
-                word = 0;
-            }
-        }
-        (self.len, self.word) = (len, word);
-        result.and(self.keep_run(kept..end))
     }
 
     /// Completes the change set; after a spawn or despawn, builds it by id as `push` does.
