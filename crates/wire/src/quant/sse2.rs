@@ -30,8 +30,8 @@ const BELOW_2_POW_31: f32 = 2_147_483_520.0;
 
 /// `[x, y, z, z]`, built without loads through pointers. The last lane is never read back
 /// (`first_three`), and any value there quantizes without a trap (the exceptions are masked):
-/// a copy of `z` lets the compiler build the vector from `x, y` and `z` in one shuffle, where
-/// a zero there took two.
+/// with a copy of `z` there the compiler builds a velocity's vector from its two loads in two
+/// shuffles, where a zero took a zeroing and a move more.
 #[inline(always)]
 fn lanes(v: Vec3) -> m128 {
     set_m128(v.z, v.z, v.y, v.x)
