@@ -18,20 +18,23 @@ use glam::{Quat, Vec3};
 // target feature being on at build time, as it always is on x86_64.
 use safe_arch::{
     add_m128, bitand_m128, bitand_m128i, bitandnot_m128, bitandnot_m128i, bitor_m128, bitor_m128i,
-    cmp_eq_mask_m128, cmp_gt_mask_i32_m128i, cmp_lt_mask_m128, cmp_ordered_mask_m128,
-    get_i32_from_m128i_s, get_i64_from_m128i_s, m128, m128i, max_m128, min_m128, move_mask_m128,
-    mul_m128, set_i32_m128i, set_m128, set_splat_m128, shuffle_abi_f32_all_m128,
-    shuffle_ai_f32_all_m128i, shuffle_ai_i16_h64all_m128i, shuffle_ai_i16_l64all_m128i, sub_m128,
-    truncate_m128_to_m128i, unpack_high_i64_m128i, zeroed_m128,
+    cmp_eq_mask_m128, cmp_gt_mask_i32_m128i, cmp_ordered_mask_m128, get_i32_from_m128i_s,
+    get_i64_from_m128i_s, m128, m128i, max_m128, min_m128, move_mask_m128, mul_m128, set_i32_m128i,
+    set_m128, set_splat_m128, shuffle_abi_f32_all_m128, shuffle_ai_f32_all_m128i,
+    shuffle_ai_i16_h64all_m128i, shuffle_ai_i16_l64all_m128i, sub_m128, truncate_m128_to_m128i,
+    unpack_high_i64_m128i, zeroed_m128,
 };
 
 /// The largest `f32` below 2^31: a clamp that keeps `cvttps2dq` in range.
 const BELOW_2_POW_31: f32 = 2_147_483_520.0;
 
-/// `[x, y, z, 0]`, built without loads through pointers.
+/// `[x, y, z, z]`, built without loads through pointers. The last lane is never read back
+/// (`first_three`), and any value there quantizes without a trap (the exceptions are masked):
+/// with a copy of `z` there the compiler builds a velocity's vector from its two loads in two
+/// shuffles, where a zero took a zeroing and a move more.
 #[inline(always)]
 fn lanes(v: Vec3) -> m128 {
-    set_m128(0.0, v.z, v.y, v.x)
+    set_m128(v.z, v.z, v.y, v.x)
 }
 
 /// Lanes 0 to 2.
@@ -89,8 +92,11 @@ pub(super) fn rotation(q: &RotationQuantizer, rotation: Quat) -> QuantizedRotati
     // on a tie (a scan from x to w). `& 3` only keeps the shifts below in range.
     let ties = move_mask_m128(cmp_eq_mask_m128(magnitude, most)) as u32;
     let largest = ties.trailing_zeros() & 3;
-    // `value < 0.0`, so -0.0 counts as positive as in the scalar kernel.
-    let negative = move_mask_m128(cmp_lt_mask_m128(c, zeroed_m128())) as u32 >> largest & 1;
+    // The largest's sign bit, where the scalar kernel asks `value < 0.0`: the two differ only
+    // for -0.0, which the largest is only in a quaternion of zeros (one whose length
+    // overflowed, normalized to zeros), and there the sign multiplies only zeros, each code
+    // `COMPONENT_MAX`'s either way. One compare fewer.
+    let negative = move_mask_m128(c) as u32 >> largest & 1;
     let sign = if negative == 1 { -1.0 } else { 1.0 };
     let scale = q.max_code as f32 / (2.0 * COMPONENT_MAX);
     let shifted = add_m128(mul_m128(c, set_splat_m128(sign)), set_splat_m128(COMPONENT_MAX));

@@ -388,6 +388,19 @@ impl NextSnapshot<'_> {
                 k += 64;
                 continue;
             }
+            // The entities in place from `k` on, short of the run's last (which ends the run):
+            // counted in a scan of their change ticks, with no bit to set and nothing to write.
+            let run_last = range.end.min(k - k % 64 + 63);
+            let in_place = |stale: u32| {
+                let ticks = changed.get(k..run_last).unwrap_or_default();
+                ticks.iter().take_while(|&&changed| !seq32_newer(changed, stale)).count()
+            };
+            let skipped = self.stale.map_or(0, in_place);
+            if skipped > 0 {
+                self.len += skipped;
+                k += skipped;
+                continue;
+            }
             let in_place = self.stale.is_some_and(|tick| !seq32_newer(changed[k], tick));
             if in_place {
                 self.advance(false);
@@ -430,16 +443,7 @@ impl NextSnapshot<'_> {
     #[inline(always)]
     fn put(&mut self, entity: QuantizedEntity, kept: Option<u32>) {
         let changed = kept.unwrap_or(self.slot.snapshot.tick);
-        let (k, slot) = (self.len, &mut *self.slot);
-        // Overwrites the old snapshot's entity and change tick where it has them (the change
-        // ticks are as long): one bounds check each, no second one inside the indexing.
-        match (slot.snapshot.entities.get_mut(k), slot.changed.get_mut(k)) {
-            (Some(old), Some(old_changed)) => {
-                *old = entity;
-                *old_changed = changed;
-            }
-            _ => append(slot, k, entity, changed),
-        }
+        *place(self.slot, self.len, changed) = entity;
         self.advance(kept.is_none());
     }
 
@@ -495,16 +499,35 @@ fn newest_changes(changed: &[u32], newest: &mut Vec<u32>) {
     newest.extend(changed.chunks(64).map(|run| run.iter().copied().reduce(newer).unwrap_or(0)));
 }
 
-/// Writes entity `k` and its change tick past the end of `slot` (a slot whose old snapshot is
-/// not reused, or shorter). Cold and out of line: were its growth's call in the walk's loop,
-/// every moved entity would pay the spills of the registers around it.
+/// Writes `changed` as entity `k`'s change tick and returns the place of its codes: the old
+/// snapshot's where it has one (the change ticks are as long), else a new one. The caller
+/// writes the codes there itself, so that they go from registers to the slot: an entity
+/// handed to a call (as the growth's once was) is built on the stack first and copied from
+/// there on every path, as the compiler cannot split a value whose address a call takes.
+#[inline(always)]
+fn place(slot: &mut Slot, k: usize, changed: u32) -> &mut QuantizedEntity {
+    if k >= slot.snapshot.entities.len() || k >= slot.changed.len() {
+        return append(slot, k, changed);
+    }
+    // In bounds, as checked above: the compiler drops the indexing's own checks.
+    slot.changed[k] = changed;
+    &mut slot.snapshot.entities[k]
+}
+
+/// Appends entity `k`'s change tick and a place for its codes past the end of `slot` (a slot
+/// whose old snapshot is not reused, or shorter). Cold and out of line: were its growth's
+/// call in the walk's loop, every moved entity would pay the spills of the registers around
+/// it.
 #[cold]
 #[inline(never)]
-fn append(slot: &mut Slot, k: usize, entity: QuantizedEntity, changed: u32) {
+fn append(slot: &mut Slot, k: usize, changed: u32) -> &mut QuantizedEntity {
     slot.snapshot.entities.truncate(k);
     slot.changed.truncate(k);
-    slot.snapshot.entities.push(entity);
     slot.changed.push(changed);
+    let entities = &mut slot.snapshot.entities;
+    entities.push(QuantizedEntity::default());
+    let last = entities.len() - 1;
+    &mut entities[last]
 }
 
 /// A baseline and the newest snapshot of a history, with what the history knows of the changes
