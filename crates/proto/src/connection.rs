@@ -28,7 +28,7 @@ use crate::packet::{
     write_fragment, write_message, write_ping, Acks, DataHeader, DisconnectReason, Frame, Frames,
     Writer, NARROW_SEQ_AHEAD_MAX, TAG_SIZE,
 };
-use crate::time::Instant;
+use crate::time::{Instant, Nanos};
 use rally_wire::seq::seq16_newer;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -515,7 +515,7 @@ impl Connection {
         &mut self,
         channel: u8,
         len: usize,
-        push: impl FnOnce(&mut SendChannel, usize, Instant, (usize, Duration)) -> bool,
+        push: impl FnOnce(&mut SendChannel, usize, Instant, (usize, Nanos)) -> bool,
     ) -> Result<(), SendError> {
         if self.state != State::Connected {
             return Err(SendError::Closed);
@@ -525,7 +525,7 @@ impl Connection {
             return Err(SendError::TooLarge { len, max });
         }
         let piece = self.piece_size();
-        let limits = (self.config.send_queue_max, self.config.send_delay_max.get());
+        let limits = (self.config.send_queue_max, self.config.send_delay_max);
         let now = self.now;
         let queue =
             self.send.get_mut(usize::from(channel)).ok_or(SendError::UnknownChannel(channel))?;
@@ -862,7 +862,7 @@ impl Connection {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
         if self.state == State::Connected
-            && now - self.last_received >= self.config.idle_timeout.get()
+            && now.saturating_nanos_since(self.last_received) >= self.config.idle_timeout
         {
             self.disconnect(DisconnectReason::TimedOut);
         }
@@ -1178,14 +1178,16 @@ impl Connection {
     /// How long after its last send an unacknowledged unit goes out again: soon, as a copy,
     /// while redundancy calls for more copies; otherwise when its resend timer expires, or
     /// sooner for a message the repairs cover once a packet of it was declared lost.
-    fn next_send_gap(&self, unit: &crate::channel::Unit, gate: Gate) -> Duration {
+    /// In nanoseconds, as the copy gap is kept: a `Duration` here was built from it and taken
+    /// apart again for the sum with a unit's send time, on every pass over a queue.
+    fn next_send_gap(&self, unit: &crate::channel::Unit, gate: Gate) -> Nanos {
         if unit.round_sends < gate.copies && !gate.covers(unit) {
-            self.config.repeat_interval.get()
+            self.config.repeat_interval
         } else if unit.lost {
             // Declared lost under repairs: the repairs had their chance by now.
-            self.resend_interval(unit.sends).mul_f64(COVERED_LOST_RESEND)
+            Nanos::new(self.resend_interval(unit.sends).mul_f64(COVERED_LOST_RESEND))
         } else {
-            self.resend_interval(unit.sends)
+            Nanos::new(self.resend_interval(unit.sends))
         }
     }
 
