@@ -220,6 +220,11 @@ impl ChannelSet {
         }
     }
 
+    /// Whether no channel is in the set.
+    fn is_empty(&self) -> bool {
+        self.low == 0 && !self.high
+    }
+
     /// The one channel in the set, if it holds exactly one (most packets: a client's
     /// snapshot alone).
     fn only(&self) -> Option<usize> {
@@ -889,8 +894,13 @@ impl Connection {
         if let Some(at) = self.repair_timeout() {
             next = next.min(at);
         }
-        // The gates weigh the window and the RTT: worked out only once a channel holds units
-        // (most calls find every channel empty: unreliable units go when sent).
+        // Most calls find no channel queued (unreliable units go when sent): they leave before
+        // the walk, whose setup the compiler hoists out of the loop (the unit fields' and the
+        // gate's loads, about 25 instructions a call, after each packet and at each settle).
+        if self.queued.is_empty() {
+            return Some(next);
+        }
+        // The gates weigh the window and the RTT: worked out only once a channel holds units.
         let mut all = None;
         for c in self.queued.iter(self.send.len()) {
             let channel = &self.send[c];
