@@ -1206,7 +1206,6 @@ impl Connection {
     /// `all` is the connection's gate ([`Connection::gate`]).
     fn fill(&mut self, now: Instant, w: &mut Writer<'_>, all: Gate, redundant: bool) -> Filled {
         let mut filled = Filled::default();
-        let plan = self.repair_plan();
         // One channel queued needs no order: the order's own line (a heap allocation) is one
         // more miss a packet when the connection's lines went cold since its last tick.
         let only = self.queued.only();
@@ -1267,7 +1266,7 @@ impl Connection {
                     self.units.push((c as u8, unit.seq, unit.index));
                     if unit.sends == 1 && coded {
                         let len = unit.len();
-                        self.encoders[c].on_fresh(now, len, plan);
+                        self.on_fresh_coded(c, now, len);
                     }
                 }
             }
