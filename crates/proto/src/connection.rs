@@ -1055,9 +1055,8 @@ impl Connection {
                 observer.scope(Stage::Encrypt, || keys.seal(&mut buf[..size], header_len, len));
             len = sealed?;
         }
-        let mut units = std::mem::take(&mut self.units);
-        let seq = self.sent.record(now, len, &mut units);
-        self.units = units;
+        // Two fields of the connection, borrowed apart: no take and put back of the vector.
+        let seq = self.sent.record(now, len, &mut self.units);
         self.sent.slot(seq).ack = self.header_ack.take();
         // Unreliable units are sent once, then forgotten: only the channels this packet
         // took units from can hold any (a packet went through every channel before, most of
