@@ -6,7 +6,7 @@
 
 use crate::config::{ChannelConfig, ChannelKind};
 use crate::connection::Event;
-use crate::time::Instant;
+use crate::time::{Instant, Nanos};
 use rally_wire::seq::seq16_newer;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -122,9 +122,12 @@ impl SendChannel {
     /// Drops the units of an unreliable channel that went out: they are sent once.
     #[inline]
     pub(crate) fn forget_sent(&mut self) {
-        while self.units.front().is_some_and(|u| u.sends > 0) {
-            let unit = self.units.pop_front().expect("front exists");
-            self.recycle(unit.payload);
+        // The payload taken in place and the unit dropped as it leaves: moved out whole, its
+        // 64 bytes went through the stack twice for the one field kept.
+        while let Some(unit) = self.units.front_mut().filter(|u| u.sends > 0) {
+            let payload = std::mem::take(&mut unit.payload);
+            self.units.pop_front();
+            self.recycle(payload);
         }
         if self.units.iter().any(|u| u.sends > 0) {
             // Sent out of order (a smaller unit fit where a larger one did not): rare.
@@ -143,7 +146,7 @@ impl SendChannel {
         payload: &[u8],
         piece: usize,
         now: Instant,
-        limits: (usize, std::time::Duration),
+        limits: (usize, Nanos),
     ) -> bool {
         let count = payload.len().div_ceil(piece).max(1);
         if !self.admits(count, now, limits) {
@@ -167,7 +170,7 @@ impl SendChannel {
         payload: &mut Vec<u8>,
         piece: usize,
         now: Instant,
-        limits: (usize, std::time::Duration),
+        limits: (usize, Nanos),
     ) -> bool {
         if payload.len() > piece || payload.capacity() > piece {
             let pushed = self.push(payload, piece, now, limits);
@@ -196,7 +199,7 @@ impl SendChannel {
         (head, body): (&mut Vec<u8>, Arc<Vec<u8>>),
         piece: usize,
         now: Instant,
-        (limits, whole): ((usize, std::time::Duration), bool),
+        (limits, whole): ((usize, Nanos), bool),
     ) -> bool {
         let len = head.len() + body.len();
         if whole || len > piece || head.capacity() > piece {
@@ -221,12 +224,14 @@ impl SendChannel {
 
     /// Whether `count` more units fit within `limits.0` units, and the oldest unacknowledged
     /// unit has waited at most `limits.1`.
-    fn admits(&self, count: usize, now: Instant, limits: (usize, std::time::Duration)) -> bool {
+    fn admits(&self, count: usize, now: Instant, limits: (usize, Nanos)) -> bool {
         let (queue_max, delay_max) = limits;
         if self.units.len() + count > queue_max || count > 255 {
             return false;
         }
-        self.units.iter().find(|u| !u.acked).is_none_or(|u| now - u.queued_at <= delay_max)
+        // In nanoseconds, as the limit is kept: no `Duration` built for the comparison.
+        let waited = |u: &Unit| now.saturating_nanos_since(u.queued_at);
+        self.units.iter().find(|u| !u.acked).is_none_or(|u| waited(u) <= delay_max)
     }
 
     /// The next message's sequence, taken.
@@ -740,7 +745,7 @@ mod tests {
     fn sent_unreliable_units_go_and_their_buffers_carry_nothing_over() {
         let config = ChannelConfig { kind: ChannelKind::Unreliable, priority: 0 };
         let mut send = SendChannel::new(config);
-        let limits = (100, std::time::Duration::from_secs(1));
+        let limits = (100, Nanos::new(std::time::Duration::from_secs(1)));
         for payload in [b"first message".as_slice(), b"too big to fit", b"third"] {
             assert!(send.push(payload, 1000, Instant::ZERO, limits));
         }
@@ -765,7 +770,8 @@ mod tests {
     fn a_handed_over_buffer_is_queued_as_a_copy_would_be_and_refusals_keep_it() {
         use std::time::Duration;
         let config = ChannelConfig { kind: ChannelKind::ReliableOrdered, priority: 0 };
-        let (mut send, piece, limits) = (SendChannel::new(config), 8, (5, Duration::from_secs(1)));
+        let (mut send, piece, limits) =
+            (SendChannel::new(config), 8, (5, Nanos::new(Duration::from_secs(1))));
         let mut roomy = Vec::with_capacity(piece + 1);
         roomy.extend_from_slice(b"roomy");
         for mut buffer in [b"small".to_vec(), b"over a piece".to_vec(), roomy] {
@@ -823,7 +829,8 @@ mod tests {
     fn a_message_in_two_parts_shares_its_body_only_when_it_goes_whole_in_one_piece() {
         use std::time::Duration;
         let config = ChannelConfig { kind: ChannelKind::ReliableOrdered, priority: 0 };
-        let (mut send, piece, limits) = (SendChannel::new(config), 8, (5, Duration::from_secs(1)));
+        let (mut send, piece, limits) =
+            (SendChannel::new(config), 8, (5, Nanos::new(Duration::from_secs(1))));
         let body = Arc::new(b"body".to_vec());
         let cases =
             [(b"head".to_vec(), false, 2), (b"head+".to_vec(), false, 1), (b"h".to_vec(), true, 1)];
@@ -878,7 +885,7 @@ mod tests {
                 SendChannel::new(ChannelConfig { kind: ChannelKind::ReliableOrdered, priority: 0 });
             let sizes = [0usize, 5, 3000, 1, 2500, 7];
             for (i, size) in sizes.iter().enumerate() {
-                let limits = (100, std::time::Duration::from_secs(1));
+                let limits = (100, Nanos::new(std::time::Duration::from_secs(1)));
                 assert!(send.push(&vec![i as u8; *size], 1000, Instant::ZERO, limits));
             }
             let mut pieces: Vec<_> =

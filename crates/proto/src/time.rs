@@ -37,6 +37,12 @@ impl Instant {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
+    /// [`Instant::saturating_duration_since`] as 64-bit nanoseconds: compared with a timer kept
+    /// as [`Nanos`], without the division by 10^9 a `Duration` is built with.
+    pub(crate) fn saturating_nanos_since(self, earlier: Instant) -> Nanos {
+        Nanos(self.0.saturating_sub(earlier.0))
+    }
+
     /// Seconds since the origin, for reports and plots.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1e9
@@ -64,6 +70,11 @@ impl Nanos {
 
     pub(crate) fn get(self) -> Duration {
         Duration::from_nanos(self.0)
+    }
+
+    /// The nanoseconds.
+    pub(crate) const fn as_u64(self) -> u64 {
+        self.0
     }
 }
 
@@ -116,5 +127,21 @@ mod tests {
         }
         // "Never" stays never: saturated, not wrapped.
         assert_eq!(t + Nanos::new(Duration::MAX), t + Duration::MAX);
+    }
+
+    /// Goal: a time since, in nanoseconds, orders against a timer as the `Duration`s did.
+    /// Method: instants either side of each other, against timers on and around the gap.
+    #[test]
+    fn a_time_since_in_nanoseconds_compares_as_its_duration_does() {
+        let times = [0, 1, 999, 1_000_000_007, u64::MAX].map(Instant::from_nanos);
+        let timers = [0, 1, 998, 999, 1_000, 1_000_000_007, u64::MAX].map(Duration::from_nanos);
+        for (now, earlier) in times.iter().flat_map(|a| times.iter().map(move |b| (*a, *b))) {
+            let since = now.saturating_nanos_since(earlier);
+            assert_eq!(since.get(), now - earlier);
+            for timer in timers {
+                assert_eq!(since >= Nanos::new(timer), now - earlier >= timer);
+                assert_eq!(since <= Nanos::new(timer), now - earlier <= timer);
+            }
+        }
     }
 }

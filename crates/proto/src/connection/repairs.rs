@@ -52,7 +52,23 @@ impl Connection {
         if !self.is_coded(c) {
             return gate;
         }
+        self.coded_gate(gate)
+    }
+
+    /// [`Self::channel_gate`] of a coded channel. Out of line: inlined, the compiler loaded
+    /// the repairs' settings (the connection's last line) ahead of the flag, once a packet,
+    /// so that line was one more miss a packet out with repairs off.
+    #[inline(never)]
+    fn coded_gate(&self, gate: Gate) -> Gate {
         Gate { copies: 1, repaired: self.repair_plan().0 > 0.0, ..gate }
+    }
+
+    /// Tells channel `c`'s encoder of a message of `len` bytes sent for the first time. Out
+    /// of line for the reason [`Self::coded_gate`] is.
+    #[inline(never)]
+    pub(super) fn on_fresh_coded(&mut self, c: usize, now: Instant, len: usize) {
+        let plan = self.repair_plan();
+        self.encoders[c].on_fresh(now, len, plan);
     }
 
     /// Repairs per new message and the interval after which they follow: none while the
