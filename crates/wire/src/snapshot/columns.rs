@@ -1472,15 +1472,21 @@ mod tests {
         fn a_row_in_groups_is_the_row(
             old in entity(), steps in proptest::array::uniform12(-3i32..=3),
             still in any::<bool>(), wide in 0usize..16, largest in 0u8..6,
+            far in prop_oneof![
+                Just(1 << 13), Just((1 << 13) - 1), Just(-(1 << 13)), Just(-(1 << 13) - 1),
+                -(1 << 20)..(1 << 20),
+            ],
         ) {
             // Small steps (none at all half the time: an unchanged row), one lane sometimes
-            // far, the rotation's layout sometimes changed.
-            let mut lanes = lanes(&old);
+            // far (at the column width's edge: a zigzag of 2^14 - 1 or 2^14), the rotation's
+            // layout sometimes changed.
+            let base = lanes(&old);
+            let mut lanes = base;
             for (lane, step) in lanes.iter_mut().zip(steps) {
                 *lane = lane.wrapping_add(if still { 0 } else { step });
             }
-            if let Some(lane) = lanes.get_mut(wide) {
-                *lane = lane.wrapping_add(1 << DELTA_WIDTH_MAX);
+            if let (Some(lane), Some(from)) = (lanes.get_mut(wide), base.get(wide)) {
+                *lane = from.wrapping_add(far);
             }
             let mut new = old;
             new.position = [lanes[0] as u32, lanes[1] as u32, lanes[2] as u32];
