@@ -863,6 +863,9 @@ fn pack_values_w<const W: usize>(values: &[u32], out: &mut [u8]) {
 fn pack_lane_w<const W: usize>(rows: &[[u32; 12]], lane: usize, out: &mut [u8]) {
     // Below 12, which the compiler can see: no bounds check per value.
     let lane = lane.min(11);
+    if W <= 8 {
+        return pack_lane_words::<W>(rows, lane, out);
+    }
     let mut blocks = rows.chunks_exact(8);
     // Each block's bytes from a zipped chunk of `out`, not an index: no bounds check.
     for (block, bytes) in (&mut blocks).zip(out.chunks_exact_mut(W)) {
@@ -874,6 +877,43 @@ fn pack_lane_w<const W: usize>(rows: &[[u32; 12]], lane: usize, out: &mut [u8]) 
     let rest = blocks.remainder();
     let values: [u32; 8] = std::array::from_fn(|r| rest.get(r).map_or(0, |row| row[lane]));
     pack_groups::<W>(&values[..rest.len()], out, &mut at);
+}
+
+/// [`pack_lane_w`] for `W` of at most 8, 64 rows at a time: their column is `W` whole 64-bit
+/// words, each built in a register from its blocks and stored once, where a block's `W` bytes
+/// took up to three stores.
+#[inline(always)]
+fn pack_lane_words<const W: usize>(rows: &[[u32; 12]], lane: usize, out: &mut [u8]) {
+    let lane = lane.min(11);
+    let mut chunks = rows.chunks_exact(64);
+    for (chunk, bytes) in (&mut chunks).zip(out.chunks_exact_mut(8 * W)) {
+        let Some(chunk) = chunk.first_chunk::<64>() else { continue };
+        let mut words = [0u64; W];
+        for b in 0..8 {
+            let block: [u32; 8] = std::array::from_fn(|r| chunk[8 * b + r][lane]);
+            let (word, bit) = (pack8::<W>(block) as u64, 8 * W * b);
+            words[bit / 64] |= word << (bit % 64);
+            if bit % 64 + 8 * W > 64 {
+                words[bit / 64 + 1] |= word >> (64 - bit % 64);
+            }
+        }
+        for (word, bytes) in words.iter().zip(bytes.chunks_exact_mut(8)) {
+            bytes.copy_from_slice(&word.to_le_bytes());
+        }
+    }
+    let rest = chunks.remainder();
+    let mut blocks = rest.chunks_exact(8);
+    let at = (rows.len() - rest.len()) / 8 * W;
+    let tail = out.get_mut(at..).unwrap_or_default();
+    for (block, bytes) in (&mut blocks).zip(tail.chunks_exact_mut(W)) {
+        let Some(block) = block.first_chunk::<8>() else { continue };
+        let word = pack8::<W>(std::array::from_fn(|r| block[r][lane]));
+        bytes.copy_from_slice(&word.to_le_bytes()[..W]);
+    }
+    let mut at = rows.len() / 8 * W;
+    let last = blocks.remainder();
+    let values: [u32; 8] = std::array::from_fn(|r| last.get(r).map_or(0, |row| row[lane]));
+    pack_groups::<W>(&values[..last.len()], out, &mut at);
 }
 
 /// Eight values of `W` bits from the start of `bytes`; bytes past its end read as zero.
