@@ -1239,5 +1239,32 @@ mod properties {
                 }
             }
         }
+
+        /// Goal: a frame's length reads alike through the one-byte shortcut and through the
+        /// varint decoder it skips: the same value, the same bytes left, the same error.
+        /// Method: lengths of none to eleven bytes (valid, overlong, truncated), bytes drawn
+        /// mostly around 0x80 where the shortcut ends, read both ways.
+        #[test]
+        fn a_frame_length_reads_as_the_varint_decoder_reads_it(
+            bytes in prop::collection::vec(
+                prop_oneof![0x70u8..=0x90, any::<u8>(), Just(0x7F), Just(0x80)], 0..12),
+        ) {
+            let mut shortcut = Reader { bytes: &bytes };
+            let read = shortcut.len("length");
+            let expected = read_varint(&bytes)
+                .map_err(|_| PacketError::Truncated { what: "length" })
+                .and_then(|(value, used)| {
+                    let value = usize::try_from(value)
+                        .map_err(|_| PacketError::OutOfRange { what: "length" })?;
+                    Ok((value, &bytes[used..]))
+                });
+            match expected {
+                Ok((value, rest)) => {
+                    prop_assert_eq!(read, Ok(value));
+                    prop_assert_eq!(shortcut.bytes, rest);
+                }
+                Err(e) => prop_assert_eq!(read, Err(e)),
+            }
+        }
     }
 }
