@@ -564,7 +564,9 @@ impl<'a> Packet<'a> {
     /// endpoint's registers instead of written out as a `Packet` (the handshake's variants
     /// make it about 100 bytes) and read back. Not inline in the public `decode`, so that
     /// other crates' code is generated as before.
-    #[inline]
+    // Always: with a plain `#[inline]` the compiler kept it a call inside the endpoint's stage
+    // scope, and the `Packet` went through memory.
+    #[inline(always)]
     pub(crate) fn decode_inline(bytes: &'a [u8]) -> Result<Self, PacketError> {
         let mut r = Reader { bytes };
         let kind = r.u8("packet type")?;
