@@ -652,7 +652,8 @@ impl Connection {
             self.handle_acks(now, &acks);
         }
         let mut deferred = false;
-        for frame in Frames::new(frames, header.seq) {
+        let mut frames = Frames::new(frames, header.seq);
+        while let Some(frame) = frames.next_inline() {
             let Ok(frame) = frame else {
                 self.disconnect(DisconnectReason::PeerMisbehaved);
                 return Err(DisconnectReason::PeerMisbehaved);

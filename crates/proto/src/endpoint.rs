@@ -717,7 +717,7 @@ impl Endpoint {
                 return None;
             }
         }
-        let packet = match self.observer.scope(Stage::Decode, || Packet::decode(bytes)) {
+        let packet = match self.observer.scope(Stage::Decode, || Packet::decode_inline(bytes)) {
             Ok(packet) => packet,
             Err(_) => {
                 self.stats.malformed += 1;
