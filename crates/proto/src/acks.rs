@@ -320,8 +320,8 @@ impl RttEstimator {
         self.samples = self.samples.wrapping_add(1);
         self.recent[0] = self.recent[0].min(raw);
         // In nanoseconds, not `Duration`s, whose sums and divisions cost about 56 more
-        // instructions a datagram. `min <= raw`, so a sum past 2^64 is past `raw` too: saturating keeps
-        // the test exact.
+        // instructions a datagram. `min <= raw`, so a sum past 2^64 is past `raw` too:
+        // saturating keeps the test exact.
         let delay = nanos(ack_delay);
         let adjusted = if raw >= self.min.saturating_add(delay) { raw - delay } else { raw };
         self.latest = adjusted;
