@@ -26,6 +26,12 @@ impl Simulation for Paddles {
     type Input = HandInput;
     type Message = ();
 
+    /// Reads the input at its fixed offsets ([`HandInput::decode`]): serde's bytes.
+    #[inline]
+    fn decode_input(bytes: &[u8]) -> Option<(HandInput, &[u8])> {
+        HandInput::decode(bytes)
+    }
+
     fn apply_input(&mut self, world: &mut World, client: ClientId, input: &HandInput) {
         move_hand(&self.controllers, world, client, input);
     }
@@ -103,6 +109,12 @@ pub struct Reference {
 impl Simulation for Reference {
     type Input = HandInput;
     type Message = ();
+
+    /// Reads the input at its fixed offsets ([`HandInput::decode`]): serde's bytes.
+    #[inline]
+    fn decode_input(bytes: &[u8]) -> Option<(HandInput, &[u8])> {
+        HandInput::decode(bytes)
+    }
 
     fn apply_input(&mut self, world: &mut World, client: ClientId, input: &HandInput) {
         move_hand(&self.controllers, world, client, input);

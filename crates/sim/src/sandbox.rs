@@ -36,6 +36,26 @@ impl HandInput {
         let rotation = Quat::from_rotation_y(phase);
         Self { position: position.into(), rotation: rotation.into() }
     }
+
+    /// The bytes of one input as postcard writes it: seven little-endian `f32`s (position,
+    /// then rotation; an array has no length), every 28 bytes a valid input.
+    pub const BYTES: usize = 28;
+
+    /// Reads one input from the front of `bytes` at its fixed offsets, with the bytes after
+    /// it: the same bytes as serde's postcard read, taken and refused alike (any 28 bytes; a
+    /// shorter slice is refused). A room decodes every client's input every tick, and serde's
+    /// generic read was inlined or called out of line as unrelated code moved (about 110
+    /// instructions an input apart), so this path is pinned inline.
+    #[inline(always)]
+    pub fn decode(bytes: &[u8]) -> Option<(Self, &[u8])> {
+        let (fixed, rest) = bytes.split_first_chunk::<{ Self::BYTES }>()?;
+        let at = |i: usize| {
+            f32::from_le_bytes([fixed[4 * i], fixed[4 * i + 1], fixed[4 * i + 2], fixed[4 * i + 3]])
+        };
+        let input =
+            Self { position: [at(0), at(1), at(2)], rotation: [at(3), at(4), at(5), at(6)] };
+        Some((input, rest))
+    }
 }
 
 /// The sandbox's RPCs.
@@ -96,6 +116,12 @@ impl Sandbox {
 impl Simulation for Sandbox {
     type Input = HandInput;
     type Message = SandboxMessage;
+
+    /// Reads the input at its fixed offsets ([`HandInput::decode`]): serde's bytes.
+    #[inline]
+    fn decode_input(bytes: &[u8]) -> Option<(HandInput, &[u8])> {
+        HandInput::decode(bytes)
+    }
 
     fn apply_input(&mut self, world: &mut World, client: ClientId, input: &HandInput) {
         let Some(&id) = self.controllers.get(&client) else { return };
