@@ -67,6 +67,9 @@ pub struct UdpDriver {
     emptied_at: Instant,
     /// Whether reads stamp arrivals ([`UdpDriver::stamp_arrivals`]).
     stamped: bool,
+    /// The clock's reading as the last read returned: the time its datagrams were handled
+    /// at, unless stamped.
+    read_at: Instant,
     /// How long before a deadline `run_for` stops sleeping and polls instead (0: never).
     spin: Duration,
     /// Where the socket's receive and send syscalls are timed, if anywhere.
@@ -151,6 +154,7 @@ impl UdpDriver {
             traffic: Traffic::default(),
             emptied_at: Instant::ZERO,
             stamped: false,
+            read_at: Instant::ZERO,
             spin: Duration::ZERO,
             scopes: None,
             sleep_step: Duration::MAX,
@@ -302,8 +306,9 @@ impl UdpDriver {
     /// wakes once per tick instead of once per datagram, which costs a context switch and a
     /// timer each. For servers whose rooms answer inputs only at their ticks (the greedy
     /// pipeline), the wait changes nothing a client sees. Each event goes to `on_event` with
-    /// its time: a datagram's events with the time the datagram was handled at (its read's),
-    /// right after it; the timers' with the time they ran at.
+    /// its time: a read's events right after it, with the time its datagrams were handled at
+    /// (the read's; with [`UdpDriver::stamp_arrivals`], the read's too, not each arrival's);
+    /// the timers' with the time they ran at.
     pub fn run_batched(
         &mut self,
         duration: Duration,
@@ -324,15 +329,15 @@ impl UdpDriver {
         crate::precise_timers();
         loop {
             // Everything that arrived, a batch at a time, but not past the deadline: a burst of
-            // datagrams must not hold a tick back (the rest is read right after it). A
-            // datagram's events go out right after it, at its time: no clock read per event.
-            let mut each = |at, endpoint: &mut Endpoint| {
-                while let Some((handle, event)) = endpoint.poll_event() {
-                    on_event(at, endpoint, handle, event);
+            // datagrams must not hold a tick back (the rest is read right after it). A batch's
+            // events go out right after it, at its datagrams' time: no clock read per event.
+            loop {
+                let read = self.poll_receive_each(|_, _| {})?;
+                let at = self.read_at;
+                while let Some((handle, event)) = self.endpoint.poll_event() {
+                    on_event(at, &mut self.endpoint, handle, event);
                 }
-            };
-            while self.poll_receive_each(&mut each)? == RECEIVE_BATCH {
-                if self.clock.now() >= deadline {
+                if read < RECEIVE_BATCH || self.clock.now() >= deadline {
                     break;
                 }
             }
@@ -465,6 +470,7 @@ impl UdpDriver {
         }
         // The read's end is the batch's time too: one clock read for both.
         let now = self.clock.now();
+        self.read_at = now;
         self.time_until(Scope::Receive, started, now);
         let read = match received {
             Ok(read) => read,

@@ -61,8 +61,8 @@ impl<G: Game> MemoryWorker<G> {
     }
 
     /// Datagrams that arrived by `now`, as a worker hands a `recvmmsg` batch to its endpoint:
-    /// each datagram's events reach the rooms right after it, at its time, `now` (a worker
-    /// reads no clock for them); the timers' at the next [`MemoryWorker::flush`].
+    /// their events reach the rooms right after the batch, at its time, `now` (a worker reads
+    /// no clock for them); the timers' at the next [`MemoryWorker::flush`].
     pub fn receive<'a>(
         &mut self,
         now: Instant,
@@ -72,8 +72,8 @@ impl<G: Game> MemoryWorker<G> {
             self.traffic.datagrams_in += 1;
             self.traffic.bytes_in += bytes.len() as u64;
             self.endpoint.handle_datagram(now, from, bytes);
-            self.hand_events(now);
         }
+        self.hand_events(now);
         self.endpoint.handle_timeout(now);
     }
 
