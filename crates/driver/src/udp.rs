@@ -67,6 +67,9 @@ pub struct UdpDriver {
     emptied_at: Instant,
     /// Whether reads stamp arrivals ([`UdpDriver::stamp_arrivals`]).
     stamped: bool,
+    /// The clock's reading as the last read returned: the time its datagrams were handled
+    /// at, unless stamped.
+    read_at: Instant,
     /// How long before a deadline `run_for` stops sleeping and polls instead (0: never).
     spin: Duration,
     /// Where the socket's receive and send syscalls are timed, if anywhere.
@@ -151,6 +154,7 @@ impl UdpDriver {
             traffic: Traffic::default(),
             emptied_at: Instant::ZERO,
             stamped: false,
+            read_at: Instant::ZERO,
             spin: Duration::ZERO,
             scopes: None,
             sleep_step: Duration::MAX,
@@ -301,24 +305,48 @@ impl UdpDriver {
     /// A datagram then waits up to the next timer or deadline; in exchange a busy server
     /// wakes once per tick instead of once per datagram, which costs a context switch and a
     /// timer each. For servers whose rooms answer inputs only at their ticks (the greedy
-    /// pipeline), the wait changes nothing a client sees.
+    /// pipeline), the wait changes nothing a client sees. Each event goes to `on_event` with
+    /// its time: a read's events right after it, with the time its datagrams were handled at
+    /// (the read's; with [`UdpDriver::stamp_arrivals`], the read's too, not each arrival's);
+    /// the timers' with the time they ran at.
     pub fn run_batched(
         &mut self,
         duration: Duration,
-        mut on_event: impl FnMut(&mut Endpoint, ConnectionHandle, Event),
+        on_event: impl FnMut(Instant, &mut Endpoint, ConnectionHandle, Event),
     ) -> io::Result<()> {
-        crate::precise_timers();
         let deadline = self.clock.now() + duration;
+        self.run_batched_until(deadline, on_event).map(|_| ())
+    }
+
+    /// [`UdpDriver::run_batched`] until `deadline` (on the driver's clock), for a caller that
+    /// has just read the clock; returns the clock's reading at which it stopped (at or past
+    /// the deadline), for the caller's next step to start from rather than read it again.
+    pub fn run_batched_until(
+        &mut self,
+        deadline: Instant,
+        mut on_event: impl FnMut(Instant, &mut Endpoint, ConnectionHandle, Event),
+    ) -> io::Result<Instant> {
+        crate::precise_timers();
         loop {
             // Everything that arrived, a batch at a time, but not past the deadline: a burst of
-            // datagrams must not hold a tick back (the rest is read right after it).
-            while self.poll_receive()? == RECEIVE_BATCH && self.clock.now() < deadline {}
+            // datagrams must not hold a tick back (the rest is read right after it). A batch's
+            // events go out right after it, at its datagrams' time: no clock read per event.
+            loop {
+                let read = self.poll_receive_each(|_, _| {})?;
+                let at = self.read_at;
+                while let Some((handle, event)) = self.endpoint.poll_event() {
+                    on_event(at, &mut self.endpoint, handle, event);
+                }
+                if read < RECEIVE_BATCH || self.clock.now() >= deadline {
+                    break;
+                }
+            }
             let now = self.clock.now();
             self.endpoint.handle_timeout(now);
-            self.flush(&mut on_event)?;
+            self.flush(&mut |endpoint, handle, event| on_event(now, endpoint, handle, event))?;
             let now = self.clock.now();
             if now >= deadline {
-                return Ok(());
+                return Ok(now);
             }
             if deadline - now <= self.spin {
                 // The last stretch: look again without sleeping, so as to return on time.
@@ -336,20 +364,22 @@ impl UdpDriver {
     /// stretch (see [`UdpDriver::set_sleep_step`]) but without looking at the socket in
     /// between: [`UdpDriver::run_batched`] reads only at its wake-ups, so a read after each
     /// step would be a syscall that finds nothing or something that can wait until `wake`.
+    ///
+    /// One clock read a sleep: the reading after each step is both the next step's start and,
+    /// after the last, the wake-up's time.
     fn sleep_until(&mut self, from: Instant, wake: Instant) {
-        let mut slept = false;
+        let mut now = from;
         loop {
-            let now = if slept { self.clock.now() } else { from };
             let wait = stepped(wake.saturating_duration_since(now), self.sleep_step);
             if wait.is_zero() {
                 break;
             }
             std::thread::sleep(wait);
             self.traffic.sleeps += 1;
-            slept = true;
+            now = self.clock.now();
         }
-        if slept {
-            self.last_sleep = Some(Sleep { from, woke: self.clock.now() });
+        if now != from {
+            self.last_sleep = Some(Sleep { from, woke: now });
         }
     }
 
@@ -438,7 +468,10 @@ impl UdpDriver {
             // An error about an earlier send (an ICMP unreachable) is reported once; read on.
             received = self.received.receive(&self.socket);
         }
-        self.time(Scope::Receive, started);
+        // The read's end is the batch's time too: one clock read for both.
+        let now = self.clock.now();
+        self.read_at = now;
+        self.time_until(Scope::Receive, started, now);
         let read = match received {
             Ok(read) => read,
             Err(e) if is_transient(&e) => 0,
@@ -446,7 +479,6 @@ impl UdpDriver {
         };
         self.traffic.reads += 1;
         self.traffic.empty_reads += u64::from(read == 0);
-        let now = self.clock.now();
         let unix_now = if self.stamped { unix_nanos() } else { 0 };
         let emptied_at = self.emptied_at;
         if read < self.received.slots() {
@@ -505,8 +537,16 @@ impl UdpDriver {
 
     /// Adds the time since `started` to `scope`, when timing.
     fn time(&self, scope: Scope, started: Option<Instant>) {
+        if started.is_some() {
+            self.time_until(scope, started, self.clock.now());
+        }
+    }
+
+    /// Adds the time from `started` to `now` (a reading the caller took) to `scope`, when
+    /// timing.
+    fn time_until(&self, scope: Scope, started: Option<Instant>, now: Instant) {
         if let (Some(scopes), Some(started)) = (&self.scopes, started) {
-            scopes.add(scope, (self.clock.now() - started).as_nanos() as u64);
+            scopes.add(scope, now.as_nanos().saturating_sub(started.as_nanos()));
         }
     }
 }

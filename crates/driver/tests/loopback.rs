@@ -145,8 +145,65 @@ fn a_batched_loop_sleeps_in_steps_but_reads_only_at_its_wake_ups() {
     // steps over the last 2 ms.
     let mut server = UdpDriver::bind("127.0.0.1:0", plaintext()).expect("binds");
     server.set_sleep_step(Duration::from_micros(200));
-    server.run_batched(Duration::from_millis(20), |_, _, _| {}).expect("the loop runs");
+    server.run_batched(Duration::from_millis(20), |_, _, _, _| {}).expect("the loop runs");
     assert_eq!(server.traffic.reads, 2, "a read when it starts and one at the deadline");
     assert_eq!(server.traffic.empty_reads, 2, "nothing was sent to it");
     assert!(server.traffic.sleeps >= 1, "it slept: {}", server.traffic.sleeps);
+}
+
+#[test]
+fn a_batched_loop_hands_each_message_over_at_its_datagram_s_time() {
+    // Goal: the batched loop (a worker's) hands each message to its caller with the time its
+    // datagram was read and handled at, not a later reading nor a stale one, and loses none.
+    // Method: a batched echo server in a thread, the client on the test's thread; the client
+    // notes the server clock's reading before it sends each message (the server's clock is a
+    // copy), the server notes its reading in the callback; each message's time must lie
+    // between the two, and every echo come back in order.
+    let mut server = UdpDriver::bind("127.0.0.1:0", plaintext()).expect("binds");
+    let server_addr = server.local_addr().expect("bound");
+    let server_clock = server.clock();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_server = stop.clone();
+    let thread = std::thread::spawn(move || {
+        let mut times = Vec::new();
+        while !stop_server.load(Ordering::Relaxed) {
+            let echo = |at: Instant, endpoint: &mut rally_proto::Endpoint, handle, event| {
+                if let Event::Message { channel, payload } = event {
+                    let value = u32::from_le_bytes(payload[..4].try_into().expect("4 bytes"));
+                    times.push((value, at, server_clock.now()));
+                    endpoint.send(handle, channel, &payload).expect("room to echo");
+                }
+            };
+            server.run_batched(Duration::from_millis(5), echo).expect("the loop runs");
+        }
+        times
+    });
+    let mut client = UdpDriver::bind("127.0.0.1:0", plaintext()).expect("binds");
+    let handle = client.connect(server_addr);
+    let (mut echoes, mut sent_at, mut connected) = (Vec::new(), Vec::new(), false);
+    let clock = Clock::start();
+    while echoes.len() < 20 && clock.now() < Instant::ZERO + PATIENCE {
+        if connected && sent_at.len() < 20 {
+            sent_at.push(server_clock.now());
+            let value = sent_at.len() as u32 - 1;
+            client.endpoint().send(handle, 0, &value.to_le_bytes()).expect("queue has room");
+        }
+        client
+            .run_for(Duration::from_millis(2), |_, _, event| match event {
+                Event::Connected => connected = true,
+                Event::Message { payload, .. } => {
+                    echoes.push(u32::from_le_bytes(payload[..4].try_into().expect("4 bytes")))
+                }
+                Event::Disconnected { reason } => panic!("disconnected: {reason:?}"),
+            })
+            .expect("the client loop runs");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let times = thread.join().expect("the server thread ends");
+    assert_eq!(echoes, (0..20).collect::<Vec<u32>>(), "all echoes within {PATIENCE:?}");
+    assert_eq!(times.len(), 20, "each message once");
+    for (value, at, handed) in times {
+        let sent = sent_at[value as usize];
+        assert!(sent <= at && at <= handed, "message {value}: {sent:?} <= {at:?} <= {handed:?}");
+    }
 }

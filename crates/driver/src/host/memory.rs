@@ -60,8 +60,9 @@ impl<G: Game> MemoryWorker<G> {
         }
     }
 
-    /// Datagrams that arrived by `now`, as a worker hands a `recvmmsg` batch to its endpoint;
-    /// their events reach the rooms at the next [`MemoryWorker::flush`].
+    /// Datagrams that arrived by `now`, as a worker hands a `recvmmsg` batch to its endpoint:
+    /// their events reach the rooms right after the batch, at its time, `now` (a worker reads
+    /// no clock for them); the timers' at the next [`MemoryWorker::flush`].
     pub fn receive<'a>(
         &mut self,
         now: Instant,
@@ -72,7 +73,18 @@ impl<G: Game> MemoryWorker<G> {
             self.traffic.bytes_in += bytes.len() as u64;
             self.endpoint.handle_datagram(now, from, bytes);
         }
+        self.hand_events(now);
         self.endpoint.handle_timeout(now);
+    }
+
+    /// Hands every event the endpoint has to its room, at `now`; whether there was one.
+    fn hand_events(&mut self, now: Instant) -> bool {
+        let mut any = false;
+        while let Some((handle, event)) = self.endpoint.poll_event() {
+            any = true;
+            self.rooms.on_event_at(&mut self.endpoint, handle, event, now, None);
+        }
+        any
     }
 
     /// Ticks every room whose deadline is at most `now`, each starting at `now`, and hands
@@ -107,13 +119,9 @@ impl<G: Game> MemoryWorker<G> {
                 self.traffic.bytes_out += t.len as u64;
                 send(t, &buf[..t.len]);
             }
-            while let Some((handle, event)) = self.endpoint.poll_event() {
-                busy = true;
-                // A worker reads its clock for each event, telemetry or not (that reading is
-                // its `now`, and starts the ingest timing when it is on): so does this one.
-                let clock_now = Some(self.clock.now());
-                self.rooms.on_event_at(&mut self.endpoint, handle, event, now, clock_now);
-            }
+            // A worker hands these events the time its timers ran at, reading no clock for
+            // them: nor does this one.
+            busy |= self.hand_events(now);
             if !busy {
                 break;
             }
