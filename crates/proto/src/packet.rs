@@ -524,6 +524,25 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
+    /// Writes a frame of a 3-byte `tag` then `head` then `body`, as three [`Writer::put`]s
+    /// would, with one check for room and one for a message to widen (every packet out writes
+    /// its snapshot so). Returns where the frame starts.
+    fn put_frame(&mut self, tag: [u8; 3], [head, body]: [&[u8]; 2]) -> Result<usize, PacketError> {
+        if self.last_message.is_some() {
+            self.widen_last_message();
+        }
+        let start = self.len;
+        let end = start + tag.len() + head.len() + body.len();
+        let frame = self.buf.get_mut(start..end).ok_or(PacketError::BufferTooSmall)?;
+        let (frame_tag, payload) = frame.split_at_mut(tag.len());
+        let (frame_head, frame_body) = payload.split_at_mut(head.len());
+        frame_tag.copy_from_slice(&tag);
+        frame_head.copy_from_slice(head);
+        frame_body.copy_from_slice(body);
+        self.len = end;
+        Ok(start)
+    }
+
     fn len_prefix(&mut self, len: usize) -> Result<(), PacketError> {
         let mut tmp = [0u8; 10];
         let used = write_varint(len as u64, &mut tmp).expect("ten bytes hold any varint");
@@ -732,10 +751,8 @@ pub(crate) fn write_message(
         return Err(PacketError::BufferTooSmall);
     }
     let [seq_lo, seq_hi] = seq.to_le_bytes();
-    w.put(&[FRAME_MESSAGE_LAST | channel, seq_lo, seq_hi])?;
-    w.put(head)?;
-    w.put(body)?;
-    w.last_message = Some((w.len() - len - 3, len));
+    let start = w.put_frame([FRAME_MESSAGE_LAST | channel, seq_lo, seq_hi], [head, body])?;
+    w.last_message = Some((start, len));
     Ok(())
 }
 
@@ -1153,6 +1170,45 @@ mod properties {
                 expected.extend_from_slice(&one[..n]);
             }
             prop_assert_eq!(&buf[..len], &expected[..]);
+        }
+
+        /// Goal: a frame written by `put_frame` (one check for room) is the bytes, length and
+        /// widened last message that its three `put`s wrote, and refused where they were.
+        /// Method: random frames written first, then a tag, head and body into the rest of a
+        /// buffer of random size, both ways.
+        #[test]
+        fn a_frame_put_at_once_is_its_three_puts(
+            fields in prop::collection::vec(frame(), 0..4),
+            (head, body) in (
+                prop::collection::vec(any::<u8>(), 0..40),
+                prop::collection::vec(any::<u8>(), 0..600),
+            ),
+            (tag, size) in (any::<[u8; 3]>(), 0usize..1200),
+        ) {
+            let frames: Vec<Frame<'_>> = fields.iter().map(build).collect();
+            let (mut once, mut three) = (vec![0u8; 2048], vec![0u8; 2048]);
+            let (mut a, mut b) = (Writer::new(&mut once), Writer::new(&mut three));
+            for w in [&mut a, &mut b] {
+                for frame in &frames {
+                    if let Frame::Message { channel, seq, payload } = *frame {
+                        write_message(w, channel, seq, [payload, &[]]).unwrap();
+                    } else {
+                        write_ping(w).unwrap();
+                    }
+                }
+                let end = (w.len + size).min(w.buf.len());
+                w.buf = &mut std::mem::take(&mut w.buf)[..end];
+            }
+            let put = a.put_frame(tag, [&head, &body]);
+            let puts = b.put(&tag).and_then(|()| b.put(&head)).and_then(|()| b.put(&body));
+            prop_assert_eq!(put.is_ok(), puts.is_ok());
+            if let Ok(at) = put {
+                // Where the frame starts once a message before it is widened.
+                prop_assert_eq!(at, b.len() - tag.len() - head.len() - body.len());
+                prop_assert_eq!((a.len(), a.last_message), (b.len(), b.last_message));
+                let len = a.len();
+                prop_assert_eq!(&a.buf[..len], &b.buf[..len]);
+            }
         }
 
         /// Goal: any sequence of frames in a data packet, the last one perhaps in its
