@@ -866,16 +866,6 @@ fn pack_lane_w<const W: usize>(rows: &[[u32; 12]], lane: usize, out: &mut [u8]) 
     if W <= 8 {
         return pack_lane_words::<W>(rows, lane, out);
     }
-    pack_lane_blocks::<W>(rows, lane, out);
-}
-
-/// Packs lane `lane` of `rows` from the start of `out`: eight rows (`W` bytes) at a time, then
-/// the short last group. The whole column for `W` above 8, the rows past the whole 64-row
-/// chunks for the rest.
-#[inline(always)]
-fn pack_lane_blocks<const W: usize>(rows: &[[u32; 12]], lane: usize, out: &mut [u8]) {
-    // Below 12, which the compiler can see: no bounds check per value.
-    let lane = lane.min(11);
     let mut blocks = rows.chunks_exact(8);
     // Each block's bytes from a zipped chunk of `out`, not an index: no bounds check.
     for (block, bytes) in (&mut blocks).zip(out.chunks_exact_mut(W)) {
@@ -912,8 +902,18 @@ fn pack_lane_words<const W: usize>(rows: &[[u32; 12]], lane: usize, out: &mut [u
         }
     }
     let rest = chunks.remainder();
+    let mut blocks = rest.chunks_exact(8);
     let at = (rows.len() - rest.len()) / 8 * W;
-    pack_lane_blocks::<W>(rest, lane, out.get_mut(at..).unwrap_or_default());
+    let tail = out.get_mut(at..).unwrap_or_default();
+    for (block, bytes) in (&mut blocks).zip(tail.chunks_exact_mut(W)) {
+        let Some(block) = block.first_chunk::<8>() else { continue };
+        let word = pack8::<W>(std::array::from_fn(|r| block[r][lane]));
+        bytes.copy_from_slice(&word.to_le_bytes()[..W]);
+    }
+    let mut at = rows.len() / 8 * W;
+    let last = blocks.remainder();
+    let values: [u32; 8] = std::array::from_fn(|r| last.get(r).map_or(0, |row| row[lane]));
+    pack_groups::<W>(&values[..last.len()], out, &mut at);
 }
 
 /// Eight values of `W` bits from the start of `bytes`; bytes past its end read as zero.
