@@ -20,6 +20,9 @@ use crate::World;
 use rally_wire::seq::seq32_newer;
 use rally_wire::{EncodeError, QuantizedEntity, Snapshot, SnapshotConfig, SnapshotHistory};
 
+/// Accumulated priorities by entity id, ids ascending.
+type Priorities = Vec<(u32, f32)>;
+
 /// Estimated bytes of one changed entity in a delta, for the budget. The encoder's exact
 /// size is checked afterwards.
 const CHANGE_BYTES: usize = 10;
@@ -74,9 +77,9 @@ pub(crate) struct Replicator {
     /// Accumulated priority of entities with changes not yet sent, by id ascending: rebuilt
     /// by each ranking in one walk beside the room's entities (whose ids ascend too), so it
     /// holds no more entries than the room has entities, and an id costs no hash.
-    priority: Vec<(u32, f32)>,
+    priority: Priorities,
     /// Scratch: the next ranking's `priority`.
-    ranking: Vec<(u32, f32)>,
+    ranking: Priorities,
     /// Scratch: the candidates, most urgent first.
     candidates: Vec<Candidate>,
     /// Scratch: whether each room-snapshot entity goes into the view.
@@ -321,7 +324,7 @@ impl<'a> Ascending<'a> {
 /// never reused), one whose priority went back to nothing too (it ranks as one never seen).
 fn rank(
     candidates: &mut Vec<Candidate>,
-    (priority, ranking): (&mut Vec<(u32, f32)>, &mut Vec<(u32, f32)>),
+    (priority, ranking): (&mut Priorities, &mut Priorities),
     room: &Snapshot,
     world: &World,
     baseline: Option<&Snapshot>,
