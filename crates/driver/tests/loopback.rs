@@ -28,15 +28,7 @@ fn a_client_gets_every_echo_back_in_order_over_loopback() {
             client.endpoint().send(handle, 0, &next.to_le_bytes()).expect("queue has room");
             next += 1;
         }
-        client
-            .run_for(Duration::from_millis(5), |_, _, event| match event {
-                Event::Connected => connected = true,
-                Event::Message { payload, .. } => {
-                    echoes.push(u32::from_le_bytes(payload[..4].try_into().expect("4 bytes")))
-                }
-                Event::Disconnected { reason } => panic!("disconnected: {reason:?}"),
-            })
-            .expect("the client loop runs");
+        echo_client_for(&mut client, Duration::from_millis(5), &mut connected, &mut echoes);
     }
     stop.store(true, Ordering::Relaxed);
     thread.join().expect("the server thread ends");
@@ -45,6 +37,25 @@ fn a_client_gets_every_echo_back_in_order_over_loopback() {
     // time would measure none, or zero); how long they took is the machine's business.
     let stats = client.endpoint().connection(handle).expect("open").stats();
     assert!(stats.rtt_min > Duration::ZERO && stats.rtt_min <= stats.rtt, "{stats:?}");
+}
+
+/// Runs the echo client's loop for `wait`: notes the connection, and collects each echoed
+/// number in arrival order.
+fn echo_client_for(
+    client: &mut UdpDriver,
+    wait: Duration,
+    connected: &mut bool,
+    echoes: &mut Vec<u32>,
+) {
+    client
+        .run_for(wait, |_, _, event| match event {
+            Event::Connected => *connected = true,
+            Event::Message { payload, .. } => {
+                echoes.push(u32::from_le_bytes(payload[..4].try_into().expect("4 bytes")))
+            }
+            Event::Disconnected { reason } => panic!("disconnected: {reason:?}"),
+        })
+        .expect("the client loop runs");
 }
 
 /// A server in a thread that echoes every message on its channel, until told to stop.
@@ -188,15 +199,7 @@ fn a_batched_loop_hands_each_message_over_at_its_datagram_s_time() {
             let value = sent_at.len() as u32 - 1;
             client.endpoint().send(handle, 0, &value.to_le_bytes()).expect("queue has room");
         }
-        client
-            .run_for(Duration::from_millis(2), |_, _, event| match event {
-                Event::Connected => connected = true,
-                Event::Message { payload, .. } => {
-                    echoes.push(u32::from_le_bytes(payload[..4].try_into().expect("4 bytes")))
-                }
-                Event::Disconnected { reason } => panic!("disconnected: {reason:?}"),
-            })
-            .expect("the client loop runs");
+        echo_client_for(&mut client, Duration::from_millis(2), &mut connected, &mut echoes);
     }
     stop.store(true, Ordering::Relaxed);
     let times = thread.join().expect("the server thread ends");
