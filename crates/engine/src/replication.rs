@@ -297,24 +297,30 @@ struct Candidate {
     slot: usize,
 }
 
-/// The baseline's entities looked up by ascending id, each look-up stepping on from the last:
-/// a walk of the room's entities (ids ascending) finds all of them in one pass, where a binary
-/// search for each took eight or so probes of the baseline.
-struct Ascending<'a> {
-    entities: &'a [QuantizedEntity],
+/// Items looked up by ascending id, each look-up stepping on from the last: a walk of the
+/// room's entities (ids ascending) finds all of a sorted list's in one pass, where a binary
+/// search for each took eight or so probes of it.
+struct Ascending<'a, T> {
+    items: &'a [T],
+    id: fn(&T) -> u32,
 }
 
-impl<'a> Ascending<'a> {
-    fn new(baseline: Option<&'a Snapshot>) -> Self {
-        Self { entities: baseline.map_or(&[], |b| b.entities()) }
+impl<'a, T> Ascending<'a, T> {
+    fn new(items: &'a [T], id: fn(&T) -> u32) -> Self {
+        Self { items, id }
     }
 
-    /// The entity with `id`, if present; `id` must not be below the last one asked for.
-    fn get(&mut self, id: u32) -> Option<&'a QuantizedEntity> {
-        let skip = self.entities.iter().take_while(|e| e.id < id).count();
-        self.entities = &self.entities[skip..];
-        self.entities.first().filter(|e| e.id == id)
+    /// The item with `id`, if present; `id` must not be below the last one asked for.
+    fn get(&mut self, id: u32) -> Option<&'a T> {
+        let skip = self.items.iter().take_while(|item| (self.id)(item) < id).count();
+        self.items = &self.items[skip..];
+        self.items.first().filter(|item| (self.id)(item) == id)
     }
+}
+
+/// The baseline's entities, by ascending id.
+fn baseline_by_id(baseline: Option<&Snapshot>) -> Ascending<'_, QuantizedEntity> {
+    Ascending::new(baseline.map_or(&[], |b| b.entities()), |e| e.id)
 }
 
 /// Collects the entities whose state differs from the baseline, raises their priority by their
@@ -331,11 +337,10 @@ fn rank(
 ) {
     candidates.clear();
     ranking.clear();
-    let (mut known_by_id, mut held) = (Ascending::new(baseline), &priority[..]);
+    let mut known_by_id = baseline_by_id(baseline);
+    let mut held = Ascending::new(&priority[..], |(id, _)| *id);
     for (index, entity) in room.entities().iter().enumerate() {
-        let skip = held.iter().take_while(|(id, _)| *id < entity.id).count();
-        held = &held[skip..];
-        let carried = held.first().filter(|(id, _)| *id == entity.id).map_or(0.0, |e| e.1);
+        let carried = held.get(entity.id).map_or(0.0, |e| e.1);
         let known = known_by_id.get(entity.id);
         if known == Some(entity) {
             // Unchanged again: what it accumulated waits for its next change.
@@ -376,7 +381,7 @@ fn affordable(candidates: &[Candidate], budget: usize) -> usize {
 /// which the delta encodes as despawns.
 fn fill_view(view: &mut Snapshot, room: &Snapshot, baseline: Option<&Snapshot>, chosen: &[bool]) {
     view.clear(room.tick());
-    let mut known_by_id = Ascending::new(baseline);
+    let mut known_by_id = baseline_by_id(baseline);
     for (index, entity) in room.entities().iter().enumerate() {
         let state: Option<&QuantizedEntity> = if chosen.get(index).copied().unwrap_or(false) {
             Some(entity)

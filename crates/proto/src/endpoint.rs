@@ -438,6 +438,10 @@ struct V4Entry {
 
 impl V4Entry {
     const EMPTY: Self = Self { word: 0, slot: usize::MAX };
+
+    fn is_free(self) -> bool {
+        self.slot == Self::EMPTY.slot
+    }
 }
 
 /// An IPv4 address and port in one word: equal words, equal `SocketAddrV4`s.
@@ -507,7 +511,7 @@ impl PeerTable {
         // Ends: the table is at most half full, so an empty entry lies ahead.
         loop {
             let entry = self.v4[i];
-            if entry.slot == V4Entry::EMPTY.slot {
+            if entry.is_free() {
                 return None;
             }
             if entry.word == word {
@@ -521,7 +525,7 @@ impl PeerTable {
     fn place_v4(&mut self, entry: V4Entry) {
         let mask = self.v4.len() - 1;
         let mut i = self.home(entry.word);
-        while self.v4[i].slot != V4Entry::EMPTY.slot {
+        while !self.v4[i].is_free() {
             i = (i + 1) & mask;
         }
         self.v4[i] = entry;
@@ -530,7 +534,7 @@ impl PeerTable {
     fn grow_v4(&mut self) {
         let len = (self.v4.len() * 2).max(Self::V4_LEN_MIN);
         let old = std::mem::replace(&mut self.v4, vec![V4Entry::EMPTY; len]);
-        for entry in old.into_iter().filter(|e| e.slot != V4Entry::EMPTY.slot) {
+        for entry in old.into_iter().filter(|e| !e.is_free()) {
             self.place_v4(entry);
         }
     }
@@ -545,7 +549,7 @@ impl PeerTable {
         loop {
             i = (i + 1) & mask;
             let entry = self.v4[i];
-            if entry.slot == V4Entry::EMPTY.slot {
+            if entry.is_free() {
                 break;
             }
             // The entry may fill the hole if the hole lies between its home and it.
