@@ -4,10 +4,11 @@ use rally_proto::Instant;
 
 /// Monotonic time since the clock was created, as Rally's [`Instant`].
 ///
-/// A worker reads it per event and per tick, and telemetry per timed phase and sampled run
-/// (about 43 reads per reference room-tick with telemetry on): it reads `CLOCK_MONOTONIC` (the
-/// clock `std::time::Instant` reads on Linux) straight into nanoseconds, without the checked
-/// `timespec` subtraction and the 128-bit `Duration::as_nanos` that `Instant::elapsed` costs.
+/// A worker reads it per tick, wake-up and read of its socket (a message takes its read's
+/// time, not a reading of its own), and telemetry per timed phase and sampled run: it reads
+/// `CLOCK_MONOTONIC` (the clock `std::time::Instant` reads on Linux) straight into
+/// nanoseconds, without the checked `timespec` subtraction and the 128-bit
+/// `Duration::as_nanos` that `Instant::elapsed` costs.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     /// The monotonic clock's reading at the start, nanoseconds.
