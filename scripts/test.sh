@@ -83,8 +83,11 @@ step "bench smoke: load" cargo run --release --locked -p rally-bench -- load --q
 # The count's workload without valgrind (a second): scripts/count.sh counts it.
 step "bench smoke: count" cargo run --release --locked -p rally-bench -- count --quick \
     --json target/ci/count.json
+# Two of the five links (clean and the bursty one), every peer on each: the smoke proves the real
+# libraries run end to end; the five links took over three minutes of CI's time.
 step "bench smoke: transport, real sockets" cargo run --release --locked -p rally-bench -- \
-    transport --mode real --quick --json target/ci/transport-real.json --plot target/ci
+    transport --mode real --quick --profiles clean,bursty-10 \
+    --json target/ci/transport-real.json --plot target/ci
 step "bench smoke: latency, real processes" cargo run --release --locked -p rally-bench -- \
     latency --mode real --quick --hz 120 --json target/ci/latency-real.json
 # The C sample (examples/c): librally (rally-ffi, release) and sample.c built with the system's
