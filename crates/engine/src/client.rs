@@ -188,9 +188,6 @@ pub struct ClientSession<I, M> {
     covered: Vec<(usize, EntityState)>,
     /// A buffer for rebuilding `shown` when entities come or go.
     spare: Vec<EntityState>,
-    /// The entities the last snapshot decoded updated, by index, when it listed them (see
-    /// [`SnapshotConfig::decode_listing_updates`]).
-    updated: Vec<u32>,
     /// Fast-path chains, by sender.
     overlays: Vec<Overlay>,
     /// The total-latency meter.
@@ -227,7 +224,6 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             shown: Vec::new(),
             covered: Vec::new(),
             spare: Vec::new(),
-            updated: Vec::new(),
             overlays: Vec::new(),
             meter: LatencyMeter::default(),
             tick_rate: 0,
@@ -499,20 +495,24 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
                 found
             }
         };
-        let baseline = at.map(|i| &self.views[i]);
-        let config = &self.config.snapshot;
-        let decoded =
-            config.decode_listing_updates(bytes, baseline, &mut self.scratch, &mut self.updated);
-        let Ok((_, listed)) = decoded else {
+        let applied = UPDATED.with_borrow_mut(|updated| {
+            let baseline = at.map(|i| &self.views[i]);
+            let config = &self.config.snapshot;
+            let decoded =
+                config.decode_listing_updates(bytes, baseline, &mut self.scratch, updated);
+            let Ok((_, listed)) = decoded else { return false };
+            self.uncover();
+            // Against the newest view (the steady state on a link faster than a tick), the
+            // listed updates are all that differs from it.
+            match listed && at.is_some() && at == self.newest {
+                true => self.dequantize_updated(updated),
+                false => self.dequantize_scratch(),
+            }
+            true
+        });
+        if !applied {
             self.stats.snapshots_dropped += 1;
             return;
-        };
-        self.uncover();
-        // Against the newest view (the steady state on a link faster than a tick), the listed
-        // updates are all that differs from it.
-        match listed && at.is_some() && at == self.newest {
-            true => self.dequantize_updated(),
-            false => self.dequantize_scratch(),
         }
         let slot = self.newest.map_or(0, |i| (i + 1) % self.views.len());
         std::mem::swap(&mut self.views[slot], &mut self.scratch);
@@ -545,11 +545,11 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
     /// from the newest view's, so only they are dequantized, and no entity is compared (the
     /// comparison of every entity cost about 40 instructions an entity, 10,000 a snapshot of
     /// the reference room's 256: a fifth of the client's snapshot).
-    fn dequantize_updated(&mut self) {
+    fn dequantize_updated(&mut self, updated: &[u32]) {
         let config = &self.config.snapshot;
         let next = self.scratch.entities();
         debug_assert_eq!(next.len(), self.shown.len(), "the newest view's entities, in order");
-        for &i in &self.updated {
+        for &i in updated {
             let i = i as usize;
             if let (Some(state), Some(n)) = (self.shown.get_mut(i), next.get(i)) {
                 *state = config.dequantize(n);
@@ -788,6 +788,15 @@ impl<I: Serialize, M: Serialize + DeserializeOwned> ClientSession<I, M> {
             }
         }
     }
+}
+
+thread_local! {
+    /// The entities a snapshot's decode updated, by index, when it listed them (see
+    /// [`SnapshotConfig::decode_listing_updates`]), for its dequantize: one buffer a thread.
+    /// A session's own was four lines written a snapshot, cold in a thread serving hundreds of
+    /// sessions (the load bench's bots): about five more misses a snapshot in the count's
+    /// clients than with no list.
+    static UPDATED: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A fast-path chain: its sender, the last tick run when it was sent, and its entities,
