@@ -322,6 +322,11 @@ pub struct RoomStats {
     pub snapshot_bytes: u64,
     /// Changed entities that did not fit a client's budget in some tick (sent later).
     pub changes_deferred: u64,
+    /// Snapshots built as a view of the client's own rather than the room's shared encoding:
+    /// its changes did not fit the budget at once (a late joiner, or a client whose
+    /// acknowledgements fell behind) or its baseline was such a view. Each costs a ranking and
+    /// an encode of its own, where a shared one costs a copy.
+    pub views_own: u64,
     /// Messages the endpoint refused (queue full) or the outbox had no room for.
     pub sends_failed: u64,
     /// Connections refused (room full, or a bad resume ticket).
@@ -1182,6 +1187,7 @@ impl<S: Simulation> Room<S> {
                 return;
             };
             self.stats.changes_deferred += built.deferred as u64;
+            self.stats.views_own += 1;
             message.extend_from_slice(&self.datagram[..built.len]);
         }
         let body_len = body.as_ref().map_or(0, |b| b.len());

@@ -213,8 +213,13 @@ fn a_late_joiner_catches_up_within_the_budget() {
     net.run_for(Duration::from_millis(100));
     let during = net.room.stats().changes_deferred;
     assert!(during > 0, "the catch-up was spread over ticks");
+    assert!(net.room.stats().views_own > 0, "the catch-up's views are the client's own");
     settle(&mut net);
     assert_converged(&net, 3);
+    // Caught up, both clients are on the room's shared encoding: no more views of their own.
+    let caught_up = net.room.stats().views_own;
+    play(&mut net, Duration::from_millis(200));
+    assert_eq!(net.room.stats().views_own, caught_up);
     let bytes = net.room.stats().snapshot_bytes;
     let per_snapshot = bytes / (net.room.stats().ticks * 2).max(1);
     assert!(per_snapshot as usize <= budget, "{per_snapshot} bytes per snapshot");

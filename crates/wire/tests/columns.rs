@@ -22,7 +22,52 @@ fn round_trip(baseline: &Snapshot, current: &Snapshot) -> Vec<u8> {
     buf
 }
 
+/// Decodes `bytes` against `baseline` listing the updates, checks the listing against the
+/// snapshot decoded: listed exactly when the ids are the baseline's, indices ascending and in
+/// range, every entity not listed the baseline's.
+fn check_listing(baseline: &Snapshot, current: &Snapshot, bytes: &[u8]) {
+    let config = common::config();
+    let (mut out, mut updated) = (Snapshot::default(), vec![u32::MAX]);
+    let decoded = config.decode_listing_updates(bytes, Some(baseline), &mut out, &mut updated);
+    let (kind, listed) = decoded.unwrap();
+    assert_eq!(kind, SnapshotKind::Delta { baseline_tick: baseline.tick() });
+    assert_eq!(&out, current);
+    let ids = |s: &Snapshot| s.entities().iter().map(|e| e.id).collect::<Vec<_>>();
+    assert_eq!(listed, ids(baseline) == ids(current));
+    if !listed {
+        assert!(updated.is_empty());
+        return;
+    }
+    assert!(updated.windows(2).all(|w| w[0] < w[1]), "ascending");
+    assert!(updated.iter().all(|i| (*i as usize) < out.len()));
+    for (i, (o, b)) in out.entities().iter().zip(baseline.entities()).enumerate() {
+        if !updated.contains(&(i as u32)) {
+            assert_eq!(o, b, "entity {i} is not listed but changed");
+        }
+    }
+}
+
+/// `current`'s entities that `baseline` has, the rest `baseline`'s: a successor without spawns
+/// or despawns.
+fn same_ids(baseline: &Snapshot, current: &Snapshot) -> Snapshot {
+    let entities = baseline.entities().iter().map(|b| *current.get(b.id).unwrap_or(b)).collect();
+    common::build(current.tick(), entities)
+}
+
 proptest! {
+    /// Goal: the updates a delta lists are all that a client keeping something per entity of
+    /// its baseline must redo: listed exactly when the delta has no spawns or despawns, and
+    /// then every entity not listed is the baseline's. Method: random baseline and successor
+    /// pairs, and each successor with the baseline's ids.
+    #[test]
+    fn the_listed_updates_are_all_that_differs_from_the_baseline(
+        (baseline, current) in common::baseline_and_current(),
+    ) {
+        check_listing(&baseline, &current, &round_trip(&baseline, &current));
+        let same = same_ids(&baseline, &current);
+        check_listing(&baseline, &same, &round_trip(&baseline, &same));
+    }
+
     #[test]
     fn any_successor_round_trips((baseline, current) in common::baseline_and_current()) {
         let bytes = round_trip(&baseline, &current);

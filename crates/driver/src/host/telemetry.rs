@@ -473,6 +473,9 @@ pub struct RoomReport {
     pub overruns: [u64; ROOM_SCOPES.len()],
     /// Ticks that started later than the lateness budget.
     pub late_ticks: u64,
+    /// Snapshots built as a client's own view (`RoomStats::views_own`): clients that fell
+    /// behind the shared encoding.
+    pub views_own: u64,
 }
 
 /// One worker's figures.

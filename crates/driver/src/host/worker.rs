@@ -42,6 +42,9 @@ struct Hosted<S: Simulation> {
     /// When it last had no client, if it has none now.
     empty_since: Option<Instant>,
     report: RoomReport,
+    /// The room's own views built before the figures were last reset (its stats count from
+    /// its start).
+    views_own_before: u64,
 }
 
 /// A worker's rooms by slot: a connection's route and a schedule entry name a room's slot, so
@@ -52,6 +55,14 @@ struct Slots<S: Simulation> {
     slots: Vec<Option<Hosted<S>>>,
     /// Each open room's slot, by room id.
     ids: BTreeMap<u64, usize>,
+}
+
+impl<S: Simulation> Hosted<S> {
+    /// The room's figures since the last reset, its own views read from its stats.
+    fn report(&self) -> RoomReport {
+        let views_own = self.room.stats().views_own - self.views_own_before;
+        RoomReport { views_own, ..self.report.clone() }
+    }
 }
 
 impl<S: Simulation> Slots<S> {
@@ -330,7 +341,14 @@ impl<G: Game> Rooms<G> {
         let next_tick = now + dt.mul_f64(spread);
         let report = RoomReport { room_id: id, worker: self.worker, ..RoomReport::default() };
         self.fast_rooms += usize::from(room.config().pipeline == Pipeline::Fast);
-        let hosted = Hosted { room, next_tick, ingest_pending: 0, empty_since: None, report };
+        let hosted = Hosted {
+            room,
+            next_tick,
+            ingest_pending: 0,
+            empty_since: None,
+            report,
+            views_own_before: 0,
+        };
         let slot = self.rooms.insert(hosted);
         self.schedule.push(Reverse((next_tick, slot)));
         Some(slot)
@@ -546,7 +564,7 @@ impl<G: Game> Rooms<G> {
                 + stats.replayed
                 + stats.rate_limited
                 + stats.rate_table_full,
-            room_reports: self.rooms.values().map(|h| h.report.clone()).collect(),
+            room_reports: self.rooms.values().map(Hosted::report).collect(),
             players: self.rooms.values().map(|h| h.report.clients).sum(),
             rooms_opened: self.rooms_opened,
             rooms_closed: self.rooms_closed,
@@ -594,6 +612,7 @@ impl<G: Game> Rooms<G> {
         for hosted in self.rooms.values_mut() {
             let (room_id, worker) = (hosted.report.room_id, hosted.report.worker);
             hosted.report = RoomReport { room_id, worker, ..RoomReport::default() };
+            hosted.views_own_before = hosted.room.stats().views_own;
         }
     }
 }
@@ -968,6 +987,7 @@ mod tests {
             ingest_pending: 0,
             empty_since: None,
             report: RoomReport { room_id, ..RoomReport::default() },
+            views_own_before: 0,
         }
     }
 

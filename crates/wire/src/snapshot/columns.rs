@@ -1066,7 +1066,8 @@ impl Sections {
 impl SnapshotConfig {
     /// Rebuilds the snapshot from a column delta whose header the reader has read up to the
     /// update count: the baseline merged with the edits, then the updates added by index, then
-    /// the exceptions written over them. `bytes` is the whole datagram.
+    /// the exceptions written over them. `bytes` is the whole datagram. Without edits, the
+    /// updates' indices go to `updated`, if given, and the result says they did.
     pub(super) fn read_columns(
         &self,
         r: &mut BitReader<'_>,
@@ -1074,7 +1075,8 @@ impl SnapshotConfig {
         updates: u16,
         baseline: &Snapshot,
         out: &mut Snapshot,
-    ) -> Result<(), DecodeError> {
+        updated: Option<&mut Vec<u32>>,
+    ) -> Result<bool, DecodeError> {
         let counts = read_counts(r)?;
         check_count(baseline.len(), self.entities_max())?;
         if counts.edits == 0 {
@@ -1084,7 +1086,11 @@ impl SnapshotConfig {
         }
         let sections = self.sections(r, bytes, usize::from(updates), &counts)?;
         r.seek(8 * sections.starts[13], Field::AngularVelocity);
-        self.add_updates(r, bytes, &sections, out)
+        // With edits the indices are into the merged entities, not the baseline's: unlisted.
+        let updated = updated.filter(|_| counts.edits == 0);
+        let listed = updated.is_some();
+        self.add_updates(r, bytes, &sections, out, updated)?;
+        Ok(listed)
     }
 
     /// The baseline with the edits' spawns and despawns, merged by id into `out`.
@@ -1172,8 +1178,9 @@ impl SnapshotConfig {
         bytes: &[u8],
         s: &Sections,
         out: &mut Snapshot,
+        updated: Option<&mut Vec<u32>>,
     ) -> Result<(), DecodeError> {
-        DECODER_ROWS.with_borrow_mut(|rows| self.add_rows_of(r, bytes, s, out, rows))
+        DECODER_ROWS.with_borrow_mut(|rows| self.add_rows_of(r, bytes, s, out, rows, updated))
     }
 
     /// [`SnapshotConfig::add_updates`] with the thread's rows.
@@ -1184,6 +1191,7 @@ impl SnapshotConfig {
         s: &Sections,
         out: &mut Snapshot,
         scratch: &mut Rows,
+        mut updated: Option<&mut Vec<u32>>,
     ) -> Result<(), DecodeError> {
         let Rows { indices, lanes: rows } = scratch;
         let mut next = s.first;
@@ -1207,6 +1215,9 @@ impl SnapshotConfig {
                 );
                 let max = len.saturating_sub(1);
                 return Err(DecodeError::OutOfBounds { field: Field::EntityId, value, max });
+            }
+            if let Some(updated) = updated.as_deref_mut() {
+                updated.extend_from_slice(&indices[..n]);
             }
             for (c, lane) in COLUMNS.iter().enumerate() {
                 unpack_lane(s.widths[c + 1], at(c + 1), &mut rows[..n], *lane);

@@ -83,24 +83,52 @@ impl SnapshotConfig {
         baseline: Option<&Snapshot>,
         out: &mut Snapshot,
     ) -> Result<SnapshotKind, DecodeError> {
-        let result = self.decode_into::<true>(bytes, baseline, out);
+        let result = self.decode_into::<true>(bytes, baseline, out, None);
         if result.is_err() {
             out.clear(0);
+        }
+        result.map(|(kind, _)| kind)
+    }
+
+    /// [`SnapshotConfig::decode`], also listing in `updated` (cleared first) the indices of
+    /// the entities of `out` a delta changed, ascending, when `out` holds the baseline's
+    /// entities in the baseline's order (a column delta without spawns or despawns, the
+    /// steady state): every entity not listed is then the baseline's, and the second value
+    /// returned is true. For a full snapshot, a delta with spawns or despawns, or one of the
+    /// record format it is false and `updated` is left empty: any entity may differ. A client
+    /// that keeps something per entity of its newest snapshot (its dequantized states) updates
+    /// only the listed ones, where it compared every entity with the baseline's.
+    pub fn decode_listing_updates(
+        &self,
+        bytes: &[u8],
+        baseline: Option<&Snapshot>,
+        out: &mut Snapshot,
+        updated: &mut Vec<u32>,
+    ) -> Result<(SnapshotKind, bool), DecodeError> {
+        updated.clear();
+        let result = self.decode_into::<true>(bytes, baseline, out, Some(updated));
+        if result.is_err() {
+            out.clear(0);
+            updated.clear();
         }
         result
     }
 
     /// [`SnapshotConfig::decode`], with update records read by the fast path (`FAST`) or only
     /// field by field, which the tests hold the fast path to.
+    /// With `updated`, a column delta without edits lists its updates there (see
+    /// [`SnapshotConfig::decode_listing_updates`]); the flag returned says it did.
     fn decode_into<const FAST: bool>(
         &self,
         bytes: &[u8],
         baseline: Option<&Snapshot>,
         out: &mut Snapshot,
-    ) -> Result<SnapshotKind, DecodeError> {
+        updated: Option<&mut Vec<u32>>,
+    ) -> Result<(SnapshotKind, bool), DecodeError> {
         let mut r = BitReader::new(bytes);
         let header = read_header(&mut r)?;
         out.clear(header.tick);
+        let mut listed = false;
         match header.kind {
             SnapshotKind::Full => self.read_full(&mut r, header.count, out)?,
             SnapshotKind::Delta { baseline_tick } => {
@@ -111,14 +139,15 @@ impl SnapshotConfig {
                     },
                 )?;
                 if bytes.first() == Some(&FORMAT_DELTA_COLUMNS) {
-                    self.read_columns(&mut r, bytes, header.count, baseline, out)?;
+                    listed =
+                        self.read_columns(&mut r, bytes, header.count, baseline, out, updated)?;
                 } else {
                     self.read_delta::<FAST>(&mut r, header.count, baseline, out)?;
                 }
             }
         }
         r.finish()?;
-        Ok(header.kind)
+        Ok((header.kind, listed))
     }
 
     fn read_full(
@@ -912,7 +941,7 @@ mod tests {
         baseline: &Snapshot,
     ) -> Result<Snapshot, DecodeError> {
         let mut out = Snapshot::default();
-        config.decode_into::<FAST>(bytes, Some(baseline), &mut out).map(|_| out)
+        config.decode_into::<FAST>(bytes, Some(baseline), &mut out, None).map(|_| out)
     }
 
     /// A baseline of 64 ids, every fifth id missing (so that spawns find room). One entity in

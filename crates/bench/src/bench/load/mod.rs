@@ -191,6 +191,9 @@ pub struct Step {
     pub bots: bots::BotsReport,
     /// Snapshots each bot applied per second, on average.
     pub snapshots_per_client_second: f64,
+    /// Snapshots built as a client's own view (not the room's shared encoding), per
+    /// room-tick: each is a client behind the shared encoding (a late acknowledgement).
+    pub views_own_per_room_tick: f64,
     /// Why the ramp stopped here, if it did.
     pub limit: Option<String>,
     /// Telemetry was on (the default) for this step.
@@ -364,7 +367,12 @@ fn ramp_each(ramp: &[u64], args: &LoadArgs, plan: &Plan) -> Result<Vec<Vec<Step>
             }
             progress.set_message(format!("{rooms} rooms, wait {wait}"));
             let step = measure(rooms, args, plan, true, *wait)?;
-            progress.println(line(&step));
+            // A hidden bar (output not a terminal) prints nothing of its own: the step's line
+            // goes to stdout then, or a logged run loses it.
+            match progress.is_hidden() {
+                true => println!("{}", line(&step)),
+                false => progress.println(line(&step)),
+            }
             progress.inc(1);
             going[k] = if args.to_saturation { cpu_measured(&step) } else { step.limit.is_none() };
             steps[k].push(step);
@@ -809,6 +817,8 @@ fn step(
         snapshots_per_client_second: bots.snapshots as f64
             / bots.clients.max(1) as f64
             / bot_seconds,
+        views_own_per_room_tick: report.rooms.iter().map(|r| r.views_own).sum::<u64>() as f64
+            / room_ticks,
         bots,
         limit: None,
         telemetry: true,
@@ -984,8 +994,9 @@ fn line(step: &Step) -> String {
     format!(
         "{:>4} rooms {:>5} clients, wait {}: {:>6.1} us CPU per room-tick ({:>5.1} without \
          simulate), worker {:>4.0}% busy, lateness p50 {:.3} p99 {:.3} (wake {:.3}, busy {:.3}) \
-         max {:.2} ms, replicate {:.1} decrypt {:.1} encrypt {:.1} other {:.1} us; bots {} of {} \
-         joined, {:.0} snapshots/s each, {:.1} us CPU a frame{}",
+         max {:.2} ms, replicate {:.1} decrypt {:.1} encrypt {:.1} other {:.1} us, own views \
+         {:.2} a room-tick; bots {} of {} joined, {:.0} snapshots/s each, {:.1} us CPU a frame, \
+         {:.1}% of frames late{}",
         step.rooms,
         step.clients,
         step.wait,
@@ -1001,10 +1012,12 @@ fn line(step: &Step) -> String {
         get("decrypt"),
         get("encrypt"),
         get("other"),
+        step.views_own_per_room_tick,
         step.bots.joined,
         step.bots.clients,
         step.snapshots_per_client_second,
         step.bots.cpu_us_per_frame(),
+        step.bots.frames_late as f64 / step.bots.frames.max(1) as f64 * 100.0,
         step.limit.as_ref().map_or(String::new(), |l| format!(" -- stop: {l}")),
     )
 }
