@@ -10,11 +10,13 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p rally --bin rally \
-    && strip target/release/rally
+# The `dist` profile: release with whole-program LTO (Cargo.toml; docs/benchmarks.md, "The
+# shipped build").
+RUN cargo build --profile dist --locked -p rally --bin rally \
+    && strip target/dist/rally
 
 FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /src/target/release/rally /usr/local/bin/rally
+COPY --from=build /src/target/dist/rally /usr/local/bin/rally
 COPY deploy/agones/server.toml /etc/rally/server.toml
 USER nonroot:nonroot
 # Worker k listens on UDP 7777 + k (deploy/agones/server.toml); telemetry on TCP 9100.

@@ -4,7 +4,7 @@
 # docs/benchmarks.md, "Host instructions per room-tick"), after the same run timed natively (CPU
 # time per room-tick, and what a clock read costs here), and sealing plus opening a packet with
 # each AEAD compared, timed and counted.
-# Usage: scripts/count.sh [--quick] [--rooms N]   (about 10 minutes; --quick about 3)
+# Usage: [RALLY_PROFILE=dist] scripts/count.sh [--quick] [--rooms N]   (about 10 minutes; --quick about 3)
 # Counts do not move with the machine's load: they can be taken beside a build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,9 @@ if ! command -v valgrind >/dev/null; then
     fi
 fi
 target="${CARGO_TARGET_DIR:-target}"
-cargo build --release --locked --quiet -p rally-bench
-"$target/release/rally-bench" count "$@"
-"$target/release/rally-bench" count --callgrind --out "$target/count" \
+# RALLY_PROFILE=dist counts the build a server ships (whole-program LTO; Cargo.toml).
+profile="${RALLY_PROFILE:-release}"
+cargo build --profile "$profile" --locked --quiet -p rally-bench
+"$target/$profile/rally-bench" count "$@"
+"$target/$profile/rally-bench" count --callgrind --out "$target/count" \
     --json "$target/count/count.json" "$@"

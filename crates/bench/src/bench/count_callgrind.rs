@@ -339,6 +339,13 @@ fn print(args: &CountArgs, ticks: usize, off: &Counted, on: &Counted) {
         let (a, b) = (off.phases[name], on.phases[name]);
         println!("{name:<12} {a:>14.0} {b:>14.0} {:>9.3} {:>16}", b / a.max(1.0), missed(name));
     }
+    for phase in PHASES.iter().filter(|p| off.phases[p.phase] == 0.0) {
+        println!(
+            "note: callgrind saw no call to {} ({}): the build inlined it, and its \
+             instructions count in the phase that called it",
+            phase.function, phase.phase
+        );
+    }
     let ratio = on.total / off.total;
     let total = misses.map_or(String::new(), |m| format!("{:.0}", m.total));
     println!("{:<12} {:>14.0} {:>14.0} {ratio:>9.3} {total:>16}", "total", off.total, on.total);
