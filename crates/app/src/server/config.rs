@@ -59,6 +59,7 @@ pub struct HostSection {
     pub worker_cores: Vec<usize>,
     pub realtime_priority: u8,
     pub sleep_step_us: u64,
+    pub tick_window_us: u64,
     pub rooms_per_worker_max: usize,
     pub room_idle_close_s: u64,
     pub drain_timeout_ms: u64,
@@ -163,6 +164,11 @@ impl ServerConfig {
         if !(1..=1_000_000).contains(&self.host.sleep_step_us) {
             return Err("host.sleep_step_us must be 1 to 1000000: a step in microseconds, or \
                         2000 or more for none (one sleep to each deadline)"
+                .into());
+        }
+        if self.host.tick_window_us > 2_000 {
+            return Err("host.tick_window_us must be 0 (each room at its own deadline) to 2000 \
+                        microseconds"
                 .into());
         }
         if self.host.spin_us > 10_000 {
@@ -410,6 +416,21 @@ mod tests {
     }
 
     #[test]
+    fn the_tick_window_is_the_hosts_default_and_can_be_set() {
+        // Goal: the file's default tick window is the host's own default, and a file can
+        // set another (0: each room at its own deadline).
+        let plain = "[security]\ndanger_plaintext = true\n";
+        let config = ServerConfig::parse(plain, "file").expect("defaults are valid");
+        let host = super::super::host_config(&config).expect("a host config");
+        assert_eq!(host.tick_window, rally_driver::host::TICK_WINDOW_DEFAULT);
+        let text = format!("{plain}[host]\ntick_window_us = 0\n");
+        let each = ServerConfig::parse(&text, "file").expect("a valid window");
+        let host = super::super::host_config(&each).expect("a host config");
+        assert_eq!(host.tick_window, std::time::Duration::ZERO);
+        assert!(host.validate().is_ok());
+    }
+
+    #[test]
     fn bad_fields_are_named() {
         let cases = [
             ("[host]\nwrkers = 2\n", "host.wrkers"),
@@ -420,6 +441,7 @@ mod tests {
             ("[host]\nsleep_step_us = 1000001\n", "host.sleep_step_us"),
             ("[host]\nsleep_step_us = -5\n", "sleep_step_us"),
             ("[host]\nspin_us = 20000\n", "host.spin_us"),
+            ("[host]\ntick_window_us = 2001\n", "host.tick_window_us"),
             ("[host]\nrealtime_priority = 100\n", "host.realtime_priority"),
             ("[room]\npipeline = \"quick\"\n", "room.pipeline"),
             ("[room]\ngame = \"chess\"\n", "room.game"),

@@ -261,6 +261,7 @@ fn host_config(config: &ServerConfig) -> Result<HostConfig, Box<dyn Error>> {
         realtime_priority: (config.host.realtime_priority > 0)
             .then_some(config.host.realtime_priority),
         sleep_step: Duration::from_micros(config.host.sleep_step_us),
+        tick_window: Duration::from_micros(config.host.tick_window_us),
         rooms_per_worker_max: config.host.rooms_per_worker_max,
         room_idle_close: Duration::from_secs(config.host.room_idle_close_s),
         budgets: config.budgets(),

@@ -87,7 +87,8 @@ impl<G: Game> MemoryWorker<G> {
         any
     }
 
-    /// Ticks every room whose deadline is at most `now`, each starting at `now`, and hands
+    /// Ticks every room whose deadline is at most `now` (or within its tick window of it, as
+    /// a worker does: [`HostConfig::tick_window`]), each starting at `now`, and hands
     /// each room's datagrams to `send` right after its tick, as a worker builds them.
     pub fn tick_due(
         &mut self,

@@ -79,6 +79,17 @@ pub struct HostConfig {
     /// cost about 20 us of CPU; steps lowered p99 lateness at 1 room on a busy machine in some
     /// runs, not at 8 rooms, so the default has none.
     pub sleep_step: Duration,
+    /// How much earlier than its deadline a room may tick, to share a wake-up with a room
+    /// whose deadline comes first: a worker that wakes for one room's tick also ticks every
+    /// room due within this window, and their datagrams go out in one batch. Each room still
+    /// ticks once a period, on its own schedule (its next deadline is one period after the
+    /// one it was ticked for), so a snapshot is never later for it, up to this much earlier.
+    /// Measured at 32 reference rooms a worker (docs/benchmarks.md, "Round 20"), 400 us (the
+    /// default) took the wake-ups from 14-19 to 9-12 a tick period, the datagrams a
+    /// `sendmmsg` from 11-14 to 21-23, and the median CPU per room-tick of fifteen runs from
+    /// 103.9 us to 98.6. Zero: each room at its own deadline. At most [`TICK_WINDOW_MAX`], and
+    /// for each room at most a quarter of its period.
+    pub tick_window: Duration,
     /// Cores to pin workers to, worker `i` to `worker_cores[i % len]`; empty: the OS decides.
     /// Pinning keeps a worker's caches warm and its wake-ups prompt on a busy machine.
     pub worker_cores: Vec<usize>,
@@ -118,6 +129,7 @@ impl Default for HostConfig {
             public_addresses: Vec::new(),
             spin: Duration::ZERO,
             sleep_step: crate::STEPPED_STRETCH,
+            tick_window: TICK_WINDOW_DEFAULT,
             worker_cores: Vec::new(),
             realtime_priority: None,
             rooms_per_worker_max: 1024,
@@ -136,6 +148,14 @@ impl Default for HostConfig {
 
 /// Workers per host at most.
 pub const WORKERS_MAX: usize = 1024;
+
+/// [`HostConfig::tick_window`] by default: about a twentieth of a 128 Hz tick, a little more
+/// than the spacing of 32 rooms' deadlines spread over it.
+pub const TICK_WINDOW_DEFAULT: Duration = Duration::from_micros(400);
+
+/// [`HostConfig::tick_window`] at most. Whatever the window, a room ticks at most a quarter of
+/// its own period early (a 1,000 Hz room at most 250 us).
+pub const TICK_WINDOW_MAX: Duration = Duration::from_millis(2);
 
 /// Why a host's settings were refused: [`HostConfig::validate`] names the field and its range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -184,6 +204,7 @@ impl HostConfig {
         let second = Duration::from_secs(1);
         duration("spin", self.spin, Duration::ZERO..=Duration::from_millis(10))?;
         duration("sleep_step", self.sleep_step, Duration::from_micros(1)..=second)?;
+        duration("tick_window", self.tick_window, Duration::ZERO..=TICK_WINDOW_MAX)?;
         let idle = Duration::from_millis(1)..=Duration::from_secs(24 * 3600);
         duration("room_idle_close", self.room_idle_close, idle)
     }

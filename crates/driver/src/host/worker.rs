@@ -391,7 +391,8 @@ impl<G: Game> Rooms<G> {
         None
     }
 
-    /// Ticks the room whose deadline comes first, if it is at most `due_by`, starting at the
+    /// Ticks the room whose deadline comes first, if it is at most `due_by` (or at most the
+    /// room's tick window past it: see [`HostConfig::tick_window`]), starting at the
     /// time `start()` says (the clock; a [`super::MemoryWorker`]'s virtual time) with the
     /// clock's reading then, if it took one (the phases' timing starts from it): whether one
     /// was ticked. Called until it says no, it ticks every room due, earliest first; a worker
@@ -403,11 +404,22 @@ impl<G: Game> Rooms<G> {
         due_by: Instant,
         mut start: impl FnMut(&Self) -> (Instant, Option<Instant>),
     ) -> bool {
-        let Some(at) = self.next_deadline().filter(|at| *at <= due_by) else { return false };
-        let Some(Reverse((_, slot))) = self.schedule.pop() else { return false };
+        let Some(at) = self.next_deadline() else { return false };
+        let Some(&Reverse((_, slot))) = self.schedule.peek() else { return false };
+        if at > due_by + self.early_by_at_most(slot) {
+            return false;
+        }
+        self.schedule.pop();
         let (now, clock_now) = start(self);
         self.tick(endpoint, slot, at, now, clock_now);
         true
+    }
+
+    /// How much before its deadline the room in `slot` may tick ([`HostConfig::tick_window`],
+    /// at most a quarter of the room's period).
+    fn early_by_at_most(&self, slot: usize) -> Duration {
+        let dt = self.rooms.get(slot).map_or(Duration::ZERO, |h| h.room.config().dt());
+        self.config.tick_window.min(dt / 4)
     }
 
     /// One room's tick, timed by phase; a tick that would start more than a tick late is
@@ -965,10 +977,14 @@ impl<G: Game> Worker<G> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Hosted, Slots};
-    use crate::host::RoomReport;
+    use super::{Hosted, Rooms, Slots};
+    use crate::host::telemetry::ScopeClock;
+    use crate::host::{HostConfig, RoomReport};
+    use crate::Clock;
     use rally_engine::{Room, RoomConfig, Simulation};
-    use rally_proto::Instant;
+    use rally_proto::{Endpoint, EndpointConfig, EndpointRandomness, Instant};
+    use std::cmp::Reverse;
+    use std::sync::Arc;
     use std::time::Duration;
 
     struct Idle;
@@ -989,6 +1005,82 @@ mod tests {
             report: RoomReport { room_id, ..RoomReport::default() },
             views_own_before: 0,
         }
+    }
+
+    /// A game whose rooms all tick at one rate.
+    type IdleGame = Box<dyn Fn(u64) -> Room<Idle> + Send + Sync>;
+
+    /// Rooms of `tick_rate` on a worker with `window`, one a deadline (milliseconds), and the
+    /// endpoint their ticks send through.
+    fn scheduled(
+        window: Duration,
+        tick_rate: u32,
+        deadlines_ms: &[f64],
+    ) -> (Rooms<IdleGame>, Endpoint) {
+        let game: IdleGame = Box::new(move |_| {
+            let config = RoomConfig { tick_rate, ..RoomConfig::default() };
+            Room::new(config, Idle, 1).expect("a valid room")
+        });
+        let config = HostConfig { tick_window: window, telemetry: false, ..HostConfig::default() };
+        let scopes = Arc::new(ScopeClock::default());
+        let mut rooms = Rooms::new(0, Arc::new(game), config, Clock::start(), scopes);
+        for (id, ms) in deadlines_ms.iter().enumerate() {
+            let slot = rooms.open(id as u64, Instant::ZERO).expect("the room opens");
+            let at = Instant::ZERO + Duration::from_secs_f64(ms / 1000.0);
+            rooms.rooms.get_mut(slot).expect("open").next_tick = at;
+            rooms.schedule.push(Reverse((at, slot)));
+        }
+        let randomness = EndpointRandomness::danger_from_seed(1);
+        let endpoint = Endpoint::new(EndpointConfig::default(), randomness).expect("valid");
+        (rooms, endpoint)
+    }
+
+    /// Ticks every room due by `due_by` (or within its window), all at `due_by`; the rooms'
+    /// next deadlines afterwards, by room, milliseconds.
+    fn pass(rooms: &mut Rooms<IdleGame>, endpoint: &mut Endpoint, due_by_ms: f64) -> Vec<f64> {
+        let due_by = Instant::ZERO + Duration::from_secs_f64(due_by_ms / 1000.0);
+        while rooms.tick_next_due(endpoint, due_by, |_| (due_by, None)) {}
+        let mut next: Vec<(u64, f64)> = rooms
+            .rooms
+            .values()
+            .map(|h| (h.report.room_id, h.next_tick.as_nanos() as f64 / 1e6))
+            .collect();
+        next.sort_by_key(|(id, _)| *id);
+        next.into_iter().map(|(_, ms)| to_us(ms)).collect()
+    }
+
+    /// Milliseconds to the microsecond, so that deadlines compare exactly.
+    fn to_us(ms: f64) -> f64 {
+        (ms * 1000.0).round() / 1000.0
+    }
+
+    #[test]
+    fn rooms_due_within_the_window_tick_in_the_same_pass_on_their_own_schedules() {
+        // Goal: a worker waking for one room's deadline also ticks the rooms due within its
+        // tick window (one wake-up, one batch), no room ticks earlier than the window allows,
+        // and each room's next deadline is one period after its own (never shifted to the
+        // pass's time), so that it still ticks once a period. Method: three 128 Hz rooms due
+        // at 10, 10.3 and 10.5 ms, a pass at 10 ms with a 400 us window, then with none.
+        let period = 1000.0 / 128.0;
+        let (mut rooms, mut endpoint) =
+            scheduled(Duration::from_micros(400), 128, &[10.0, 10.3, 10.5]);
+        let next = pass(&mut rooms, &mut endpoint, 10.0);
+        assert_eq!(next, [10.0 + period, 10.3 + period, 10.5].map(to_us));
+        assert_eq!(rooms.room_ticks, 2, "the room 0.5 ms off waits for its own wake-up");
+        let (mut rooms, mut endpoint) = scheduled(Duration::ZERO, 128, &[10.0, 10.3, 10.5]);
+        let next = pass(&mut rooms, &mut endpoint, 10.0);
+        assert_eq!(next, [10.0 + period, 10.3, 10.5].map(to_us));
+    }
+
+    #[test]
+    fn no_room_ticks_more_than_a_quarter_of_its_period_early() {
+        // Goal: a window wider than a quarter of a fast room's period does not pull that room
+        // nearer its previous tick than three quarters of a period. Method: 1,000 Hz rooms
+        // (a 250 us quarter) due at 10, 10.2 and 10.3 ms, a pass at 10 ms with a 400 us window.
+        let (mut rooms, mut endpoint) =
+            scheduled(Duration::from_micros(400), 1000, &[10.0, 10.2, 10.3]);
+        let next = pass(&mut rooms, &mut endpoint, 10.0);
+        assert_eq!(next, [11.0, 11.2, 10.3]);
     }
 
     #[test]

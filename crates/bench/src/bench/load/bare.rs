@@ -1,7 +1,8 @@
 //! The kernel's floor under the W3 load: the same datagrams, as many and as large, through the
 //! same loopback sockets and the same batched syscalls, with no protocol, no encryption and no
 //! game. A host thread on the worker's core takes in every bot's inputs and, at each room's
-//! tick (spread over the tick as the host spreads them), sends each of the room's clients one
+//! tick (spread over the tick as the host spreads them, and ticked up to the host's tick window
+//! early to share a wake-up, as the host does), sends each of the room's clients one
 //! datagram of a snapshot's size; bots (`rally-bench peer bots --bare`) send an input's worth per
 //! frame and count what comes back. Its CPU per room-tick is what any UDP server with this tick
 //! structure pays on this machine before doing anything of its own. On loopback the sender's
@@ -42,6 +43,9 @@ pub struct BareStep {
     /// Datagrams the host thread took in and sent per room-tick.
     pub datagrams_in_per_room_tick: f64,
     pub datagrams_out_per_room_tick: f64,
+    /// The host thread's sleeps (each ends in a wake-up) per tick period: the worker's
+    /// `wakeups_per_worker_tick` for the same rooms.
+    pub wakeups_per_tick_period: f64,
     /// What the bare bots saw.
     pub bots: BotsReport,
 }
@@ -53,15 +57,19 @@ struct Counts {
     room_ticks: u64,
     datagrams_in: u64,
     datagrams_out: u64,
+    sleeps: u64,
+    /// The window's length on the thread's clock, microseconds.
+    wall_us: u64,
 }
 
 /// Runs the floor for `rooms` rooms with datagrams of `sizes` (input, snapshot) bytes; the host
-/// thread on `core` (if any), the bots on `bot_cores` with `bot_threads` threads.
+/// thread on `core` (if any), ticking a room up to `window` early as the host does
+/// (`HostConfig::tick_window`), the bots on `bot_cores` with `bot_threads` threads.
 pub fn measure(
     rooms: u64,
     sizes: (usize, usize),
     plan: &Plan,
-    core: Option<usize>,
+    (core, window): (Option<usize>, Duration),
     (bot_threads, bot_cores): (usize, &[usize]),
     beside: bool,
 ) -> Result<BareStep, Box<dyn Error>> {
@@ -73,7 +81,7 @@ pub fn measure(
         let phase = phase.clone();
         std::thread::Builder::new()
             .name("rally-bare-host".into())
-            .spawn(move || serve_host(&socket, rooms, sizes.1, core, &phase))?
+            .spawn(move || serve_host(&socket, (rooms, window), sizes.1, core, &phase))?
     };
     let seconds = (plan.warmup + plan.window).as_secs_f64() + 1.0;
     // Bare bots need no key or protocol; the command line asks for both.
@@ -98,6 +106,8 @@ pub fn measure(
         snapshot_bytes: sizes.1,
         datagrams_in_per_room_tick: counts.datagrams_in as f64 / ticks,
         datagrams_out_per_room_tick: counts.datagrams_out as f64 / ticks,
+        wakeups_per_tick_period: counts.sleeps as f64
+            / (counts.wall_us.max(1) as f64 / 1e6 * f64::from(TICK_HZ)),
         bots,
     })
 }
@@ -106,7 +116,7 @@ pub fn measure(
 /// each wake (as the host's batched loop does), until told to stop; counts over the window.
 fn serve_host(
     socket: &UdpSocket,
-    rooms: u64,
+    (rooms, window): (u64, Duration),
     snapshot_bytes: usize,
     core: Option<usize>,
     phase: &AtomicU8,
@@ -117,6 +127,8 @@ fn serve_host(
     rally_driver::precise_timers();
     let clock = Clock::start();
     let tick = Duration::from_secs(1) / TICK_HZ;
+    // As the host's worker bounds it: at most a quarter of a tick early.
+    let window = window.min(tick / 4);
     let start = clock.now();
     // Ticks spread over the tick by the golden ratio, as the host opens rooms.
     let mut next: Vec<Instant> =
@@ -131,10 +143,12 @@ fn serve_host(
         match phase.load(Ordering::Acquire) {
             WINDOW if !measuring => {
                 measuring = true;
-                counts = Counts { cpu_us: thread_cpu_us(), ..Counts::default() };
+                let wall_us = clock.now().as_nanos() / 1000;
+                counts = Counts { cpu_us: thread_cpu_us(), wall_us, ..Counts::default() };
             }
             STOP => {
                 counts.cpu_us = thread_cpu_us().saturating_sub(counts.cpu_us);
+                counts.wall_us = (clock.now().as_nanos() / 1000).saturating_sub(counts.wall_us);
                 return Ok(counts);
             }
             _ => {}
@@ -143,11 +157,13 @@ fn serve_host(
         let wait = due.saturating_duration_since(clock.now());
         if !wait.is_zero() {
             std::thread::sleep(wait.min(Duration::from_millis(20)));
+            counts.sleeps += 1;
         }
         counts.datagrams_in += receive_all(socket, &mut inbound, &mut clients)?;
         let now = clock.now();
         for (room, at) in next.iter_mut().enumerate() {
-            if *at > now {
+            // Due, or due within the window: ticked in this wake-up, as the host's worker does.
+            if *at > now + window {
                 continue;
             }
             *at += tick;
@@ -294,7 +310,8 @@ mod tests {
         let phase = Arc::new(AtomicU8::new(WINDOW));
         let host = {
             let phase = phase.clone();
-            std::thread::spawn(move || serve_host(&socket, 2, 300, None, &phase))
+            let rooms = (2, rally_driver::host::TICK_WINDOW_DEFAULT);
+            std::thread::spawn(move || serve_host(&socket, rooms, 300, None, &phase))
         };
         let args = BotsArgs {
             key: String::new(),
@@ -315,6 +332,8 @@ mod tests {
         assert_eq!(bots.joined, 2 * CLIENTS as u64, "every bot heard from its room");
         assert_eq!(bots.bytes_received, 300 * bots.datagrams_received, "snapshot-sized replies");
         assert!(counts.room_ticks > 0 && counts.datagrams_in > 0);
+        // Between its rooms' ticks the host sleeps: each sleep is a wake-up the report counts.
+        assert!(counts.sleeps > 0 && counts.wall_us > 0);
         // Each tick answers at most the room's clients.
         assert!(counts.datagrams_out <= counts.room_ticks * CLIENTS as u64);
     }

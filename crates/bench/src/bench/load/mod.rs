@@ -51,6 +51,9 @@ const LATENESS_BUDGET_MS: f64 = 0.5;
 /// The tokens' protocol id in this bench.
 const PROTOCOL: u64 = 0x10ad;
 
+/// The host's default tick window, in the flag's unit.
+const TICK_WINDOW_US: u64 = rally_driver::host::TICK_WINDOW_DEFAULT.as_micros() as u64;
+
 /// Options of `rally-bench load`.
 #[derive(Debug, clap::Args)]
 pub struct LoadArgs {
@@ -66,6 +69,12 @@ pub struct LoadArgs {
     /// The bots' threads.
     #[arg(long, default_value_t = 1)]
     pub bot_threads: usize,
+    /// How early a room may tick to share its worker's wake-up with an earlier deadline
+    /// (`HostConfig::tick_window`), microseconds; the kernel floor's server groups its ticks
+    /// the same way, so that both make the same wake-ups and batches. 0: each room at its own
+    /// deadline (the host before round 20).
+    #[arg(long, value_name = "US", default_value_t = TICK_WINDOW_US)]
+    pub tick_window_us: u64,
     /// The workers' sleep policies to compare, comma-separated, each step run with each in
     /// turn: a step in microseconds (`200`: sleep in one go to 2 ms before the deadline, then
     /// in steps of 200 us), `none` (one sleep straight to the deadline: the host's default)
@@ -586,6 +595,7 @@ fn measure(
         protocol_id: PROTOCOL,
         endpoint,
         telemetry,
+        tick_window: Duration::from_micros(args.tick_window_us),
         ..HostConfig::default()
     });
     let room = RoomConfig { tick_rate: TICK_HZ, ..RoomConfig::default() };
@@ -643,13 +653,16 @@ fn floor(
     let floor = bare_beside(step, args, plan)?;
     println!(
         "kernel floor at {} rooms (bare UDP on the same sockets and syscalls, no protocol, \
-         encryption or game: {:.1} datagrams of {} bytes in and {:.1} of {} out per room-tick): \
-         {:.1} us CPU per room-tick; Rally {:.1} there, {:.1} of it its own",
+         encryption or game: {:.1} datagrams of {} bytes in and {:.1} of {} out per room-tick, \
+         {:.1} wake-ups per tick period against Rally's {:.1}): {:.1} us CPU per room-tick; \
+         Rally {:.1} there, {:.1} of it its own",
         floor.rooms,
         floor.datagrams_in_per_room_tick,
         floor.input_bytes,
         floor.datagrams_out_per_room_tick,
         floor.snapshot_bytes,
+        floor.wakeups_per_tick_period,
+        step.syscalls.wakeups_per_worker_tick,
         floor.cpu_us_per_room_tick,
         step.cpu_us_per_room_tick_without_simulate,
         step.cpu_us_per_room_tick_without_simulate - floor.cpu_us_per_room_tick,
@@ -675,7 +688,8 @@ fn bare_beside(
     let (worker_cores, bot_cores) = cores(args);
     let bots = (args.bot_threads, bot_cores.as_slice());
     let core = worker_cores.first().copied();
-    bare::measure(step.rooms, sizes, plan, core, bots, args.bots_beside)
+    let window = Duration::from_micros(args.tick_window_us);
+    bare::measure(step.rooms, sizes, plan, (core, window), bots, args.bots_beside)
 }
 
 /// The host's workers get the last cores, one each; the bots get the rest. With a worker for
