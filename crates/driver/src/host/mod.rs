@@ -149,8 +149,8 @@ impl Default for HostConfig {
 /// Workers per host at most.
 pub const WORKERS_MAX: usize = 1024;
 
-/// [`HostConfig::tick_window`] by default: about a twentieth of a 128 Hz tick, a little more
-/// than the spacing of 32 rooms' deadlines spread over it.
+/// [`HostConfig::tick_window`] by default: about a twentieth of a 128 Hz tick, one and a half
+/// times the spacing of 32 rooms' deadlines spread evenly over it.
 pub const TICK_WINDOW_DEFAULT: Duration = Duration::from_micros(400);
 
 /// [`HostConfig::tick_window`] at most. Whatever the window, a room ticks at most a quarter of
