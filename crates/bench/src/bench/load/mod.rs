@@ -342,6 +342,7 @@ pub fn run(args: &LoadArgs) -> Result<(), Box<dyn Error>> {
             "bot_threads": args.bot_threads,
             "bots_beside": args.bots_beside,
             "realtime_priority": args.realtime,
+            "tick_window_us": args.tick_window_us,
             "target_us": TARGET_US,
             "wait": first.wait.to_string(),
             "results": first.steps,
