@@ -82,6 +82,13 @@ impl std::fmt::Debug for PacketKeys {
 }
 
 impl PacketKeys {
+    /// Asks the core for the lines an opening reads first: the replay window's and the
+    /// opening key's first (see [`crate::Endpoint::prefetch`]).
+    pub(crate) fn prefetch_open(&self) {
+        rally_wire::prefetch::prefetch(&self.largest);
+        rally_wire::prefetch::prefetch(&self.receive);
+    }
+
     /// Keys for one end: what it seals with and what it opens with; full tags.
     pub(crate) fn new(send_key: &[u8; 32], receive_key: &[u8; 32]) -> Self {
         Self::with_tags(send_key, receive_key, false)

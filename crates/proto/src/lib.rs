@@ -20,7 +20,10 @@
 //!   (connected, message, disconnected); a message's payload, once read, may go back through
 //!   [`Endpoint::recycle`], so that the next message on its channel needs no allocation;
 //! - the next deadline: [`Endpoint::poll_timeout`];
-//! - inspection: [`Endpoint::connection`] (statistics), [`Endpoint::stats`] (dropped input).
+//! - inspection: [`Endpoint::connection`] (statistics), [`Endpoint::stats`] (dropped input);
+//! - a hint: [`Endpoint::prefetch`], for a host that reads datagrams in batches (`recvmmsg`):
+//!   called for each datagram of a batch before the first is handed over, it asks the core for
+//!   their connections' lines at once, and changes nothing.
 //!
 //! **After every input, drain `poll_transmit` and `poll_event` until both return `None`, then
 //! ask `poll_timeout` and wait for a datagram or that deadline, whichever comes first.**

@@ -108,6 +108,7 @@ pub mod debug;
 pub mod error;
 pub mod hex;
 pub mod message;
+pub mod prefetch;
 pub mod quant;
 pub mod reference;
 pub mod seq;

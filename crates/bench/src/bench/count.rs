@@ -66,6 +66,10 @@ pub struct CountArgs {
     /// valgrind).
     #[arg(long, hide = true, value_name = "on|off")]
     pub only: Option<String>,
+    /// Time the server endpoint's receive and send paths on connections out of the caches,
+    /// with and without prefetching them (`count_cold`), instead of the count.
+    #[arg(long)]
+    pub cold: bool,
     /// Seal and open packets with one AEAD only (what `--callgrind` counts under valgrind).
     #[arg(long, hide = true, value_name = "AEAD")]
     pub seal_rounds: Option<String>,
@@ -106,6 +110,17 @@ pub fn run(args: &CountArgs) -> Result<(), Box<dyn Error>> {
     let ticks = if args.quick { 32 } else { 256 };
     if let Some(aead) = &args.seal_rounds {
         return Ok(super::count_seal::run_rounds(aead)?);
+    }
+    if args.cold {
+        let costs = super::count_cold::run()?;
+        if let Some(path) = &args.json {
+            let json = serde_json::json!({
+                "bench": "count", "mode": "cold", "machine": Machine::detect(),
+                "costs": costs,
+            });
+            super::write_json(path, &json)?;
+        }
+        return Ok(());
     }
     if let Some(only) = &args.only {
         let run = play(args.rooms, ticks, only == "on")?;

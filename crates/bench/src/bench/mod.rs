@@ -4,6 +4,7 @@
 
 mod count;
 mod count_callgrind;
+mod count_cold;
 mod count_seal;
 mod harness;
 mod latency;

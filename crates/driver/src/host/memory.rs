@@ -60,14 +60,19 @@ impl<G: Game> MemoryWorker<G> {
         }
     }
 
-    /// Datagrams that arrived by `now`, as a worker hands a `recvmmsg` batch to its endpoint:
-    /// their events reach the rooms right after the batch, at its time, `now` (a worker reads
-    /// no clock for them); the timers' at the next [`MemoryWorker::flush`].
-    pub fn receive<'a>(
-        &mut self,
-        now: Instant,
-        datagrams: impl IntoIterator<Item = (SocketAddr, &'a [u8])>,
-    ) {
+    /// Datagrams that arrived by `now`, as a worker hands a `recvmmsg` batch to its endpoint
+    /// (each datagram's connection asked for first, [`Endpoint::prefetch`]): their events
+    /// reach the rooms right after the batch, at its time, `now` (a worker reads no clock for
+    /// them); the timers' at the next [`MemoryWorker::flush`].
+    pub fn receive<'a, I>(&mut self, now: Instant, datagrams: I)
+    where
+        I: IntoIterator<Item = (SocketAddr, &'a [u8])>,
+        I::IntoIter: Clone,
+    {
+        let datagrams = datagrams.into_iter();
+        for (from, _) in datagrams.clone() {
+            self.endpoint.prefetch(from);
+        }
         for (from, bytes) in datagrams {
             self.traffic.datagrams_in += 1;
             self.traffic.bytes_in += bytes.len() as u64;
