@@ -127,6 +127,12 @@ impl SentPackets {
         }
     }
 
+    /// The slot of the newest packet sent (or of none yet): the one a steady flow's next ack
+    /// names, for `Connection::prefetch_receive`.
+    pub(crate) fn newest(&self) -> &SentPacket {
+        &self.ring[usize::from(self.next_seq.wrapping_sub(1)) % SENT_RING]
+    }
+
     /// Takes packet `seq` out of flight, if it still was, as acked (counting it delivered) or
     /// lost, and returns it.
     pub(crate) fn take_in_flight(&mut self, seq: u16, acked: bool) -> Option<&mut SentPacket> {

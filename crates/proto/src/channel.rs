@@ -451,6 +451,15 @@ const _: () = assert!(std::mem::size_of::<Queued>() == 32);
 const RECYCLED_MAX: usize = 2;
 
 impl ReceiveChannel {
+    /// Asks the core for the fields a piece received reads first: the kind, the sequences
+    /// and the recycled buffers (see `Connection::prefetch_receive`).
+    pub(crate) fn prefetch(&self) {
+        use rally_wire::prefetch::prefetch;
+        prefetch(&self.kind);
+        prefetch(&self.next);
+        prefetch(&self.spare);
+    }
+
     /// A channel of `kind` holding at most `window` messages, of at most `message_bytes_max`
     /// bytes in pieces of at most `piece`.
     pub(crate) fn new(

@@ -353,6 +353,9 @@ pub struct Connection {
     /// Whether the measured loss calls for repairs (the slow estimate, with the margin of
     /// copies).
     repairing: bool,
+    /// The channel the last piece received came on: the one the next most likely comes on,
+    /// whose lines `prefetch_receive` asks for.
+    last_channel: u8,
     /// The configuration's per-packet fields (the channel list is in `send`), after the
     /// fields above so that its first line is shared with them and its last with the
     /// statistics' per-packet counters.
@@ -426,6 +429,7 @@ impl Connection {
             encoders: (0..channels).map(|_| Default::default()).collect(),
             decoders: (0..channels).map(|_| Default::default()).collect(),
             repairing: repair_start > 0.0,
+            last_channel: 0,
             loss_burst: 1.0,
             header_ack: None,
         }
@@ -433,7 +437,9 @@ impl Connection {
 
     /// Asks the core for the lines a received data packet reads first: one field on each of
     /// the hot lines (0 to 8 in the order above; `hot_lines_are_prefetched` holds the fields to
-    /// them) and the first lines of the opening key. See [`crate::Endpoint::prefetch`].
+    /// them), the first lines of the opening key, and two guesses read from those lines: the
+    /// newest packet sent (what a steady flow's ack names) and the channel the last piece
+    /// came on. See [`crate::Endpoint::prefetch`].
     pub(crate) fn prefetch_receive(&self) {
         use rally_wire::prefetch::prefetch;
         prefetch(&self.now);
@@ -447,6 +453,10 @@ impl Connection {
         prefetch(&self.stats);
         if let Some(keys) = &self.keys {
             keys.prefetch_open();
+        }
+        prefetch(self.sent.newest());
+        if let Some(channel) = self.receive.get(usize::from(self.last_channel)) {
+            channel.prefetch();
         }
     }
 
@@ -721,6 +731,7 @@ impl Connection {
                 return Ok(false);
             }
         };
+        self.last_channel = channel;
         let too_big = payload.len() > self.piece_size() && count > 1;
         let Some(receive) = self.receive.get_mut(usize::from(channel)).filter(|_| !too_big) else {
             self.disconnect(DisconnectReason::PeerMisbehaved);
