@@ -83,6 +83,9 @@ step "bench smoke: load" cargo run --release --locked -p rally-bench -- load --q
 # The count's workload without valgrind (a second): scripts/count.sh counts it.
 step "bench smoke: count" cargo run --release --locked -p rally-bench -- count --quick \
     --json target/ci/count.json
+# The receive and send paths on cold connections (a second or two).
+step "bench smoke: count, cold paths" cargo run --release --locked -p rally-bench -- count --cold \
+    --json target/ci/count-cold.json
 # Two of the five links (clean and the bursty one), every peer on each: the smoke proves the real
 # libraries run end to end; the five links took over three minutes of CI's time.
 step "bench smoke: transport, real sockets" cargo run --release --locked -p rally-bench -- \
