@@ -29,7 +29,7 @@ use rally_driver::host::MemoryWorker;
 use rally_driver::HostConfig;
 use rally_engine::{connection_config, ClientConfig, ClientSession, RoomConfig};
 use rally_proto::limit::Rate;
-use rally_proto::{Endpoint, EndpointConfig, EndpointRandomness, Event, Instant};
+use rally_proto::{ConnectionHandle, Endpoint, EndpointConfig, EndpointRandomness, Event, Instant};
 use rally_sim::sandbox::HandInput;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -344,15 +344,43 @@ fn open_room(id: u64) -> rally_engine::Room<crate::game::Reference> {
 
 /// A worker whose endpoint lets in the harness's tokens, sized for `clients`.
 fn memory_worker(server: SocketAddr, clients: u64, telemetry: bool) -> MemoryWorker<Game> {
+    let (endpoint, endpoint_seeded) = harness_server(server, clients);
+    let host = HostConfig { telemetry, endpoint, ..HostConfig::default() };
+    MemoryWorker::new(endpoint_seeded, server, open_room as Game, host)
+}
+
+/// The harness's sealed server endpoint at `server` for `clients` (and its configuration):
+/// the engine's channels, room for every client, a fixed seed.
+pub(super) fn harness_server(server: SocketAddr, clients: u64) -> (EndpointConfig, Endpoint) {
     let mut endpoint = EndpointConfig { connection: connection_config(), ..Default::default() };
     // Every client connects at once: the per-address handshake limit is for strangers.
     endpoint.handshake_rate = Rate { per_second: 1e6, burst: 1e6 };
     endpoint.connections_max = clients as usize + 64;
     let config = rally_sim::secure::server_config(endpoint.clone(), server);
-    let endpoint_seeded = Endpoint::new(config, EndpointRandomness::danger_from_seed(2))
+    let seeded = Endpoint::new(config, EndpointRandomness::danger_from_seed(2))
         .expect("a valid endpoint config");
-    let host = HostConfig { telemetry, endpoint, ..HostConfig::default() };
-    MemoryWorker::new(endpoint_seeded, server, open_room as Game, host)
+    (endpoint, seeded)
+}
+
+/// Client `index` of `room`: its endpoint, connecting to `server` with a token for the room,
+/// and its connection's handle. Its address is [`client_addr`]`(index)`.
+pub(super) fn harness_client(
+    index: u64,
+    room: u64,
+    server: SocketAddr,
+) -> (Endpoint, ConnectionHandle) {
+    let config = EndpointConfig { connection: connection_config(), ..Default::default() };
+    let seed = EndpointRandomness::danger_from_seed(1_000 + index);
+    let mut endpoint = Endpoint::new(config, seed).expect("a valid config");
+    let token = rally_sim::secure::room_token(index, 1, room, server);
+    // The harness's tokens name this server, so connecting cannot fail.
+    let handle = endpoint.connect_with_token(Instant::ZERO, token).expect("a harness token");
+    (endpoint, handle)
+}
+
+/// Client `index`'s address, 10.1.(index >> 8).(index & 255).
+pub(super) fn client_addr(index: u64) -> SocketAddr {
+    SocketAddr::from(([10, 1, (index >> 8) as u8, index as u8], 40_000))
 }
 
 /// One client: its endpoint, its session, its address.
@@ -378,21 +406,14 @@ struct Players {
 impl Players {
     /// 10 clients per room, each connecting with a token for its room.
     fn new(rooms: u64, server: SocketAddr) -> Self {
-        let config = EndpointConfig { connection: connection_config(), ..Default::default() };
         let mut players = Vec::new();
         for room in 0..rooms {
             for k in 0..CLIENTS as u64 {
                 let index = room * CLIENTS as u64 + k;
-                let seed = EndpointRandomness::danger_from_seed(1_000 + index);
-                let mut endpoint = Endpoint::new(config.clone(), seed).expect("a valid config");
-                let token = rally_sim::secure::room_token(index, 1, room, server);
-                // The harness's tokens name this server, so connecting cannot fail.
-                endpoint.connect_with_token(Instant::ZERO, token).expect("a harness token");
+                let (endpoint, _) = harness_client(index, room, server);
                 let session_config = ClientConfig { interpolate: false, ..Default::default() };
                 let session = ClientSession::new(session_config).expect("a valid client config");
-                let ip = [10, 1, (index >> 8) as u8, index as u8];
-                let addr = SocketAddr::from((ip, 40_000));
-                players.push(Player { endpoint, session, addr });
+                players.push(Player { endpoint, session, addr: client_addr(index) });
             }
         }
         let by_addr = players.iter().enumerate().map(|(i, p)| (p.addr, i)).collect();

@@ -24,9 +24,9 @@
 //! rows skip the sweep. The driver's clock is read around the timed part only; the figures
 //! are nanoseconds a datagram.
 
-use rally_engine::{connection_config, STATE, UNRELIABLE};
-use rally_proto::limit::Rate;
-use rally_proto::{ConnectionHandle, Endpoint, EndpointConfig, EndpointRandomness, Event, Instant};
+use super::count::{client_addr, harness_client, harness_server};
+use rally_engine::{STATE, UNRELIABLE};
+use rally_proto::{ConnectionHandle, Endpoint, Event, Instant};
 use serde::Serialize;
 use std::error::Error;
 use std::net::SocketAddr;
@@ -72,22 +72,13 @@ struct Traffic {
 impl Traffic {
     fn new() -> Result<Self, Box<dyn Error>> {
         let server_addr: SocketAddr = "10.0.0.2:7777".parse()?;
-        let mut config = EndpointConfig { connection: connection_config(), ..Default::default() };
-        config.handshake_rate = Rate { per_second: 1e6, burst: 1e6 };
-        config.connections_max = CLIENTS as usize + 64;
-        let secure = rally_sim::secure::server_config(config, server_addr);
-        let server = Endpoint::new(secure, EndpointRandomness::danger_from_seed(2))?;
-        let client_config =
-            EndpointConfig { connection: connection_config(), ..Default::default() };
-        let mut clients = Vec::new();
-        for index in 0..CLIENTS {
-            let seed = EndpointRandomness::danger_from_seed(1_000 + index);
-            let mut endpoint = Endpoint::new(client_config.clone(), seed)?;
-            let token = rally_sim::secure::room_token(index, 1, index / 10, server_addr);
-            let handle = endpoint.connect_with_token(Instant::ZERO, token)?;
-            let addr = SocketAddr::from(([10, 1, (index >> 8) as u8, index as u8], 40_000));
-            clients.push((endpoint, handle, addr));
-        }
+        let (_, server) = harness_server(server_addr, CLIENTS);
+        let clients = (0..CLIENTS)
+            .map(|index| {
+                let (endpoint, handle) = harness_client(index, index / 10, server_addr);
+                (endpoint, handle, client_addr(index))
+            })
+            .collect();
         let mut traffic = Self {
             server,
             server_addr,
@@ -186,7 +177,7 @@ impl Traffic {
     }
 }
 
-/// The client at `addr` (10.1.high.low, `high << 8 | low`).
+/// The client at `addr`: the inverse of [`client_addr`].
 fn client_of(addr: SocketAddr) -> usize {
     match addr.ip() {
         std::net::IpAddr::V4(ip) => usize::from(ip.octets()[2]) << 8 | usize::from(ip.octets()[3]),
