@@ -70,6 +70,12 @@ pub struct CountArgs {
     /// with and without prefetching them (`count_cold`), instead of the count.
     #[arg(long)]
     pub cold: bool,
+    /// With `--callgrind`: simulate a second-level cache of this many bytes instead of the
+    /// machine's. At 131072 every room's lines are out of it by the room's next tick, as in the
+    /// load run, where the kernel's work between rooms evicts them: the misses are then the
+    /// lines a room-tick touches.
+    #[arg(long, value_name = "BYTES")]
+    pub second_level: Option<u64>,
     /// Seal and open packets with one AEAD only (what `--callgrind` counts under valgrind).
     #[arg(long, hide = true, value_name = "AEAD")]
     pub seal_rounds: Option<String>,

@@ -153,7 +153,7 @@ fn count(args: &CountArgs, telemetry: bool) -> Result<Counted, Box<dyn Error>> {
         .arg("--collect-atstart=no")
         .arg("--toggle-collect=*count::worker_window*")
         .arg(format!("--callgrind-out-file={}", base.display()));
-    let caches = if telemetry { None } else { cache_geometry() };
+    let caches = if telemetry { None } else { cache_geometry(args.second_level) };
     if let Some([first, second]) = &caches {
         command.args(["--cache-sim=yes", &format!("--D1={first}"), &format!("--LL={second}")]);
     }
@@ -278,24 +278,25 @@ fn counted_by_phase(
 }
 
 /// The caches to simulate, as callgrind's `--D1` and `--LL` take them ("size,ways,line"): this
-/// machine's first-level data cache and its second level (cpu 0's, from `/sys`); `None` where
-/// the machine does not say, and then no misses are counted.
-fn cache_geometry() -> Option<[String; 2]> {
+/// machine's first-level data cache and its second level (cpu 0's, from `/sys`), the second's
+/// size `second_bytes` if given; `None` where the machine does not say, and then no misses are
+/// counted.
+fn cache_geometry(second_bytes: Option<u64>) -> Option<[String; 2]> {
     let mut first = None;
     let mut second = None;
     for index in 0..8 {
         let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{index}");
         let read = |name: &str| std::fs::read_to_string(format!("{dir}/{name}")).ok();
         let (Some(level), Some(kind)) = (read("level"), read("type")) else { continue };
-        let geometry = || -> Option<String> {
-            let size = parse_cache_size(read("size")?.trim())?;
+        let geometry = |size: Option<u64>| -> Option<String> {
+            let size = size.or_else(|| parse_cache_size(read("size")?.trim()))?;
             let ways: u64 = read("ways_of_associativity")?.trim().parse().ok()?;
             let line: u64 = read("coherency_line_size")?.trim().parse().ok()?;
             Some(format!("{size},{ways},{line}"))
         };
         match (level.trim(), kind.trim()) {
-            ("1", "Data") => first = geometry(),
-            ("2", "Unified") => second = geometry(),
+            ("1", "Data") => first = geometry(None),
+            ("2", "Unified") => second = geometry(second_bytes),
             _ => {}
         }
     }
@@ -351,9 +352,13 @@ fn print(args: &CountArgs, ticks: usize, off: &Counted, on: &Counted) {
     println!("{:<12} {:>14.0} {:>14.0} {ratio:>9.3} {total:>16}", "total", off.total, on.total);
     match misses {
         Some(m) => println!(
-            "L2 misses: callgrind's cache model with this machine's L1d ({}) and L2 ({}) as \
+            "L2 misses: callgrind's cache model with this machine's L1d ({}) and {} L2 ({}) as \
              size,ways,line; {:.0} of the {:.0} a room-tick are writes; no prefetcher modelled",
-            m.first_level, m.second_level, m.writes, m.total
+            m.first_level,
+            if args.second_level.is_some() { "a smaller" } else { "its" },
+            m.second_level,
+            m.writes,
+            m.total
         ),
         None => println!("L2 misses: not counted (the machine does not describe its caches)"),
     }

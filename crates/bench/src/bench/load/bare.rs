@@ -37,6 +37,11 @@ pub struct BareStep {
     pub rooms: u64,
     /// The host thread's CPU (getrusage) per room-tick over the window, microseconds.
     pub cpu_us_per_room_tick: f64,
+    /// Of it, the time in receive syscalls and in send syscalls, timed on the clock around
+    /// each call as the host's worker times its `receive` and `send` scopes; microseconds a
+    /// room-tick. The rest of the CPU is the loop and its wake-ups.
+    pub receive_us_per_room_tick: f64,
+    pub send_us_per_room_tick: f64,
     /// Bytes of each datagram in (an input) and out (a snapshot): the Rally step's means.
     pub input_bytes: usize,
     pub snapshot_bytes: usize,
@@ -60,6 +65,9 @@ struct Counts {
     sleeps: u64,
     /// The window's length on the thread's clock, microseconds.
     wall_us: u64,
+    /// Nanoseconds in receive syscalls and in send syscalls.
+    receive_ns: u64,
+    send_ns: u64,
 }
 
 /// Runs the floor for `rooms` rooms with datagrams of `sizes` (input, snapshot) bytes; the host
@@ -102,6 +110,8 @@ pub fn measure(
     Ok(BareStep {
         rooms,
         cpu_us_per_room_tick: counts.cpu_us as f64 / ticks,
+        receive_us_per_room_tick: counts.receive_ns as f64 / 1e3 / ticks,
+        send_us_per_room_tick: counts.send_ns as f64 / 1e3 / ticks,
         input_bytes: sizes.0,
         snapshot_bytes: sizes.1,
         datagrams_in_per_room_tick: counts.datagrams_in as f64 / ticks,
@@ -159,8 +169,10 @@ fn serve_host(
             std::thread::sleep(wait.min(Duration::from_millis(20)));
             counts.sleeps += 1;
         }
+        let started = clock.now();
         counts.datagrams_in += receive_all(socket, &mut inbound, &mut clients)?;
         let now = clock.now();
+        counts.receive_ns += (now - started).as_nanos() as u64;
         for (room, at) in next.iter_mut().enumerate() {
             // Due, or due within the window: ticked in this wake-up, as the host's worker does.
             if *at > now + window {
@@ -173,7 +185,9 @@ fn serve_host(
                 outbound.slot_mut(k)[..snapshot_bytes].fill(0);
                 outbound.set(k, snapshot_bytes, *to);
             }
+            let started = clock.now();
             counts.datagrams_out += send_all(socket, &mut outbound, members.len())?;
+            counts.send_ns += (clock.now() - started).as_nanos() as u64;
         }
     }
 }
@@ -334,6 +348,9 @@ mod tests {
         assert!(counts.room_ticks > 0 && counts.datagrams_in > 0);
         // Between its rooms' ticks the host sleeps: each sleep is a wake-up the report counts.
         assert!(counts.sleeps > 0 && counts.wall_us > 0);
+        // The syscalls are timed, and within the window's wall time.
+        assert!(counts.receive_ns > 0 && counts.send_ns > 0);
+        assert!(counts.receive_ns + counts.send_ns < counts.wall_us * 1000);
         // Each tick answers at most the room's clients.
         assert!(counts.datagrams_out <= counts.room_ticks * CLIENTS as u64);
     }

@@ -155,6 +155,48 @@ pub struct OwnShare {
     pub own_of_minima_us: f64,
     /// Rooms a core at the tick rate from the median of Rally's runs.
     pub rooms_per_core: f64,
+    /// Where the own share lies, medians over the pairs of Rally's part less the floor's, us
+    /// a room-tick.
+    pub parts: OwnParts,
+}
+
+/// The own share split where Rally and its floor can be timed alike: the receive syscalls,
+/// the send syscalls (each side times them on the clock around each call), and the rest
+/// (Rally's protocol, game and loop without simulate, against the floor's loop). A syscall
+/// part above zero is the kernel doing more for Rally than for the floor: the same calls on
+/// colder caches, say, or more of them.
+#[derive(Debug, Clone, Serialize)]
+pub struct OwnParts {
+    pub receive_us: f64,
+    pub send_us: f64,
+    pub rest_us: f64,
+}
+
+impl OwnParts {
+    /// The parts of one pair: Rally's `step` against its `floor`.
+    fn of(step: &Step, floor: &bare::BareStep) -> Self {
+        let scope = |name: &str| step.phases_us.get(name).copied().unwrap_or(0.0);
+        let (receive, send) = (scope("receive"), scope("send"));
+        let rest = step.cpu_us_per_room_tick_without_simulate - receive - send;
+        let floor_rest = floor.cpu_us_per_room_tick
+            - floor.receive_us_per_room_tick
+            - floor.send_us_per_room_tick;
+        Self {
+            receive_us: receive - floor.receive_us_per_room_tick,
+            send_us: send - floor.send_us_per_room_tick,
+            rest_us: rest - floor_rest,
+        }
+    }
+
+    /// Each part's median over `pairs`.
+    fn median_of(pairs: &[OwnParts]) -> Self {
+        let of = |part: fn(&OwnParts) -> f64| median(&pairs.iter().map(part).collect::<Vec<_>>());
+        Self {
+            receive_us: of(|p| p.receive_us),
+            send_us: of(|p| p.send_us),
+            rest_us: of(|p| p.rest_us),
+        }
+    }
 }
 
 /// Telemetry's cost at a step: CPU per room-tick with it and without.
@@ -477,14 +519,16 @@ fn own_share(
     wait: Wait,
 ) -> Result<OwnShare, Box<dyn Error>> {
     let progress = indicatif::ProgressBar::new(pairs as u64);
-    let (mut rally_us, mut floor_us) = (Vec::new(), Vec::new());
+    let (mut rally_us, mut floor_us, mut parts) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..pairs {
         let step = measure(rooms, args, plan, true, wait)?;
         let floor = bare_beside(&step, args, plan)?;
         rally_us.push(step.cpu_us_per_room_tick_without_simulate);
         floor_us.push(floor.cpu_us_per_room_tick);
+        parts.push(OwnParts::of(&step, &floor));
         progress.inc(1);
     }
+    let parts = OwnParts::median_of(&parts);
     progress.finish_and_clear();
     let own_us: Vec<f64> = rally_us.iter().zip(&floor_us).map(|(r, f)| r - f).collect();
     let (own_median_us, rally_median_us) = (median(&own_us), median(&rally_us));
@@ -505,6 +549,12 @@ fn own_share(
         "  by the fastest runs (noise only adds time): Rally {rally_fastest_us:.1} less the \
          floor {floor_fastest_us:.1}: own share {own_of_minima_us:.1} us per room-tick"
     );
+    println!(
+        "  by part (medians over the pairs, Rally's less the floor's): receive syscalls {:+.1}, \
+         send syscalls {:+.1}, the rest (protocol, game and loop against the floor's loop) \
+         {:+.1} us per room-tick",
+        parts.receive_us, parts.send_us, parts.rest_us
+    );
     Ok(OwnShare {
         rooms,
         rally_us,
@@ -515,6 +565,7 @@ fn own_share(
         floor_median_us,
         own_of_minima_us,
         rooms_per_core,
+        parts,
     })
 }
 
@@ -655,8 +706,9 @@ fn floor(
     println!(
         "kernel floor at {} rooms (bare UDP on the same sockets and syscalls, no protocol, \
          encryption or game: {:.1} datagrams of {} bytes in and {:.1} of {} out per room-tick, \
-         {:.1} wake-ups per tick period against Rally's {:.1}): {:.1} us CPU per room-tick; \
-         Rally {:.1} there, {:.1} of it its own",
+         {:.1} wake-ups per tick period against Rally's {:.1}): {:.1} us CPU per room-tick \
+         (receive syscalls {:.1}, send syscalls {:.1}); Rally {:.1} there (receive {:.1}, send \
+         {:.1}), {:.1} of it its own",
         floor.rooms,
         floor.datagrams_in_per_room_tick,
         floor.input_bytes,
@@ -665,7 +717,11 @@ fn floor(
         floor.wakeups_per_tick_period,
         step.syscalls.wakeups_per_worker_tick,
         floor.cpu_us_per_room_tick,
+        floor.receive_us_per_room_tick,
+        floor.send_us_per_room_tick,
         step.cpu_us_per_room_tick_without_simulate,
+        step.phases_us.get("receive").copied().unwrap_or(0.0),
+        step.phases_us.get("send").copied().unwrap_or(0.0),
         step.cpu_us_per_room_tick_without_simulate - floor.cpu_us_per_room_tick,
     );
     if floor.bots.joined < floor.bots.clients {
