@@ -89,6 +89,14 @@ impl PacketKeys {
         rally_wire::prefetch::prefetch(&self.receive);
     }
 
+    /// Asks the core for the lines a sealing reads first: the packet number's (the struct's
+    /// first, with the replay window) and the sealing key's first (see
+    /// `Connection::prefetch_send`).
+    pub(crate) fn prefetch_seal(&self) {
+        rally_wire::prefetch::prefetch(&self.next);
+        rally_wire::prefetch::prefetch(&self.send);
+    }
+
     /// Keys for one end: what it seals with and what it opens with; full tags.
     pub(crate) fn new(send_key: &[u8; 32], receive_key: &[u8; 32]) -> Self {
         Self::with_tags(send_key, receive_key, false)

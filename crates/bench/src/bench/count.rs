@@ -70,6 +70,11 @@ pub struct CountArgs {
     /// with and without prefetching them (`count_cold`), instead of the count.
     #[arg(long)]
     pub cold: bool,
+    /// With `--cold`: MiB swept before each timed batch. 4 leaves the connections in the
+    /// third level; 64 pushes them out of it too, to memory (a worker whose rooms, or whose
+    /// neighbours on the machine, fill the third level).
+    #[arg(long, value_name = "MIB", default_value_t = 4)]
+    pub sweep_mib: usize,
     /// With `--callgrind`: simulate a second-level cache of this many bytes instead of the
     /// machine's. At 131072 every room's lines are out of it by the room's next tick, as in the
     /// load run, where the kernel's work between rooms evicts them: the misses are then the
@@ -118,7 +123,7 @@ pub fn run(args: &CountArgs) -> Result<(), Box<dyn Error>> {
         return Ok(super::count_seal::run_rounds(aead)?);
     }
     if args.cold {
-        let costs = super::count_cold::run()?;
+        let costs = super::count_cold::run(args.sweep_mib << 20)?;
         if let Some(path) = &args.json {
             let json = serde_json::json!({
                 "bench": "count", "mode": "cold", "machine": Machine::detect(),

@@ -38,8 +38,6 @@ const CLIENTS: u64 = 320;
 const BATCH: usize = 32;
 /// Measured batches each way.
 const BATCHES: usize = 400;
-/// Bytes swept between batches: past the core's second level (1 MiB here), within the third.
-const SWEEP_BYTES: usize = 4 << 20;
 
 /// One way of handling a batch, timed.
 #[derive(Debug, Clone, Serialize)]
@@ -185,11 +183,11 @@ fn client_of(addr: SocketAddr) -> usize {
     }
 }
 
-/// Times `BATCHES` rounds each way, alternated, cold (swept) or warm: a batch received, then
-/// one room's datagrams sent.
-pub fn measure(cold: bool) -> Result<[PathCost; 3], Box<dyn Error>> {
+/// Times `BATCHES` rounds each way, alternated, cold (`sweep` bytes swept before each) or warm:
+/// a batch received, then one room's datagrams sent.
+pub fn measure(cold: bool, sweep: usize) -> Result<[PathCost; 3], Box<dyn Error>> {
     let mut traffic = Traffic::new()?;
-    let mut sweep = vec![0u8; SWEEP_BYTES];
+    let mut sweep = vec![0u8; sweep];
     let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
     let mut next = move |below: usize| {
         rng ^= rng << 13;
@@ -258,16 +256,17 @@ pub fn measure(cold: bool) -> Result<[PathCost; 3], Box<dyn Error>> {
     ])
 }
 
-/// Both paths, cold and warm, as a table.
-pub fn run() -> Result<Vec<PathCost>, Box<dyn Error>> {
+/// Both paths, cold (`sweep` bytes swept before each batch) and warm, as a table.
+pub fn run(sweep: usize) -> Result<Vec<PathCost>, Box<dyn Error>> {
     let mut costs = Vec::new();
     for cold in [true, false] {
-        costs.extend(measure(cold)?);
+        costs.extend(measure(cold, sweep)?);
     }
     println!(
         "the server endpoint's receive path ({BATCH} datagrams a batch, {BATCHES} each way \
-         alternated) and send path (a room's 10) over {CLIENTS} sealed connections; ns a \
-         datagram"
+         alternated) and send path (a room's 10) over {CLIENTS} sealed connections, swept: \
+         {} MiB swept before each; ns a datagram",
+        sweep >> 20
     );
     println!("{:<19} {:<6} {:>8} {:>8} {:>8} {:>8}", "how", "caches", "min", "p50", "mean", "p90");
     for c in &costs {
