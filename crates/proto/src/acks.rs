@@ -145,7 +145,7 @@ impl SentPackets {
         &self.ring[usize::from(self.next_seq.wrapping_sub(1)) % SENT_RING]
     }
 
-    /// The slot the next packet sent will take, for `Connection::prefetch_send`.
+    /// The slot the next packet sent will take, for `Connection::prefetch_packet`.
     pub(crate) fn next_slot(&self) -> &SentPacket {
         &self.ring[usize::from(self.next_seq) % SENT_RING]
     }
@@ -461,7 +461,8 @@ mod tests {
     /// packet's units outlive it, while the ring comes round many times: a sent packet reads
     /// its slot only when the slot's last packet may still be in flight. Method: laps of
     /// packets, most acked a few packets later, some lost (taken with their units), some
-    /// never answered, across the sequence wrap; after each, the accounting against a scan.
+    /// never answered, across the sequence wrap; every 997 packets, the accounting against a
+    /// scan of the ring.
     #[test]
     fn the_bytes_in_flight_stay_exact_while_the_ring_comes_round() {
         let t = Instant::ZERO;

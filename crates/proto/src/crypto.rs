@@ -91,7 +91,7 @@ impl PacketKeys {
 
     /// Asks the core for the lines a sealing reads first: the packet number's (the struct's
     /// first, with the replay window) and the sealing key's first (see
-    /// `Connection::prefetch_send`).
+    /// `Connection::prefetch_packet`).
     pub(crate) fn prefetch_seal(&self) {
         rally_wire::prefetch::prefetch(&self.next);
         rally_wire::prefetch::prefetch(&self.send);
