@@ -23,7 +23,9 @@
 //! - inspection: [`Endpoint::connection`] (statistics), [`Endpoint::stats`] (dropped input);
 //! - a hint: [`Endpoint::prefetch`], for a host that reads datagrams in batches (`recvmmsg`):
 //!   called for each datagram of a batch before the first is handed over, it asks the core for
-//!   their connections' lines at once, and changes nothing.
+//!   their connections' lines at once, and changes nothing. The send path asks for its own:
+//!   queueing a message asks for the first lines its packet will read, so a host that queues
+//!   all of a tick's messages before it drains `poll_transmit` finds them arrived.
 //!
 //! **After every input, drain `poll_transmit` and `poll_event` until both return `None`, then
 //! ask `poll_timeout` and wait for a datagram or that deadline, whichever comes first.**
