@@ -102,8 +102,10 @@ impl SentPackets {
         }
         // A packet leaves flight with its units (`take_in_flight`, then `take_units`), so an
         // occupant older than `oldest` holds neither.
-        let left = &self.ring[index];
-        debug_assert!(reused || !(left.in_flight || left.has_units), "slot {index} still held");
+        debug_assert!(
+            reused || !(self.ring[index].in_flight || self.ring[index].has_units),
+            "slot {index} still held"
+        );
         // Never clamped: a datagram is at most 64 KiB.
         let size = u32::try_from(size).unwrap_or(u32::MAX);
         let slot = &mut self.ring[index];
@@ -475,24 +477,15 @@ mod tests {
             state % n
         };
         for k in 0..(70_000 + 3 * SENT_RING) {
-            let units = if draw(4) == 0 { vec![(1, k as u16, 0)] } else { Vec::new() };
-            let seq = sent.record(t, 40 + draw(500) as usize, &mut units.clone());
-            // Now and then an older packet is answered: acked or lost, or never (kept until
-            // its slot comes round).
-            let back = draw(8) as u16;
-            let answered = seq.wrapping_sub(back);
-            match draw(10) {
-                0 => {}
-                1 => {
-                    if sent.take_in_flight(answered, false).is_some() {
-                        sent.take_units(answered).map(|units| units.count());
-                    }
-                }
-                _ => {
-                    if sent.take_in_flight(answered, true).is_some() {
-                        sent.take_units(answered).map(|units| units.count());
-                    }
-                }
+            let mut units = if draw(4) == 0 { vec![(1, k as u16, 0)] } else { Vec::new() };
+            let seq = sent.record(t, 40 + draw(500) as usize, &mut units);
+            // Now and then an older packet is answered: lost (one in ten), acked (eight in
+            // ten), or never (kept until its slot comes round). Its units go with it, as the
+            // connection takes them.
+            let answered = seq.wrapping_sub(draw(8) as u16);
+            let fate = draw(10);
+            if fate != 0 && sent.take_in_flight(answered, fate != 1).is_some() {
+                sent.take_units(answered).into_iter().flatten().for_each(drop);
             }
             sent.in_flight_before(answered, &mut Vec::new());
             if k % 997 == 0 {

@@ -127,7 +127,7 @@ pub fn run(args: &CountArgs) -> Result<(), Box<dyn Error>> {
         if let Some(path) = &args.json {
             let json = serde_json::json!({
                 "bench": "count", "mode": "cold", "machine": Machine::detect(),
-                "costs": costs,
+                "sweep_mib": args.sweep_mib, "costs": costs,
             });
             super::write_json(path, &json)?;
         }

@@ -175,8 +175,7 @@ pub struct OwnParts {
 impl OwnParts {
     /// The parts of one pair: Rally's `step` against its `floor`.
     fn of(step: &Step, floor: &bare::BareStep) -> Self {
-        let scope = |name: &str| step.phases_us.get(name).copied().unwrap_or(0.0);
-        let (receive, send) = (scope("receive"), scope("send"));
+        let (receive, send) = (step.scope_us("receive"), step.scope_us("send"));
         let rest = step.cpu_us_per_room_tick_without_simulate - receive - send;
         let floor_rest = floor.cpu_us_per_room_tick
             - floor.receive_us_per_room_tick
@@ -255,6 +254,13 @@ pub struct Step {
     pub telemetry: bool,
     /// The endpoint's scrapes, with `--scrape`.
     pub scrapes: Option<Scrapes>,
+}
+
+impl Step {
+    /// Scope `name`'s mean microseconds a room-tick (0 for a scope not timed).
+    fn scope_us(&self, name: &str) -> f64 {
+        self.phases_us.get(name).copied().unwrap_or(0.0)
+    }
 }
 
 /// The workers' syscalls and wake-ups over the window: what the loop costs beyond its rooms.
@@ -720,8 +726,8 @@ fn floor(
         floor.receive_us_per_room_tick,
         floor.send_us_per_room_tick,
         step.cpu_us_per_room_tick_without_simulate,
-        step.phases_us.get("receive").copied().unwrap_or(0.0),
-        step.phases_us.get("send").copied().unwrap_or(0.0),
+        step.scope_us("receive"),
+        step.scope_us("send"),
         step.cpu_us_per_room_tick_without_simulate - floor.cpu_us_per_room_tick,
     );
     if floor.bots.joined < floor.bots.clients {
