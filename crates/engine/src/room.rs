@@ -1037,7 +1037,10 @@ impl<S: Simulation> Room<S> {
                 Phase::Ingest => self.ingest(now),
                 Phase::Interact => self.interact(),
                 Phase::Simulate => self.simulation.step(&mut self.world, self.config.dt()),
-                Phase::Replicate => self.replicate(now),
+                Phase::Replicate => {
+                    self.prefetch_replication(endpoint);
+                    self.replicate(now)
+                }
                 Phase::Transmit => self.transmit(endpoint),
             }
             observer.exit(phase);
@@ -1045,6 +1048,20 @@ impl<S: Simulation> Room<S> {
         }
         self.phase = None;
         self.stats.ticks += 1;
+    }
+
+    /// Asks `endpoint` for each client's connection lines that its snapshot will read on its
+    /// way out, and the core for the message buffers the snapshots will be written into (see
+    /// [`Endpoint::prefetch_connection`]). At many rooms a worker, these are out of the
+    /// core's caches by the room's next tick, and the snapshots' building gives them time to
+    /// arrive.
+    fn prefetch_replication(&mut self, endpoint: &Endpoint) {
+        for session in self.sessions.values() {
+            if let Some(connection) = session.connection {
+                endpoint.prefetch_connection(connection);
+            }
+        }
+        self.outbox.prefetch_buffers(self.sessions.len());
     }
 
     /// Asserts that phases run in the stated order, each once per tick.
@@ -1303,6 +1320,11 @@ impl<S: Simulation> Room<S> {
     pub fn transmit(&mut self, endpoint: &mut Endpoint) {
         for (connection, reason) in self.closing.drain(..) {
             endpoint.disconnect(connection, reason);
+        }
+        // Every message's lines asked for first: their misses overlap (`prefetch_replication`
+        // asked for the lines these reads reach them through).
+        for (connection, channel, ..) in &self.outbox.queue {
+            endpoint.prefetch_queue(*connection, *channel);
         }
         while let Some((connection, channel, mut bytes, body)) = self.outbox.queue.pop_front() {
             // Handed over, not copied: what comes back is an empty buffer for a next message.

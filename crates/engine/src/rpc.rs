@@ -132,6 +132,18 @@ impl<To> Outbox<To> {
         self.spare.pop().unwrap_or_default()
     }
 
+    /// Asks for the first line of each of the next `count` buffers [`Outbox::buffer`] hands
+    /// out: each was last written a tick or more ago, and a message's first bytes waited on
+    /// it (the load run's profile put most of the state prefix's writing there).
+    pub(crate) fn prefetch_buffers(&mut self, count: usize) {
+        let from = self.spare.len().saturating_sub(count);
+        for buffer in &mut self.spare[from..] {
+            if let Some(first) = buffer.spare_capacity_mut().first() {
+                rally_wire::prefetch::prefetch(first);
+            }
+        }
+    }
+
     /// Takes back the buffer of a message that was handed on.
     pub(crate) fn recycle(&mut self, mut bytes: Vec<u8>) {
         if self.spare.len() < SPARE_MAX && bytes.capacity() <= SPARE_BYTES_MAX {

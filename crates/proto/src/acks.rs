@@ -147,7 +147,8 @@ impl SentPackets {
         &self.ring[usize::from(self.next_seq.wrapping_sub(1)) % SENT_RING]
     }
 
-    /// The slot the next packet sent will take, for `Connection::prefetch_packet`.
+    /// The slot the next packet sent will take, for `Connection::prefetch_packet` and
+    /// `Connection::prefetch_queue`.
     pub(crate) fn next_slot(&self) -> &SentPacket {
         &self.ring[usize::from(self.next_seq) % SENT_RING]
     }

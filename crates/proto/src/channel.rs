@@ -105,6 +105,15 @@ impl SendChannel {
         Self { config, next_seq: 0, units: VecDeque::new(), spare: None }
     }
 
+    /// Asks for the oldest unit's line, which queueing a message reads (whether it has
+    /// waited too long), by way of this struct's line, which it reads too (see
+    /// `Connection::prefetch_queue`).
+    pub(crate) fn prefetch(&self) {
+        if let Some(unit) = self.units.front() {
+            rally_wire::prefetch::prefetch(unit);
+        }
+    }
+
     /// Keeps `payload`'s buffer for a later unit, if none is kept yet (so that an idle
     /// connection holds little).
     fn recycle(&mut self, mut payload: Vec<u8>) {

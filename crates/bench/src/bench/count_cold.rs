@@ -5,8 +5,8 @@
 //! The count's callgrind model cannot say this: it has no prefetcher, ignores the hints, and
 //! counts a line the core fetched ahead as missed all the same. Nor can `rally-bench load`: a
 //! few microseconds a room-tick are inside its run-to-run spread on this machine. So this
-//! times the two paths alone, many times over, both ways alternated round by round on the
-//! same endpoint.
+//! times the two paths alone, many times over, each both ways alternated round by round on
+//! the same endpoint.
 //!
 //! The workload is the reference room's traffic on the protocol layer alone (no rooms): 320
 //! sealed connections, each client sending a 60-byte message a tick (an input's size) and the
@@ -16,7 +16,9 @@
 //!   `recvmmsg` read at 32 rooms brings about 27) goes to the endpoint, prefetched first or
 //!   not; the rest of the tick's datagrams went in untimed before it;
 //! - **send**: one room's 10 clients (picked at random) get their 500 bytes, queued and
-//!   sealed as a room's transmit and the worker's loop do.
+//!   sealed as a room's transmit and the worker's loop do; in alternate rounds with a room's
+//!   two hints: the connections' lines asked for 5 us ahead, untimed, as a room asks before
+//!   it builds its snapshots, and the lines behind them just before the messages are queued.
 //!
 //! Before each, a buffer larger than the core's second-level cache is swept (`swept`), so
 //! that the connections' lines are where a worker's other rooms leave them: in the shared
@@ -38,6 +40,9 @@ const CLIENTS: u64 = 320;
 const BATCH: usize = 32;
 /// Measured batches each way.
 const BATCHES: usize = 400;
+/// How long before a hinted send its lines are asked for: less than a reference room's
+/// snapshot building, which a room's request precedes (about 12 us a room-tick in the load).
+const HINT_LEAD: Duration = Duration::from_micros(5);
 
 /// One way of handling a batch, timed.
 #[derive(Debug, Clone, Serialize)]
@@ -144,11 +149,29 @@ impl Traffic {
 
 impl Traffic {
     /// Room `room`'s 500 bytes to each of its 10 clients, as a room's transmit hands them over
-    /// and the worker seals them: ns a datagram. What it sent goes to the clients after.
-    fn send_room(&mut self, room: usize, clock: &rally_driver::Clock) -> f64 {
+    /// and the worker seals them: ns a datagram. What it sent goes to the clients after. When
+    /// `hinted`, the room's two hints come first, as a room asks for them: the connections'
+    /// lines (`Endpoint::prefetch_connection`, untimed) `HINT_LEAD` ahead, as the room's
+    /// snapshot building gives them, then the lines behind those ([`Endpoint::prefetch_queue`],
+    /// timed) before the first message is queued.
+    fn send_room(&mut self, room: usize, clock: &rally_driver::Clock, hinted: bool) -> f64 {
         let handles: Vec<ConnectionHandle> =
             self.to_client[room * 10..room * 10 + 10].iter().flatten().copied().collect();
+        if hinted {
+            for handle in &handles {
+                self.server.prefetch_connection(*handle);
+            }
+            let asked = clock.now();
+            while clock.now() - asked < HINT_LEAD {
+                std::hint::spin_loop();
+            }
+        }
         let (now, started) = (self.now, clock.now());
+        if hinted {
+            for handle in &handles {
+                self.server.prefetch_queue(*handle, STATE);
+            }
+        }
         for handle in &handles {
             let _ = self.server.send(*handle, STATE, &[9; 500]);
         }
@@ -185,7 +208,7 @@ fn client_of(addr: SocketAddr) -> usize {
 
 /// Times `BATCHES` rounds each way, alternated, cold (`sweep` bytes swept before each) or warm:
 /// a batch received, then one room's datagrams sent.
-pub fn measure(cold: bool, sweep: usize) -> Result<[PathCost; 3], Box<dyn Error>> {
+pub fn measure(cold: bool, sweep: usize) -> Result<[PathCost; 4], Box<dyn Error>> {
     let mut traffic = Traffic::new()?;
     let mut sweep = vec![0u8; sweep];
     let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
@@ -195,8 +218,8 @@ pub fn measure(cold: bool, sweep: usize) -> Result<[PathCost; 3], Box<dyn Error>
         rng ^= rng << 17;
         (rng % below as u64) as usize
     };
-    // Received one by one, received prefetched, sent.
-    let mut times: [Vec<f64>; 3] = Default::default();
+    // Received one by one, received prefetched, sent, sent with its lines asked for ahead.
+    let mut times: [Vec<f64>; 4] = Default::default();
     let clock = rally_driver::Clock::start();
     let sweep_if_cold = |sweep: &mut Vec<u8>| {
         if cold {
@@ -232,7 +255,7 @@ pub fn measure(cold: bool, sweep: usize) -> Result<[PathCost; 3], Box<dyn Error>
         traffic.server_turn();
         sweep_if_cold(&mut sweep);
         let room = next(CLIENTS as usize / 10);
-        times[2].push(traffic.send_room(room, &clock));
+        times[2 + usize::from(hinted)].push(traffic.send_room(room, &clock, hinted));
     }
     std::hint::black_box(&sweep);
     let cost = |how, mut ns: Vec<f64>| {
@@ -248,11 +271,12 @@ pub fn measure(cold: bool, sweep: usize) -> Result<[PathCost; 3], Box<dyn Error>
             p90_ns: at(0.9),
         }
     };
-    let [plain, hinted, sent] = times;
+    let [plain, hinted, sent, sent_hinted] = times;
     Ok([
         cost("received one by one", plain),
         cost("received prefetched", hinted),
         cost("sent", sent),
+        cost("sent, asked ahead", sent_hinted),
     ])
 }
 
