@@ -153,6 +153,14 @@ impl Replicator {
         }
     }
 
+    /// Asks for the line of the newest view: an ack most likely names it or one just before
+    /// it, and [`Self::ack`]'s look-up reads from there back (see `Room::prefetch_replication`).
+    pub(crate) fn prefetch(&self) {
+        let Some(back_one) = self.views.len().checked_sub(1) else { return };
+        let newest = (self.next as usize + back_one) % self.views.len();
+        rally_wire::prefetch::prefetch(&self.views[newest]);
+    }
+
     /// The ring slot of the view of `tick`, newest first: acks name recent views, so this
     /// takes a look or two where a walk from the ring's start took half the ring.
     fn find(&self, tick: u32) -> Option<usize> {

@@ -1051,7 +1051,8 @@ impl<S: Simulation> Room<S> {
     }
 
     /// Asks `endpoint` for each client's connection lines that its snapshot will read on its
-    /// way out, and the core for the message buffers the snapshots will be written into (see
+    /// way out, and the core for the line of its newest view (which its ack most likely
+    /// names) and for the message buffers the snapshots will be written into (see
     /// [`Endpoint::prefetch_connection`]). At many rooms a worker, these are out of the
     /// core's caches by the room's next tick, and the snapshots' building gives them time to
     /// arrive.
@@ -1060,6 +1061,7 @@ impl<S: Simulation> Room<S> {
             if let Some(connection) = session.connection {
                 endpoint.prefetch_connection(connection);
             }
+            session.replicator.prefetch();
         }
         self.outbox.prefetch_buffers(self.sessions.len());
     }

@@ -436,8 +436,9 @@ impl Connection {
     }
 
     /// Asks the core for the lines a received data packet reads first: the hot lines, the
-    /// first lines of the opening key, and two guesses read from those lines: the newest
-    /// packet sent (what a steady flow's ack names) and the channel the last piece came on.
+    /// opening key's, and three guesses read from those lines: the newest packet sent (what
+    /// a steady flow's ack names), the next delivery-rate sample's slot, and the channel the
+    /// last piece came on.
     /// See [`crate::Endpoint::prefetch`].
     pub(crate) fn prefetch_receive(&self) {
         self.prefetch_hot_lines();
@@ -445,6 +446,8 @@ impl Connection {
             keys.prefetch_open();
         }
         rally_wire::prefetch::prefetch(self.sent.newest());
+        // An ack's delivery-rate sample goes here (off the hot lines: 4 lines of samples).
+        rally_wire::prefetch::prefetch(&self.rate_samples[self.rate_next % RATE_SAMPLES]);
         if let Some(channel) = self.receive.get(usize::from(self.last_channel)) {
             channel.prefetch();
         }

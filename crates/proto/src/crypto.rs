@@ -59,20 +59,25 @@ pub(crate) enum OpenError {
 
 /// One connection's keys and packet numbers.
 ///
-/// `repr(C)`: the numbers every packet reads or moves come first, in one cache line with the
-/// short-tag switch, ahead of the key schedules (a connection keeps its keys inline).
-#[repr(C)]
+/// `repr(C, align(64))`, each key on lines of its own, followed on its last line by the
+/// numbers its path reads: ring keeps a key's algorithm after its schedule, and a seal or an
+/// open reads it first, so that line is read by every packet. The replay window shares it
+/// with the opening key's end, the packet number with the sealing key's. Each path's first
+/// reads are then two lines, the key's first and last, which [`Self::prefetch_open`] and
+/// [`Self::prefetch_seal`] ask for (a connection keeps its keys inline; the load run's
+/// profile put the seal's longest wait on the algorithm's line).
+#[repr(C, align(64))]
 pub(crate) struct PacketKeys {
+    receive: Aead,
     /// The largest number authenticated, and which of the `REPLAY_WINDOW` numbers below it
     /// were (bit `i`: `largest - 1 - i`).
     largest: Option<u64>,
     seen: u128,
+    send: Aead,
     /// The number of the next packet sealed.
     next: u64,
     /// With short tags: the opener of the peer's data packets (ring verifies full tags only).
     receive_short: Option<ShortAead>,
-    receive: Aead,
-    send: Aead,
 }
 
 impl std::fmt::Debug for PacketKeys {
@@ -82,16 +87,15 @@ impl std::fmt::Debug for PacketKeys {
 }
 
 impl PacketKeys {
-    /// Asks the core for the lines an opening reads first: the replay window's and the
-    /// opening key's first (see [`crate::Endpoint::prefetch`]).
+    /// Asks the core for the lines an opening reads first: the opening key's first, and its
+    /// last with the replay window (see [`crate::Endpoint::prefetch`]).
     pub(crate) fn prefetch_open(&self) {
         rally_wire::prefetch::prefetch(&self.largest);
         rally_wire::prefetch::prefetch(&self.receive);
     }
 
-    /// Asks the core for the lines a sealing reads first: the packet number's (the struct's
-    /// first, with the replay window) and the sealing key's first (see
-    /// `Connection::prefetch_packet`).
+    /// Asks the core for the lines a sealing reads first: the sealing key's first, and its
+    /// last with the packet number (see `Connection::prefetch_queue`).
     pub(crate) fn prefetch_seal(&self) {
         rally_wire::prefetch::prefetch(&self.next);
         rally_wire::prefetch::prefetch(&self.send);
@@ -459,6 +463,23 @@ mod tests {
         let len = keys.seal(&mut buf, 3, 3 + body.len()).unwrap();
         buf.truncate(len);
         buf
+    }
+
+    /// Goal: each key starts a line, and the numbers its path reads share the line of its
+    /// last bytes (where ring keeps the algorithm each seal and open read first), so that
+    /// the two lines `prefetch_open` and `prefetch_seal` ask for are each path's first reads.
+    #[test]
+    #[cfg(not(target_arch = "wasm32"))]
+    fn each_key_ends_on_the_line_of_the_numbers_its_path_reads() {
+        use std::mem::{align_of, offset_of, size_of};
+        let line = |at: usize| at / 64;
+        let last = |key: usize| line(key + size_of::<Aead>() - 1);
+        let (receive, send) = (offset_of!(PacketKeys, receive), offset_of!(PacketKeys, send));
+        assert_eq!(align_of::<PacketKeys>(), 64);
+        assert_eq!((receive % 64, send % 64), (0, 0), "keys at {receive} and {send}");
+        assert_eq!(line(offset_of!(PacketKeys, largest)), last(receive));
+        assert_eq!(line(offset_of!(PacketKeys, seen) + 15), last(receive));
+        assert_eq!(line(offset_of!(PacketKeys, next)), last(send));
     }
 
     fn open(keys: &mut PacketKeys, packet: &[u8]) -> Result<Vec<u8>, OpenError> {
