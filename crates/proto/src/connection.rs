@@ -438,8 +438,7 @@ impl Connection {
     /// Asks the core for the lines a received data packet reads first: the hot lines, the
     /// opening key's, and three guesses read from those lines: the newest packet sent (what
     /// a steady flow's ack names), the next delivery-rate sample's slot, and the channel the
-    /// last piece came on.
-    /// See [`crate::Endpoint::prefetch`].
+    /// last piece came on. See [`crate::Endpoint::prefetch`].
     pub(crate) fn prefetch_receive(&self) {
         self.prefetch_hot_lines();
         if let Some(keys) = &self.keys {
@@ -464,7 +463,7 @@ impl Connection {
 
     /// Asks the core for the lines behind [`Self::prefetch_lines`]' that a message queued on
     /// `channel` reads and writes on its way out: the channel's send queue and its oldest
-    /// unit, the sealing key's first line and the sent ring's next slot. It reads the lines
+    /// unit, the sealing key and the sent ring's next slot. It reads the lines
     /// that hold their addresses, so it comes after those have arrived: a room calls it for
     /// every queued message before it queues the first ([`crate::Endpoint::prefetch_queue`]).
     /// Queued one by one, each client's message waited on its connection's lines in turn (the
@@ -608,19 +607,20 @@ impl Connection {
 
     /// Asks the core for two lines that sending a queued message reads first and that
     /// queueing it did not touch: the sent ring's (its next slot's address) and the keys'
-    /// first (whether there are keys, and the packet number). A room queues every client's
-    /// snapshot before any goes out, so these have the other clients' queueing to arrive in;
-    /// `poll_transmit` then asks for the lines behind them ([`Self::prefetch_packet`]). By the
-    /// load run's profile, the keys' line was the send path's second longest wait. A hint: it
-    /// changes nothing.
+    /// first. Messages queued in a row (a room's, each to another client) have the others'
+    /// queueing to arrive in; `poll_transmit` then asks for the lines behind them
+    /// ([`Self::prefetch_packet`]). A room asks for all of them earlier
+    /// ([`Self::prefetch_lines`]); these are for a host that does not. A hint: it changes
+    /// nothing.
     fn prefetch_send(&self) {
         rally_wire::prefetch::prefetch(&self.sent);
         rally_wire::prefetch::prefetch(&self.keys);
     }
 
-    /// Asks for the lines a packet reads and writes after it is built: the sealing key's
-    /// first and the sent ring's next slot. Asked for before the packet is written, they
-    /// arrive while it is.
+    /// Asks for the lines a packet reads and writes after it is built: the sealing key and
+    /// the sent ring's next slot. Asked for before the packet is written, they arrive while
+    /// it is (a room's transmit asked for them already, [`Self::prefetch_queue`]; this is for
+    /// the messages no one asked ahead for).
     fn prefetch_packet(&self) {
         if let Some(keys) = &self.keys {
             keys.prefetch_seal();

@@ -64,8 +64,8 @@ pub(crate) enum OpenError {
 /// open reads it first, so that line is read by every packet. The replay window shares it
 /// with the opening key's end, the packet number with the sealing key's, and each path reads
 /// its key's lines and no other ([`Self::prefetch_open`] and [`Self::prefetch_seal`] ask for
-/// them; a connection keeps its keys inline). The load run's profile had put the seal's
-/// longest wait on the algorithm's line.
+/// them; a connection keeps its keys inline). Before, the load run's profile put the seal's
+/// longest wait on the algorithm's line, apart from the number at the struct's start.
 #[repr(C, align(64))]
 pub(crate) struct PacketKeys {
     receive: Aead,
@@ -87,21 +87,19 @@ impl std::fmt::Debug for PacketKeys {
 }
 
 impl PacketKeys {
-    /// Asks the core for the lines an opening reads: the opening key's, the last with the
-    /// replay window (see [`crate::Endpoint::prefetch`]).
+    /// Asks the core for the lines an opening reads: the opening key's, the last of which
+    /// holds the replay window (see [`crate::Endpoint::prefetch`]).
     pub(crate) fn prefetch_open(&self) {
         rally_prefetch::lines(&self.receive);
-        rally_wire::prefetch::prefetch(&self.seen);
     }
 
-    /// Asks the core for the lines a sealing reads: the sealing key's, the last with the
-    /// packet number (see `Connection::prefetch_queue`). Every line of the key, not only
+    /// Asks the core for the lines a sealing reads: the sealing key's, the last of which holds
+    /// the packet number (see `Connection::prefetch_queue`). Every line of the key, not only
     /// the first and last that safe code can name: the seal also reads its GHASH table in the
     /// middle, and with only the two asked for, the load run's profile found the seal waiting
-    /// on that table's line instead (`count --cold`: 6% off a send from memory, round 23).
+    /// on that table's line instead (`count --cold`: 9% off a send from memory, round 23).
     pub(crate) fn prefetch_seal(&self) {
         rally_prefetch::lines(&self.send);
-        rally_wire::prefetch::prefetch(&self.next);
     }
 
     /// Keys for one end: what it seals with and what it opens with; full tags.
@@ -470,7 +468,8 @@ mod tests {
 
     /// Goal: each key starts a line, and the numbers its path reads share the line of its
     /// last bytes (where ring keeps the algorithm each seal and open read first), so that
-    /// the two lines `prefetch_open` and `prefetch_seal` ask for are each path's first reads.
+    /// each path reads its key's lines and no other, the lines `prefetch_open` and
+    /// `prefetch_seal` ask for.
     #[test]
     #[cfg(not(target_arch = "wasm32"))]
     fn each_key_ends_on_the_line_of_the_numbers_its_path_reads() {

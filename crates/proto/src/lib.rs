@@ -21,11 +21,13 @@
 //!   [`Endpoint::recycle`], so that the next message on its channel needs no allocation;
 //! - the next deadline: [`Endpoint::poll_timeout`];
 //! - inspection: [`Endpoint::connection`] (statistics), [`Endpoint::stats`] (dropped input);
-//! - a hint: [`Endpoint::prefetch`], for a host that reads datagrams in batches (`recvmmsg`):
-//!   called for each datagram of a batch before the first is handed over, it asks the core for
-//!   their connections' lines at once, and changes nothing. The send path asks for its own:
-//!   queueing a message asks for the first lines its packet will read, so a host that queues
-//!   all of a tick's messages before it drains `poll_transmit` finds them arrived.
+//! - hints, which change nothing: [`Endpoint::prefetch`], for a host that reads datagrams in
+//!   batches (`recvmmsg`): called for each datagram of a batch before the first is handed over,
+//!   it asks the core for their connections' lines at once. On the send side,
+//!   [`Endpoint::prefetch_connection`] well before messages are built for a connection (a
+//!   room calls it for each client before it builds the snapshots), then
+//!   [`Endpoint::prefetch_queue`] for each message just before the first is queued. Without
+//!   them, queueing a message still asks for the first lines its packet will read.
 //!
 //! **After every input, drain `poll_transmit` and `poll_event` until both return `None`, then
 //! ask `poll_timeout` and wait for a datagram or that deadline, whichever comes first.**
