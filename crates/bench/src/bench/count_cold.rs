@@ -41,7 +41,8 @@ const BATCH: usize = 32;
 /// Measured batches each way.
 const BATCHES: usize = 400;
 /// How long before a hinted send its lines are asked for: less than a reference room's
-/// snapshot building, which a room's request precedes (about 12 us a room-tick in the load).
+/// snapshot building, which a room's request precedes (8-10 us a room-tick in round 23's
+/// load runs).
 const HINT_LEAD: Duration = Duration::from_micros(5);
 
 /// One way of handling a batch, timed.
