@@ -470,10 +470,7 @@ impl Connection {
     /// load run's profile put the queueing's samples on the first reads of the connection
     /// and of its send queue). A hint: it changes nothing.
     pub(crate) fn prefetch_queue(&self, channel: u8) {
-        if let Some(keys) = &self.keys {
-            keys.prefetch_seal();
-        }
-        rally_wire::prefetch::prefetch(self.sent.next_slot());
+        self.prefetch_packet();
         if let Some(queue) = self.send.get(usize::from(channel)) {
             queue.prefetch();
         }
